@@ -1,0 +1,151 @@
+"""Docker GPU-host section of the stack config: hosts, their GPUs, images and containers."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import ByteSize, Field, field_validator
+
+from .base import ConfigModel
+
+# A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it.
+Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+
+# docker/distribution reference grammar, reduced to what pinning needs: repository[:tag][@digest].
+_IMAGE_REF = re.compile(
+    r"^(?P<repository>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+
+DEFAULT_IMAGES = {
+    "pytorch": "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0",
+    "vllm": "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210",
+}
+
+
+def image_pin_problem(ref: str) -> str | None:
+    """Why `ref` is not a reproducible pin, or None: it needs a digest or an explicit non-`latest` tag."""
+    match = _IMAGE_REF.match(ref)
+    if match is None:
+        return f"'{ref}' is not a Docker image reference (repository[:tag][@sha256:digest])"
+    if match["digest"]:
+        return None
+    if match["tag"] is None or match["tag"] == "latest":
+        return f"'{ref}' is not pinned: use an explicit version tag (not 'latest') or an @sha256 digest"
+    return None
+
+
+class SecurityProfile(str, Enum):
+    """`debug` adds what rocgdb/rocprof need; `hardened` keeps Docker's default seccomp profile."""
+
+    debug = "debug"
+    hardened = "hardened"
+
+
+class SecurityConfig(ConfigModel):
+    # None means "by environment": debug in dev, hardened in prod.
+    profile: SecurityProfile | None = None
+    # Prod refuses the debug profile unless this acknowledges it explicitly.
+    allow_debug_in_prod: bool = False
+
+
+class DockerEndpoint(ConfigModel):
+    host: str = "unix:///var/run/docker.sock"
+    ssh_opts: list[str] = []
+
+    @field_validator("host")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not re.match(r"^(unix:///\S+|ssh://(\S+@)?[^\s@/]+(:\d+)?|tcp://[^\s/]+:\d+)$", value):
+            raise ValueError(
+                "expected unix:///path/to/docker.sock, ssh://user@host[:port] or tcp://host:port"
+            )
+        return value
+
+
+class PortMapping(ConfigModel):
+    internal: Annotated[int, Field(ge=1, le=65535)]
+    external: Annotated[int, Field(ge=1, le=65535)] | None = None
+    ip: str = "0.0.0.0"
+
+
+class VolumeMount(ConfigModel):
+    host_path: Annotated[str, Field(pattern=r"^/")]
+    container_path: Annotated[str, Field(pattern=r"^/")]
+    read_only: bool = False
+
+
+class ContainerConfig(ConfigModel):
+    name: Name
+    # A key of `rocm-stack:images`.
+    image: str = "pytorch"
+    # Explicit GPU indices on the host; when absent the container gets every GPU of the host.
+    gpus: list[Annotated[int, Field(ge=0)]] | None = None
+    command: list[str] = []
+    env: dict[str, str] = {}
+    # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
+    shm_size: ByteSize = ByteSize(16 * 1024**3)
+    ports: list[PortMapping] = []
+    volumes: list[VolumeMount] = []
+    restart: Literal["no", "on-failure", "always", "unless-stopped"] = "unless-stopped"
+
+
+class HostConfig(ConfigModel):
+    name: Name
+    docker: DockerEndpoint = DockerEndpoint()
+    gpus: Annotated[int, Field(ge=1, le=16)] = 1
+    gpu_model: Literal["MI300X", "MI325X", "MI308X", "MI250X", "MI250", "MI210", "other"] = "MI300X"
+    containers: list[ContainerConfig] = [ContainerConfig(name="rocm-dev")]
+
+
+def _duplicates(names: Iterable[str]) -> set[str]:
+    seen: set[str] = set()
+    return {n for n in names if n in seen or seen.add(n)}
+
+
+def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
+             security: SecurityConfig) -> Iterable[tuple[str, str]]:
+    """Cross-field checks of the Docker section; yields (key path, what is expected)."""
+    for name in sorted(_duplicates(h.name for h in hosts)):
+        yield "hosts", f"host name '{name}' is used twice; host names must be unique"
+    for key, ref in images.items():
+        problem = image_pin_problem(ref)
+        if problem and (environment == "prod" or "not a Docker image reference" in problem):
+            yield f"images.{key}", problem
+    if environment == "prod" and security.profile is SecurityProfile.debug and not security.allow_debug_in_prod:
+        yield "security.profile", (
+            "the debug profile (SYS_PTRACE, seccomp=unconfined) is refused in prod; "
+            "use 'hardened' or set security.allowDebugInProd: true to accept the risk"
+        )
+    for h_index, host in enumerate(hosts):
+        at = f"hosts[{h_index}]"
+        for name in sorted(_duplicates(c.name for c in host.containers)):
+            yield f"{at}.containers", f"container name '{name}' is used twice on host '{host.name}'"
+        owner: dict[int, str] = {}
+        for c_index, container in enumerate(host.containers):
+            c_at = f"{at}.containers[{c_index}]"
+            if container.image not in images:
+                yield f"{c_at}.image", f"unknown image '{container.image}'; expected one of {sorted(images)}"
+            if container.gpus is None:
+                continue
+            if not container.gpus:
+                yield f"{c_at}.gpus", "an empty GPU list; omit the key to give the container every GPU"
+            for g_index, gpu in enumerate(container.gpus):
+                if gpu >= host.gpus:
+                    yield f"{c_at}.gpus[{g_index}]", (
+                        f"GPU {gpu} is out of range: host '{host.name}' has {host.gpus} GPUs (0..{host.gpus - 1})"
+                    )
+                elif gpu in owner:
+                    yield f"{c_at}.gpus[{g_index}]", (
+                        f"GPU {gpu} is already given to container '{owner[gpu]}'; partitions must not overlap"
+                    )
+                else:
+                    owner[gpu] = container.name
+        if len(host.containers) > 1 and any(c.gpus is None for c in host.containers):
+            yield f"{at}.containers", (
+                "when a host has several containers each must list its `gpus`, "
+                "otherwise they would all share every GPU"
+            )
