@@ -283,9 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.synth", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
     parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--project-dir", type=Path, default=ROOT, help="the Pulumi project (default: this one)")
     args = parser.parse_args(argv)
     try:
-        plan = synthesize(args.stack)
+        plan = synthesize(args.stack, project_dir=args.project_dir.resolve())
     except ProgramRefused as refused:
         print(refused, file=sys.stderr)
         return 2

@@ -1,0 +1,39 @@
+"""Shared fixtures: the real program run under Pulumi's mock engine (components.synth)."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.synth import Plan, ProgramRefused, stack_config, synthesize
+
+CONTAINER = "docker:index/container:Container"
+REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
+DOCKER_PROVIDER = "pulumi:providers:docker"
+
+
+@pytest.fixture(scope="session")
+def dev_plan() -> Plan:
+    return synthesize("dev")
+
+
+@pytest.fixture(scope="session")
+def prod_plan() -> Plan:
+    return synthesize("prod")
+
+
+def stack_file(stack: str) -> dict[str, Any]:
+    """A deep copy of a committed stack's config, for tests to vary."""
+    return copy.deepcopy(stack_config(stack))
+
+
+def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None = None) -> str:
+    """The message the program stops with; fails the test if the program accepts the config."""
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize(stack, config, secrets=secrets)
+    return str(refused.value)
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return dict(e.split("=", 1) for e in container["inputs"].get("envs", []))

@@ -1,0 +1,144 @@
+"""Stack configuration: committed stacks load; bad input is refused with one message per problem naming the key."""
+from __future__ import annotations
+
+import pytest
+
+from components.config import ConfigError, load
+from components.config.docker import image_pin_problem
+from conftest import refusal, stack_file
+
+P = "rocm-stack:"
+
+
+def test_committed_stacks_load():
+    dev = load("dev", stack_file("dev"))
+    prod = load("prod", stack_file("prod"))
+    assert dev.environment == "dev" and len(dev.hosts) == 1
+    assert dev.hosts[0].docker.host == "unix:///var/run/docker.sock"
+    assert prod.environment == "prod" and [h.gpus for h in prod.hosts] == [8, 8, 8, 8]
+    assert all(h.docker.host.startswith("ssh://") for h in prod.hosts)
+
+
+def test_empty_config_is_a_working_dev_stack():
+    cfg = load("dev", {})
+    assert cfg.environment == "dev"
+    assert [h.name for h in cfg.hosts] == ["local"]
+    assert cfg.hosts[0].docker.host == "unix:///var/run/docker.sock"
+    assert set(cfg.images) == {"pytorch", "vllm"}
+
+
+@pytest.mark.parametrize("stack, expected", [("dev", "dev"), ("staging", "dev"), ("prod", "prod"),
+                                             ("prod-eu", "prod")])
+def test_environment_defaults_from_stack_name(stack, expected):
+    assert load(stack, {}).environment == expected
+
+
+def test_setting_one_image_keeps_the_other_defaults():
+    cfg = load("dev", {P + "images": {"pytorch": "rocm/pytorch:custom-1"}})
+    assert cfg.images["pytorch"] == "rocm/pytorch:custom-1"
+    assert cfg.images["vllm"].startswith("rocm/vllm:rocm")
+
+
+def host(name="h1", **extra):
+    return {"name": name, "gpus": 8, **extra}
+
+
+# (stack, config, key path that must be named, a fragment of the expected explanation)
+BAD_CONFIGS = {
+    "unknown top-level key": ("dev", {P + "hostz": []}, "hostz", "unknown key; expected one of"),
+    "unknown nested key": ("dev", {P + "hosts": [host(gpuz=4)]}, "hosts[0].gpuz", "unknown key"),
+    "too many gpus": ("dev", {P + "hosts": [host(gpus=17)]}, "hosts[0].gpus", "less than or equal to 16"),
+    "zero gpus": ("dev", {P + "hosts": [host(gpus=0)]}, "hosts[0].gpus", "greater than or equal to 1"),
+    "gpus not a number": ("dev", {P + "hosts": [host(gpus="eight")]}, "hosts[0].gpus", "valid integer"),
+    "bad host name": ("dev", {P + "hosts": [host(name="GPU_Node")]}, "hosts[0].name", "pattern"),
+    "duplicate host": ("dev", {P + "hosts": [host(), host()]}, "hosts", "used twice"),
+    "bad docker endpoint": ("dev", {P + "hosts": [host(docker={"host": "http://gpu1"})]},
+                            "hosts[0].docker.host", "ssh://user@host"),
+    "unknown gpu model": ("dev", {P + "hosts": [host(gpuModel="MI999")]}, "hosts[0].gpuModel", "MI300X"),
+    "gpu index out of range": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [6, 8]}])]},
+                               "hosts[0].containers[0].gpus[1]", "out of range"),
+    "negative gpu index": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [-1]}])]},
+                           "hosts[0].containers[0].gpus[0]", "greater than or equal to 0"),
+    "overlapping partitions": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [0, 1, 2, 3]},
+                                                                      {"name": "b", "gpus": [3, 4]}])]},
+                               "hosts[0].containers[1].gpus[0]", "already given to container 'a'"),
+    "empty gpu list": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": []}])]},
+                       "hosts[0].containers[0].gpus", "empty GPU list"),
+    "shared gpus between containers": ("dev", {P + "hosts": [host(containers=[{"name": "a"}, {"name": "b"}])]},
+                                       "hosts[0].containers", "each must list its `gpus`"),
+    "duplicate container": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [0]},
+                                                                   {"name": "a", "gpus": [1]}])]},
+                            "hosts[0].containers", "used twice"),
+    "unknown image key": ("dev", {P + "hosts": [host(containers=[{"name": "a", "image": "jax"}])]},
+                          "hosts[0].containers[0].image", "unknown image 'jax'"),
+    "bad shm size": ("dev", {P + "hosts": [host(containers=[{"name": "a", "shmSize": "lots"}])]},
+                     "hosts[0].containers[0].shmSize", "could not parse"),
+    "bad restart policy": ("dev", {P + "hosts": [host(containers=[{"name": "a", "restart": "sometimes"}])]},
+                           "hosts[0].containers[0].restart", "on-failure"),
+    "relative volume path": ("dev", {P + "hosts": [host(containers=[{"name": "a", "volumes": [
+        {"hostPath": "data", "containerPath": "/data"}]}])]},
+        "hosts[0].containers[0].volumes[0].hostPath", "pattern"),
+    "port out of range": ("dev", {P + "hosts": [host(containers=[{"name": "a", "ports": [{"internal": 70000}]}])]},
+                          "hosts[0].containers[0].ports[0].internal", "less than or equal to 65535"),
+    "latest tag in prod": ("prod", {P + "images": {"pytorch": "rocm/pytorch:latest"}}, "images.pytorch",
+                           "not pinned"),
+    "untagged image in prod": ("prod", {P + "images": {"vllm": "rocm/vllm"}}, "images.vllm", "not pinned"),
+    "malformed image ref": ("dev", {P + "images": {"vllm": "rocm/vllm:bad tag"}}, "images.vllm",
+                            "not a Docker image reference"),
+    "debug profile in prod": ("prod", {P + "security": {"profile": "debug"}}, "security.profile",
+                              "allowDebugInProd"),
+    "unknown security profile": ("dev", {P + "security": {"profile": "yolo"}}, "security.profile", "'debug'"),
+    "unknown environment": ("dev", {P + "environment": "qa"}, "environment", "'dev' or 'prod'"),
+    "registry without password": ("dev", {P + "registry": {"server": "registry.example.com", "username": "ci"}},
+                                  "registryPassword", "pulumi config set --secret registryPassword"),
+    "plain-text token": ("dev", {P + "huggingfaceToken": "hf_abc"}, "huggingfaceToken", "must be a Pulumi secret"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_is_refused_naming_the_key(case):
+    stack, config, path, explanation = BAD_CONFIGS[case]
+    with pytest.raises(ConfigError) as error:
+        load(stack, config)
+    messages = [str(p) for p in error.value.problems]
+    assert any(m.startswith(f"{P}{path}: ") and explanation in m for m in messages), messages
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as error:
+        load("prod", {P + "images": {"pytorch": "rocm/pytorch:latest", "vllm": "rocm/vllm"},
+                      P + "hosts": [host(containers=[{"name": "a", "gpus": [9]}])]})
+    assert [p.path for p in error.value.problems] == [
+        "images.pytorch", "images.vllm", "hosts[0].containers[0].gpus[0]"]
+
+
+def test_latest_is_allowed_in_dev():
+    assert load("dev", {P + "images": {"pytorch": "rocm/pytorch:latest"}}).images["pytorch"].endswith(":latest")
+
+
+def test_debug_in_prod_needs_explicit_acknowledgement():
+    cfg = load("prod", {P + "security": {"profile": "debug", "allowDebugInProd": True}})
+    assert cfg.security_profile.value == "debug"
+
+
+@pytest.mark.parametrize("ref, pinned", [
+    ("rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", True),
+    ("registry.example.com:5000/rocm/pytorch:7.0", True),
+    ("rocm/pytorch@sha256:" + "a" * 64, True),
+    ("rocm/pytorch:latest@sha256:" + "b" * 64, True),
+    ("rocm/pytorch:latest", False),
+    ("rocm/pytorch", False),
+    ("registry.example.com:5000/rocm/pytorch", False),
+])
+def test_image_pinning(ref, pinned):
+    assert (image_pin_problem(ref) is None) is pinned
+
+
+def test_refused_program_declares_nothing_and_names_keys():
+    """Through the real __main__.py: pulumi.RunError with every problem, before any resource."""
+    config = stack_file("prod")
+    config[P + "hosts"][1]["gpus"] = 40
+    message = refusal("prod", config)
+    assert "invalid stack configuration" in message
+    assert f"{P}hosts[1].gpus: Input should be less than or equal to 16 (got 40)" in message
+    assert "Traceback" not in message

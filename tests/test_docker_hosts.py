@@ -1,0 +1,118 @@
+"""The Docker GPU-host layer as declared by the real program (Pulumi mock engine)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.synth import SECRET, synthesize
+from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, stack_file
+
+P = "rocm-stack:"
+
+
+def test_prod_has_one_docker_provider_per_host(prod_plan):
+    # Providers receive non-string settings JSON-encoded, as the engine hands them over.
+    providers = {r["name"]: {**r["inputs"], "sshOpts": json.loads(r["inputs"]["sshOpts"])}
+                 for r in prod_plan.of_type(DOCKER_PROVIDER)}
+    assert providers == {
+        f"gpu-node-{i}": {"host": f"ssh://deploy@gpu-node-{i}.example.internal",
+                          "sshOpts": ["-o", "StrictHostKeyChecking=yes"]}
+        for i in range(1, 5)
+    }
+    for container in prod_plan.of_type(CONTAINER):
+        host = container["name"].rsplit("-", 2)[0]
+        assert container["provider"].endswith(f"pulumi:providers:docker::{host}")
+
+
+def test_prod_images_are_pinned_and_pulled_per_host(prod_plan):
+    images = prod_plan.of_type(REMOTE_IMAGE)
+    assert len(images) == 8  # two images on each of four daemons
+    for image in images:
+        name = image["inputs"]["name"]
+        assert name.startswith(("rocm/pytorch:rocm", "rocm/vllm:rocm")) and not name.endswith(":latest")
+        assert image["inputs"]["keepLocally"] is True
+
+
+@pytest.mark.parametrize("plan_name", ["dev_plan", "prod_plan"])
+def test_every_container_gets_rocm_device_access(plan_name, request):
+    plan = request.getfixturevalue(plan_name)
+    containers = plan.of_type(CONTAINER)
+    assert containers
+    for c in containers:
+        i = c["inputs"]
+        assert [(d["hostPath"], d["containerPath"]) for d in i["devices"]] == [
+            ("/dev/kfd", "/dev/kfd"), ("/dev/dri", "/dev/dri")]
+        assert i["groupAdds"] == ["video", "render"]
+        assert i["ipcMode"] == "host"
+        assert i["shmSize"] >= 1024
+        assert i["mustRun"] is True
+
+
+def test_prod_partitions_match_hip_visible_devices(prod_plan):
+    seen = {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in prod_plan.of_type(CONTAINER)}
+    assert seen == {f"gpu-node-{i}-{name}": devices for i in range(1, 5)
+                    for name, devices in (("train-a", "0,1,2,3"), ("serve-b", "4,5,6,7"))}
+
+
+def test_prod_is_hardened(prod_plan):
+    for c in prod_plan.of_type(CONTAINER):
+        i = c["inputs"]
+        assert i["capabilities"] == {"adds": ["SYS_NICE"]}
+        assert "seccomp=unconfined" not in i["securityOpts"]
+        assert "no-new-privileges:true" in i["securityOpts"]
+        assert not i.get("privileged")
+
+
+def test_dev_has_debug_flags(dev_plan):
+    (c,) = dev_plan.of_type(CONTAINER)
+    assert c["inputs"]["capabilities"] == {"adds": ["SYS_PTRACE"]}
+    assert c["inputs"]["securityOpts"] == ["seccomp=unconfined"]
+    assert env_of(c)["HIP_VISIBLE_DEVICES"] == "0,1"  # the whole 2-GPU workstation
+
+
+def test_split_8x1_gives_one_gpu_each():
+    containers = [{"name": f"g{i}", "gpus": [i]} for i in range(8)]
+    plan = synthesize("dev", {P + "hosts": [{"name": "box", "gpus": 8, "containers": containers}]})
+    assert {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in plan.of_type(CONTAINER)} == {
+        f"box-g{i}": str(i) for i in range(8)}
+
+
+def test_container_image_is_the_hosts_pinned_image(prod_plan):
+    image_ids = {r["urn"]: prod_plan.mock_outputs[r["urn"]]["imageId"] for r in prod_plan.of_type(REMOTE_IMAGE)}
+    for c in prod_plan.of_type(CONTAINER):
+        (image_urn,) = c["depends_on"]
+        assert c["inputs"]["image"] == image_ids[image_urn]
+        expected = "vllm" if c["name"].endswith("serve-b") else "pytorch"
+        assert image_urn.endswith(f"::{c['name'].rsplit('-', 2)[0]}-{expected}")
+
+
+def _identity(plan):
+    return {r["urn"]: r["inputs"] for r in plan.resources}
+
+
+def test_reordering_hosts_renames_nothing(prod_plan):
+    config = stack_file("prod")
+    config[P + "hosts"].reverse()
+    for host in config[P + "hosts"]:
+        host["containers"].reverse()
+    assert _identity(synthesize("prod", config)) == _identity(prod_plan)
+
+
+def test_adding_a_host_keeps_existing_resources(prod_plan):
+    config = stack_file("prod")
+    config[P + "hosts"].insert(0, {"name": "gpu-node-0", "gpus": 8, "docker": {"host": "ssh://deploy@gpu-node-0"},
+                                   "containers": [{"name": "train-a", "image": "pytorch"}]})
+    after = _identity(synthesize("prod", config))
+    before = _identity(prod_plan)
+    assert {urn: after[urn] for urn in before} == before
+    assert len(after) - len(before) == 4  # component, provider, image, container
+
+
+def test_registry_password_reaches_the_provider_as_a_secret():
+    plan = synthesize("dev", {P + "registry": {"server": "registry.example.com", "username": "ci"}},
+                      secrets={P + "registryPassword": "s3cret"})
+    (provider,) = plan.of_type(DOCKER_PROVIDER)
+    # The provider gets its registry settings as one JSON value, secret as a whole because it holds one.
+    assert provider["inputs"]["registryAuth"] == SECRET
+    assert "s3cret" not in str(plan.to_json())

@@ -1,0 +1,103 @@
+"""`python -m components.synth`: the files reviewers and CI read."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from components.synth import ROOT
+
+P = "rocm-stack:"
+
+
+def run_synth(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "components.synth", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
+    result = run_synth("--stack", "prod", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert (plan["project"], plan["stack"]) == ("rocm-stack", "prod")
+    assert plan["outputs"]["environment"] == "prod"
+    for resource in plan["resources"]:
+        assert {"type", "name", "parent", "inputs", "protect", "depends_on"} <= set(resource)
+    types = {r["type"] for r in plan["resources"]}
+    assert {"rocm-stack:docker:GpuHost", "pulumi:providers:docker", "docker:index/container:Container",
+            "docker:index/remoteImage:RemoteImage"} <= types
+
+    scripts = sorted(p.name for p in (tmp_path / "docker").iterdir())
+    assert scripts == [f"gpu-node-{i}.sh" for i in range(1, 5)]
+    lines = (tmp_path / "docker" / "gpu-node-2.sh").read_text().splitlines()
+    assert "export DOCKER_HOST=ssh://deploy@gpu-node-2.example.internal" in lines
+    runs = [shlex.split(line) for line in lines if line.startswith("docker run")]
+    pulls = [line for line in lines if line.startswith("docker pull")]
+    assert len(runs) == 2 and len(pulls) == 2
+    train = next(r for r in runs if "train-a" in r)
+    # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
+    for flag in ["--device=/dev/kfd", "--device=/dev/dri", "--ipc=host", "--cap-add=SYS_NICE",
+                 "HIP_VISIBLE_DEVICES=0,1,2,3", "--shm-size=65536m"]:
+        assert flag in train
+    assert train[train.index("--group-add") + 1] == "video"
+    assert "render" in train
+    assert "--cap-add=SYS_PTRACE" not in train and "--security-opt=seccomp=unconfined" not in train
+    assert train[-3:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "sleep", "infinity"]
+
+
+def test_dev_synth_shows_debug_flags(tmp_path):
+    assert run_synth("--stack", "dev", "--out", str(tmp_path)).returncode == 0
+    (script,) = (tmp_path / "docker").iterdir()
+    text = script.read_text()
+    assert "--cap-add=SYS_PTRACE" in text and "--security-opt=seccomp=unconfined" in text
+
+
+def _project_with(tmp_path: Path, stack: str, config: dict) -> Path:
+    project = tmp_path / "project"
+    (project / "stacks").mkdir(parents=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (project / name).write_text((ROOT / name).read_text())
+    (project / "components").symlink_to(ROOT / "components")
+    (project / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+    return project
+
+
+def test_invalid_config_exits_2_with_messages_and_writes_nothing(tmp_path):
+    project = _project_with(tmp_path, "prod", {
+        P + "images": {"pytorch": "rocm/pytorch:latest"},
+        P + "hosts": [{"name": "n1", "gpus": 4, "containers": [{"name": "a", "gpus": [4]}]}],
+    })
+    out = tmp_path / "out"
+    result = run_synth("--stack", "prod", "--out", str(out), "--project-dir", str(project))
+    assert result.returncode == 2
+    assert f"{P}images.pytorch: 'rocm/pytorch:latest' is not pinned" in result.stderr
+    assert f"{P}hosts[0].containers[0].gpus[0]: GPU 4 is out of range" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_secure_values_are_secrets_in_the_plan(tmp_path):
+    project = _project_with(tmp_path, "dev", {
+        P + "registry": {"server": "registry.example.com", "username": "ci"},
+        P + "registryPassword": {"secure": "v1:AAAAencrypted"},
+    })
+    result = run_synth("--stack", "dev", "--out", str(tmp_path / "out"), "--project-dir", str(project))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "out" / "plan.json").read_text()
+    assert '"registryAuth": "[secret]"' in text and "v1:AAAA" not in text
+
+
+def test_unknown_stack_exits_2(tmp_path):
+    result = run_synth("--stack", "nope", "--out", str(tmp_path))
+    assert result.returncode == 2 and "stacks/Pulumi.nope.yaml" in result.stderr
+
+
+def test_make_synth_uses_the_venv_and_writes_out(tmp_path):
+    result = subprocess.run(["make", "-s", "synth", "STACK=dev", f"OUT={tmp_path}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "plan.json").is_file()
