@@ -1,0 +1,143 @@
+"""Validate declared Kubernetes objects the way an API server would, offline and strictly.
+
+- Built-in kinds: `kubernetes_validate` (strict: unknown fields fail) for a Kubernetes version.
+- Custom resources: the CRD's structural `openAPIV3Schema`, turned into a strict JSON schema. The API server
+  prunes (silently drops) unknown fields of a CRD object, so a misspelled field would deploy "fine" and do
+  nothing; here it fails.
+
+Reusable by every concern's tests:
+
+    from k8s_validation import CrdSchemas, validate_object
+    crds = CrdSchemas.from_files(DATA / "deviceconfig-crd.yaml")
+    validate_object(manifest, crds)          # raises ManifestInvalid listing every error
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+KUBERNETES_VERSION = "1.30.0"
+
+
+class ManifestInvalid(AssertionError):
+    """An object the API server would reject (or, for a CRD object, silently prune)."""
+
+
+def strict_structural_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON schema that rejects what a structural CRD schema would prune or reject.
+
+    - `properties` without `additionalProperties` / `x-kubernetes-preserve-unknown-fields`: closed object;
+    - `x-kubernetes-int-or-string`: integer or string;
+    - `nullable: true`: also null;
+    - `x-kubernetes-embedded-resource`: apiVersion/kind/metadata allowed beside the declared properties.
+    """
+    node = {k: copy.deepcopy(v) for k, v in schema.items()
+            if k not in ("properties", "items", "additionalProperties", "anyOf", "allOf", "oneOf", "not")}
+    if "properties" in schema:
+        node["properties"] = {k: strict_structural_schema(v) for k, v in schema["properties"].items()}
+    if "items" in schema:
+        node["items"] = strict_structural_schema(schema["items"])
+    for keyword in ("anyOf", "allOf", "oneOf"):
+        if keyword in schema:
+            node[keyword] = [strict_structural_schema(s) for s in schema[keyword]]
+    if "not" in schema:
+        node["not"] = strict_structural_schema(schema["not"])
+    additional = schema.get("additionalProperties")
+    if isinstance(additional, Mapping):
+        node["additionalProperties"] = strict_structural_schema(additional)
+    elif additional is not None:
+        node["additionalProperties"] = additional
+    elif "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        node["additionalProperties"] = False
+    if schema.get("x-kubernetes-embedded-resource") and "properties" in node:
+        for name in ("apiVersion", "kind"):
+            node["properties"].setdefault(name, {"type": "string"})
+        node["properties"].setdefault("metadata", {"type": "object"})
+    if schema.get("x-kubernetes-int-or-string") and "anyOf" not in schema:
+        node.pop("type", None)
+        node["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and isinstance(node.get("type"), str):
+        node["type"] = [node["type"], "null"]
+    return node
+
+
+@dataclass
+class CrdSchemas:
+    """Strict schemas keyed by (apiVersion, kind), read from CustomResourceDefinition files."""
+
+    schemas: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_files(cls, *paths: Path) -> CrdSchemas:
+        crds = cls()
+        for path in paths:
+            for document in yaml.safe_load_all(Path(path).read_text()):
+                if document and document.get("kind") == "CustomResourceDefinition":
+                    crds.add(document)
+        return crds
+
+    def add(self, crd: Mapping[str, Any]) -> None:
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            if version.get("served", True):
+                schema = strict_structural_schema(version["schema"]["openAPIV3Schema"])
+                # Every object needs these; the CRD schema leaves them to the API machinery.
+                schema["required"] = sorted({*schema.get("required", ()), "apiVersion", "kind", "metadata"})
+                self.schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
+
+    def get(self, api_version: str, kind: str) -> dict[str, Any] | None:
+        return self.schemas.get((api_version, kind))
+
+
+def _json_path(error: jsonschema.ValidationError) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "."
+
+
+def custom_resource_errors(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    validator = jsonschema.Draft7Validator(schema)
+    return sorted(f"{_json_path(e)}: {e.message}" for e in validator.iter_errors(obj))
+
+
+def validate_object(obj: Mapping[str, Any], crds: CrdSchemas | None = None,
+                    kubernetes_version: str = KUBERNETES_VERSION) -> None:
+    """Raise ManifestInvalid unless the object is valid. A kind that is neither built in nor among `crds`
+    fails too: nothing is skipped silently."""
+    api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
+    name = f"{kind} {obj.get('metadata', {}).get('name', '?')}"
+    schema = crds.get(api_version, kind) if crds is not None else None
+    if schema is not None:
+        errors = custom_resource_errors(obj, schema)
+        if errors:
+            raise ManifestInvalid(f"{name} ({api_version}) violates its CRD:\n  " + "\n  ".join(errors))
+        # CRD schemas leave metadata to the API server's ObjectMeta: check it as that of a built-in object.
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj.get("metadata", {})}
+    try:
+        kubernetes_validate.validate(dict(obj), kubernetes_version, strict=True)
+    except kubernetes_validate.SchemaNotFoundError:
+        raise ManifestInvalid(f"{name}: no schema for {api_version} {kind}; pass its CRD") from None
+    except kubernetes_validate.ValidationError as error:
+        raise ManifestInvalid(
+            f"{name} is invalid for Kubernetes {kubernetes_version}: {_json_path(error)}: {error.message}"
+        ) from None
+
+
+def validate_all(objects: Iterable[Mapping[str, Any]], crds: CrdSchemas | None = None,
+                 kubernetes_version: str = KUBERNETES_VERSION) -> int:
+    """Validate every object, report all failures at once; returns how many were validated."""
+    failures, count = [], 0
+    for obj in objects:
+        count += 1
+        try:
+            validate_object(obj, crds, kubernetes_version)
+        except ManifestInvalid as invalid:
+            failures.append(str(invalid))
+    if failures:
+        raise ManifestInvalid("\n".join(failures))
+    return count
