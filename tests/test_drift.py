@@ -1,0 +1,132 @@
+"""components.drift on recorded `pulumi preview --refresh --json` outputs (tests/data/drift, see SOURCE.txt)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components import drift
+
+DATA = Path(__file__).parent / "data" / "drift"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def report_of(name: str) -> drift.DriftReport:
+    return drift.analyse(drift.parse((DATA / name).read_text()))
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "components.drift", *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_no_drift_exits_0_and_says_so(tmp_path):
+    out = tmp_path / "summary.md"
+    result = run_cli(DATA / "no-drift.json", "--out", out)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "stack `dev`" in text and "No drift" in text and "|" not in text
+
+
+def test_update_names_resource_operation_and_property_path(tmp_path):
+    out = tmp_path / "summary.md"
+    result = run_cli(DATA / "update.json", "--out", out)
+    assert result.returncode == 1, result.stderr
+    (change,) = report_of("update.json").changes
+    assert (change.type, change.name, change.operation) == (
+        "kubernetes:amd.com/v1alpha1:DeviceConfig", "gpu-operator-deviceconfig", "update")
+    assert change.properties == ("spec.driver.upgradePolicy.maxParallelUpgrades (update)",)
+    text = out.read_text()
+    assert "stack `prod`" in text and "Drift detected" in text
+    assert "| `gpu-operator-deviceconfig` | `kubernetes:amd.com/v1alpha1:DeviceConfig` | update |" in text
+    assert "`spec.driver.upgradePolicy.maxParallelUpgrades (update)`" in text
+
+
+def test_replace_reports_each_replacing_property():
+    (change,) = report_of("replace.json").changes
+    assert (change.type, change.name, change.operation) == (
+        "docker:index/container:Container", "local-train-a", "replace")
+    assert change.properties == ("ipcMode (update-replace)", "shmSize (update-replace)")
+    assert run_cli(DATA / "replace.json").returncode == 1
+
+
+def test_create_and_delete_are_both_listed():
+    report = report_of("create-delete.json")
+    assert {(c.name, c.operation) for c in report.changes} == {
+        ("kube-amd-gpu", "create"), ("gpu-node-4-serve-b", "delete")}
+    assert not report.unexplained
+    stdout = run_cli(DATA / "create-delete.json").stdout
+    assert "2 resource(s) differ (1 create, 1 delete)" in stdout
+
+
+def test_refresh_steps_count_only_when_they_changed_something():
+    report = report_of("refresh-steps.json")
+    # The unchanged ConfigMap refresh is not drift; the Service's refresh and update fold into one row.
+    ((name, operation, properties),) = {(c.name, c.operation, c.properties) for c in report.changes}
+    assert (name, operation) == ("metrics-exporter", "update")
+    assert properties == ("metadata.labels.team (delete)",)
+
+
+def test_refresh_step_without_diff_reports_changed_outputs():
+    digest = drift.parse((DATA / "refresh-steps.json").read_text())
+    refresh_only = digest.model_copy(update={
+        "steps": [s for s in digest.steps if s.op != "update"], "change_summary": {"same": 7}})
+    (change,) = drift.analyse(refresh_only).changes
+    assert (change.name, change.operation, change.properties) == ("metrics-exporter", "refresh", ("metadata",))
+
+
+def test_replacement_halves_fold_into_one_replace():
+    doc = json.loads((DATA / "replace.json").read_text())
+    logical = doc["steps"][1]
+    doc["steps"][1:] = [dict(logical, op="create-replacement"), dict(logical, op="delete-replaced")]
+    doc["changeSummary"] = {"same": 8, "create-replacement": 1, "delete-replaced": 1}
+    report = drift.analyse(drift.parse(json.dumps(doc)))
+    assert [(c.name, c.operation) for c in report.changes] == [("local-train-a", "replace")]
+    assert not report.unexplained
+
+
+def test_changes_counted_in_summary_but_not_listed_still_count_as_drift():
+    doc = json.loads((DATA / "no-drift.json").read_text())
+    doc["changeSummary"] = {"same": 8, "update": 1}
+    report = drift.analyse(drift.parse(json.dumps(doc)))
+    assert report.drifted and report.unexplained == {"update": 1}
+    assert "counts 1 `update` not listed" in drift.to_markdown(report)
+
+
+def test_reads_are_not_drift():
+    doc = json.loads((DATA / "no-drift.json").read_text())
+    read = dict(doc["steps"][0], op="read", urn="urn:pulumi:dev::rocm-stack::kubernetes:core/v1:Namespace::kube-system")
+    doc["steps"].append(read)
+    doc["changeSummary"] = {"same": 9, "read": 1}
+    assert not drift.analyse(drift.parse(json.dumps(doc))).drifted
+
+
+def test_failed_preview_is_unreadable_not_clean():
+    result = run_cli(DATA / "preview-error.json")
+    assert result.returncode == 2
+    assert "cluster is unreachable" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("content", [
+    "", "not json at all", "[]", "42", '{"steps": []}',  # the last never finished: no changeSummary
+    '{"steps": [{"op": "update"}], "changeSummary": {"update": 1}}',  # a step without urn
+    '{"steps": [{"op": "update", "urn": "bucket"}], "changeSummary": {"update": 1}}',  # not a URN
+])
+def test_garbage_and_empty_input_exit_2(tmp_path, content):
+    report = tmp_path / "preview.json"
+    report.write_text(content)
+    result = run_cli(report)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error:")
+
+
+def test_missing_file_exits_2(tmp_path):
+    assert run_cli(tmp_path / "absent.json").returncode == 2
+
+
+def test_urn_names_may_contain_separators():
+    assert drift.split_urn("urn:pulumi:prod::rocm-stack::a:b:C$kubernetes:core/v1:Pod::ns::pod") == (
+        "prod", "kubernetes:core/v1:Pod", "ns::pod")
