@@ -1,0 +1,257 @@
+"""The training program (workloads/train.py) under real `torchrun --nproc-per-node 2` on CPU with gloo.
+
+Each torchrun costs ~5 s on 2 cores (three processes import torch), so runs are shared through module fixtures.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # no pytest pythonpath setting yet: make `workloads` importable from the checkout
+
+from workloads.checkpoint import CheckpointStore, InvalidCheckpoint  # noqa: E402
+from workloads.config import OPTIONS, parse_config  # noqa: E402
+
+TRAIN = REPO / "workloads" / "train.py"
+DATA = Path(__file__).resolve().parent / "data" / "train"
+# Tiny model, 8 steps, checkpoints at 3, 6 and 8 (the last step always), two kept.
+RUN = ["--steps", "8", "--checkpoint-every", "3", "--checkpoint-keep", "2", "--batch-size", "16", "--backend", "gloo"]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment minus any training settings that would leak in, plus `extra`."""
+    env = {key: value for key, value in os.environ.items() if key not in {option.env for option in OPTIONS}}
+    return {**env, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1", **extra}
+
+
+def torchrun(checkpoint_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               str(TRAIN), "--checkpoint-dir", str(checkpoint_dir), *RUN, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=checkpoint_dir.parent,
+                          env=clean_env(**env))
+
+
+def events(result: subprocess.CompletedProcess[str], kind: str) -> list[dict[str, Any]]:
+    lines = (json.loads(line) for line in result.stdout.splitlines() if line.startswith("{"))
+    return [event for event in lines if event["event"] == kind]
+
+
+def steps_of(directory: Path) -> list[int]:
+    return sorted(checkpoint.step for checkpoint in CheckpointStore(directory, 1).checkpoints())
+
+
+def final_state(directory: Path) -> dict[str, Any]:
+    newest = CheckpointStore(directory, 1).checkpoints()[0]
+    return torch.load(newest.path, weights_only=True)
+
+
+def assert_same_state(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert actual["step"] == expected["step"]
+    assert actual["model"].keys() == expected["model"].keys()
+    for name, tensor in expected["model"].items():
+        assert torch.equal(actual["model"][name], tensor), f"parameter {name} differs"
+    for index, slot in expected["optimizer"]["state"].items():
+        for key, tensor in slot.items():
+            assert torch.equal(actual["optimizer"]["state"][index][key], tensor), f"optimizer {index}.{key} differs"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """An uninterrupted run of all 8 steps."""
+    directory = tmp_path_factory.mktemp("reference") / "checkpoints"
+    return torchrun(directory), directory
+
+
+def test_run_finishes_steps_and_logs_samples_per_second(reference) -> None:
+    result, directory = reference
+    assert result.returncode == 0, result.stderr[-3000:]
+    start, = events(result, "start")
+    assert (start["world_size"], start["backend"], start["global_batch"]) == (2, "gloo", 32)
+    steps = events(result, "step")
+    assert [event["step"] for event in steps] == list(range(1, 9))  # rank 0 only: one line per step
+    assert all(event["samples_per_s"] > 0 and math.isfinite(event["loss"]) for event in steps)
+    first, last = [event["loss"] for event in steps[:3]], [event["loss"] for event in steps[-3:]]
+    assert sum(last) < sum(first), "the synthetic task must be learnable"
+    done, = events(result, "done")
+    assert (done["step"], done["resumed_from"], done["mean_samples_per_s"] > 0) == (8, 0, True)
+    assert [event["step"] for event in events(result, "checkpoint")] == [3, 6, 8]
+    assert steps_of(directory) == [6, 8]  # --checkpoint-keep 2 pruned step 3
+    assert not [path for path in directory.iterdir() if not path.name.startswith("ckpt-")]
+
+
+def test_killed_worker_fails_the_run_and_restart_resumes_to_identical_parameters(reference, tmp_path) -> None:
+    directory = tmp_path / "checkpoints"
+    crashed = torchrun(directory, "--fail-at-step", "5", "--fail-rank", "1")
+    assert crashed.returncode != 0
+    assert "rank 1 kills itself after step 5" in crashed.stderr
+    assert "Signal 9 (SIGKILL)" in crashed.stderr  # torchrun saw the worker die and tore the group down
+    assert events(crashed, "done") == []
+    assert steps_of(directory) == [3]  # steps 4 and 5 are lost: less than one interval
+
+    resumed = torchrun(directory)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resume, = events(resumed, "resume")
+    assert resume["step"] == 3
+    assert [event["step"] for event in events(resumed, "step")] == [4, 5, 6, 7, 8]
+    assert events(resumed, "done")[0]["resumed_from"] == 3
+    assert_same_state(final_state(directory), final_state(reference[1]))
+    # The same losses as the uninterrupted run, step for step.
+    assert [e["loss"] for e in events(resumed, "step")] == [e["loss"] for e in events(reference[0], "step")[3:]]
+
+
+def test_corrupt_and_half_written_checkpoints_are_never_loaded(reference, tmp_path) -> None:
+    directory = tmp_path / "checkpoints"
+    shutil.copytree(reference[1], directory)  # valid checkpoints of steps 6 and 8
+    newest = CheckpointStore(directory, 1).checkpoints()[0].path
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a torn write of step 8
+    half_written = directory / ".ckpt-000000009-abc.tmp"  # a writer killed before its rename
+    half_written.write_bytes(b"PK\x03\x04 partial")
+
+    result = torchrun(directory)
+    assert result.returncode == 0, result.stderr[-3000:]
+    invalid, = events(result, "checkpoint_invalid")
+    assert invalid["step"] == 8 and "sha256 mismatch" in invalid["reason"]
+    assert events(result, "resume")[0]["step"] == 6
+    assert [event["step"] for event in events(result, "step")] == [7, 8]
+    assert not half_written.exists()
+    assert (directory / (newest.name + ".invalid")).exists()  # kept aside for inspection, out of the way
+    assert_same_state(final_state(directory), final_state(reference[1]))
+
+
+def save_steps(store: CheckpointStore, *steps: int) -> None:
+    for step in steps:
+        store.save(step, {"step": step, "model": {"w": torch.full((4,), float(step))}, "optimizer": {}})
+
+
+def newest_valid_step(store: CheckpointStore) -> int | None:
+    found = store.latest_valid()
+    return found[0].step if found else None
+
+
+def test_store_falls_back_past_every_kind_of_damage(tmp_path) -> None:
+    store = CheckpointStore(tmp_path, keep=10)
+    save_steps(store, 1, 2, 3, 4)
+    by_step = {checkpoint.step: checkpoint for checkpoint in store.checkpoints()}
+    data = bytearray(by_step[4].path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit
+    by_step[4].path.write_bytes(bytes(data))
+    by_step[3].path.write_bytes(b"")  # zero-length after a crash
+    # Checksum matches but it is no checkpoint: the name's hash is honest, torch.load refuses.
+    import hashlib
+    garbage = b"not a torch file"
+    (tmp_path / f"ckpt-000000005-{hashlib.sha256(garbage).hexdigest()}.pt").write_bytes(garbage)
+
+    assert newest_valid_step(store) == 2
+    assert sorted(path.name.split("-")[1] for path in tmp_path.glob("*.invalid")) == ["000000003", "000000004",
+                                                                                       "000000005"]
+    assert newest_valid_step(store) == 2  # quarantined files are not looked at again
+
+
+def test_store_load_checks_content_against_name(tmp_path) -> None:
+    store = CheckpointStore(tmp_path, keep=10)
+    save_steps(store, 7)
+    checkpoint, = store.checkpoints()
+    assert torch.equal(store.load(checkpoint)["model"]["w"], torch.full((4,), 7.0))
+    renamed = tmp_path / checkpoint.path.name.replace("000000007", "000000009")
+    checkpoint.path.rename(renamed)
+    with pytest.raises(InvalidCheckpoint, match="step 9, content says 7"):
+        store.load(store.checkpoints()[0])
+
+
+def test_store_with_only_bad_files_starts_fresh(tmp_path) -> None:
+    store = CheckpointStore(tmp_path, keep=2)
+    save_steps(store, 1)
+    only, = store.checkpoints()
+    only.path.write_bytes(only.path.read_bytes()[:-10])
+    (tmp_path / ".ckpt-000000002-x.tmp").write_bytes(b"half")
+    assert store.latest_valid() is None
+    assert CheckpointStore(tmp_path / "missing", keep=1).latest_valid() is None
+
+
+def test_store_save_is_atomic_when_the_writer_dies(tmp_path, monkeypatch) -> None:
+    store = CheckpointStore(tmp_path, keep=2)
+    save_steps(store, 1)
+
+    def dies_midway(obj: object, file: Any) -> None:
+        file.write(b"PK\x03\x04 first bytes")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(torch, "save", dies_midway)
+    with pytest.raises(OSError, match="No space"):
+        save_steps(store, 2)
+    assert [path.name.split("-")[1] for path in tmp_path.iterdir()] == ["000000001"]  # no temp, no step 2
+    assert newest_valid_step(store) == 1
+
+
+def test_store_keeps_newest(tmp_path) -> None:
+    store = CheckpointStore(tmp_path, keep=2)
+    save_steps(store, 10, 20, 30, 40)
+    assert [checkpoint.step for checkpoint in store.checkpoints()] == [40, 30]
+    with pytest.raises(ValueError):
+        CheckpointStore(tmp_path, keep=0)
+
+
+def test_env_vars_configure_and_flags_override() -> None:
+    env = {"TRAIN_STEPS": "40", "BATCH_SIZE": "8", "CHECKPOINT_DIR": "/ckpt", "CHECKPOINT_EVERY": "0",
+           "CHECKPOINT_KEEP": "5", "TRAIN_BACKEND": "gloo", "TRAIN_PRECISION": "bf16", "TRAIN_LR": "0.5",
+           "TRAIN_ENTRYPOINT": "my.pkg:make", "TRAIN_FAIL_AT_STEP": "3", "TRAIN_FAIL_RANK": "1"}
+    config = parse_config([], env)
+    assert (config.steps, config.batch_size, config.checkpoint_dir, config.checkpoint_every) == (40, 8, Path("/ckpt"),
+                                                                                                 0)
+    assert (config.checkpoint_keep, config.backend, config.precision, config.lr) == (5, "gloo", "bf16", 0.5)
+    assert (config.entrypoint, config.fail_at_step, config.fail_rank) == ("my.pkg:make", 3, 1)
+    assert parse_config(["--steps", "7", "--backend", "nccl"], env).steps == 7
+    defaults = parse_config([], {})
+    assert (defaults.backend, defaults.fail_at_step, defaults.entrypoint) == ("auto", None, "workloads.synthetic:build")
+
+
+@pytest.mark.parametrize(("argv", "env", "message"), [
+    ([], {"TRAIN_STEPS": "0"}, "environment variable TRAIN_STEPS: expected an integer >= 1, got 0"),
+    ([], {"BATCH_SIZE": "many"}, "environment variable BATCH_SIZE: expected an integer, got 'many'"),
+    ([], {"CHECKPOINT_EVERY": "-1"}, "CHECKPOINT_EVERY: expected an integer >= 0"),
+    ([], {"CHECKPOINT_DIR": " "}, "CHECKPOINT_DIR: expected a directory path"),
+    ([], {"TRAIN_BACKEND": "rccl"}, "TRAIN_BACKEND: expected one of auto, nccl, gloo, got 'rccl'"),
+    ([], {"TRAIN_LR": "nan"}, "TRAIN_LR: expected a finite number > 0"),
+    ([], {"TRAIN_ENTRYPOINT": "mymodule"}, "TRAIN_ENTRYPOINT: expected 'package.module:function'"),
+    (["--checkpoint-keep", "0"], {}, "argument --checkpoint-keep: expected an integer >= 1, got 0"),
+    (["--stepz", "3"], {}, "unrecognized arguments: --stepz"),
+])
+def test_invalid_settings_exit_2_naming_the_setting(argv, env, message, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_config(argv, env)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_program_exits_2_on_settings_this_machine_cannot_run(tmp_path) -> None:
+    command = [sys.executable, str(TRAIN), "--checkpoint-dir", str(tmp_path)]
+    bad_env = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env(TRAIN_STEPS="x"))
+    assert bad_env.returncode == 2 and "TRAIN_STEPS" in bad_env.stderr
+    if not torch.cuda.is_available():
+        no_gpu = subprocess.run([*command, "--backend", "nccl"], capture_output=True, text=True, timeout=60,
+                                env=clean_env())
+        assert no_gpu.returncode == 2 and "backend nccl needs a visible GPU" in no_gpu.stderr
+
+
+def test_single_process_with_a_user_entrypoint(tmp_path) -> None:
+    """`python workloads/train.py` (no torchrun) with TRAIN_ENTRYPOINT pointing at user code on PYTHONPATH."""
+    command = [sys.executable, str(TRAIN), "--checkpoint-dir", str(tmp_path), "--steps", "4",
+               "--checkpoint-every", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                            env=clean_env(TRAIN_ENTRYPOINT="custom_entry:build", PYTHONPATH=str(DATA)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    start, = events(result, "start")
+    assert (start["world_size"], start["parameters"]) == (1, 4 * 3 + 3)  # the user's Linear(4, 3)
+    assert [event["step"] for event in events(result, "step")] == [1, 2, 3, 4]
+    assert steps_of(tmp_path) == [2, 4]
+    assert set(final_state(tmp_path)["model"]) == {"weight", "bias"}
