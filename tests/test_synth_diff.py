@@ -1,0 +1,91 @@
+"""components.synth_diff on the real dev synth plan and edited copies of it."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components import synth_diff
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTAINER = "docker:index/container:Container"
+
+
+@pytest.fixture
+def base_plan(dev_plan) -> dict:
+    return copy.deepcopy(dev_plan.to_json())
+
+
+def write(path: Path, plan: dict) -> Path:
+    path.write_text(json.dumps(plan))
+    return path
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "components.synth_diff", *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_identical_plans_have_no_changes(tmp_path, base_plan):
+    result = synth_diff.diff(*(synth_diff.SynthPlan.model_validate(base_plan) for _ in range(2)))
+    assert result.empty and result.unchanged == len(base_plan["resources"])
+    assert "No resource changes" in synth_diff.to_markdown(result, "t")
+
+
+def test_added_removed_and_changed_by_type_and_name(tmp_path, base_plan):
+    head = copy.deepcopy(base_plan)
+    container = next(r for r in head["resources"] if r["type"] == CONTAINER)
+    container["inputs"]["shmSize"] = container["inputs"].get("shmSize", 0) + 1024
+    container["protect"] = not container["protect"]
+    removed = next(r for r in head["resources"] if r["type"] != CONTAINER)
+    head["resources"].remove(removed)
+    head["resources"].append({"type": "kubernetes:core/v1:Namespace", "name": "observability",
+                              "inputs": {"metadata": {"name": "observability"}}})
+
+    result = run_cli(write(tmp_path / "base.json", base_plan), write(tmp_path / "head.json", head))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("### Synth diff: stack `dev`")
+    assert "**1 added, 1 removed, 1 changed**" in out
+    assert "| added | `kubernetes:core/v1:Namespace` | `observability` |  |" in out
+    assert f"| removed | `{removed['type']}` | `{removed['name']}` |" in out
+    assert f"| changed | `{CONTAINER}` | `{container['name']}` | `shmSize`, `protect` |" in out
+
+
+def test_reordering_resources_changes_nothing(base_plan):
+    head = copy.deepcopy(base_plan)
+    head["resources"].reverse()
+    result = synth_diff.diff(synth_diff.SynthPlan.model_validate(base_plan), synth_diff.SynthPlan.model_validate(head))
+    assert result.empty
+
+
+def test_changed_paths_are_leaf_paths():
+    old = {"spec": {"containers": [{"image": "a:1", "env": [1]}], "replicas": 1}, "gone": 1}
+    new = {"spec": {"containers": [{"image": "a:2", "env": [1, 2]}], "replicas": 1}, "new": 1}
+    assert list(synth_diff.changed_paths(old, new)) == [
+        "gone", "new", "spec.containers[0].env", "spec.containers[0].image"]
+
+
+def test_output_is_appended_to_a_summary_file_and_cut_at_max_rows(tmp_path, base_plan):
+    head = copy.deepcopy(base_plan)
+    head["resources"] = []
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    result = run_cli(write(tmp_path / "b.json", base_plan), write(tmp_path / "h.json", head),
+                     "--out", summary, "--max-rows", "2", "--title", "prod synth")
+    assert result.returncode == 0 and result.stdout == ""
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### prod synth")
+    assert text.count("| removed |") == 2 and f"and {len(base_plan['resources']) - 2} more rows" in text
+
+
+@pytest.mark.parametrize("content", ["", "{]", "[]", '{"stack": "dev"}'])
+def test_unreadable_plan_exits_2(tmp_path, base_plan, content):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    result = run_cli(bad, write(tmp_path / "head.json", base_plan))
+    assert result.returncode == 2 and result.stderr.startswith("error:")
