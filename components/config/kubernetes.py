@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import Field, PlainValidator, StringConstraints
 
 from components.config.base import ConfigModel
+from components.config.docker import image_pin_problem
 
 CERT_MANAGER_REPOSITORY = "https://charts.jetstack.io"
 # v1.15.1 is the version the AMD GPU Operator install guide uses (`--version v1.15.1 --set crds.enabled=true`).
@@ -71,14 +72,6 @@ NodeCount = Annotated[int | str, PlainValidator(_node_count, json_schema_input_t
 def parse_chart_version(version: str) -> tuple[int, int, int]:
     major, minor, patch = version.removeprefix("v").split(".")
     return int(major), int(minor), int(patch)
-
-
-def is_pinned(image: str) -> bool:
-    """A digest, or a tag other than `latest` (the part after the last `/` holds the tag)."""
-    if "@" in image:
-        return True
-    name = image.rsplit("/", 1)[-1]
-    return ":" in name and not name.endswith(":latest")
 
 
 class ProviderConfig(ConfigModel):
@@ -288,8 +281,8 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
                    ("kubernetes.devicePlugin.nodeLabeller.image", plugin.node_labeller.image)]
     if prod:
         for path, image in images:
-            if not is_pinned(image):
-                yield path, f"'{image}' is not pinned: use a version tag (not latest) or a digest in prod"
+            if (problem := image_pin_problem(image)) is not None:
+                yield path, problem
 
 
 def _operator_problems(operator: GpuOperatorConfig, environment: str) -> Iterable[tuple[str, str]]:

@@ -1,21 +1,32 @@
 """Test stand-in for the Kubernetes wiring of the real __main__.py, run by components.synth.synthesize.
 
-tests/test_kubernetes.py uses the real project as soon as StackConfig has its `kubernetes` field;
-this program (and that fallback) can then be deleted.
+tests/test_kubernetes.py switches to the real project as soon as StackConfig has its `kubernetes` field;
+this program can then be deleted. It reports problems in the loader's format (`rocm-stack:<key path>: why`).
 """
 from types import SimpleNamespace
 
 import pulumi
+from pydantic import ValidationError
 
 from components.config.kubernetes import KubernetesConfig, problems
 from components.kubernetes import build_kubernetes
 
+
+def key_path(loc: tuple[int | str, ...]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+
+
 config = pulumi.Config("rocm-stack")
 environment = config.require("environment")
-kubernetes = KubernetesConfig.model_validate(config.require_object("kubernetes"))
-found = list(problems(SimpleNamespace(environment=environment, kubernetes=kubernetes)))
-if found:
-    raise pulumi.RunError("\n".join(f"rocm-stack:{path}: {message}" for path, message in found))
-layer = build_kubernetes(kubernetes, environment)
-pulumi.export("gpuResourceName", layer.gpu_resource_name)
-pulumi.export("kubernetesNamespaces", sorted(layer.namespaces))
+section = config.get_object("kubernetes")
+if section is not None:
+    try:
+        kubernetes = KubernetesConfig.model_validate(section)
+    except ValidationError as error:
+        raise pulumi.RunError("\n".join(
+            f"rocm-stack:kubernetes{key_path(e['loc'])}: {e['msg']}" for e in error.errors()
+        )) from None
+    found = list(problems(SimpleNamespace(environment=environment, kubernetes=kubernetes)))
+    if found:
+        raise pulumi.RunError("\n".join(f"rocm-stack:{path}: {message}" for path, message in found))
+    build_kubernetes(kubernetes, environment)

@@ -1,0 +1,484 @@
+"""Kubernetes GPU layer: what the program declares (via components.synth), validated like an API server would.
+
+Every declared object passes `kubernetes-validate` (strict) or, for the DeviceConfig, the CRD of
+gpu-operator-charts v1.5.1 made strict (tests/k8s_validation.py); config errors name their key.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from pulumi.runtime import settings
+
+from components.config import StackConfig
+from components.config.kubernetes import (
+    GPU_OPERATOR_CHART,
+    GPU_OPERATOR_CHART_VERSION,
+    CertManagerConfig,
+    KubernetesConfig,
+)
+from components.kubernetes import build_kubernetes
+from components.kubernetes.gpu_operator import chart_values
+from components.synth import ROOT, Plan, ProgramRefused, manifest_of, synthesize, write
+from conftest import stack_file
+from k8s_validation import CrdSchemas, ManifestInvalid, strict_structural_schema, validate_all, validate_object
+
+DATA = Path(__file__).parent / "data" / "kubernetes"
+P = "rocm-stack:"
+# The real program once the lead wires the layer into StackConfig/__main__.py, a stand-in until then.
+PROJECT = ROOT if "kubernetes" in StackConfig.model_fields else DATA / "program"
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
+PROVIDER = "pulumi:providers:kubernetes"
+PROD_PROVIDER = {"context": "gpu-prod"}
+
+CRDS = CrdSchemas.from_files(DATA / "deviceconfig-crd.yaml")
+
+
+def synth(stack: str, kubernetes: dict[str, Any] | None) -> Plan:
+    """The committed stack's config (hosts etc.) with this `rocm-stack:kubernetes` section."""
+    config = stack_file(stack)
+    config.pop(P + "kubernetes", None)
+    if kubernetes is not None:
+        config[P + "kubernetes"] = kubernetes
+    return synthesize(stack, config, project_dir=PROJECT)
+
+
+def refusal(stack: str, kubernetes: dict[str, Any]) -> str:
+    with pytest.raises(ProgramRefused) as refused:
+        synth(stack, kubernetes)
+    return str(refused.value)
+
+
+def k8s_resources(plan: Plan) -> list[dict[str, Any]]:
+    return [r for r in plan.resources if r["type"].startswith(("kubernetes:", "rocm-stack:k8s:", PROVIDER))]
+
+
+def device_config(plan: Plan) -> dict[str, Any]:
+    """A copy: tests may break it without touching the shared plan."""
+    [resource] = plan.of_type(DEVICE_CONFIG)
+    return copy.deepcopy(manifest_of(resource))
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, Plan]:
+    return {
+        "dev-operator": synth("dev", {}),
+        "prod-operator": synth("prod", {"provider": PROD_PROVIDER}),
+        "dev-device-plugin": synth("dev", {"mode": "device-plugin"}),
+        "prod-device-plugin": synth("prod", {"mode": "device-plugin", "provider": PROD_PROVIDER}),
+    }
+
+
+# --- every object is valid -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", ["1.30.0", "1.37.0"])
+@pytest.mark.parametrize("case", ["dev-operator", "prod-operator", "dev-device-plugin", "prod-device-plugin"])
+def test_every_declared_object_is_valid(plans, case, version):
+    objects = [manifest_of(r) for r in plans[case].kubernetes_objects()]
+    assert validate_all(objects, CRDS, version) == len(objects) >= 3
+
+
+def test_full_device_config_from_typed_config_passes_the_crd():
+    plan = synth("prod", {"provider": PROD_PROVIDER, "gpuOperator": {"deviceConfig": {
+        "name": "mi300x",
+        "selector": {"amd.com/gpu.family": "AI"},
+        "driver": {"enable": True, "blacklist": True, "version": "30.20.1", "image": "registry.example.com/amd/amdgpu",
+                   "upgradePolicy": {"maxParallelUpgrades": 2, "maxUnavailableNodes": "25%",
+                                     "nodeDrainPolicy": {"force": True, "timeoutSeconds": 0}}},
+        "devicePlugin": {"nodeLabellerArguments": ["compute-memory-partition"]},
+        "metricsExporter": {"serviceType": "NodePort", "nodePort": 32500, "port": 5001,
+                            "serviceMonitor": {"enable": True, "interval": "15s", "labels": {"release": "prom"}}},
+        "testRunner": {"enable": True},
+    }}})
+    obj = device_config(plan)
+    validate_object(obj, CRDS)
+    spec = obj["spec"]
+    assert obj["metadata"] == {"name": "mi300x", "namespace": "kube-amd-gpu"}
+    assert spec["selector"] == {"amd.com/gpu.family": "AI"}
+    assert {k: spec["driver"][k] for k in ("enable", "blacklist", "version", "image")} == {
+        "enable": True, "blacklist": True, "version": "30.20.1", "image": "registry.example.com/amd/amdgpu"}
+    policy = spec["driver"]["upgradePolicy"]
+    assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"]) == (2, "25%")
+    assert policy["nodeDrainPolicy"] == {"force": True, "timeoutSeconds": 0, "gracePeriodSeconds": -1,
+                                         "ignoreDaemonSets": True}
+    assert spec["devicePlugin"]["nodeLabellerArguments"] == ["compute-memory-partition"]
+    exporter = spec["metricsExporter"]
+    assert (exporter["serviceType"], exporter["nodePort"], exporter["port"]) == ("NodePort", 32500, 5001)
+    assert exporter["prometheus"]["serviceMonitor"] == {"enable": True, "interval": "15s", "labels": {"release": "prom"}}
+    assert spec["testRunner"] == {"enable": True, "image": "docker.io/rocm/test-runner:v1.4.1"}
+
+
+def _renamed(obj: dict[str, Any], path: list[str], new_key: str) -> dict[str, Any]:
+    node = obj
+    for key in path[:-1]:
+        node = node[key]
+    node[new_key] = node.pop(path[-1])
+    return obj
+
+
+@pytest.mark.parametrize("path, typo", [
+    (["spec", "driver", "upgradePolicy", "maxParallelUpgrades"], "maxParalelUpgrades"),
+    (["spec", "metricsExporter"], "metricExporter"),
+    (["spec", "devicePlugin", "enableNodeLabeller"], "enableNodeLabeler"),
+    (["metadata", "name"], "nmae"),
+])
+def test_misspelled_device_config_field_is_caught(plans, path, typo):
+    obj = device_config(plans["prod-operator"])
+    validate_object(obj, CRDS)  # the object as declared passes: the typo alone makes it fail
+    with pytest.raises(ManifestInvalid, match=typo):
+        validate_object(_renamed(obj, path, typo), CRDS)
+
+
+@pytest.mark.parametrize("path, value, error", [
+    (["spec", "metricsExporter", "serviceType"], "LoadBalancer", "is not one of"),
+    (["spec", "driver", "upgradePolicy", "nodeDrainPolicy", "timeoutSeconds"], -5, "less than the minimum"),
+    (["spec", "driver", "upgradePolicy", "maxUnavailableNodes"], 1.5, "is not valid under any"),
+    (["spec", "devicePlugin", "devicePluginImage"], "rocm/K8s Plugin", "does not match"),
+])
+def test_wrong_device_config_values_are_caught(plans, path, value, error):
+    obj = device_config(plans["prod-operator"])
+    node = obj
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ManifestInvalid, match=error):
+        validate_object(obj, CRDS)
+
+
+def test_custom_resource_without_its_crd_is_not_skipped(plans):
+    with pytest.raises(ManifestInvalid, match="pass its CRD"):
+        validate_object(device_config(plans["dev-operator"]), CrdSchemas())
+
+
+def test_strict_structural_schema():
+    schema = strict_structural_schema({"type": "object", "properties": {
+        "closed": {"type": "object", "properties": {"a": {"type": "string"}}},
+        "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"a": {}}},
+        "map": {"type": "object", "additionalProperties": {"type": "string"}},
+        "count": {"x-kubernetes-int-or-string": True},
+        "maybe": {"type": "string", "nullable": True},
+        "list": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "integer"}}}},
+    }})
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["closed"]["additionalProperties"] is False
+    assert "additionalProperties" not in schema["properties"]["open"]
+    assert schema["properties"]["map"]["additionalProperties"] == {"type": "string"}
+    assert schema["properties"]["count"]["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert schema["properties"]["maybe"]["type"] == ["string", "null"]
+    assert schema["properties"]["list"]["items"]["additionalProperties"] is False
+
+
+# --- Helm releases ---------------------------------------------------------------------------------------
+
+def test_cert_manager_release(plans):
+    release = plans["dev-operator"].get(RELEASE, "cert-manager")["inputs"]
+    assert {k: release[k] for k in ("name", "chart", "version", "namespace", "repositoryOpts", "values")} == {
+        "name": "cert-manager", "chart": "cert-manager", "version": "v1.15.1", "namespace": "cert-manager",
+        "repositoryOpts": {"repo": "https://charts.jetstack.io"}, "values": {"crds": {"enabled": True}}}
+    assert (release["timeout"], release["atomic"], release["cleanupOnFail"]) == (600, True, True)
+
+
+@pytest.mark.parametrize("version, values", [
+    ("v1.14.5", {"installCRDs": True}),
+    ("v1.15.0", {"crds": {"enabled": True}}),
+    ("v1.17.2", {"crds": {"enabled": True}}),
+])
+def test_cert_manager_crd_value_follows_the_chart_version(version, values):
+    assert CertManagerConfig(chart_version=version).crd_values() == values
+
+
+def test_gpu_operator_release(plans):
+    plan = plans["dev-operator"]
+    release = plan.get(RELEASE, "amd-gpu-operator")
+    inputs = release["inputs"]
+    assert {k: inputs[k] for k in ("name", "chart", "version", "namespace", "repositoryOpts")} == {
+        "name": "amd-gpu-operator", "chart": "gpu-operator-charts", "version": "v1.5.1",
+        "namespace": "kube-amd-gpu", "repositoryOpts": {"repo": "https://rocm.github.io/gpu-operator"}}
+    assert inputs["values"] == {"node-feature-discovery": {"enabled": True}, "kmm": {"enabled": True},
+                                "crds": {"defaultCR": {"install": False, "upgrade": False}}}
+    assert (inputs["timeout"], inputs["atomic"], inputs["cleanupOnFail"]) == (900, True, True)
+    # Ordering: cert-manager, then the operator, then its DeviceConfig.
+    assert plan.get(RELEASE, "cert-manager")["urn"] in release["depends_on"]
+    assert release["urn"] in plan.of_type(DEVICE_CONFIG)[0]["depends_on"]
+
+
+def test_nfd_and_kmm_follow_config():
+    plan = synth("dev", {"gpuOperator": {"nodeFeatureDiscovery": False, "kmm": False}})
+    values = plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]
+    assert values["node-feature-discovery"] == {"enabled": False} and values["kmm"] == {"enabled": False}
+
+
+def _leaf_paths(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    return [p for k, v in tree.items()
+            for p in (_leaf_paths(v, prefix + (k,)) if isinstance(v, dict) else [prefix + (k,)])]
+
+
+def test_chart_values_are_keys_of_the_pinned_chart():
+    chart_defaults = yaml.safe_load((DATA / "gpu-operator-values.yaml").read_text())
+    for path in _leaf_paths(chart_values(KubernetesConfig().gpu_operator)):
+        node = chart_defaults
+        for key in path:
+            assert isinstance(node, dict) and key in node, f"{'.'.join(path)} is not a value of the chart"
+            node = node[key]
+    # The vendored CRD is the one that chart version installs.
+    crd = yaml.safe_load((DATA / "deviceconfig-crd.yaml").read_text())
+    assert crd["metadata"]["labels"]["helm.sh/chart"] == f"{GPU_OPERATOR_CHART}-{GPU_OPERATOR_CHART_VERSION}"
+
+
+def test_existing_cert_manager_is_not_installed():
+    plan = synth("dev", {"certManager": {"install": False}})
+    assert [r["name"] for r in plan.of_type(RELEASE)] == ["amd-gpu-operator"]
+    assert [r["inputs"]["metadata"]["name"] for r in plan.of_type(NAMESPACE)] == ["kube-amd-gpu"]
+    assert plan.get(RELEASE, "amd-gpu-operator")["depends_on"] == [plan.get(NAMESPACE, "k8s-kube-amd-gpu")["urn"]]
+
+
+# --- protection, parents, providers, names --------------------------------------------------------------
+
+def test_prod_protects_releases_and_namespaces(plans):
+    protected = {(r["type"], r["name"]) for r in k8s_resources(plans["prod-operator"]) if r["protect"]}
+    assert protected == {(RELEASE, "cert-manager"), (RELEASE, "amd-gpu-operator"),
+                         (NAMESPACE, "k8s-cert-manager"), (NAMESPACE, "k8s-kube-amd-gpu")}
+    assert not any(r["protect"] for r in k8s_resources(plans["dev-operator"]))
+
+
+def test_children_are_parented_and_use_the_stack_provider(plans):
+    for case in ("dev-operator", "dev-device-plugin"):
+        plan = plans[case]
+        [provider] = plan.of_type(PROVIDER)
+        components = {r["urn"] for r in plan.resources if r["type"].startswith("rocm-stack:k8s:")}
+        assert provider["parent"] in components
+        for resource in plan.kubernetes_objects() + plan.of_type(RELEASE):
+            assert resource["parent"] in components, resource["name"]
+            assert resource["provider"] == provider["urn"], resource["name"]
+
+
+def test_provider_from_config(plans):
+    assert plans["dev-operator"].of_type(PROVIDER)[0]["inputs"].get("context") is None
+    plan = synth("dev", {"provider": {"kubeconfig": "~/.kube/gpu-lab", "context": "lab"}})
+    assert plan.of_type(PROVIDER)[0]["inputs"] == {"kubeconfig": "~/.kube/gpu-lab", "context": "lab"}
+
+
+def test_extra_namespaces_are_owned_and_names_do_not_depend_on_order():
+    a = synth("prod", {"provider": PROD_PROVIDER, "namespaces": ["ml-train", "ml-serve"]})
+    b = synth("prod", {"provider": PROD_PROVIDER, "namespaces": ["ml-serve", "ml-train"]})
+    names = {(r["name"], r["inputs"]["metadata"]["name"], r["protect"]) for r in a.of_type(NAMESPACE)}
+    assert {("k8s-ml-train", "ml-train", True), ("k8s-ml-serve", "ml-serve", True)} <= names
+    assert sorted(r["urn"] for r in k8s_resources(a)) == sorted(r["urn"] for r in k8s_resources(b))
+
+
+def test_no_kubernetes_section_declares_no_kubernetes_layer():
+    assert k8s_resources(synth("dev", None)) == []
+
+
+# --- safe driver upgrades -------------------------------------------------------------------------------
+
+def test_prod_upgrades_one_node_at_a_time_with_drain(plans):
+    policy = device_config(plans["prod-operator"])["spec"]["driver"]["upgradePolicy"]
+    assert policy["enable"] is True and policy["rebootRequired"] is True
+    assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"]) == (1, 1)
+    assert policy["nodeDrainPolicy"] == {"force": False, "timeoutSeconds": 300, "gracePeriodSeconds": -1,
+                                         "ignoreDaemonSets": True}
+
+
+def test_dev_upgrades_faster(plans):
+    policy = device_config(plans["dev-operator"])["spec"]["driver"]["upgradePolicy"]
+    assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"]) == (0, "100%")
+    assert policy["rebootRequired"] is False and policy["nodeDrainPolicy"]["force"] is True
+
+
+def test_an_explicit_policy_replaces_the_dev_preset():
+    plan = synth("dev", {"gpuOperator": {"deviceConfig": {"driver": {"upgradePolicy": {"maxParallelUpgrades": 2}}}}})
+    policy = device_config(plan)["spec"]["driver"]["upgradePolicy"]
+    assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"], policy["rebootRequired"]) == (2, 1, True)
+
+
+def test_chart_default_device_config_is_off_and_images_are_pinned(plans):
+    spec = device_config(plans["prod-operator"])["spec"]
+    images = [spec["devicePlugin"]["devicePluginImage"], spec["devicePlugin"]["nodeLabellerImage"],
+              spec["metricsExporter"]["image"], spec["testRunner"]["image"]]
+    assert all(":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest") for image in images)
+
+
+# --- standalone device plugin ---------------------------------------------------------------------------
+
+def _reference_objects() -> list[dict[str, Any]]:
+    docs = [d for f in ("k8s-ds-amdgpu-dp.yaml", "k8s-ds-amdgpu-labeller.yaml")
+            for d in yaml.safe_load_all((DATA / f).read_text()) if d]
+    for doc in docs:
+        if doc["kind"] == "ClusterRoleBinding":
+            del doc["metadata"]["namespace"]  # cluster-scoped: upstream's namespace is ignored by the API
+        for container in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            if container.get("resources") == {}:
+                del container["resources"]
+    return docs
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def test_device_plugin_follows_the_reference_manifests(plans):
+    declared = {_key(m): m for m in map(manifest_of, plans["dev-device-plugin"].kubernetes_objects())}
+    reference = {_key(d): d for d in _reference_objects()}
+    assert set(declared) == set(reference)
+    pinned = {"amdgpu-dp-cntr": "docker.io/rocm/k8s-device-plugin:1.31.0.9",
+              "amdgpu-lr-cntr": "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.9"}
+    for key, expected in reference.items():
+        for container in expected.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            container["image"] = pinned[container["name"]]  # upstream: untagged / labeller-latest
+        assert declared[key] == expected, key
+
+
+def test_device_plugin_in_an_owned_namespace():
+    plan = synth("prod", {"mode": "device-plugin", "provider": PROD_PROVIDER, "devicePlugin": {
+        "namespace": "amd-gpu", "nodeSelector": {"amd.com/gpu": "true"}, "nodeLabeller": {"labels": ["vram"]}}})
+    [namespace] = plan.of_type(NAMESPACE)
+    assert namespace["inputs"]["metadata"]["name"] == "amd-gpu" and namespace["protect"]
+    objects = {_key(m): m for m in map(manifest_of, plan.kubernetes_objects())}
+    plugin = objects["DaemonSet", "amdgpu-device-plugin-daemonset"]
+    labeller = objects["DaemonSet", "amdgpu-labeller-daemonset"]
+    assert plugin["metadata"]["namespace"] == labeller["metadata"]["namespace"] == "amd-gpu"
+    assert plugin["spec"]["template"]["spec"]["nodeSelector"] == {"amd.com/gpu": "true"}
+    assert labeller["spec"]["template"]["spec"]["containers"][0]["args"] == ["-vram"]
+    assert objects["ClusterRoleBinding", "labeller"]["subjects"][0]["namespace"] == "amd-gpu"
+    assert not plan.of_type(RELEASE) and not plan.of_type(DEVICE_CONFIG)
+
+
+def test_device_plugin_without_labeller_has_no_rbac():
+    plan = synth("dev", {"mode": "device-plugin", "devicePlugin": {"nodeLabeller": {"enable": False}}})
+    assert [_key(manifest_of(r)) for r in plan.kubernetes_objects()] == [
+        ("DaemonSet", "amdgpu-device-plugin-daemonset")]
+
+
+# --- the layer other components build on ----------------------------------------------------------------
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args):
+        return {}
+
+
+@pytest.mark.parametrize("mode", ["operator", "device-plugin"])
+def test_build_kubernetes_returns_what_workloads_need(mode):
+    settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(_Mocks(), project="rocm-stack", stack="dev", preview=False)
+    layer = build_kubernetes(KubernetesConfig(mode=mode, namespaces=["ml"]), "dev")
+    assert layer.gpu_resource_name == "amd.com/gpu"
+    assert layer.provider is layer.cluster.provider
+    if mode == "operator":
+        assert set(layer.namespaces) == {"cert-manager", "kube-amd-gpu", "ml"}
+        assert layer.gpu_ready == [layer.gpu_operator.device_config]
+    else:
+        assert set(layer.namespaces) == {"ml"}
+        assert layer.gpu_ready == [layer.device_plugin] and layer.gpu_operator is None
+
+
+# --- synth output files ---------------------------------------------------------------------------------
+
+def test_synth_writes_manifests_and_helm_releases(plans, tmp_path):
+    write(plans["prod-operator"], tmp_path)
+    manifests = {p.name for p in (tmp_path / "manifests").iterdir()}
+    assert {"DeviceConfig_kube-amd-gpu_gpu-operator.yaml", "Namespace_kube-amd-gpu.yaml",
+            "Namespace_cert-manager.yaml"} <= manifests
+    validate_object(yaml.safe_load((tmp_path / "manifests" / "DeviceConfig_kube-amd-gpu_gpu-operator.yaml")
+                                   .read_text()), CRDS)
+    release = yaml.safe_load((tmp_path / "helm" / "amd-gpu-operator.yaml").read_text())
+    assert (release["chart"], release["repo"], release["version"], release["namespace"]) == (
+        "gpu-operator-charts", "https://rocm.github.io/gpu-operator", "v1.5.1", "kube-amd-gpu")
+    assert release["values"]["crds"]["defaultCR"]["install"] is False
+    assert yaml.safe_load((tmp_path / "helm" / "cert-manager.yaml").read_text())["values"] == {
+        "crds": {"enabled": True}}
+
+
+# --- config errors name their key ----------------------------------------------------------------------
+
+def _device_config(**fields: Any) -> dict[str, Any]:
+    return {"gpuOperator": {"deviceConfig": fields}}
+
+
+def _upgrade_policy(**fields: Any) -> dict[str, Any]:
+    return _device_config(driver={"upgradePolicy": fields})
+
+
+K = "kubernetes.gpuOperator.deviceConfig"
+# (stack, kubernetes section, key path that must be named, a fragment of the explanation)
+BAD_CONFIGS = {
+    "unknown mode": ("dev", {"mode": "daemonset"}, "kubernetes.mode", "'operator' or 'device-plugin'"),
+    "negative drain timeout": ("dev", _upgrade_policy(nodeDrainPolicy={"timeoutSeconds": -1}),
+                               f"{K}.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds", "greater than or equal to 0"),
+    "negative pod deletion timeout": ("dev", _upgrade_policy(podDeletionPolicy={"timeoutSeconds": -30}),
+                                      f"{K}.driver.upgradePolicy.podDeletionPolicy.timeoutSeconds",
+                                      "greater than or equal to 0"),
+    "maxUnavailableNodes 0 with upgrades on": ("dev", _upgrade_policy(maxUnavailableNodes=0),
+                                               f"{K}.driver.upgradePolicy.maxUnavailableNodes", "at least one node"),
+    "maxUnavailableNodes 0% with upgrades on": ("prod", {"provider": PROD_PROVIDER,
+                                                         **_upgrade_policy(maxUnavailableNodes="0%")},
+                                                f"{K}.driver.upgradePolicy.maxUnavailableNodes", "at least one node"),
+    "maxUnavailableNodes over 100%": ("dev", _upgrade_policy(maxUnavailableNodes="150%"),
+                                      f"{K}.driver.upgradePolicy.maxUnavailableNodes", "percentage"),
+    "missing context in prod": ("prod", {}, "kubernetes.provider.context", "name its kubeconfig context"),
+    "unbounded parallel upgrades in prod": ("prod", {"provider": PROD_PROVIDER,
+                                                     **_upgrade_policy(maxParallelUpgrades=0)},
+                                            f"{K}.driver.upgradePolicy.maxParallelUpgrades", "one node at a time"),
+    "misspelled deviceConfig key": ("dev", _device_config(metricExporter={}), f"{K}.metricExporter", "xtra"),
+    "out-of-tree driver without blacklist": ("dev", _device_config(driver={"enable": True}),
+                                             f"{K}.driver.blacklist", "must be true"),
+    "blacklist with the inbox driver": ("dev", _device_config(driver={"blacklist": True}),
+                                        f"{K}.driver.blacklist", "must be false"),
+    "blacklist without node labeller": ("dev", _device_config(driver={"enable": True, "blacklist": True},
+                                                              devicePlugin={"nodeLabeller": False}),
+                                        f"{K}.devicePlugin.nodeLabeller", "node labeller writes the blacklist"),
+    "unversioned driver in prod": ("prod", {"provider": PROD_PROVIDER,
+                                            **_device_config(driver={"enable": True, "blacklist": True})},
+                                   f"{K}.driver.version", "pin the out-of-tree driver version"),
+    "nodePort with ClusterIP": ("dev", _device_config(metricsExporter={"nodePort": 32500}),
+                                f"{K}.metricsExporter.nodePort", "serviceType NodePort"),
+    "nodePort out of range": ("dev", _device_config(metricsExporter={"serviceType": "NodePort", "nodePort": 8080}),
+                              f"{K}.metricsExporter.nodePort", "greater than or equal to 30000"),
+    "unknown service type": ("dev", _device_config(metricsExporter={"serviceType": "LoadBalancer"}),
+                             f"{K}.metricsExporter.serviceType", "'ClusterIP' or 'NodePort'"),
+    "bad scrape interval": ("dev", _device_config(metricsExporter={"serviceMonitor": {"interval": "30 seconds"}}),
+                            f"{K}.metricsExporter.serviceMonitor.interval", "pattern"),
+    "latest image in prod": ("prod", {"provider": PROD_PROVIDER,
+                                      **_device_config(devicePlugin={"image": "rocm/k8s-device-plugin:latest"})},
+                             f"{K}.devicePlugin.image", "not pinned"),
+    "untagged device plugin image in prod": ("prod", {"mode": "device-plugin", "provider": PROD_PROVIDER,
+                                                      "devicePlugin": {"image": "rocm/k8s-device-plugin"}},
+                                             "kubernetes.devicePlugin.image", "not pinned"),
+    "unknown node label": ("dev", {"mode": "device-plugin", "devicePlugin": {"nodeLabeller": {"labels": ["ram"]}}},
+                           "kubernetes.devicePlugin.nodeLabeller.labels[0]", "'vram'"),
+    "kube-system as owned namespace": ("dev", {"namespaces": ["kube-system"]}, "kubernetes.namespaces[0]",
+                                       "created by Kubernetes itself"),
+    "duplicate namespace": ("dev", {"namespaces": ["ml", "ml"]}, "kubernetes.namespaces[1]", "listed twice"),
+    "bad namespace name": ("dev", {"gpuOperator": {"namespace": "Kube_AMD"}}, "kubernetes.gpuOperator.namespace",
+                           "pattern"),
+    "unpinned chart version": ("dev", {"certManager": {"chartVersion": "latest"}},
+                               "kubernetes.certManager.chartVersion", "pattern"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_kubernetes_config_is_refused_naming_the_key(case):
+    stack, kubernetes, path, explanation = BAD_CONFIGS[case]
+    lines = refusal(stack, kubernetes).splitlines()
+    assert any(line.strip().startswith(f"{P}{path}: ") and explanation in line for line in lines), lines
+
+
+def test_zero_unavailable_nodes_is_fine_with_upgrades_off():
+    plan = synth("dev", _upgrade_policy(enable=False, maxUnavailableNodes=0))
+    assert device_config(plan)["spec"]["driver"]["upgradePolicy"]["enable"] is False
+
+
+def test_latest_images_are_allowed_in_dev():
+    plan = synth("dev", _device_config(devicePlugin={"image": "rocm/k8s-device-plugin:latest"}))
+    assert device_config(plan)["spec"]["devicePlugin"]["devicePluginImage"] == "rocm/k8s-device-plugin:latest"
