@@ -1,0 +1,16 @@
+"""rocm-stack policy pack (Pulumi CrossGuard): `pulumi preview --policy-pack policy`.
+
+The CLI runs this file with the policy pack directory as working directory and first entry of sys.path, so
+the rules are imported as the package `rocm_policy` beside it. Starting the pack serves the policies to the
+engine over gRPC until the operation ends.
+"""
+from pulumi_policy import PolicyPack
+
+from rocm_policy.pack import POLICIES, enforcement_level, stack_context
+
+PolicyPack(
+    name="rocm-stack",
+    policies=POLICIES,
+    # Mandatory for prod, advisory for dev (see rocm_policy/pack.py); per-policy overrides via --policy-pack-config.
+    enforcement_level=enforcement_level(stack_context()),
+)

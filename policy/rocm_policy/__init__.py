@@ -1,0 +1,1 @@
+"""Rules (plain functions) and CrossGuard policies of the rocm-stack policy pack."""

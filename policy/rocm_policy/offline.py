@@ -1,0 +1,125 @@
+"""Run the policy pack over an offline synth plan, without the Pulumi CLI or a backend.
+
+    PYTHONPATH=policy python -m rocm_policy.offline out/dev/plan.json
+
+Each declared resource goes through the same `validate` callbacks the engine would call during
+`pulumi preview --policy-pack policy` (inputs as the provider receives them, `protect` from the plan), with
+PULUMI_STACK/PULUMI_CONFIG set from the plan's stack as the CLI sets them for the pack. CI runs this on every
+pull request, forks included (no secrets needed). Exit codes: 0 no mandatory violation, 1 mandatory
+violations, 2 unreadable plan.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.policy import _NotApplicableError
+
+from .pack import POLICIES, PROJECT_DIR, enforcement_level, stack_config_file, stack_context
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    level: str
+    urn: str
+    message: str
+
+
+def engine_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """Stack config as the CLI passes it in PULUMI_CONFIG: strings, structures as JSON."""
+    return {k: "[secret]" if isinstance(v, Mapping) and set(v) == {"secure"}
+            else v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+@contextmanager
+def stack_environment(stack: str, project_dir: Path = PROJECT_DIR) -> Iterator[None]:
+    path = stack_config_file(stack, project_dir)
+    config = (yaml.safe_load(path.read_text()) or {}).get("config") or {} if path.is_file() else {}
+    saved = {k: os.environ.get(k) for k in ("PULUMI_STACK", "PULUMI_CONFIG")}
+    os.environ.update(PULUMI_STACK=stack, PULUMI_CONFIG=json.dumps(engine_config(config)))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _options(resource: Mapping[str, Any]) -> PolicyResourceOptions:
+    return PolicyResourceOptions(protect=bool(resource.get("protect")), ignore_changes=[],
+                                 delete_before_replace=None, aliases=[],
+                                 custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[],
+                                 parent=resource.get("parent"))
+
+
+def check(resources: Iterable[Mapping[str, Any]], policies=POLICIES) -> list[Violation]:
+    """Violations of every policy for resources shaped like plan.json's (type, name, urn, inputs, protect)."""
+    resources = list(resources)
+    level = enforcement_level(stack_context()).value
+    violations: list[Violation] = []
+
+    def reporter(policy_name: str, default_urn: str) -> Callable[..., None]:
+        def report(message: str, urn: str | None = None) -> None:
+            violations.append(Violation(policy_name, level, urn or default_urn, message))
+        return report
+
+    for policy in policies:
+        try:
+            if isinstance(policy, ResourceValidationPolicy):
+                for r in resources:
+                    args = ResourceValidationArgs(r["type"], r.get("inputs", {}), r.get("urn", ""), r["name"],
+                                                  _options(r), None)
+                    policy.validate(args, reporter(policy.name, r.get("urn") or r["name"]))
+            elif isinstance(policy, StackValidationPolicy):
+                stack = [PolicyResource(r["type"], r.get("inputs", {}), r.get("urn", ""), r["name"], _options(r),
+                                        None, None, [], {}) for r in resources]
+                policy.validate(StackValidationArgs(stack), reporter(policy.name, ""))
+        except _NotApplicableError:
+            continue  # the pack's rules only decline for a whole stack (a prod-only rule on dev)
+    return violations
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocm_policy.offline", description=__doc__.split("\n\n")[0])
+    parser.add_argument("plan", type=Path, help="plan.json written by `python -m components.synth`")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        plan = json.loads(args.plan.read_text())
+        stack, resources = plan["stack"], plan["resources"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"error: cannot read synth plan {args.plan}: {error}", file=sys.stderr)
+        return 2
+    with stack_environment(stack):
+        violations = check(resources)
+        context = stack_context()
+    print(f"### Policy pack on the synth of stack `{stack}` ({context.environment}: "
+          f"{enforcement_level(context).value})\n")
+    for v in violations:
+        print(f"- **{v.level}** `{v.policy}` `{v.urn}`: {v.message}")
+    if not violations:
+        print("No violations.")
+    return 1 if any(v.level == "mandatory" for v in violations) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""The rules of the rocm-stack policy pack as plain functions over what the engine hands a policy.
+
+Each resource rule takes (resource type token, input properties) and returns violation messages (empty:
+compliant); the stack rules take the declared resources with their `protect` option or the stack's config.
+Properties are read through the Mapping/Sequence interfaces only, so the engine's proxies (which raise
+UnknownValueError for values unknown during preview) work as well as plain dicts in tests.
+Field names are the provider's (camelCase): pulumi_docker 5.x Container/RemoteImage, Kubernetes API objects,
+and the GPU Operator CRD `amd.com/v1alpha1` DeviceConfig (helm-charts-k8s/crds/deviceconfig-crd.yaml).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
+CONTAINER = "docker:index/container:Container"
+DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+GPU_RESOURCE = "amd.com/gpu"
+# The GPU Operator's chart and the cert-manager it needs (chart names as in their Helm repositories).
+DEFAULT_PROTECTED_CHARTS = ("gpu-operator-charts", "cert-manager")
+
+# Where each workload kind keeps its pod spec.
+_POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "kubernetes:core/v1:Pod": ("spec",),
+    "kubernetes:core/v1:ReplicationController": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+
+_CREDENTIAL_WORDS = frozenset({"password", "passwd", "passphrase", "token", "credential", "credentials"})
+_CREDENTIAL_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
+                               ("client", "secret"), ("webhook", "secret")})
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _sequence(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, Sequence) and not isinstance(value, str) else ()
+
+
+def _dig(props: Mapping[str, Any], path: Iterable[str]) -> Any:
+    value: Any = props
+    for key in path:
+        value = _mapping(value).get(key)
+    return value
+
+
+# --- images ---------------------------------------------------------------------------------------------
+
+def image_pin_problem(reference: str) -> str | None:
+    """Why an image reference is not pinned, or None. A digest or an image ID pins; `latest` never does."""
+    if not reference:
+        return "no image reference"
+    if reference.startswith("sha256:") or "@" in reference:
+        return None  # an image ID or a digest names exactly one image
+    repository = reference.rsplit("/", 1)[-1]  # a registry host may carry a port: registry:5000/rocm/x
+    tag = repository.partition(":")[2]
+    if not tag:
+        return f"image '{reference}' has no tag, so it pulls ':latest'; pin a version tag or a digest"
+    if re.fullmatch(r"(.*[-_.])?latest", tag, re.IGNORECASE):
+        return f"image '{reference}' uses the moving tag '{tag}'; pin a version tag or a digest"
+    return None
+
+
+def pod_spec(resource_type: str, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    path = _POD_SPEC_PATHS.get(resource_type)
+    return _mapping(_dig(props, path)) if path else None
+
+
+def _containers(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for field in ("initContainers", "containers"):
+        yield from (_mapping(c) for c in _sequence(spec.get(field)))
+
+
+def unpinned_images(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """RemoteImage `name`, Container `image` and every container image of a Kubernetes pod spec."""
+    if resource_type == REMOTE_IMAGE:
+        references = [("", props.get("name") or "")]
+    elif resource_type == CONTAINER:
+        references = [("", props.get("image") or "")]
+    elif (spec := pod_spec(resource_type, props)) is not None:
+        references = [(f"container '{c.get('name')}': ", c.get("image") or "") for c in _containers(spec)]
+    else:
+        return []
+    return [where + problem for where, ref in references if (problem := image_pin_problem(ref))]
+
+
+# --- Docker GPU containers --------------------------------------------------------------------------------
+
+def _device_paths(props: Mapping[str, Any]) -> list[str]:
+    return [str(_mapping(d).get("hostPath", "")) for d in _sequence(props.get("devices"))]
+
+
+def is_gpu_container(props: Mapping[str, Any]) -> bool:
+    """A container that selects GPUs or maps a GPU device node."""
+    selects_gpus = any(str(e).startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="))
+                       for e in _sequence(props.get("envs")))
+    return selects_gpus or any(p == "/dev/kfd" or p.startswith("/dev/dri") for p in _device_paths(props))
+
+
+def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """ROCm in a container needs the KFD and DRI device nodes, and RCCL needs the host's IPC namespace."""
+    if resource_type != CONTAINER or not is_gpu_container(props):
+        return []
+    devices = _device_paths(props)
+    problems = []
+    if "/dev/kfd" not in devices:
+        problems.append("GPU container without device /dev/kfd (ROCm's compute interface): add --device=/dev/kfd")
+    if not any(p == "/dev/dri" or p.startswith("/dev/dri/") for p in devices):
+        problems.append("GPU container without device /dev/dri (the GPU render nodes): add --device=/dev/dri")
+    if props.get("ipcMode") != "host":
+        problems.append(f"GPU container with ipcMode {props.get('ipcMode')!r}: RCCL needs ipcMode 'host' "
+                        "(--ipc=host) to share memory between GPU processes")
+    return problems
+
+
+# --- debugging privileges (prod) --------------------------------------------------------------------------
+
+def _is_ptrace_or_all(capability: Any) -> bool:
+    return str(capability).upper().removeprefix("CAP_") in ("SYS_PTRACE", "ALL")
+
+
+def _gpu_limited(container: Mapping[str, Any]) -> bool:
+    resources = _mapping(container.get("resources"))
+    return any(GPU_RESOURCE in _mapping(resources.get(k)) for k in ("limits", "requests"))
+
+
+def debug_privilege_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """SYS_PTRACE, privileged mode and an unconfined seccomp profile: debugging aids that prod never runs.
+
+    Docker: every container. Kubernetes: the GPU workloads (containers asking for amd.com/gpu); the device
+    plugin and node labeller DaemonSets are privileged by upstream design and ask for no GPU.
+    """
+    problems = []
+    if resource_type == CONTAINER:
+        if any(_is_ptrace_or_all(c) for c in _sequence(_mapping(props.get("capabilities")).get("adds"))):
+            problems.append("adds capability SYS_PTRACE (or ALL): a debugging aid, not for prod")
+        if props.get("privileged") is True:
+            problems.append("runs privileged: every device and capability of the host; prod never does")
+        for option in _sequence(props.get("securityOpts")):
+            if str(option).lower().replace(":", "=", 1).replace(" ", "") == "seccomp=unconfined":
+                problems.append("security option seccomp=unconfined: keep Docker's default seccomp profile in prod")
+    elif (spec := pod_spec(resource_type, props)) is not None:
+        pod_seccomp = _dig(spec, ("securityContext", "seccompProfile", "type"))
+        for container in filter(_gpu_limited, _containers(spec)):
+            where = f"GPU container '{container.get('name')}'"
+            context = _mapping(container.get("securityContext"))
+            if any(_is_ptrace_or_all(c) for c in _sequence(_mapping(context.get("capabilities")).get("add"))):
+                problems.append(f"{where} adds capability SYS_PTRACE (or ALL): not for prod")
+            if context.get("privileged") is True:
+                problems.append(f"{where} runs privileged: not for prod")
+            if (_dig(context, ("seccompProfile", "type")) or pod_seccomp) == "Unconfined":
+                problems.append(f"{where} runs with seccompProfile Unconfined: use RuntimeDefault in prod")
+    return problems
+
+
+# --- Kubernetes GPU pods ----------------------------------------------------------------------------------
+
+def gpu_pod_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A pod asking for amd.com/gpu sets it as a limit and mounts a memory-backed /dev/shm.
+
+    Extended resources are granted by limits (a request must equal the limit), and the 64 MiB /dev/shm a
+    container runtime gives by default is far too small for PyTorch data loaders and RCCL.
+    """
+    spec = pod_spec(resource_type, props)
+    if spec is None:
+        return []
+    memory_volumes = {_mapping(v).get("name") for v in _sequence(spec.get("volumes"))
+                      if _dig(_mapping(v), ("emptyDir", "medium")) == "Memory"}
+    problems = []
+    for container in filter(_gpu_limited, _containers(spec)):
+        where = f"GPU container '{container.get('name')}'"
+        resources = _mapping(container.get("resources"))
+        limit = _mapping(resources.get("limits")).get(GPU_RESOURCE)
+        request = _mapping(resources.get("requests")).get(GPU_RESOURCE)
+        if limit is None:
+            problems.append(f"{where} requests {GPU_RESOURCE} without a limit: set resources.limits['{GPU_RESOURCE}']")
+        elif request is not None and str(request) != str(limit):
+            problems.append(f"{where} requests {request} {GPU_RESOURCE} but limits {limit}: they must be equal")
+        shm_mounts = [m for m in map(_mapping, _sequence(container.get("volumeMounts")))
+                      if m.get("mountPath") == "/dev/shm"]
+        if not any(m.get("name") in memory_volumes for m in shm_mounts):
+            problems.append(f"{where} has no memory-backed /dev/shm: mount an emptyDir with medium: Memory "
+                            "(and a sizeLimit) at /dev/shm")
+    return problems
+
+
+# --- GPU Operator driver upgrades (prod) ------------------------------------------------------------------
+
+def driver_upgrade_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """The operator cordons and drains each node before it upgrades the amdgpu driver there.
+
+    Only when the operator manages the driver (`spec.driver.enable`, CRD default true); with the host's inbox
+    driver there is no operator-driven upgrade.
+    """
+    if resource_type != DEVICE_CONFIG:
+        return []
+    driver = _mapping(_dig(props, ("spec", "driver")))
+    if driver.get("enable", True) is False:
+        return []
+    upgrade = _mapping(driver.get("upgradePolicy"))
+    where = "spec.driver.upgradePolicy"
+    if upgrade.get("enable") is not True:
+        return [f"{where}.enable is not true: driver upgrades would not cordon and drain nodes; enable the "
+                "upgrade policy with a nodeDrainPolicy"]
+    problems = []
+    drain = upgrade.get("nodeDrainPolicy")
+    if not isinstance(drain, Mapping):
+        problems.append(f"{where}.nodeDrainPolicy is not set: set it so workloads are evicted before the "
+                        "driver is replaced")
+    elif drain.get("force") is True:
+        problems.append(f"{where}.nodeDrainPolicy.force is true: pods without a controller would be deleted "
+                        "for good; drain without force in prod")
+    if upgrade.get("maxParallelUpgrades", 1) == 0:
+        problems.append(f"{where}.maxParallelUpgrades is 0 (every node at once): draining then has nowhere to "
+                        "move workloads; upgrade a bounded number of nodes at a time")
+    return problems
+
+
+# --- stack rules ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Declared:
+    """A resource as stack validation sees it."""
+
+    type: str
+    name: str
+    props: Mapping[str, Any]
+    protect: bool
+    urn: str = ""
+
+
+def unprotected(resources: Iterable[Declared], charts: Iterable[str] = DEFAULT_PROTECTED_CHARTS
+                ) -> list[tuple[str, str]]:
+    """(message, urn) for each namespace and operator/cert-manager Helm release without `protect`.
+
+    Deleting a namespace deletes everything in it, and deleting the operator's release removes the driver
+    and device plugin from every GPU node: in prod either needs an explicit unprotect first.
+    """
+    charts = set(charts)
+    problems = []
+    for r in resources:
+        if r.protect:
+            continue
+        if r.type == NAMESPACE:
+            problems.append((f"namespace '{r.name}' is not protected: declare it with protect=True in prod", r.urn))
+        elif r.type in HELM_TYPES and r.props.get("chart") in charts:
+            problems.append((f"Helm release '{r.name}' (chart {r.props.get('chart')}) is not protected: "
+                             "declare it with protect=True in prod", r.urn))
+    return problems
+
+
+def _words(key: str) -> list[str]:
+    return [w.lower() for w in _WORDS.findall(key)]
+
+
+def is_credential_key(key: str) -> bool:
+    """`registryPassword`, `huggingfaceToken`, `grafana.apiKey`: yes. `tokenizer`, `secretName`: no."""
+    words = _words(key.rsplit(":", 1)[-1])
+    return bool(words) and (words[-1] in _CREDENTIAL_WORDS or tuple(words[-2:]) in _CREDENTIAL_PAIRS
+                            or words == ["secret"])
+
+
+def _is_secure(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"secure"}
+
+
+def plaintext_secrets(config: Mapping[str, Any], path: str = "") -> list[str]:
+    """Config paths (`rocm-stack:registry.password`) holding a credential that is not a `secure:` value."""
+    found = []
+    items = config.items() if isinstance(config, Mapping) else enumerate(_sequence(config))
+    for key, value in items:
+        child = f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
+        if _is_secure(value):
+            continue
+        if isinstance(key, str) and is_credential_key(key) and value not in (None, "") \
+                and not isinstance(value, (Mapping, list)):
+            found.append(child)
+        elif isinstance(value, (Mapping, list)):
+            found.extend(plaintext_secrets(value, child))
+    return found

@@ -1,0 +1,379 @@
+"""The policy pack (policy/): each rule on passing and failing resources, the CrossGuard callbacks as the engine
+calls them, the committed stacks' synth plans, and the pack process over gRPC as the Pulumi CLI drives it."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY_DIR = ROOT / "policy"
+DATA = Path(__file__).parent / "data" / "policy"
+sys.path.insert(0, str(POLICY_DIR))  # the CLI runs the pack with policy/ first on sys.path
+
+from pulumi_policy import EnforcementLevel, PolicyResource, ResourceValidationArgs, StackValidationArgs  # noqa: E402
+from pulumi_policy.policy import _NotApplicableError  # noqa: E402
+from rocm_policy import offline, pack, rules  # noqa: E402
+
+POLICIES = {p.name: p for p in pack.POLICIES}
+CONTAINER, REMOTE_IMAGE, DEVICE_CONFIG = rules.CONTAINER, rules.REMOTE_IMAGE, rules.DEVICE_CONFIG
+POD, JOB, CRONJOB, DAEMONSET = ("kubernetes:core/v1:Pod", "kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob",
+                                "kubernetes:apps/v1:DaemonSet")
+HELM = "kubernetes:helm.sh/v3:Release"
+
+
+def upstream(name: str) -> dict:
+    return yaml.safe_load((DATA / name).read_text())
+
+
+def gpu_container(**overrides) -> dict:
+    """A Docker GPU container as the GpuHost component declares it for prod."""
+    props = {"name": "train-a", "image": "sha256:" + "ab" * 32, "ipcMode": "host", "shmSize": 65536,
+             "devices": [{"hostPath": "/dev/kfd", "containerPath": "/dev/kfd", "permissions": "rwm"},
+                         {"hostPath": "/dev/dri", "containerPath": "/dev/dri", "permissions": "rwm"}],
+             "groupAdds": ["video", "render"], "envs": ["HIP_VISIBLE_DEVICES=0,1,2,3"],
+             "capabilities": {"adds": ["SYS_NICE"]}, "securityOpts": ["no-new-privileges:true"]}
+    props.update(overrides)
+    return props
+
+
+def training_job(**container_overrides) -> dict:
+    container = {"name": "trainer", "image": "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.7.1",
+                 "resources": {"limits": {"amd.com/gpu": 8}, "requests": {"amd.com/gpu": 8}},
+                 "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+    container.update(container_overrides)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+            "spec": {"template": {"spec": {
+                "containers": [container], "restartPolicy": "Never",
+                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]}}}}
+
+
+def device_config(**upgrade_policy) -> dict:
+    policy = {"enable": True, "maxParallelUpgrades": 1, "maxUnavailableNodes": 1, "rebootRequired": True,
+              "nodeDrainPolicy": {"force": False, "timeoutSeconds": 300, "ignoreDaemonSets": True}}
+    policy.update(upgrade_policy)
+    return {"apiVersion": "amd.com/v1alpha1", "kind": "DeviceConfig", "metadata": {"name": "gpu"},
+            "spec": {"driver": {"enable": True, "version": "30.20.1", "upgradePolicy": policy}}}
+
+
+@pytest.fixture
+def prod_env(monkeypatch):
+    monkeypatch.setenv("PULUMI_STACK", "acme/rocm-stack/prod")
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"rocm-stack:environment": "prod"}))
+
+
+@pytest.fixture
+def dev_env(monkeypatch):
+    monkeypatch.setenv("PULUMI_STACK", "dev")
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"rocm-stack:environment": "dev"}))
+
+
+def validate(policy: str, resource_type: str, props: dict, name: str = "r") -> list[str]:
+    """Call a policy's real validate callback the way the engine does; returns the reported messages."""
+    messages: list[str] = []
+    args = ResourceValidationArgs(resource_type, props, f"urn:pulumi:prod::rocm-stack::{resource_type}::{name}",
+                                  name, offline._options({}), None)
+    POLICIES[policy].validate(args, lambda message, urn=None: messages.append(message))
+    return messages
+
+
+# --- pinned-images ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reference", [
+    "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.7.1",
+    "rocm/vllm@sha256:" + "0" * 64,
+    "rocm/pytorch:latest@sha256:" + "1" * 64,  # the digest decides, whatever the tag says
+    "registry.example:5000/rocm/pytorch:7.0",
+    "sha256:" + "2" * 64,  # an image ID, what a Container gets from RemoteImage.image_id
+])
+def test_pinned_image_references_pass(reference):
+    assert rules.image_pin_problem(reference) is None
+
+
+@pytest.mark.parametrize("reference, why", [
+    ("rocm/pytorch", "no tag"),
+    ("rocm/pytorch:latest", "moving tag 'latest'"),
+    ("registry.example:5000/rocm/pytorch", "no tag"),  # a registry port is not a tag
+    ("rocm/k8s-device-plugin:labeller-latest", "moving tag 'labeller-latest'"),
+    ("", "no image reference"),
+])
+def test_unpinned_image_references_fail(reference, why):
+    assert why in rules.image_pin_problem(reference)
+
+
+def test_pinned_images_policy_on_docker_and_kubernetes(prod_env):
+    assert validate("pinned-images", REMOTE_IMAGE, {"name": "rocm/vllm:rocm7.0.0_vllm_0.10.1_20250827"}) == []
+    assert "no tag" in validate("pinned-images", REMOTE_IMAGE, {"name": "rocm/vllm"})[0]
+    assert validate("pinned-images", CONTAINER, gpu_container()) == []
+    assert "latest" in validate("pinned-images", CONTAINER, gpu_container(image="rocm/pytorch:latest"))[0]
+    assert validate("pinned-images", JOB, training_job()) == []
+    (message,) = validate("pinned-images", POD, upstream("upstream-pytorch-pod.yaml"))
+    assert message.startswith("container 'pytorch-gpu-container': image 'rocm/pytorch:latest'")
+    assert validate("pinned-images", DAEMONSET, upstream("upstream-device-plugin-daemonset.yaml"))
+
+
+# --- docker-gpu-container-devices -------------------------------------------------------------------------
+
+def test_gpu_container_with_kfd_dri_and_host_ipc_passes(prod_env):
+    assert validate("docker-gpu-container-devices", CONTAINER, gpu_container()) == []
+    partitioned = gpu_container(devices=[{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri/renderD128"}])
+    assert rules.docker_gpu_container_problems(CONTAINER, partitioned) == []
+
+
+def test_gpu_container_missing_devices_or_host_ipc_fails(prod_env):
+    problems = validate("docker-gpu-container-devices", CONTAINER,
+                        gpu_container(devices=[{"hostPath": "/dev/kfd"}], ipcMode="private"))
+    assert len(problems) == 2
+    assert "/dev/dri" in problems[0] and "ipcMode 'private'" in problems[1]
+    (no_kfd,) = rules.docker_gpu_container_problems(CONTAINER, gpu_container(devices=[{"hostPath": "/dev/dri"}]))
+    assert "/dev/kfd" in no_kfd
+
+
+def test_container_without_gpus_is_not_a_gpu_container():
+    assert rules.docker_gpu_container_problems(CONTAINER, {"name": "nginx", "image": "nginx:1.27"}) == []
+
+
+# --- no-debug-privileges-in-prod --------------------------------------------------------------------------
+
+def test_hardened_containers_pass_in_prod(prod_env):
+    assert validate("no-debug-privileges-in-prod", CONTAINER, gpu_container()) == []
+    # The device plugin is privileged by upstream design, but asks for no GPU: not a workload.
+    assert validate("no-debug-privileges-in-prod", DAEMONSET, upstream("upstream-device-plugin-daemonset.yaml")) == []
+    assert validate("no-debug-privileges-in-prod", JOB, training_job()) == []
+
+
+def test_debugging_flags_fail_in_prod(prod_env):
+    debug = gpu_container(capabilities={"adds": ["CAP_SYS_PTRACE"]}, privileged=True,
+                          securityOpts=["seccomp=unconfined"])
+    problems = validate("no-debug-privileges-in-prod", CONTAINER, debug)
+    assert [p.split(" ")[0] for p in problems] == ["adds", "runs", "security"]
+    assert rules.debug_privilege_problems(CONTAINER, gpu_container(securityOpts=["seccomp:unconfined"]))
+    (unconfined,) = validate("no-debug-privileges-in-prod", POD, upstream("upstream-pytorch-non-privileged-pod.yaml"))
+    assert "seccompProfile Unconfined" in unconfined
+    ptrace = training_job(securityContext={"capabilities": {"add": ["SYS_PTRACE"]}, "privileged": True})
+    assert len(validate("no-debug-privileges-in-prod", JOB, ptrace)) == 2
+
+
+def test_debugging_flags_are_not_checked_on_dev(dev_env):
+    with pytest.raises(_NotApplicableError):
+        validate("no-debug-privileges-in-prod", CONTAINER, gpu_container(capabilities={"adds": ["SYS_PTRACE"]}))
+
+
+# --- gpu-pods-limits-and-shm ------------------------------------------------------------------------------
+
+def test_gpu_job_with_limits_and_memory_shm_passes(prod_env):
+    assert validate("gpu-pods-limits-and-shm", JOB, training_job()) == []
+    cron = {"spec": {"jobTemplate": {"spec": training_job()["spec"]}}}
+    assert rules.gpu_pod_problems(CRONJOB, cron) == []
+
+
+def test_gpu_pods_without_limit_or_shm_fail(prod_env):
+    (no_shm,) = validate("gpu-pods-limits-and-shm", POD, upstream("upstream-pytorch-pod.yaml"))
+    assert "no memory-backed /dev/shm" in no_shm
+    (no_limit,) = validate("gpu-pods-limits-and-shm", JOB, training_job(resources={"requests": {"amd.com/gpu": 1}}))
+    assert "without a limit" in no_limit
+    (unequal,) = rules.gpu_pod_problems(JOB, training_job(resources={"limits": {"amd.com/gpu": 8},
+                                                                     "requests": {"amd.com/gpu": 4}}))
+    assert "must be equal" in unequal
+    disk_shm = training_job()
+    disk_shm["spec"]["template"]["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {}}]
+    assert "no memory-backed /dev/shm" in rules.gpu_pod_problems(JOB, disk_shm)[0]
+
+
+def test_pods_without_gpus_need_no_shm():
+    assert rules.gpu_pod_problems(DAEMONSET, upstream("upstream-device-plugin-daemonset.yaml")) == []
+
+
+# --- gpu-operator-drains-before-driver-upgrade ------------------------------------------------------------
+
+def test_deviceconfig_draining_one_node_at_a_time_passes(prod_env):
+    assert validate("gpu-operator-drains-before-driver-upgrade", DEVICE_CONFIG, device_config()) == []
+    inbox_driver = {"spec": {"driver": {"enable": False}}}  # the operator upgrades nothing
+    assert rules.driver_upgrade_problems(DEVICE_CONFIG, inbox_driver) == []
+
+
+@pytest.mark.parametrize("upgrade_policy, expected", [
+    ({"enable": False}, "enable is not true"),
+    ({"nodeDrainPolicy": None}, "nodeDrainPolicy is not set"),
+    ({"nodeDrainPolicy": {"force": True}}, "force is true"),
+    ({"maxParallelUpgrades": 0}, "maxParallelUpgrades is 0"),
+])
+def test_deviceconfig_without_safe_drain_fails_in_prod(prod_env, upgrade_policy, expected):
+    (problem,) = validate("gpu-operator-drains-before-driver-upgrade", DEVICE_CONFIG, device_config(**upgrade_policy))
+    assert expected in problem
+
+
+def test_deviceconfig_driver_enabled_by_crd_default_needs_an_upgrade_policy():
+    (problem,) = rules.driver_upgrade_problems(DEVICE_CONFIG, {"spec": {"driver": {"version": "30.20.1"}}})
+    assert "enable is not true" in problem
+
+
+def test_deviceconfig_drain_is_not_checked_on_dev(dev_env):
+    with pytest.raises(_NotApplicableError):
+        validate("gpu-operator-drains-before-driver-upgrade", DEVICE_CONFIG, device_config(enable=False))
+
+
+# --- no-plaintext-secrets-in-config -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", ["rocm-stack:registryPassword", "rocm-stack:huggingfaceToken", "grafanaApiKey",
+                                 "secret", "db_passwd", "aws:secretKey", "oauthClientSecret"])
+def test_credential_keys(key):
+    assert rules.is_credential_key(key)
+
+
+@pytest.mark.parametrize("key", ["rocm-stack:tokenizer", "secretName", "imagePullSecrets", "rocm-stack:hosts",
+                                 "maxTokens", "keyPath"])
+def test_keys_that_are_not_credentials(key):
+    assert not rules.is_credential_key(key)
+
+
+def test_plaintext_credentials_found_at_any_depth():
+    config = {"rocm-stack:environment": "prod",
+              "rocm-stack:registryPassword": {"secure": "AAABAD..."},
+              "rocm-stack:huggingfaceToken": "hf_plain",
+              "rocm-stack:registry": {"server": "registry.example", "password": "plain"},
+              "rocm-stack:monitoring": {"grafana": [{"apiKey": {"secure": "AAAB..."}}, {"apiKey": "plain"}]},
+              "rocm-stack:workloads": {"tokenizer": "gpt2", "emptyToken": ""}}
+    assert rules.plaintext_secrets(config) == [
+        "rocm-stack:huggingfaceToken", "rocm-stack:registry.password", "rocm-stack:monitoring.grafana[1].apiKey"]
+
+
+def test_config_secrets_policy_reads_the_stack_file(tmp_path, monkeypatch):
+    (tmp_path / "Pulumi.yaml").write_text("name: rocm-stack\nruntime: python\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": {
+        "rocm-stack:environment": "prod", "rocm-stack:registryPassword": "hunter2",
+        "rocm-stack:huggingfaceToken": {"secure": "v1:abc"}}}))
+    monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
+    monkeypatch.setenv("PULUMI_STACK", "prod")
+    messages: list[str] = []
+    POLICIES["no-plaintext-secrets-in-config"].validate(StackValidationArgs([]), lambda m, urn=None: messages.append(m))
+    assert messages == ["config 'rocm-stack:registryPassword' holds a credential in plain text in Pulumi.prod.yaml: "
+                        "run `pulumi config set --secret rocm-stack:registryPassword ...`"]
+    monkeypatch.setenv("PULUMI_STACK", "staging")  # no such stack file: config lives elsewhere
+    with pytest.raises(_NotApplicableError):
+        POLICIES["no-plaintext-secrets-in-config"].validate(StackValidationArgs([]), lambda m, urn=None: None)
+
+
+def test_committed_stack_files_hold_no_plaintext_credentials():
+    for path in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+        assert rules.plaintext_secrets(yaml.safe_load(path.read_text()).get("config") or {}) == [], path.name
+
+
+# --- prod-operator-and-namespaces-protected ---------------------------------------------------------------
+
+def stack_resources(protect: bool) -> list[PolicyResource]:
+    def resource(type_token: str, name: str, props: dict) -> PolicyResource:
+        return PolicyResource(type_token, props, f"urn:pulumi:prod::rocm-stack::{type_token}::{name}", name,
+                              offline._options({"protect": protect}), None, None, [], {})
+    return [resource("kubernetes:core/v1:Namespace", "kube-amd-gpu", {"metadata": {"name": "kube-amd-gpu"}}),
+            resource(HELM, "gpu-operator", {"chart": "gpu-operator-charts", "version": "v1.5.1"}),
+            resource(HELM, "cert-manager", {"chart": "cert-manager", "version": "v1.18.2"}),
+            resource(HELM, "grafana", {"chart": "grafana", "version": "9.4.4"})]
+
+
+def validate_stack(resources: list[PolicyResource], config: dict | None = None) -> list[tuple[str, str]]:
+    reported: list[tuple[str, str]] = []
+    POLICIES["prod-operator-and-namespaces-protected"].validate(
+        StackValidationArgs(resources, config), lambda message, urn=None: reported.append((message, urn)))
+    return reported
+
+
+def test_protected_operator_and_namespaces_pass(prod_env):
+    assert validate_stack(stack_resources(protect=True)) == []
+
+
+def test_unprotected_operator_and_namespaces_fail_in_prod(prod_env):
+    reported = validate_stack(stack_resources(protect=False))
+    assert [urn.rsplit("::", 1)[1] for _, urn in reported] == ["kube-amd-gpu", "gpu-operator", "cert-manager"]
+    assert "namespace 'kube-amd-gpu' is not protected" in reported[0][0]
+    # The chart list is policy config (--policy-pack-config): here only grafana must be protected.
+    only_grafana = validate_stack(stack_resources(protect=False), {"charts": ["grafana"]})
+    assert [urn.rsplit("::", 1)[1] for _, urn in only_grafana] == ["kube-amd-gpu", "grafana"]
+
+
+def test_protection_is_not_required_on_dev(dev_env):
+    with pytest.raises(_NotApplicableError):
+        validate_stack(stack_resources(protect=False))
+
+
+# --- the stack context and enforcement --------------------------------------------------------------------
+
+@pytest.mark.parametrize("environ, stack, environment, level", [
+    ({"PULUMI_STACK": "dev"}, "dev", "dev", EnforcementLevel.ADVISORY),
+    ({"PULUMI_STACK": "acme/rocm-stack/prod"}, "prod", "prod", EnforcementLevel.MANDATORY),
+    ({"PULUMI_STACK": "prod-eu"}, "prod-eu", "prod", EnforcementLevel.MANDATORY),
+    ({"PULUMI_STACK": "lab", "PULUMI_CONFIG": '{"rocm-stack:environment": "prod"}'}, "lab", "prod",
+     EnforcementLevel.MANDATORY),
+    ({"PULUMI_STACK": "prod-sandbox", "PULUMI_CONFIG": '{"rocm-stack:environment": "dev"}'}, "prod-sandbox", "dev",
+     EnforcementLevel.ADVISORY),
+    ({}, None, None, EnforcementLevel.MANDATORY),  # no stack (e.g. `pulumi policy publish`): fail closed
+])
+def test_environment_and_enforcement_follow_the_stack(environ, stack, environment, level):
+    context = pack.stack_context(environ)
+    assert (context.stack, context.environment, pack.enforcement_level(context)) == (stack, environment, level)
+
+
+# --- the committed stacks, offline ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_committed_stacks_pass_the_pack(stack, request):
+    plan = request.getfixturevalue(f"{stack}_plan").to_json()
+    with offline.stack_environment(stack):
+        assert offline.check(plan["resources"]) == []
+
+
+def test_debug_flags_in_the_prod_synth_are_mandatory_violations(prod_plan, tmp_path):
+    plan = copy.deepcopy(prod_plan.to_json())
+    container = next(r for r in plan["resources"] if r["type"] == CONTAINER)
+    container["inputs"]["capabilities"] = {"adds": ["SYS_PTRACE"]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    result = subprocess.run([sys.executable, "-m", "rocm_policy.offline", str(path)], cwd=ROOT, text=True,
+                            capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": str(POLICY_DIR)})
+    assert result.returncode == 1, result.stderr
+    assert "(prod: mandatory)" in result.stdout
+    assert f"- **mandatory** `no-debug-privileges-in-prod` `{container['urn']}`: adds capability SYS_PTRACE" \
+        in result.stdout
+
+
+# --- the pack process, as the Pulumi CLI drives it --------------------------------------------------------
+
+@pytest.mark.parametrize("stack, level", [("prod", 1), ("dev", 0)])  # proto EnforcementLevel: 0 advisory, 1 mandatory
+def test_pack_process_serves_the_policies_over_grpc(stack, level):
+    import grpc
+    from google.protobuf import empty_pb2, struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+    # What pulumi-analyzer-policy-python runs: `python -u -m pulumi.policy ENGINE_ADDRESS .` in policy/.
+    env = {**os.environ, "PULUMI_STACK": stack, "PULUMI_PROJECT": "rocm-stack", "PULUMI_DRY_RUN": "true",
+           "PULUMI_CONFIG": json.dumps({"rocm-stack:environment": stack})}
+    process = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."], cwd=POLICY_DIR,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 30)
+        assert ready, "the policy pack did not report its port"
+        port = int(process.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            analyzer = analyzer_pb2_grpc.AnalyzerStub(channel)
+            info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=10)
+            assert info.name == "rocm-stack" and {p.name for p in info.policies} == set(POLICIES)
+            assert {p.enforcementLevel for p in info.policies} == {level}
+            props = struct_pb2.Struct()
+            props.update({"name": "rocm/pytorch:latest"})
+            response = analyzer.Analyze(analyzer_pb2.AnalyzeRequest(
+                type=REMOTE_IMAGE, properties=props, name="pytorch",
+                urn=f"urn:pulumi:{stack}::rocm-stack::{REMOTE_IMAGE}::pytorch"), timeout=10)
+            ((policy, enforcement, message),) = [(d.policyName, d.enforcementLevel, d.message)
+                                                 for d in response.diagnostics]
+            assert (policy, enforcement) == ("pinned-images", level) and "moving tag 'latest'" in message
+    finally:
+        process.kill()
+        process.wait(timeout=10)
