@@ -34,7 +34,15 @@ def _positive_duration(value: str) -> str:
     return value
 
 
+def _single_unit(value: str) -> str:
+    # The DeviceConfig's serviceMonitor.interval only accepts `^([0-9]+)(ms|s|m|h)$` (amd.com CRD pattern).
+    if not re.fullmatch(r"[0-9]+(ms|s|m|h)", value):
+        raise ValueError(f"'{value}' must be a number and one unit (ms, s, m or h), e.g. 15s, 30s or 1m")
+    return value
+
+
 Duration = Annotated[str, AfterValidator(_positive_duration)]
+ScrapeInterval = Annotated[str, AfterValidator(_single_unit), AfterValidator(_positive_duration)]
 Celsius = Annotated[float, Field(ge=30, le=125)]
 Watts = Annotated[float, Field(gt=0, le=3000)]
 Percent = Annotated[float, Field(gt=0, le=100)]
@@ -138,7 +146,7 @@ class MonitoringConfig(ConfigModel):
     exporter_image: str = DEFAULT_EXPORTER_IMAGE
     # Upstream's ServerPort default; on Docker hosts this is the published host port.
     exporter_port: Annotated[int, Field(ge=1, le=65535)] = 5000
-    scrape_interval: Duration = "30s"
+    scrape_interval: ScrapeInterval = "30s"
     kube_prometheus_stack: KubePrometheusStackConfig = KubePrometheusStackConfig()
     grafana_dashboard: bool = True
     # Labels the cluster's Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: `release`).

@@ -1,0 +1,223 @@
+"""Monitoring config and GPU alert rules: thresholds, exporter metric names, `promtool check/test rules`."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import promql_parser
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from components import alerts
+from components.config.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
+
+DATA = Path(__file__).parent / "data" / "monitoring"
+REFERENCE = DATA / "reference"
+PROMTOOL_TESTS = DATA / "promtool"
+ALL_MODELS = sorted(MODEL_DEFAULTS)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path:
+        return path
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+        pytest.fail("promtool is missing in CI: `apt-get install -y --no-install-recommends prometheus` (Debian)")
+    pytest.skip("promtool not installed (apt-get install prometheus); CI runs these tests")
+
+
+def _run_promtool(promtool: str, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool, *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+def _unit_test(promtool: str, tmp_path: Path, rules_text: str, test_file: str) -> subprocess.CompletedProcess[str]:
+    """promtool resolves `rule_files` next to the test file, so both go into one folder."""
+    (tmp_path / "rules.yml").write_text(rules_text, encoding="utf-8")
+    shutil.copy(PROMTOOL_TESTS / test_file, tmp_path / test_file)
+    return _run_promtool(promtool, "test", "rules", tmp_path / test_file)
+
+
+# --- configuration --------------------------------------------------------------------------------------------
+
+def test_model_defaults_differ_by_family_and_overrides_win() -> None:
+    mi300x = MonitoringConfig().effective_thresholds()
+    mi250 = MonitoringConfig(gpu_model="MI250").effective_thresholds()
+    assert (mi300x.power_cap_watts, mi250.power_cap_watts) == (750, 500)
+    tuned = MonitoringConfig.model_validate(
+        {"gpuModel": "MI300X", "thresholds": {"gpuTemperatureCelsius": 90, "idleFor": "1h"}}
+    ).effective_thresholds()
+    assert (tuned.gpu_temperature_celsius, tuned.idle_for, tuned.power_cap_watts) == (90, "1h", 750)
+
+
+@pytest.mark.parametrize(
+    ("stack_value", "key"),
+    [
+        ({"thresholds": {"gpuTemperatureCelsius": 300}}, "thresholds.gpuTemperatureCelsius"),
+        ({"thresholds": {"vramFullFraction": 1}}, "thresholds.vramFullFraction"),
+        ({"thresholds": {"powerCapFraction": 0.2}}, "thresholds.powerCapFraction"),
+        ({"thresholds": {"idleUtilizationPercent": 0}}, "thresholds.idleUtilizationPercent"),
+        ({"thresholds": {"idleFor": "half an hour"}}, "thresholds.idleFor"),
+        ({"thresholds": {"eccWindow": "0s"}}, "thresholds.eccWindow"),
+        ({"thresholds": {"eccCorrectableMaxIncrease": -1}}, "thresholds.eccCorrectableMaxIncrease"),
+        ({"thresholds": {"junctionTemp": 90}}, "thresholds.junctionTemp"),
+        ({"gpuModel": "MI100"}, "gpuModel"),
+        ({"exporterImage": "rocm/device-metrics-exporter:latest"}, "exporterImage"),
+        ({"exporterImage": "rocm/device-metrics-exporter"}, "exporterImage"),
+        ({"exporterPort": 70000}, "exporterPort"),
+        ({"scrapeInterval": "1m30s"}, "scrapeInterval"),
+        ({"kubePrometheusStack": {"chartVersion": "^91.0"}}, "kubePrometheusStack.chartVersion"),
+    ],
+)
+def test_bad_values_are_rejected_with_their_key(stack_value: dict, key: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        MonitoringConfig.model_validate(stack_value)
+    locations = {".".join(map(str, e["loc"])) for e in error.value.errors(include_url=False)}
+    assert key in locations
+
+
+def test_cross_field_problems() -> None:
+    assert list(problems(MonitoringConfig(), [("gpu-1", "MI300X"), ("gpu-2", "MI308X"), ("odd", "other")])) == []
+    cfg = MonitoringConfig.model_validate({"scrapeInterval": "1m", "thresholds": {"eccWindow": "90s"}})
+    found = dict(problems(cfg, [("old-box", "MI250X")]))
+    assert "two scrape intervals" in found["monitoring.thresholds.eccWindow"]
+    assert "old-box" in found["monitoring.gpuModel"] and "MI2xx" in found["monitoring.gpuModel"]
+
+
+def test_kube_prometheus_stack_defaults_by_environment() -> None:
+    assert MonitoringConfig().installs_kube_prometheus_stack("dev")
+    assert not MonitoringConfig().installs_kube_prometheus_stack("prod")
+    forced = MonitoringConfig.model_validate({"kubePrometheusStack": {"install": True}})
+    assert forced.installs_kube_prometheus_stack("prod")
+
+
+# --- rules: content and names -----------------------------------------------------------------------------
+
+def test_committed_rules_file_is_the_generated_mi300x_default() -> None:
+    assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig()), (
+        "monitoring/rules/gpu-alerts.rules.yml is stale: run `.venv/bin/python -m components.alerts`"
+    )
+
+
+def test_thresholds_reach_the_expressions() -> None:
+    cfg = MonitoringConfig.model_validate({"thresholds": {"gpuTemperatureCelsius": 91, "powerCapWatts": 600}})
+    exprs = {rule["alert"]: rule["expr"] for rule in alerts.alert_rules(cfg)}
+    assert exprs["GpuJunctionTemperatureHigh"] == "gpu_junction_temperature > 91"
+    assert exprs["GpuPowerAtCap"] == "gpu_package_power >= 570"
+
+
+def _walk(expr: str) -> tuple[set[str], set[str]]:
+    """Metric names and label names (matchers, on/without/by lists) used by a PromQL expression."""
+    metrics: set[str] = set()
+    labels: set[str] = set()
+
+    def visit(node: promql_parser.Expr) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            metrics.add(node.name)
+            labels.update(m.name for m in node.matchers.matchers)
+        elif isinstance(node, promql_parser.BinaryExpr) and node.modifier and node.modifier.matching:
+            labels.update(node.modifier.matching.labels)
+        elif isinstance(node, promql_parser.AggregateExpr) and node.modifier:
+            labels.update(node.modifier.labels)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return metrics, labels
+
+
+def _support_matrix() -> dict[str, list[str]]:
+    """Exported metric name (default, empty MetricsFieldPrefix) -> platforms it is emitted on."""
+    matrix = yaml.safe_load((REFERENCE / "metrics-support-matrix.yaml").read_text(encoding="utf-8"))
+    return {m["name"].lower(): m["platforms"] for m in matrix["metrics"]}
+
+
+def _exporter_labels() -> set[str]:
+    config = json.loads((REFERENCE / "config-gpu.json").read_text(encoding="utf-8"))
+    dashboard = (REFERENCE / "dashboard_gpu.json").read_text(encoding="utf-8")
+    assert "xcc_index" in dashboard  # the per-die label of gpu_gfx_busy_instantaneous, as upstream uses it
+    return {label.lower() for label in config["GPUConfig"]["Labels"]} | {"xcc_index"}
+
+
+# Prometheus' own series and target labels: `up`, `job`, `instance`; `host` is added by our scrape configs.
+_PROMETHEUS_LABELS = {"job", "instance", "host"}
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+def test_rules_use_only_metrics_the_exporter_emits_for_the_family(model: str) -> None:
+    cfg = MonitoringConfig(gpu_model=model)
+    matrix = _support_matrix()
+    exporter_labels = _exporter_labels()
+    for rule in alerts.alert_rules(cfg):
+        metrics, labels = _walk(rule["expr"])
+        for metric in metrics - {"up"}:
+            assert metric in matrix, f"{rule['alert']}: {metric} is not an exporter metric"
+            assert cfg.family in matrix[metric], f"{rule['alert']}: {metric} is not emitted on {cfg.family}"
+        assert labels <= exporter_labels | _PROMETHEUS_LABELS, rule["alert"]
+        templated = {part.split("}}")[0].strip() for part in rule["annotations"]["description"].split("$labels.")[1:]}
+        assert templated <= exporter_labels | _PROMETHEUS_LABELS, rule["alert"]
+
+
+def test_walk_sees_every_name() -> None:
+    """The name checks above are only as good as this extraction."""
+    metrics, labels = _walk('(avg without (xcc_index) (a{pod!=""}) < 5) and on (hostname) (b or absent(up{job="x"}))')
+    assert (metrics, labels) == ({"a", "b", "up"}, {"xcc_index", "pod", "hostname", "job"})
+
+
+def test_prometheus_rule_spec_has_the_rules_file_groups() -> None:
+    cfg = MonitoringConfig(gpu_model="MI250")
+    assert alerts.prometheus_rule_spec(cfg) == yaml.safe_load(alerts.rules_file_text(cfg))
+
+
+# --- promtool -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+def test_promtool_check_rules(promtool: str, tmp_path: Path, model: str) -> None:
+    rules = tmp_path / "rules.yml"
+    rules.write_text(alerts.rules_file_text(MonitoringConfig(gpu_model=model)), encoding="utf-8")
+    result = _run_promtool(promtool, "check", "rules", rules)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(alerts.alert_rules(MonitoringConfig()))} rules found" in result.stdout
+
+
+def test_promtool_unit_tests_of_the_committed_mi300x_rules(promtool: str, tmp_path: Path) -> None:
+    result = _unit_test(promtool, tmp_path, alerts.RULES_FILE.read_text(encoding="utf-8"), "mi3xx.test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_unit_tests_of_the_mi250_rules(promtool: str, tmp_path: Path) -> None:
+    rules = alerts.rules_file_text(MonitoringConfig(gpu_model="MI250"))
+    result = _unit_test(promtool, tmp_path, rules, "mi2xx.test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_unit_tests_catch_a_wrong_threshold(promtool: str, tmp_path: Path) -> None:
+    """The unit tests pin behaviour: rules with another threshold must fail them."""
+    shifted = MonitoringConfig.model_validate({"thresholds": {"gpuTemperatureCelsius": 97}})
+    result = _unit_test(promtool, tmp_path, alerts.rules_file_text(shifted), "mi3xx.test.yml")
+    assert result.returncode != 0
+    assert "GpuJunctionTemperatureHigh" in result.stdout + result.stderr
+
+
+def _eval_cases(test_file: str) -> dict[str, set[bool]]:
+    """alertname -> {True if some eval expects it firing, False if some eval expects it quiet}."""
+    cases: dict[str, set[bool]] = {}
+    for group in yaml.safe_load((PROMTOOL_TESTS / test_file).read_text(encoding="utf-8"))["tests"]:
+        for case in group["alert_rule_test"]:
+            cases.setdefault(case["alertname"], set()).add(bool(case["exp_alerts"]))
+    return cases
+
+
+def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
+    mi3xx = _eval_cases("mi3xx.test.yml")
+    for rule in alerts.alert_rules(MonitoringConfig()):
+        assert mi3xx.get(rule["alert"]) == {True, False}, rule["alert"]
+    # MI250 rules that differ from the MI300X ones need their own cases; identical ones are covered above.
+    mi300x_exprs = {rule["expr"] for rule in alerts.alert_rules(MonitoringConfig())}
+    mi2xx = _eval_cases("mi2xx.test.yml")
+    specific = [r["alert"] for r in alerts.alert_rules(MonitoringConfig(gpu_model="MI250")) if r["expr"] not in mi300x_exprs]
+    assert specific == ["GpuEdgeTemperatureHigh", "GpuPowerAtCap", "GpuIdleWhileAllocated"]
+    for name in specific:
+        assert mi2xx.get(name) == {True, False}, name
