@@ -86,6 +86,15 @@ def test_every_declared_object_is_valid(plans, case, version):
     assert validate_all(objects, CRDS, version) == len(objects) >= 3
 
 
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_committed_stacks_declare_valid_objects(stack):
+    """The stack files as committed: Kubernetes objects exactly when they have a kubernetes section."""
+    plan = synthesize(stack, stack_file(stack), project_dir=PROJECT)
+    objects = [manifest_of(r) for r in plan.kubernetes_objects()]
+    validate_all(objects, CRDS)
+    assert bool(objects) == (P + "kubernetes" in stack_file(stack))
+
+
 def test_full_device_config_from_typed_config_passes_the_crd():
     plan = synth("prod", {"provider": PROD_PROVIDER, "gpuOperator": {"deviceConfig": {
         "name": "mi300x",
@@ -112,7 +121,8 @@ def test_full_device_config_from_typed_config_passes_the_crd():
     assert spec["devicePlugin"]["nodeLabellerArguments"] == ["compute-memory-partition"]
     exporter = spec["metricsExporter"]
     assert (exporter["serviceType"], exporter["nodePort"], exporter["port"]) == ("NodePort", 32500, 5001)
-    assert exporter["prometheus"]["serviceMonitor"] == {"enable": True, "interval": "15s", "labels": {"release": "prom"}}
+    assert exporter["prometheus"]["serviceMonitor"] == {
+        "enable": True, "interval": "15s", "labels": {"release": "prom"}}
     assert spec["testRunner"] == {"enable": True, "image": "docker.io/rocm/test-runner:v1.4.1"}
 
 
@@ -415,7 +425,8 @@ K = "kubernetes.gpuOperator.deviceConfig"
 BAD_CONFIGS = {
     "unknown mode": ("dev", {"mode": "daemonset"}, "kubernetes.mode", "'operator' or 'device-plugin'"),
     "negative drain timeout": ("dev", _upgrade_policy(nodeDrainPolicy={"timeoutSeconds": -1}),
-                               f"{K}.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds", "greater than or equal to 0"),
+                               f"{K}.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
+                               "greater than or equal to 0"),
     "negative pod deletion timeout": ("dev", _upgrade_policy(podDeletionPolicy={"timeoutSeconds": -30}),
                                       f"{K}.driver.upgradePolicy.podDeletionPolicy.timeoutSeconds",
                                       "greater than or equal to 0"),
@@ -430,7 +441,7 @@ BAD_CONFIGS = {
     "unbounded parallel upgrades in prod": ("prod", {"provider": PROD_PROVIDER,
                                                      **_upgrade_policy(maxParallelUpgrades=0)},
                                             f"{K}.driver.upgradePolicy.maxParallelUpgrades", "one node at a time"),
-    "misspelled deviceConfig key": ("dev", _device_config(metricExporter={}), f"{K}.metricExporter", "xtra"),
+    "misspelled deviceConfig key": ("dev", _device_config(metricExporter={}), f"{K}.metricExporter", "unknown key"),
     "out-of-tree driver without blacklist": ("dev", _device_config(driver={"enable": True}),
                                              f"{K}.driver.blacklist", "must be true"),
     "blacklist with the inbox driver": ("dev", _device_config(driver={"blacklist": True}),

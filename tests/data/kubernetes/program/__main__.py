@@ -24,7 +24,9 @@ if section is not None:
         kubernetes = KubernetesConfig.model_validate(section)
     except ValidationError as error:
         raise pulumi.RunError("\n".join(
-            f"rocm-stack:kubernetes{key_path(e['loc'])}: {e['msg']}" for e in error.errors()
+            f"rocm-stack:kubernetes{key_path(e['loc'])}: "
+            + ("unknown key" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in error.errors()
         )) from None
     found = list(problems(SimpleNamespace(environment=environment, kubernetes=kubernetes)))
     if found:
