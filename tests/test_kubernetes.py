@@ -101,7 +101,7 @@ def test_full_device_config_from_typed_config_passes_the_crd():
         "selector": {"amd.com/gpu.family": "AI"},
         "driver": {"enable": True, "blacklist": True, "version": "30.20.1", "image": "registry.example.com/amd/amdgpu",
                    "upgradePolicy": {"maxParallelUpgrades": 2, "maxUnavailableNodes": "25%",
-                                     "nodeDrainPolicy": {"force": True, "timeoutSeconds": 0}}},
+                                     "nodeDrainPolicy": {"timeoutSeconds": 0}}},
         "devicePlugin": {"nodeLabellerArguments": ["compute-memory-partition"]},
         "metricsExporter": {"serviceType": "NodePort", "nodePort": 32500, "port": 5001,
                             "serviceMonitor": {"enable": True, "interval": "15s", "labels": {"release": "prom"}}},
@@ -116,7 +116,7 @@ def test_full_device_config_from_typed_config_passes_the_crd():
         "enable": True, "blacklist": True, "version": "30.20.1", "image": "registry.example.com/amd/amdgpu"}
     policy = spec["driver"]["upgradePolicy"]
     assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"]) == (2, "25%")
-    assert policy["nodeDrainPolicy"] == {"force": True, "timeoutSeconds": 0, "gracePeriodSeconds": -1,
+    assert policy["nodeDrainPolicy"] == {"force": False, "timeoutSeconds": 0, "gracePeriodSeconds": -1,
                                          "ignoreDaemonSets": True}
     assert spec["devicePlugin"]["nodeLabellerArguments"] == ["compute-memory-partition"]
     exporter = spec["metricsExporter"]
@@ -420,6 +420,11 @@ def _upgrade_policy(**fields: Any) -> dict[str, Any]:
     return _device_config(driver={"upgradePolicy": fields})
 
 
+def _managed_driver(**fields: Any) -> dict[str, Any]:
+    """The operator installs the out-of-tree driver (what prod's upgrade rules are about)."""
+    return _device_config(driver={"enable": True, "blacklist": True, "version": "30.20.1", **fields})
+
+
 K = "kubernetes.gpuOperator.deviceConfig"
 # (stack, kubernetes section, key path that must be named, a fragment of the explanation)
 BAD_CONFIGS = {
@@ -441,6 +446,12 @@ BAD_CONFIGS = {
     "unbounded parallel upgrades in prod": ("prod", {"provider": PROD_PROVIDER,
                                                      **_upgrade_policy(maxParallelUpgrades=0)},
                                             f"{K}.driver.upgradePolicy.maxParallelUpgrades", "one node at a time"),
+    "forced drain in prod": ("prod", {"provider": PROD_PROVIDER,
+                                      **_managed_driver(upgradePolicy={"nodeDrainPolicy": {"force": True}})},
+                             f"{K}.driver.upgradePolicy.nodeDrainPolicy.force", "must be false in prod"),
+    "managed driver without upgrade policy in prod": ("prod", {"provider": PROD_PROVIDER,
+                                                               **_managed_driver(upgradePolicy={"enable": False})},
+                                                      f"{K}.driver.upgradePolicy.enable", "must be true in prod"),
     "misspelled deviceConfig key": ("dev", _device_config(metricExporter={}), f"{K}.metricExporter", "unknown key"),
     "out-of-tree driver without blacklist": ("dev", _device_config(driver={"enable": True}),
                                              f"{K}.driver.blacklist", "must be true"),

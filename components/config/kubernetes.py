@@ -304,15 +304,22 @@ def _operator_problems(operator: GpuOperatorConfig, environment: str) -> Iterabl
         yield f"{path}.driver.version", "pin the out-of-tree driver version (e.g. \"30.20.1\") in prod"
 
     policy = driver.effective_upgrade_policy(environment)
+    upgrade_path = f"{path}.driver.upgradePolicy"
     if policy.enable:
-        upgrade_path = f"{path}.driver.upgradePolicy"
         if policy.max_unavailable_nodes in (0, "0%"):
             yield (f"{upgrade_path}.maxUnavailableNodes",
                    "must allow at least one node (e.g. 1 or \"25%\") while upgrades are enabled, "
                    "otherwise no driver upgrade can ever start; set upgradePolicy.enable false to stop upgrades")
-        if policy.max_parallel_upgrades == 0 and environment == "prod":
+        if environment == "prod" and policy.max_parallel_upgrades == 0:
             yield (f"{upgrade_path}.maxParallelUpgrades",
                    "0 upgrades every node at once; prod needs a bound (1 = one node at a time)")
+        if environment == "prod" and driver.enable and policy.node_drain_policy.force:
+            yield (f"{upgrade_path}.nodeDrainPolicy.force",
+                   "must be false in prod: a forced drain deletes pods that no controller recreates")
+    elif environment == "prod" and driver.enable:
+        yield (f"{upgrade_path}.enable",
+               "must be true in prod while the operator manages the driver: upgrades then cordon and drain "
+               "one node at a time instead of replacing the driver under running workloads")
 
     exporter = device_config.metrics_exporter
     if exporter.node_port is not None and exporter.service_type != "NodePort":
