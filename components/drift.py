@@ -134,7 +134,8 @@ def _is_change(step: PreviewStep, properties: Sequence[str]) -> bool:
 
 def parse(text: str) -> PreviewDigest:
     try:
-        document = json.loads(text)
+        # The digest is printed once the preview ends; tolerate anything a CLI version prints after it.
+        document, _ = json.JSONDecoder().raw_decode(text.lstrip())
     except json.JSONDecodeError as error:
         raise UnreadableReport(f"not JSON: {error}") from None
     if not isinstance(document, dict):

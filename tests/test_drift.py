@@ -123,6 +123,12 @@ def test_garbage_and_empty_input_exit_2(tmp_path, content):
     assert result.stderr.startswith("error:")
 
 
+def test_text_after_the_digest_is_ignored(tmp_path):
+    report = tmp_path / "preview.json"
+    report.write_text((DATA / "update.json").read_text() + "error: no changes were expected but changes were proposed\n")
+    assert run_cli(report).returncode == 1
+
+
 def test_missing_file_exits_2(tmp_path):
     assert run_cli(tmp_path / "absent.json").returncode == 2
 
