@@ -115,22 +115,22 @@ def test_failed_preview_is_unreadable_not_clean():
     '{"steps": [{"op": "update"}], "changeSummary": {"update": 1}}',  # a step without urn
     '{"steps": [{"op": "update", "urn": "bucket"}], "changeSummary": {"update": 1}}',  # not a URN
 ])
-def test_garbage_and_empty_input_exit_2(tmp_path, content):
+def test_garbage_and_empty_input_exit_2(tmp_path, capsys, content):
     report = tmp_path / "preview.json"
     report.write_text(content)
-    result = run_cli(report)
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert result.stderr.startswith("error:")
+    assert drift.main([str(report)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error:") and captured.out == ""
 
 
 def test_text_after_the_digest_is_ignored(tmp_path):
     report = tmp_path / "preview.json"
     report.write_text((DATA / "update.json").read_text() + "error: no changes were expected but changes were proposed\n")
-    assert run_cli(report).returncode == 1
+    assert drift.main([str(report), "--out", str(tmp_path / "summary.md")]) == 1
 
 
 def test_missing_file_exits_2(tmp_path):
-    assert run_cli(tmp_path / "absent.json").returncode == 2
+    assert drift.main([str(tmp_path / "absent.json")]) == 2
 
 
 def test_urn_names_may_contain_separators():

@@ -84,8 +84,8 @@ def test_output_is_appended_to_a_summary_file_and_cut_at_max_rows(tmp_path, base
 
 
 @pytest.mark.parametrize("content", ["", "{]", "[]", '{"stack": "dev"}'])
-def test_unreadable_plan_exits_2(tmp_path, base_plan, content):
+def test_unreadable_plan_exits_2(tmp_path, capsys, base_plan, content):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    result = run_cli(bad, write(tmp_path / "head.json", base_plan))
-    assert result.returncode == 2 and result.stderr.startswith("error:")
+    assert synth_diff.main([str(bad), str(write(tmp_path / "head.json", base_plan))]) == 2
+    assert capsys.readouterr().err.startswith("error:")
