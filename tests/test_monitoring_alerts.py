@@ -1,22 +1,20 @@
 """Monitoring config and GPU alert rules: thresholds, exporter metric names, `promtool check/test rules`."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-import promql_parser
 import pytest
 import yaml
 from pydantic import ValidationError
 
 from components import alerts
 from components.config.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
+from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 
 DATA = Path(__file__).parent / "data" / "monitoring"
-REFERENCE = DATA / "reference"
 PROMTOOL_TESTS = DATA / "promtool"
 ALL_MODELS = sorted(MODEL_DEFAULTS)
 
@@ -110,59 +108,25 @@ def test_thresholds_reach_the_expressions() -> None:
     assert exprs["GpuPowerAtCap"] == "gpu_package_power >= 570"
 
 
-def _walk(expr: str) -> tuple[set[str], set[str]]:
-    """Metric names and label names (matchers, on/without/by lists) used by a PromQL expression."""
-    metrics: set[str] = set()
-    labels: set[str] = set()
-
-    def visit(node: promql_parser.Expr) -> None:
-        if isinstance(node, promql_parser.VectorSelector):
-            metrics.add(node.name)
-            labels.update(m.name for m in node.matchers.matchers)
-        elif isinstance(node, promql_parser.BinaryExpr) and node.modifier and node.modifier.matching:
-            labels.update(node.modifier.matching.labels)
-        elif isinstance(node, promql_parser.AggregateExpr) and node.modifier:
-            labels.update(node.modifier.labels)
-
-    promql_parser.walk(promql_parser.parse(expr), visit)
-    return metrics, labels
-
-
-def _support_matrix() -> dict[str, list[str]]:
-    """Exported metric name (default, empty MetricsFieldPrefix) -> platforms it is emitted on."""
-    matrix = yaml.safe_load((REFERENCE / "metrics-support-matrix.yaml").read_text(encoding="utf-8"))
-    return {m["name"].lower(): m["platforms"] for m in matrix["metrics"]}
-
-
-def _exporter_labels() -> set[str]:
-    config = json.loads((REFERENCE / "config-gpu.json").read_text(encoding="utf-8"))
-    dashboard = (REFERENCE / "dashboard_gpu.json").read_text(encoding="utf-8")
-    assert "xcc_index" in dashboard  # the per-die label of gpu_gfx_busy_instantaneous, as upstream uses it
-    return {label.lower() for label in config["GPUConfig"]["Labels"]} | {"xcc_index"}
-
-
-# Prometheus' own series and target labels: `up`, `job`, `instance`; `host` is added by our scrape configs.
-_PROMETHEUS_LABELS = {"job", "instance", "host"}
-
-
 @pytest.mark.parametrize("model", ALL_MODELS)
 def test_rules_use_only_metrics_the_exporter_emits_for_the_family(model: str) -> None:
     cfg = MonitoringConfig(gpu_model=model)
-    matrix = _support_matrix()
-    exporter_labels = _exporter_labels()
+    matrix = support_matrix()
+    allowed_labels = exporter_labels() | PROMETHEUS_LABELS
     for rule in alerts.alert_rules(cfg):
-        metrics, labels = _walk(rule["expr"])
-        for metric in metrics - {"up"}:
+        metrics, labels = promql_names(rule["expr"])
+        for metric in metrics - PROMETHEUS_METRICS:
             assert metric in matrix, f"{rule['alert']}: {metric} is not an exporter metric"
             assert cfg.family in matrix[metric], f"{rule['alert']}: {metric} is not emitted on {cfg.family}"
-        assert labels <= exporter_labels | _PROMETHEUS_LABELS, rule["alert"]
+        assert labels <= allowed_labels, rule["alert"]
         templated = {part.split("}}")[0].strip() for part in rule["annotations"]["description"].split("$labels.")[1:]}
-        assert templated <= exporter_labels | _PROMETHEUS_LABELS, rule["alert"]
+        assert templated <= allowed_labels, rule["alert"]
 
 
-def test_walk_sees_every_name() -> None:
+def test_promql_names_sees_every_name() -> None:
     """The name checks above are only as good as this extraction."""
-    metrics, labels = _walk('(avg without (xcc_index) (a{pod!=""}) < 5) and on (hostname) (b or absent(up{job="x"}))')
+    metrics, labels = promql_names(
+        '(avg without (xcc_index) (a{pod!=""}) < 5) and on (hostname) (b or absent(up{job="x"}))')
     assert (metrics, labels) == ({"a", "b", "up"}, {"xcc_index", "pod", "hostname", "job"})
 
 
@@ -217,7 +181,8 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
     # MI250 rules that differ from the MI300X ones need their own cases; identical ones are covered above.
     mi300x_exprs = {rule["expr"] for rule in alerts.alert_rules(MonitoringConfig())}
     mi2xx = _eval_cases("mi2xx.test.yml")
-    specific = [r["alert"] for r in alerts.alert_rules(MonitoringConfig(gpu_model="MI250")) if r["expr"] not in mi300x_exprs]
+    mi250_rules = alerts.alert_rules(MonitoringConfig(gpu_model="MI250"))
+    specific = [rule["alert"] for rule in mi250_rules if rule["expr"] not in mi300x_exprs]
     assert specific == ["GpuEdgeTemperatureHigh", "GpuPowerAtCap", "GpuIdleWhileAllocated"]
     for name in specific:
         assert mi2xx.get(name) == {True, False}, name

@@ -126,7 +126,8 @@ MODEL_DEFAULTS: dict[str, Thresholds] = {
     "MI210": Thresholds(gpu_temperature_celsius=80, memory_temperature_celsius=85, power_cap_watts=300, **_COMMON),
 }
 
-# The tag ROCm/device-metrics-exporter's own Helm chart ships (helm-charts/values.yaml `image.tag`, Chart.yaml appVersion).
+# The tag ROCm/device-metrics-exporter's own Helm chart ships (helm-charts/values.yaml `image.tag`, Chart.yaml
+# appVersion v1.5.2 at the vendored commit).
 DEFAULT_EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
 
 

@@ -1,0 +1,368 @@
+"""Monitoring components under Pulumi's mock engine (components.synth): the Docker exporters and their scrape
+config, the Kubernetes PrometheusRule / dashboard ConfigMap / kube-prometheus-stack / standalone exporter with its
+ServiceMonitor, and the Grafana dashboard, all checked against what upstream defines."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from components import alerts, dashboard
+from components.config import StackConfig
+from components.config.monitoring import MonitoringConfig
+from components.monitoring import (
+    EXPORTER_JOB,
+    device_config_service_monitor,
+    exporter_address,
+    prometheus_scrape_config,
+)
+from components.synth import ROOT, Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
+from conftest import stack_file
+from k8s_validation import CrdSchemas, strict_structural_schema, validate_object
+from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
+
+DATA = Path(__file__).parent / "data" / "monitoring"
+# The real program once the lead wires monitoring into StackConfig/__main__.py, a stand-in until then.
+PROJECT = ROOT if "monitoring" in StackConfig.model_fields else DATA / "program"
+P = "rocm-stack:"
+
+CONTAINER = "docker:index/container:Container"
+REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
+DOCKER_EXPORTER = "rocm-stack:monitoring:DockerExporter"
+K8S_MONITORING = "rocm-stack:monitoring:KubernetesMonitoring"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
+SERVICE_MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+SERVICE = "kubernetes:core/v1:Service"
+EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
+
+PROMETHEUS_RULE_CRD = CrdSchemas.from_files(DATA / "crds" / "monitoring.coreos.com_prometheusrules.yaml")
+_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+_RELABEL = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": [
+            "replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod", "labelmap", "LabelMap",
+            "labeldrop", "LabelDrop", "labelkeep", "LabelKeep", "lowercase", "Lowercase", "uppercase", "Uppercase",
+            "keepequal", "KeepEqual", "dropequal", "DropEqual"]},
+        "modulus": {"type": "integer"},
+        "regex": {"type": "string"},
+        "replacement": {"type": "string"},
+        "separator": {"type": "string"},
+        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"}},
+        "targetLabel": {"type": "string"},
+    },
+}
+# The ServiceMonitor fields this stack sets, transcribed from prometheus-operator's
+# monitoring.coreos.com_servicemonitors.yaml (v0.84.1); closed objects, so a misspelled field fails.
+SERVICE_MONITOR_SUBSET = strict_structural_schema({
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["monitoring.coreos.com/v1"]},
+        "kind": {"type": "string", "enum": ["ServiceMonitor"]},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["endpoints", "selector"],
+            "properties": {
+                "jobLabel": {"type": "string"},
+                "namespaceSelector": {"type": "object", "properties": {
+                    "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}},
+                }},
+                "selector": {"type": "object", "properties": {
+                    "matchExpressions": {"type": "array"},
+                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+                }},
+                "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
+                    "port": {"type": "string"},
+                    "path": {"type": "string"},
+                    "scheme": {"type": "string", "enum": ["http", "https"]},
+                    "interval": {"type": "string", "pattern": _DURATION},
+                    "scrapeTimeout": {"type": "string", "pattern": _DURATION},
+                    "honorLabels": {"type": "boolean"},
+                    "honorTimestamps": {"type": "boolean"},
+                    "relabelings": {"type": "array", "items": _RELABEL},
+                    "metricRelabelings": {"type": "array", "items": _RELABEL},
+                }}},
+            },
+        },
+    },
+})
+
+
+def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict[str, Any] | None = None,
+          hosts: list[dict[str, Any]] | None = None) -> Plan:
+    config = stack_file(stack)
+    for key, value in (("monitoring", monitoring), ("kubernetes", kubernetes), ("hosts", hosts)):
+        if value is not None:
+            config[P + key] = value
+    return synthesize(stack, config, project_dir=PROJECT)
+
+
+def refusal(stack: str, monitoring: dict[str, Any]) -> str:
+    with pytest.raises(ProgramRefused) as refused:
+        synth(stack, monitoring)
+    return str(refused.value)
+
+
+def only(plan: Plan, type_token: str) -> dict[str, Any]:
+    found = plan.of_type(type_token)
+    assert len(found) == 1, f"{type_token}: {len(found)} declared"
+    return found[0]
+
+
+def kube_prometheus_stack(plan: Plan) -> list[dict[str, Any]]:
+    return [r for r in plan.of_type(RELEASE) if r["inputs"]["chart"] == "kube-prometheus-stack"]
+
+
+def by_urn(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {r["urn"]: r for r in plan.resources}
+
+
+# --- Docker hosts -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def prod_docker() -> Plan:
+    return synth("prod")
+
+
+def exporters(plan: Plan) -> dict[str, dict[str, Any]]:
+    """Exporter container per host name (its DockerExporter parent is named after the host)."""
+    parents = {r["urn"]: r["name"] for r in plan.of_type(DOCKER_EXPORTER)}
+    return {parents[c["parent"]]: c for c in plan.of_type(CONTAINER) if c["parent"] in parents}
+
+
+def test_every_docker_host_runs_the_exporter_on_its_own_daemon(prod_docker: Plan) -> None:
+    hosts = [h["name"] for h in stack_file("prod")[P + "hosts"]]
+    running = exporters(prod_docker)
+    assert sorted(running) == sorted(hosts)
+    resources = by_urn(prod_docker)
+    for host, container in running.items():
+        provider = resources[container["provider"]]
+        assert (provider["type"], provider["name"]) == ("pulumi:providers:docker", host)
+        i = container["inputs"]
+        # Upstream's `docker run --device=/dev/dri --device=/dev/kfd -p 5000:5000 rocm/device-metrics-exporter`.
+        assert sorted(d["hostPath"] for d in i["devices"]) == ["/dev/dri", "/dev/kfd"]
+        assert i["ports"] == [{"internal": 5000, "external": 5000}]
+        assert i["hostname"] == host and i["restart"] == "unless-stopped"
+    images = [r for r in prod_docker.of_type(REMOTE_IMAGE) if r["name"].endswith("-amd-device-metrics-exporter")]
+    assert {r["inputs"]["name"] for r in images} == {EXPORTER_IMAGE} and len(images) == len(hosts)
+
+
+def test_docker_script_shows_the_exporter_run_line(prod_docker: Plan) -> None:
+    script = docker_scripts(prod_docker)["gpu-node-1"]
+    assert f"docker pull {EXPORTER_IMAGE}" in script
+    run = next(line for line in script.splitlines() if "--name amd-device-metrics-exporter" in line)
+    assert "--device=/dev/kfd" in run and "--device=/dev/dri" in run and "0.0.0.0:5000:5000" in run
+    assert run.endswith(EXPORTER_IMAGE)
+
+
+def test_scrape_config_lists_every_host_with_a_host_label(prod_docker: Plan) -> None:
+    scrape = yaml.safe_load(prod_docker.outputs["prometheusScrapeConfig"])
+    (job,) = scrape["scrape_configs"]
+    assert job["job_name"] == EXPORTER_JOB and job["scrape_interval"] == "30s"
+    assert job["static_configs"] == [
+        {"targets": [f"gpu-node-{n}.example.internal:5000"], "labels": {"host": f"gpu-node-{n}"}} for n in range(1, 5)
+    ]
+
+
+def test_exporter_port_setting_moves_the_published_port_and_the_targets() -> None:
+    cfg = MonitoringConfig(exporter_port=9400, scrape_interval="15s")
+    (job,) = prometheus_scrape_config(cfg, {"b": "10.0.0.2", "a": "localhost"})["scrape_configs"]
+    assert job["static_configs"][0] == {"targets": ["localhost:9400"], "labels": {"host": "a"}}
+    assert job["scrape_interval"] == "15s"
+    plan = synth("dev", {"exporterPort": 9400})
+    (container,) = exporters(plan).values()
+    assert [(p["internal"], p["external"]) for p in container["inputs"]["ports"]] == [(5000, 9400)]
+
+
+@pytest.mark.parametrize(("endpoint", "address"), [
+    ("unix:///var/run/docker.sock", "localhost"),
+    ("ssh://deploy@gpu-node-1.example.internal", "gpu-node-1.example.internal"),
+    ("ssh://gpu-node-2:2222", "gpu-node-2"),
+    ("tcp://10.1.2.3:2376", "10.1.2.3"),
+])
+def test_exporter_address_from_the_docker_endpoint(endpoint: str, address: str) -> None:
+    assert exporter_address(endpoint) == address
+
+
+def test_reordering_hosts_renames_no_exporter_resource(prod_docker: Plan) -> None:
+    hosts = stack_file("prod")[P + "hosts"]
+    reordered = synth("prod", hosts=list(reversed(hosts)))
+
+    def names(plan: Plan) -> set[tuple[str, str]]:
+        return {(r["type"], r["name"]) for r in plan.resources if "monitoring" in r["type"] or
+                r["name"].endswith("amd-device-metrics-exporter")}
+
+    assert names(reordered) == names(prod_docker) and len(names(prod_docker)) == 3 * len(hosts)
+
+
+def test_disabled_monitoring_declares_nothing() -> None:
+    plan = synth("dev", {"enabled": False}, kubernetes={})
+    assert not [r for r in plan.resources if "monitoring" in r["type"] or "exporter" in r["name"]]
+
+
+def test_bad_monitoring_config_stops_with_the_key() -> None:
+    message = refusal("dev", {"thresholds": {"vramFullFraction": 2}})
+    assert "rocm-stack:monitoring.thresholds.vramFullFraction" in message
+    # prod hosts are MI300X: MI250 thresholds would watch metrics they never export.
+    assert "rocm-stack:monitoring.gpuModel" in refusal("prod", {"gpuModel": "MI250"})
+
+
+# --- Kubernetes ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dev_operator() -> Plan:
+    return synth("dev", kubernetes={"namespaces": ["monitoring"]})
+
+
+@pytest.fixture(scope="module")
+def dev_device_plugin() -> Plan:
+    return synth("dev", kubernetes={"mode": "device-plugin", "namespaces": ["monitoring"]})
+
+
+def test_prometheus_rule_is_valid_and_carries_the_alert_rules(dev_operator: Plan) -> None:
+    rule = manifest_of(only(dev_operator, RULE))
+    validate_object(rule, PROMETHEUS_RULE_CRD)
+    assert rule["spec"] == alerts.prometheus_rule_spec(MonitoringConfig())
+    assert rule["metadata"]["namespace"] == "monitoring"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_prometheus_rule_crd_check_catches_a_misspelled_field(dev_operator: Plan) -> None:
+    rule = copy.deepcopy(manifest_of(only(dev_operator, RULE)))
+    rule["spec"]["groups"][0]["rules"][0]["for_"] = rule["spec"]["groups"][0]["rules"][0].pop("for")
+    with pytest.raises(AssertionError, match="for_"):
+        validate_object(rule, PROMETHEUS_RULE_CRD)
+
+
+def test_dashboard_configmap_is_valid_and_labelled_for_the_sidecar(dev_operator: Plan) -> None:
+    config_map = manifest_of(only(dev_operator, CONFIG_MAP))
+    validate_object(config_map)  # kubernetes-validate, strict
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["data"] == {"rocm-gpus.json": dashboard.dashboard_json_text()}
+
+
+def test_dev_installs_a_pinned_kube_prometheus_stack_and_orders_the_crs_after_it(dev_operator: Plan) -> None:
+    (release,) = kube_prometheus_stack(dev_operator)
+    i = release["inputs"]
+    assert (i["name"], i["chart"], i["version"]) == ("kube-prometheus-stack", "kube-prometheus-stack", "91.4.1")
+    assert i["repositoryOpts"]["repo"] == "https://prometheus-community.github.io/helm-charts"
+    assert i["namespace"] == "monitoring" and i["atomic"] and i["cleanupOnFail"] and i["timeout"] == 900
+    spec = i["values"]["prometheus"]["prometheusSpec"]
+    assert spec["serviceMonitorSelectorNilUsesHelmValues"] is False and spec["ruleSelectorNilUsesHelmValues"] is False
+    assert i["values"]["grafana"]["sidecar"]["dashboards"]["label"] == "grafana_dashboard"
+    assert release["urn"] in only(dev_operator, RULE)["depends_on"]
+    assert not release["protect"]
+
+
+def test_prod_uses_the_clusters_prometheus_unless_told_otherwise() -> None:
+    prod = synth("prod", kubernetes={"namespaces": ["monitoring"], "provider": {"context": "gpu-prod"}})
+    assert kube_prometheus_stack(prod) == []
+    namespace = prod.get("kubernetes:core/v1:Namespace", "k8s-monitoring")
+    assert only(prod, RULE)["depends_on"] == [namespace["urn"]]
+    owned = synth("prod", {"kubePrometheusStack": {"install": True}},
+                  kubernetes={"namespaces": ["monitoring"], "provider": {"context": "gpu-prod"}})
+    (release,) = kube_prometheus_stack(owned)
+    assert release["protect"]
+
+
+def test_operator_mode_leaves_the_exporter_to_the_device_config(dev_operator: Plan) -> None:
+    assert not dev_operator.of_type(SERVICE_MONITOR)
+    assert not [d for d in dev_operator.of_type(DAEMON_SET) if "metrics-exporter" in d["name"]]
+
+
+def test_device_config_service_monitor_block_fits_the_gpu_operator_crd() -> None:
+    crd = yaml.safe_load((Path(__file__).parent / "data" / "kubernetes" / "deviceconfig-crd.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    schema = strict_structural_schema(
+        spec["properties"]["metricsExporter"]["properties"]["prometheus"]["properties"]["serviceMonitor"])
+    block = device_config_service_monitor(MonitoringConfig())
+    jsonschema.validate(block, schema)
+    assert {"targetLabel": "job", "replacement": EXPORTER_JOB, "action": "replace"} in block["relabelings"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**block, "honourLabels": True}, schema)
+
+
+def test_device_plugin_mode_runs_the_exporter_and_a_matching_service_monitor(dev_device_plugin: Plan) -> None:
+    ours = [r for r in dev_device_plugin.kubernetes_objects() if r["parent"] and K8S_MONITORING in r["parent"]]
+    manifests = {(m["kind"], m["metadata"]["name"]): m for m in map(manifest_of, ours)}
+    for (kind, _), manifest in manifests.items():
+        if kind == "ServiceMonitor":
+            jsonschema.validate(manifest, SERVICE_MONITOR_SUBSET)
+        elif kind == "PrometheusRule":
+            validate_object(manifest, PROMETHEUS_RULE_CRD)
+        else:
+            validate_object(manifest)
+    daemon_set = manifests[("DaemonSet", "amd-device-metrics-exporter")]
+    service = manifests[("Service", "amd-device-metrics-exporter")]
+    monitor = manifests[("ServiceMonitor", "amd-device-metrics-exporter")]
+    pod = daemon_set["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == EXPORTER_IMAGE and container["securityContext"]["privileged"] is True
+    assert {v["hostPath"]["path"] for v in pod["spec"]["volumes"]} == {"/dev", "/sys", "/var/lib/kubelet/pod-resources"}
+    # The chain Prometheus follows: ServiceMonitor -> Service (labels, port name) -> pods (selector, port).
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (port,) = service["spec"]["ports"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == port["name"] and port["targetPort"] in {p["name"] for p in container["ports"]}
+    assert endpoint["honorLabels"] is True
+    assert {r.get("targetLabel") for r in endpoint["relabelings"]} == {"job", "host"}
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
+    binding = manifests[("ClusterRoleBinding", "amd-device-metrics-exporter")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "amd-device-metrics-exporter",
+                                    "namespace": service["metadata"]["namespace"]}]
+
+
+def test_service_monitor_subset_schema_rejects_a_misspelled_field(dev_device_plugin: Plan) -> None:
+    monitor = copy.deepcopy(manifest_of(only(dev_device_plugin, SERVICE_MONITOR)))
+    monitor["spec"]["endpoints"][0]["honourLabels"] = True
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(monitor, SERVICE_MONITOR_SUBSET)
+
+
+# --- Grafana dashboard --------------------------------------------------------------------------------------
+
+def test_committed_dashboard_is_the_generated_one() -> None:
+    assert dashboard.DASHBOARD_FILE.read_text(encoding="utf-8") == dashboard.dashboard_json_text(), (
+        "monitoring/dashboards/rocm-gpus.json is stale: run `.venv/bin/python -m components.dashboard`"
+    )
+
+
+def test_dashboard_has_host_and_gpu_variables_and_the_panels() -> None:
+    board = json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8"))
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["host"]["query"]["query"] == "label_values(gpu_total_vram, hostname)"
+    assert variables["gpu"]["query"]["query"] == 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'
+    titles = " | ".join(p["title"] for p in board["panels"])
+    for topic in ("temperature", "power", "utilisation", "VRAM", "ECC"):
+        assert topic in titles
+    assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
+    for panel in board["panels"][:-1]:  # per-GPU panels filter by both variables
+        assert all('hostname=~"$host"' in t["expr"] and 'gpu_id=~"$gpu"' in t["expr"] for t in panel["targets"])
+
+
+def test_dashboard_queries_use_only_exporter_metrics_and_labels() -> None:
+    board = json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8"))
+    matrix = support_matrix()
+    allowed_labels = exporter_labels() | PROMETHEUS_LABELS
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    exprs += [v["query"]["query"].replace("label_values(", "").rsplit(",", 1)[0]
+              for v in board["templating"]["list"] if v["type"] == "query"]
+    seen = set()
+    for expr in exprs:
+        concrete = expr.replace("$__rate_interval", "5m").replace("$host", ".*").replace("$gpu", ".*")
+        metrics, labels = promql_names(concrete)
+        seen |= metrics
+        assert metrics - PROMETHEUS_METRICS <= set(matrix), expr
+        assert labels <= allowed_labels, expr
+    assert {"gpu_junction_temperature", "gpu_package_power", "gpu_used_vram", "gpu_ecc_uncorrect_total"} <= seen
