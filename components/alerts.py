@@ -99,9 +99,9 @@ def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
             f"({metrics['utilization']} < {_num(t.idle_utilization_percent)})\n"
             f"and on ({key})\n({workload})",
             t.idle_for, "warning", "GPU idle while a workload holds it",
-            f"{_WHERE} is below {_num(t.idle_utilization_percent)}% busy for {t.idle_for} although a workload "
-            "holds it (pod {{ $labels.pod }}, job {{ $labels.job_id }}, or VRAM in use): the job may be stuck "
-            "or starved of input.",
+            f"{_WHERE} is below {_num(t.idle_utilization_percent)}% busy for {t.idle_for} although "
+            "{{ if $labels.pod }}pod {{ $labels.pod }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}"
+            "{{ else }}a process holding VRAM{{ end }} has it: the job may be stuck or starved of input.",
         ),
         _alert(
             "GpuVramNearlyFull", f"gpu_used_vram / gpu_total_vram > {_num(t.vram_full_fraction)}",
