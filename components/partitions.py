@@ -1,0 +1,90 @@
+"""A workload's container on a Docker GPU-host partition, with the device access GpuHost gives its own.
+
+The ROCm device access, groups, IPC mode and security profile come from components.gpu_host's constants and
+`visible_devices`, so a workload container gets exactly what a GpuHost container gets.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+
+from .config.docker import ContainerConfig, HostConfig, SecurityProfile
+from .gpu_host import CAPABILITIES, ROCM_DEVICES, ROCM_GROUPS, SECURITY_OPTS, visible_devices
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One `host/container` slot of `rocm-stack:hosts`, and the Docker provider of its host."""
+
+    host: HostConfig
+    container: ContainerConfig
+    provider: docker.Provider
+
+    @property
+    def ref(self) -> str:
+        return f"{self.host.name}/{self.container.name}"
+
+    @property
+    def resource_name(self) -> str:
+        # The name GpuHost would give the container: host and container names, never positions.
+        return f"{self.host.name}-{self.container.name}"
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.container.gpus) if self.container.gpus is not None else self.host.gpus
+
+    @property
+    def hip_visible_devices(self) -> str:
+        return visible_devices(self.container, self.host)
+
+
+@dataclass(frozen=True)
+class WorkloadContainerArgs:
+    image: pulumi.Input[str]
+    command: Sequence[str]
+    # The workload's environment; the partition's own `env` wins (host-specific settings such as
+    # NCCL_SOCKET_IFNAME), and HIP_VISIBLE_DEVICES always matches the partition.
+    env: Mapping[str, pulumi.Input[str]]
+    shm_size_bytes: int
+    security_profile: SecurityProfile
+    restart: str
+    must_run: bool
+    max_retry_count: int | None = None
+    volumes: Sequence[docker.ContainerVolumeArgs] = ()
+    ports: Sequence[docker.ContainerPortArgs] = ()
+    uploads: Sequence[docker.ContainerUploadArgs] = ()
+    healthcheck: docker.ContainerHealthcheckArgs | None = None
+
+
+def workload_container(partition: Partition, args: WorkloadContainerArgs,
+                       opts: pulumi.ResourceOptions) -> docker.Container:
+    """The partition's container running a workload, named like GpuHost names it (same Docker name too)."""
+    c = partition.container
+    env = {**args.env, **c.env, "HIP_VISIBLE_DEVICES": partition.hip_visible_devices}
+    volumes = [*args.volumes, *(docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,
+                                                           read_only=v.read_only) for v in c.volumes)]
+    return docker.Container(
+        partition.resource_name,
+        name=c.name,
+        image=args.image,
+        command=list(args.command),
+        envs=[pulumi.Output.concat(k, "=", v) for k, v in sorted(env.items())],
+        devices=[docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm") for d in ROCM_DEVICES],
+        group_adds=list(ROCM_GROUPS),
+        # RCCL moves data between ranks through host shared memory and IPC handles.
+        ipc_mode="host",
+        shm_size=args.shm_size_bytes // (1024 * 1024),  # the provider takes MiB
+        capabilities=docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[args.security_profile]),
+        security_opts=SECURITY_OPTS[args.security_profile],
+        ports=list(args.ports) or None,
+        volumes=volumes or None,
+        uploads=list(args.uploads) or None,
+        healthcheck=args.healthcheck,
+        restart=args.restart,
+        max_retry_count=args.max_retry_count,
+        must_run=args.must_run,
+        opts=opts,
+    )
