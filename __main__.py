@@ -3,6 +3,7 @@ import pulumi
 
 from components.config import ConfigError, from_pulumi
 from components.gpu_host import GpuHost, GpuHostArgs
+from components.kubernetes import build_kubernetes
 
 try:
     cfg, secrets = from_pulumi()
@@ -23,3 +24,8 @@ hosts = {
 
 pulumi.export("environment", cfg.environment)
 pulumi.export("dockerHosts", {name: host.provider.host for name, host in hosts.items()})
+
+if cfg.kubernetes is not None:
+    kubernetes = build_kubernetes(cfg.kubernetes, cfg.environment)
+    pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
+    pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)

@@ -14,7 +14,6 @@ import pytest
 import yaml
 from pulumi.runtime import settings
 
-from components.config import StackConfig
 from components.config.kubernetes import (
     GPU_OPERATOR_CHART,
     GPU_OPERATOR_CHART_VERSION,
@@ -29,8 +28,6 @@ from k8s_validation import CrdSchemas, ManifestInvalid, strict_structural_schema
 
 DATA = Path(__file__).parent / "data" / "kubernetes"
 P = "rocm-stack:"
-# The real program once the lead wires the layer into StackConfig/__main__.py, a stand-in until then.
-PROJECT = ROOT if "kubernetes" in StackConfig.model_fields else DATA / "program"
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -48,7 +45,7 @@ def synth(stack: str, kubernetes: dict[str, Any] | None) -> Plan:
     config.pop(P + "kubernetes", None)
     if kubernetes is not None:
         config[P + "kubernetes"] = kubernetes
-    return synthesize(stack, config, project_dir=PROJECT)
+    return synthesize(stack, config)
 
 
 def refusal(stack: str, kubernetes: dict[str, Any]) -> str:
@@ -89,7 +86,7 @@ def test_every_declared_object_is_valid(plans, case, version):
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_committed_stacks_declare_valid_objects(stack):
     """The stack files as committed: Kubernetes objects exactly when they have a kubernetes section."""
-    plan = synthesize(stack, stack_file(stack), project_dir=PROJECT)
+    plan = synthesize(stack, stack_file(stack))
     objects = [manifest_of(r) for r in plan.kubernetes_objects()]
     validate_all(objects, CRDS)
     assert bool(objects) == (P + "kubernetes" in stack_file(stack))

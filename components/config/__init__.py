@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from pydantic import ValidationError, field_validator
 
-from . import docker
+from . import docker, kubernetes
 from .base import ConfigModel
 from .docker import DEFAULT_IMAGES, HostConfig, SecurityConfig, SecurityProfile
+from .kubernetes import KubernetesConfig
 
 PROJECT = "rocm-stack"
 
@@ -38,6 +39,8 @@ class StackConfig(ConfigModel):
     images: dict[str, str] = DEFAULT_IMAGES
     security: SecurityConfig = SecurityConfig()
     registry: RegistryConfig | None = None
+    # Absent: no Kubernetes layer (a Docker-only stack).
+    kubernetes: KubernetesConfig | None = None
 
     @field_validator("images")
     @classmethod
@@ -116,6 +119,7 @@ def _allowed_keys_hint(parent_loc: tuple[int | str, ...], data: Mapping[str, Any
 
 def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from docker.problems(cfg.hosts, cfg.images, cfg.environment, cfg.security)
+    yield from kubernetes.problems(cfg)
 
 
 def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> StackConfig:
