@@ -7,15 +7,20 @@ OUT ?= out/$(STACK)
 
 .PHONY: venv synth test bench clean
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt
+# synth needs only what `pulumi up` needs; the tests add their tools (and CPU torch) on top.
+$(BIN)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.runtime requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
 venv: $(BIN)/.installed
 
-synth: venv
+synth: $(BIN)/.runtime
 	$(BIN)/python -m components.synth --stack $(STACK) --out $(OUT)
 
 test: venv

@@ -22,7 +22,7 @@ from components.config.kubernetes import (
 )
 from components.kubernetes import build_kubernetes
 from components.kubernetes.gpu_operator import chart_values
-from components.synth import ROOT, Plan, ProgramRefused, manifest_of, synthesize, write
+from components.synth import Plan, ProgramRefused, manifest_of, synthesize, write
 from conftest import stack_file
 from k8s_validation import CrdSchemas, ManifestInvalid, strict_structural_schema, validate_all, validate_object
 
