@@ -172,9 +172,15 @@ def rules_file_text(cfg: MonitoringConfig) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RULES_FILE, help="rules file to write (default: the committed one)")
+    parser.add_argument("--stack", help="use `rocm-stack:monitoring` of stacks/Pulumi.STACK.yaml (default: defaults)")
     args = parser.parse_args()
+    cfg = MonitoringConfig()
+    if args.stack:
+        from components.synth import stack_config
+
+        cfg = MonitoringConfig.model_validate(stack_config(args.stack).get("rocm-stack:monitoring") or {})
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(rules_file_text(MonitoringConfig()), encoding="utf-8")
+    args.out.write_text(rules_file_text(cfg), encoding="utf-8")
 
 
 if __name__ == "__main__":

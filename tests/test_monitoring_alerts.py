@@ -101,6 +101,14 @@ def test_committed_rules_file_is_the_generated_mi300x_default() -> None:
     )
 
 
+def test_cli_writes_the_rules_of_a_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "rules" / "gpu.yml"
+    monkeypatch.setattr("sys.argv", ["components.alerts", "--stack", "prod", "--out", str(out)])
+    alerts.main()
+    # The committed prod stack sets no monitoring section: its rules are the defaults.
+    assert out.read_text(encoding="utf-8") == alerts.RULES_FILE.read_text(encoding="utf-8")
+
+
 def test_thresholds_reach_the_expressions() -> None:
     cfg = MonitoringConfig.model_validate({"thresholds": {"gpuTemperatureCelsius": 91, "powerCapWatts": 600}})
     exprs = {rule["alert"]: rule["expr"] for rule in alerts.alert_rules(cfg)}
