@@ -100,7 +100,9 @@ SERVICE_MONITOR_SUBSET = strict_structural_schema({
 
 def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict[str, Any] | None = None,
           hosts: list[dict[str, Any]] | None = None) -> Plan:
+    """The committed stack with these sections; without `kubernetes` a Docker-only stack."""
     config = stack_file(stack)
+    config.pop(P + "kubernetes", None)
     for key, value in (("monitoring", monitoring), ("kubernetes", kubernetes), ("hosts", hosts)):
         if value is not None:
             config[P + key] = value

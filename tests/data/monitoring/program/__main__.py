@@ -11,7 +11,6 @@ from pulumi.runtime import config as runtime_config
 from pydantic import ValidationError
 
 from components.config import ConfigError, decode, load
-from components.config.kubernetes import KubernetesConfig
 from components.config.monitoring import MonitoringConfig, problems
 from components.gpu_host import GpuHost, GpuHostArgs
 from components.kubernetes import build_kubernetes
@@ -42,9 +41,9 @@ def section(model, key: str):
 
 
 config = pulumi.Config("rocm-stack")
-# The foundation's loader for everything but the sections it does not know yet.
+# The foundation's loader for everything but the section it does not know yet.
 raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-others = {k: decode(v) for k, v in raw.items() if k not in ("rocm-stack:monitoring", "rocm-stack:kubernetes")}
+others = {k: decode(v) for k, v in raw.items() if k != "rocm-stack:monitoring"}
 try:
     cfg = load(pulumi.get_stack(), others)
 except ConfigError as error:
@@ -62,8 +61,8 @@ if monitoring.enabled:
     pulumi.export("prometheusScrapeConfig", prometheus_scrape_config_text(
         monitoring, {host.name: exporter_address(host.docker.host) for host in cfg.hosts}))
 
-if config.get_object("kubernetes") is not None and monitoring.enabled:
-    kubernetes = section(KubernetesConfig, "kubernetes")
+if cfg.kubernetes is not None and monitoring.enabled:
+    kubernetes = cfg.kubernetes
     layer = build_kubernetes(kubernetes, cfg.environment)
     owned = layer.namespaces.get(MONITORING_NAMESPACE)
     KubernetesMonitoring("monitoring", KubernetesMonitoringArgs(
