@@ -204,11 +204,13 @@ def test_store_keeps_newest(tmp_path) -> None:
 def test_env_vars_configure_and_flags_override() -> None:
     env = {"TRAIN_STEPS": "40", "BATCH_SIZE": "8", "CHECKPOINT_DIR": "/ckpt", "CHECKPOINT_EVERY": "0",
            "CHECKPOINT_KEEP": "5", "TRAIN_BACKEND": "gloo", "TRAIN_PRECISION": "bf16", "TRAIN_LR": "0.5",
+           "TRAIN_GRAD_CLIP": "0",
            "TRAIN_ENTRYPOINT": "my.pkg:make", "TRAIN_FAIL_AT_STEP": "3", "TRAIN_FAIL_RANK": "1"}
     config = parse_config([], env)
     assert (config.steps, config.batch_size, config.checkpoint_dir, config.checkpoint_every) == (40, 8, Path("/ckpt"),
                                                                                                  0)
     assert (config.checkpoint_keep, config.backend, config.precision, config.lr) == (5, "gloo", "bf16", 0.5)
+    assert config.grad_clip == 0
     assert (config.entrypoint, config.fail_at_step, config.fail_rank) == ("my.pkg:make", 3, 1)
     assert parse_config(["--steps", "7", "--backend", "nccl"], env).steps == 7
     defaults = parse_config([], {})
@@ -221,7 +223,9 @@ def test_env_vars_configure_and_flags_override() -> None:
     ([], {"CHECKPOINT_EVERY": "-1"}, "CHECKPOINT_EVERY: expected an integer >= 0"),
     ([], {"CHECKPOINT_DIR": " "}, "CHECKPOINT_DIR: expected a directory path"),
     ([], {"TRAIN_BACKEND": "rccl"}, "TRAIN_BACKEND: expected one of auto, nccl, gloo, got 'rccl'"),
-    ([], {"TRAIN_LR": "nan"}, "TRAIN_LR: expected a finite number > 0"),
+    ([], {"TRAIN_LR": "nan"}, "TRAIN_LR: expected a finite number, got 'nan'"),
+    ([], {"TRAIN_LR": "0"}, "TRAIN_LR: expected a number > 0, got '0'"),
+    (["--grad-clip", "-1"], {}, "argument --grad-clip: expected a number >= 0, got '-1'"),
     ([], {"TRAIN_ENTRYPOINT": "mymodule"}, "TRAIN_ENTRYPOINT: expected 'package.module:function'"),
     (["--checkpoint-keep", "0"], {}, "argument --checkpoint-keep: expected an integer >= 1, got 0"),
     (["--stepz", "3"], {}, "unrecognized arguments: --stepz"),

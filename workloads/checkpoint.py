@@ -150,21 +150,25 @@ class CheckpointStore:
             raise InvalidCheckpoint(f"file name says step {checkpoint.step}, content says {state['step']}")
         return state
 
-    def valid_checkpoints(self, map_location: torch.device | str = "cpu") -> Iterator[tuple[Checkpoint, dict[str, Any]]]:
+    def valid_checkpoints(
+        self, map_location: torch.device | str = "cpu"
+    ) -> Iterator[tuple[Checkpoint, dict[str, Any]]]:
         """Newest first, yield (checkpoint, state) of the ones that pass `load`; quarantine the ones that do not."""
         for checkpoint in self.checkpoints():
             try:
-                yield checkpoint, self.load(checkpoint, map_location)
+                state = self.load(checkpoint, map_location)
             except InvalidCheckpoint as error:
-                quarantined = checkpoint.path.with_name(checkpoint.path.name + INVALID_SUFFIX)
-                # Renamed, not deleted: it stays for inspection, and a re-save of the same step cannot clash with it.
-                try:
-                    os.replace(checkpoint.path, quarantined)
-                except OSError as rename_error:
-                    quarantined = None
-                    self._log("checkpoint_quarantine_failed", path=str(checkpoint.path), reason=str(rename_error))
-                self._log("checkpoint_invalid", path=str(checkpoint.path), step=checkpoint.step,
-                          reason=str(error), renamed_to=quarantined and str(quarantined))
+                self._log("checkpoint_invalid", path=str(checkpoint.path), step=checkpoint.step, reason=str(error))
+                self._quarantine(checkpoint.path)
+                continue
+            yield checkpoint, state
+
+    def _quarantine(self, path: Path) -> None:
+        # Renamed, not deleted: it stays for inspection, and a re-save of the same step cannot clash with it.
+        try:
+            os.replace(path, path.with_name(path.name + INVALID_SUFFIX))
+        except OSError as error:
+            self._log("checkpoint_quarantine_failed", path=str(path), reason=str(error))
 
     def latest_valid(self, map_location: torch.device | str = "cpu") -> tuple[Checkpoint, dict[str, Any]] | None:
         return next(self.valid_checkpoints(map_location), None)

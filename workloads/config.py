@@ -7,6 +7,7 @@ status 2 and a message naming the flag or variable. `python workloads/train.py -
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -27,6 +28,7 @@ class TrainConfig:
     backend: str
     precision: str
     lr: float
+    grad_clip: float
     seed: int
     hidden_size: int
     layers: int
@@ -48,13 +50,27 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _positive_float(text: str) -> float:
+def _finite_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
@@ -105,7 +121,9 @@ OPTIONS = (
             "ROCm) for GPUs, gloo for CPU; auto picks nccl when a GPU is visible"),
     _Option("precision", "TRAIN_PRECISION", _one_of(PRECISIONS), "fp32", "bf16 runs forward/loss under "
             "torch.autocast(bfloat16); weights and optimizer stay fp32"),
-    _Option("lr", "TRAIN_LR", _positive_float, 1e-3, "learning rate of the default AdamW optimizer"),
+    _Option("lr", "TRAIN_LR", _positive_float, 3e-4, "learning rate of the default AdamW optimizer"),
+    _Option("grad_clip", "TRAIN_GRAD_CLIP", _non_negative_float, 1.0, "clip the global gradient norm to this; 0 "
+            "disables"),
     _Option("seed", "TRAIN_SEED", _int_at_least(0), 0, "seed of initial weights and synthetic data"),
     _Option("hidden_size", "TRAIN_HIDDEN_SIZE", _int_at_least(1), 32, "width of the default synthetic model"),
     _Option("layers", "TRAIN_LAYERS", _int_at_least(1), 2, "residual MLP blocks of the default synthetic model"),

@@ -22,7 +22,11 @@ class ResidualMLP(nn.Module):
             nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
             for _ in range(layers)
         )
-        self.head = nn.Linear(dim, dim)
+        for block in self.blocks:
+            # Each block starts as the identity (GPT-2/Fixup style), so depth cannot blow up the first updates.
+            nn.init.zeros_(block[-1].weight)
+            nn.init.zeros_(block[-1].bias)
+        self.head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:

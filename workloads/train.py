@@ -16,9 +16,10 @@ Launch (one process per GPU; on ROCm the `nccl` backend is RCCL, and HIP_VISIBLE
 Flags / environment variables (flag wins; see --help for defaults):
   --steps TRAIN_STEPS, --batch-size BATCH_SIZE (per process), --checkpoint-dir CHECKPOINT_DIR,
   --checkpoint-every CHECKPOINT_EVERY, --checkpoint-keep CHECKPOINT_KEEP, --backend TRAIN_BACKEND (auto|nccl|gloo),
-  --precision TRAIN_PRECISION (fp32|bf16), --lr TRAIN_LR, --seed TRAIN_SEED, --hidden-size TRAIN_HIDDEN_SIZE,
-  --layers TRAIN_LAYERS, --log-every TRAIN_LOG_EVERY, --entrypoint TRAIN_ENTRYPOINT (module:function, see
-  workloads/workload.py), --fail-at-step TRAIN_FAIL_AT_STEP / --fail-rank TRAIN_FAIL_RANK (failure drill).
+  --precision TRAIN_PRECISION (fp32|bf16), --lr TRAIN_LR, --grad-clip TRAIN_GRAD_CLIP, --seed TRAIN_SEED,
+  --hidden-size TRAIN_HIDDEN_SIZE, --layers TRAIN_LAYERS, --log-every TRAIN_LOG_EVERY,
+  --entrypoint TRAIN_ENTRYPOINT (module:function, see workloads/workload.py),
+  --fail-at-step TRAIN_FAIL_AT_STEP / --fail-rank TRAIN_FAIL_RANK (failure drill).
 
 Behaviour:
   * Rank 0 prints one JSON object per line on stdout: `start`, `resume`, `step` (step, loss of rank 0's batch,
@@ -136,7 +137,7 @@ def resume(store: CheckpointStore, cluster: Cluster, model: torch.nn.Module, opt
     state: dict[str, Any] | None = None
     if cluster.rank == 0:
         store.remove_temp_files()
-        found = store.latest_valid(map_location=cluster.device)
+        found = store.latest_valid()  # on CPU: no GPU memory spike next to the model
         if found is not None:
             name, state = found[0].path.name, found[1]
     name = broadcast_name(name, cluster)
@@ -147,8 +148,7 @@ def resume(store: CheckpointStore, cluster: Cluster, model: torch.nn.Module, opt
         match = CHECKPOINT_NAME.match(name)
         assert match, name
         try:
-            state = store.load(Checkpoint(store.directory / name, int(match["step"]), match["sha256"]),
-                               map_location=cluster.device)
+            state = store.load(Checkpoint(store.directory / name, int(match["step"]), match["sha256"]))
         except InvalidCheckpoint as invalid:
             error = f"rank {cluster.rank} cannot use {name} that rank 0 chose ({invalid}); " \
                     "CHECKPOINT_DIR must be the same shared storage on every node"
@@ -189,6 +189,8 @@ def train(config: TrainConfig, cluster: Cluster) -> None:
             loss = workload.loss(ddp(inputs), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         window_steps += 1
 
