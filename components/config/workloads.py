@@ -13,27 +13,41 @@
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Annotated, Literal, Protocol
 
-from pydantic import BeforeValidator, ByteSize, Field, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, StringConstraints
 
 from .base import ConfigModel
 from .docker import HostConfig
 from .kubernetes import BUILTIN_NAMESPACES, KubernetesConfig, NamespaceName
 
+
+def _matching(pattern: str, expected: str) -> AfterValidator:
+    """A pattern check whose message says what is expected (pydantic's would only quote the regex)."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"expected {expected}")
+        return value
+    return AfterValidator(check)
+
+
 # A DNS-1035 label (Services must start with a letter), short enough for the suffixes derived from it
 # (`<name>-model-cache`, pod hostnames `<name>-<index>`) to stay within 63 characters.
-WorkloadName = Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")]
-PartitionRef = Annotated[str, StringConstraints(
-    pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+WorkloadName = Annotated[str, _matching(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
+                                        "a lowercase DNS label starting with a letter, at most 40 characters")]
+_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+PartitionRef = Annotated[str, _matching(f"{_LABEL}/{_LABEL}", "'host/container' of a partition in rocm-stack:hosts")]
+EnvName = Annotated[str, _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")]
 # YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
 EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
 Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")]
 AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/\S*$")]
 # A Hugging Face repository id (`org/name`).
-ModelId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")]
+ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
 EntryPoint = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
 
 # NCCL's own advice for production: WARN prints an explicit message when a collective fails, nothing else

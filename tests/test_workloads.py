@@ -1,0 +1,551 @@
+"""Training and inference workloads as the program declares them (components.synth), validated like an API server.
+
+Every Kubernetes object passes kubernetes-validate (strict, 1.30); the shipped training program is run from
+the ConfigMap's files; config errors are refused with messages naming their key; names are stable.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config import StackConfig
+from components.config.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
+from components.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
+from components.synth import ROOT, SECRET, Plan, ProgramRefused, manifest_of, synthesize
+from components.training import PROGRAM_DIR, SETTINGS_CHECK, program_files
+from conftest import CONTAINER, REMOTE_IMAGE, env_of, stack_file
+from k8s_validation import CrdSchemas, validate_all
+
+DATA = Path(__file__).parent / "data"
+P = "rocm-stack:"
+# The real program once the lead wires the workloads into StackConfig/__main__.py, a stand-in until then.
+PROJECT = ROOT if "training" in StackConfig.model_fields else DATA / "workloads" / "program"
+TOKEN = {P + "huggingfaceToken": "hf_test_token"}
+
+JOB = "kubernetes:batch/v1:Job"
+SERVICE = "kubernetes:core/v1:Service"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+SECRET_KIND = "kubernetes:core/v1:Secret"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+CRDS = CrdSchemas.from_files(DATA / "kubernetes" / "deviceconfig-crd.yaml")
+
+
+def dev_config() -> dict[str, Any]:
+    """One workstation of 2 GPUs: a training partition and a serving partition; a local cluster."""
+    config = stack_file("dev")
+    config[P + "hosts"] = [{"name": "workstation", "gpus": 2, "containers": [
+        {"name": "train", "gpus": [0]}, {"name": "serve", "gpus": [1]}]}]
+    config[P + "kubernetes"] = {"namespaces": ["ml"]}
+    config[P + "training"] = [{
+        "name": "tiny", "steps": 200, "checkpointEvery": 20,
+        "kubernetes": {"namespace": "ml", "nodes": 2, "gpusPerNode": 1,
+                       "checkpoints": {"type": "pvc", "size": "10Gi"}},
+        "docker": {"partitions": ["workstation/train"]},
+    }]
+    config[P + "inference"] = [{
+        "name": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct",
+        "kubernetes": {"namespace": "ml"},
+        "docker": {"partitions": ["workstation/serve"]},
+    }]
+    return config
+
+
+def prod_config() -> dict[str, Any]:
+    """The committed prod fleet; workloads claim some partitions (which then drop the keys a workload decides)."""
+    config = stack_file("prod")
+    claimed = {("gpu-node-1", "train-a"), ("gpu-node-2", "train-a"), ("gpu-node-3", "serve-b"),
+               ("gpu-node-4", "serve-b")}
+    for host in config[P + "hosts"]:
+        for container in host["containers"]:
+            if (host["name"], container["name"]) in claimed:
+                for key in ("image", "command", "shmSize", "ports", "restart"):
+                    container.pop(key, None)
+    config[P + "kubernetes"] = {"provider": {"context": "gpu-prod"}, "namespaces": ["ml"]}
+    config[P + "gpuFleet"] = {"nodes": 4, "gpusPerNode": 8}
+    config[P + "training"] = [{
+        "name": "llm-pretrain", "steps": 100000, "checkpointEvery": 500, "shmSize": "64GiB",
+        "rcclEnv": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": None},
+        "kubernetes": {"namespace": "ml", "nodes": 2, "gpusPerNode": 8,
+                       "nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X"},
+                       "checkpoints": {"type": "pvc", "storageClass": "cephfs", "size": "2Ti"}},
+        "docker": {"partitions": ["gpu-node-1/train-a", "gpu-node-2/train-a"]},
+    }]
+    config[P + "inference"] = [{
+        "name": "llama", "model": "meta-llama/Llama-3.1-8B-Instruct", "tensorParallelSize": 2,
+        "revision": "0e9e39f249a16976918f6564b8830bc894c89659", "extraArgs": ["--max-model-len", "8192"],
+        "kubernetes": {"namespace": "ml", "gpus": 4,
+                       "modelCache": {"type": "pvc", "storageClass": "cephfs", "size": "500Gi"}},
+        "docker": {"partitions": ["gpu-node-3/serve-b", "gpu-node-4/serve-b"], "publishedPort": 8080},
+    }]
+    return config
+
+
+def synth(stack: str, config: dict[str, Any], secrets: dict[str, str] | None = None) -> Plan:
+    return synthesize(stack, config, secrets=secrets, project_dir=PROJECT)
+
+
+def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None = TOKEN) -> str:
+    with pytest.raises(ProgramRefused) as refused:
+        synth(stack, config, secrets)
+    return str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def dev() -> Plan:
+    return synth("dev", dev_config(), TOKEN)
+
+
+@pytest.fixture(scope="module")
+def prod() -> Plan:
+    return synth("prod", prod_config(), TOKEN)
+
+
+def manifest(plan: Plan, type_token: str, name: str) -> dict[str, Any]:
+    return copy.deepcopy(manifest_of(plan.get(type_token, name)))
+
+
+def pod_spec(plan: Plan, type_token: str, name: str) -> dict[str, Any]:
+    return manifest(plan, type_token, name)["spec"]["template"]["spec"]
+
+
+def env_dict(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def docker_container(plan: Plan, name: str) -> dict[str, Any]:
+    return plan.get(CONTAINER, name)
+
+
+# --- every Kubernetes object is valid --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("plan_name", ["dev", "prod"])
+def test_every_manifest_passes_strict_validation(plan_name, request):
+    plan = request.getfixturevalue(plan_name)
+    objects = [manifest_of(r) for r in plan.kubernetes_objects()]
+    for obj in objects:
+        if obj["kind"] == "Secret":
+            # synth redacts the whole stringData; validate the shape the provider sends
+            assert obj["stringData"] == SECRET
+            obj["stringData"] = {"token": "redacted"}
+    kinds = {o["kind"] for o in objects}
+    assert {"Job", "Service", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Secret"} <= kinds
+    assert validate_all(objects, CRDS) == len(objects)
+
+
+# --- training on Kubernetes ------------------------------------------------------------------------------------
+
+def test_training_job_is_indexed_with_one_pod_per_node(prod):
+    job = manifest(prod, JOB, "llm-pretrain")
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert job["metadata"]["namespace"] == "ml"
+
+
+def test_torchrun_rendezvous_on_pod_zero_behind_headless_service(prod):
+    job = manifest(prod, JOB, "llm-pretrain")
+    pod = job["spec"]["template"]["spec"]
+    [trainer] = pod["containers"]
+    assert trainer["command"] == [
+        "torchrun", "--nnodes", "2", "--nproc-per-node", "8", "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", "llm-pretrain-0.llm-pretrain:29500", "--rdzv-id", "llm-pretrain",
+        "--max-restarts", "3", "/opt/rocm-stack/workloads/train.py"]
+    service = manifest(prod, SERVICE, "llm-pretrain-rendezvous")
+    # <job>-0.<subdomain> resolves only if the subdomain is a headless Service selecting the pods.
+    assert service["metadata"]["name"] == pod["subdomain"] == "llm-pretrain"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert [p["port"] for p in service["spec"]["ports"]] == [29500]
+
+
+def test_training_pods_get_gpus_shm_env_and_placement(prod):
+    pod = pod_spec(prod, JOB, "llm-pretrain")
+    [trainer] = pod["containers"]
+    assert trainer["resources"] == {"limits": {"amd.com/gpu": "8"}, "requests": {"amd.com/gpu": "8"}}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "65536Mi"}
+    mounts = {m["mountPath"]: m["name"] for m in trainer["volumeMounts"]}
+    assert mounts["/dev/shm"] == "dshm" and mounts["/checkpoints"] == "checkpoints"
+    env = env_dict(trainer)
+    assert env["TRAIN_STEPS"] == "100000" and env["CHECKPOINT_EVERY"] == "500"
+    assert env["CHECKPOINT_DIR"] == "/checkpoints" and env["TRAIN_BACKEND"] == "nccl"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert "NCCL_DEBUG" not in env  # `null` removed the default
+    assert pod["nodeSelector"] == {"amd.com/gpu.product-name": "AMD_Instinct_MI300X"}
+    assert pod["tolerations"] == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["enableServiceLinks"] is False
+
+
+def test_checkpoints_on_pvc_in_prod_and_hostpath_by_default_in_dev(prod):
+    claim = prod.get(PVC, "llm-pretrain-checkpoints")
+    assert claim["protect"] is True
+    assert manifest_of(claim)["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "cephfs",
+                                          "resources": {"requests": {"storage": "2Ti"}}}
+    volumes = {v["name"]: v for v in pod_spec(prod, JOB, "llm-pretrain")["volumes"]}
+    assert volumes["checkpoints"]["persistentVolumeClaim"] == {"claimName": "llm-pretrain-checkpoints"}
+
+    config = dev_config()
+    del config[P + "training"][0]["kubernetes"]["checkpoints"]
+    config[P + "training"][0]["kubernetes"]["nodes"] = 1
+    plan = synth("dev", config, TOKEN)
+    assert not plan.of_type(PVC)
+    volumes = {v["name"]: v for v in pod_spec(plan, JOB, "tiny")["volumes"]}
+    assert volumes["checkpoints"]["hostPath"] == {"path": "/var/lib/rocm-stack/checkpoints/tiny",
+                                                  "type": "DirectoryOrCreate"}
+
+
+def test_pod_failure_policy_ignores_lost_nodes_and_fails_fast_on_invalid_settings(prod):
+    spec = manifest(prod, JOB, "llm-pretrain")["spec"]
+    assert spec["backoffLimit"] == 6
+    assert spec["podReplacementPolicy"] == "Failed"
+    rules = spec["podFailurePolicy"]["rules"]
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
+    fail_job = next(r for r in rules if r["action"] == "FailJob")
+    assert fail_job["onExitCodes"] == {"containerName": "check-settings", "operator": "In", "values": [2]}
+    [check] = spec["template"]["spec"]["initContainers"]
+    assert check["name"] == "check-settings"
+    assert env_dict(check) == env_dict(spec["template"]["spec"]["containers"][0])
+
+
+def test_program_ships_as_configmap_mounted_where_torchrun_runs_it(prod):
+    files = program_files()
+    config_map = manifest(prod, CONFIG_MAP, "llm-pretrain-program")
+    assert config_map["data"] == files and "train.py" in files and "checkpoint.py" in files
+    pod = pod_spec(prod, JOB, "llm-pretrain")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["program"]["configMap"]["name"] == "llm-pretrain-program"
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["program"] == {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True}
+
+
+def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(prod, tmp_path):
+    """What the init container and the trainer run, from the ConfigMap's files alone (CPU, gloo)."""
+    program = tmp_path / "rocm-stack" / "workloads"
+    program.mkdir(parents=True)
+    for name, text in manifest(prod, CONFIG_MAP, "llm-pretrain-program")["data"].items():
+        (program / name).write_text(text)
+    pod = pod_spec(prod, JOB, "llm-pretrain")
+    [check] = pod["initContainers"]
+    assert check["command"][:3] == ["python3", "-c", SETTINGS_CHECK]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env_dict(pod["containers"][0])}
+    run = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 120}
+
+    ok = subprocess.run([sys.executable, "-c", SETTINGS_CHECK, str(program.parent)], env=env, **run)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([sys.executable, "-c", SETTINGS_CHECK, str(program.parent)],
+                         env={**env, "TRAIN_STEPS": "0"}, **run)
+    assert bad.returncode == 2 and "TRAIN_STEPS" in bad.stderr
+
+    cpu = {**env, "TRAIN_BACKEND": "gloo", "TRAIN_STEPS": "2", "CHECKPOINT_EVERY": "1",
+           "CHECKPOINT_DIR": str(tmp_path / "ckpt"), "TRAIN_PRECISION": "fp32"}
+    trained = subprocess.run([sys.executable, str(program / "train.py")], env=cpu, **run)
+    assert trained.returncode == 0, trained.stderr
+    assert len(list((tmp_path / "ckpt").glob("ckpt-000000002-*.pt"))) == 1
+
+
+def test_new_program_version_changes_the_pod_template(prod, dev):
+    digests = {manifest(p, JOB, n)["spec"]["template"]["metadata"]["annotations"]["rocm-stack/program-sha256"]
+               for p, n in ((prod, "llm-pretrain"), (dev, "tiny"))}
+    assert len(digests) == 1  # same program in both stacks
+    from components.training import program_digest
+    files = program_files()
+    assert digests == {program_digest(files)}
+    assert program_digest({**files, "train.py": files["train.py"] + "\n"}) not in digests
+
+
+def test_training_waits_for_the_gpu_layer(prod):
+    job = prod.get(JOB, "llm-pretrain")
+    device_config = next(r for r in prod.resources if r["type"] == "kubernetes:amd.com/v1alpha1:DeviceConfig")
+    assert device_config["urn"] in job["depends_on"]
+
+
+# --- training on Docker partitions -----------------------------------------------------------------------------
+
+def test_docker_training_runs_standalone_per_partition(prod):
+    for host in ("gpu-node-1", "gpu-node-2"):
+        c = docker_container(prod, f"{host}-train-a")
+        i = c["inputs"]
+        assert c["provider"].endswith(f"pulumi:providers:docker::{host}")
+        assert i["name"] == "train-a"
+        assert i["command"] == ["torchrun", "--standalone", "--nproc-per-node", "4",
+                                "/opt/rocm-stack/workloads/train.py"]
+        env = env_of(c)
+        assert env["HIP_VISIBLE_DEVICES"] == "0,1,2,3"
+        assert env["CHECKPOINT_DIR"] == "/checkpoints" and env["TRAIN_STEPS"] == "100000"
+        assert (i["restart"], i["maxRetryCount"], i["mustRun"]) == ("on-failure", 5, False)
+        assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/checkpoints/llm-pretrain/train-a",
+                                 "containerPath": "/checkpoints"}]
+        assert i["shmSize"] == 64 * 1024
+
+
+def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod, dev):
+    for plan, caps, opts in ((prod, ["SYS_NICE"], ["no-new-privileges:true"]),
+                             (dev, ["SYS_PTRACE"], ["seccomp=unconfined"])):
+        for name in ("gpu-node-1-train-a", "gpu-node-3-serve-b") if plan is prod else ("workstation-train",
+                                                                                        "workstation-serve"):
+            i = docker_container(plan, name)["inputs"]
+            assert [d["hostPath"] for d in i["devices"]] == ["/dev/kfd", "/dev/dri"]
+            assert (i["groupAdds"], i["ipcMode"]) == (["video", "render"], "host")
+            assert (i["capabilities"]["adds"], i["securityOpts"]) == (caps, opts)
+
+
+def test_docker_training_uploads_the_same_program(prod):
+    uploads = docker_container(prod, "gpu-node-1-train-a")["inputs"]["uploads"]
+    assert {u["file"]: u["content"] for u in uploads} == {
+        f"{PROGRAM_DIR}/{name}": text for name, text in program_files().items()}
+
+
+def test_claimed_partitions_leave_gpu_host_and_others_stay(prod):
+    containers = {c["name"]: c for c in prod.of_type(CONTAINER)}
+    assert len(containers) == 8  # still one container per partition
+    by_parent = {name: c["parent"].rsplit("::", 1)[-1] for name, c in containers.items()}
+    assert by_parent["gpu-node-1-train-a"] == by_parent["gpu-node-2-train-a"] == "llm-pretrain"
+    assert by_parent["gpu-node-3-serve-b"] == by_parent["gpu-node-4-serve-b"] == "llama"
+    assert by_parent["gpu-node-1-serve-b"] == "gpu-node-1"  # the GpuHost's own, unchanged
+    assert containers["gpu-node-1-serve-b"]["inputs"]["command"] == ["sleep", "infinity"]
+
+
+def test_workload_images_are_pinned_and_pulled_on_their_hosts(prod):
+    images = {r["name"]: r for r in prod.of_type(REMOTE_IMAGE)}
+    assert images["gpu-node-1-llm-pretrain"]["inputs"]["name"].startswith("rocm/pytorch:rocm")
+    assert images["gpu-node-3-llama"]["inputs"]["name"].startswith("rocm/vllm:rocm")
+    assert images["gpu-node-3-llama"]["provider"].endswith("pulumi:providers:docker::gpu-node-3")
+    assert all(i["inputs"]["keepLocally"] for i in images.values())
+
+
+# --- inference on Kubernetes -----------------------------------------------------------------------------------
+
+def test_vllm_deployment_serves_the_model_with_tensor_and_data_parallel_ranks(prod):
+    deployment = manifest(prod, DEPLOYMENT, "llama")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    pod = deployment["spec"]["template"]["spec"]
+    [server] = pod["containers"]
+    assert server["image"].startswith("rocm/vllm:rocm")
+    assert server["command"] == [
+        "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "8000",
+        "--tensor-parallel-size", "2", "--data-parallel-size", "2",
+        "--revision", "0e9e39f249a16976918f6564b8830bc894c89659", "--max-model-len", "8192"]
+    assert server["resources"] == {"limits": {"amd.com/gpu": "4"}, "requests": {"amd.com/gpu": "4"}}
+    assert pod["enableServiceLinks"] is False
+
+
+def test_vllm_rocm_environment_and_token_from_the_secret(prod):
+    pod = pod_spec(prod, DEPLOYMENT, "llama")
+    env = env_dict(pod["containers"][0])
+    assert {k: env[k] for k in INFERENCE_ROCM_ENV} == INFERENCE_ROCM_ENV
+    assert env["NCCL_MIN_NCHANNELS"] == "112"  # several GPUs per replica
+    assert env["HF_HOME"] == MODEL_CACHE_MOUNT
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "llama-hf-token", "key": "token"}}
+    secret = prod.get(SECRET_KIND, "llama-hf-token")
+    assert secret["inputs"]["stringData"] == SECRET and secret["inputs"]["type"] == "Opaque"
+    assert manifest_of(secret)["metadata"]["namespace"] == "ml"
+
+
+def test_single_gpu_server_gets_no_multi_gpu_rccl_setting(dev):
+    env = env_dict(pod_spec(dev, DEPLOYMENT, "chat")["containers"][0])
+    assert "NCCL_MIN_NCHANNELS" not in env and env["VLLM_ROCM_USE_AITER"] == "1"
+
+
+def test_vllm_probes_health_and_startup_allows_model_download(prod):
+    [server] = pod_spec(prod, DEPLOYMENT, "llama")["containers"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert server[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    startup = server["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
+    assert server["ports"] == [{"name": "http", "containerPort": 8000}]
+
+
+def test_vllm_service_and_model_cache(prod, dev):
+    service = manifest(prod, SERVICE, "llama-service")
+    pod_labels = manifest(prod, DEPLOYMENT, "llama")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http"}]
+    assert manifest(prod, PVC, "llama-model-cache")["spec"]["resources"] == {"requests": {"storage": "500Gi"}}
+    volumes = {v["name"]: v for v in pod_spec(dev, DEPLOYMENT, "chat")["volumes"]}
+    assert volumes["model-cache"]["hostPath"]["path"] == "/var/lib/rocm-stack/huggingface"
+    assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+
+
+def test_pod_disruption_budget_in_prod_only(prod, dev):
+    pdb = manifest(prod, PDB, "llama-pdb")
+    assert pdb["spec"]["minAvailable"] == 1
+    pod_labels = manifest(prod, DEPLOYMENT, "llama")["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert not dev.of_type(PDB)
+
+
+def test_no_token_no_secret_for_an_open_model():
+    plan = synth("dev", dev_config())
+    assert not plan.of_type(SECRET_KIND)
+    env = env_dict(pod_spec(plan, DEPLOYMENT, "chat")["containers"][0])
+    assert "HF_TOKEN" not in env
+    assert "HF_TOKEN_PATH" not in env_of(docker_container(plan, "workstation-serve"))
+
+
+# --- inference on Docker partitions ----------------------------------------------------------------------------
+
+def test_docker_vllm_publishes_its_port_and_checks_health(prod):
+    c = docker_container(prod, "gpu-node-3-serve-b")
+    i = c["inputs"]
+    assert i["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0"}]
+    assert i["command"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert i["command"][i["command"].index("--data-parallel-size") + 1] == "2"  # 4 GPUs / TP 2
+    assert "/health" in " ".join(i["healthcheck"]["tests"])
+    assert (i["restart"], i["mustRun"]) == ("unless-stopped", True)
+    assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/huggingface", "containerPath": MODEL_CACHE_MOUNT}]
+    env = env_of(c)
+    assert env["HIP_VISIBLE_DEVICES"] == "4,5,6,7"
+    # The token is a file upload (secret); the environment stays readable in previews.
+    assert env["HF_TOKEN_PATH"] == DOCKER_TOKEN_FILE and "HF_TOKEN" not in env
+    assert i["uploads"] == SECRET
+
+
+# --- config errors ---------------------------------------------------------------------------------------------
+
+_DELETE = object()
+
+
+def _set(config: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """A copy with `training[0].kubernetes.nodes`-style path (relative to rocm-stack:) set, or deleted."""
+    config = copy.deepcopy(config)
+    parts = dotted.replace("]", "").replace("[", ".").split(".")
+    parts[0] = P + parts[0]
+    node: Any = config
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+    key = int(parts[-1]) if isinstance(node, list) else parts[-1]
+    if value is _DELETE:
+        del node[key]
+    else:
+        node[key] = value
+    return config
+
+
+BAD = {
+    "tp-does-not-divide-k8s-gpus": ("prod", "inference[0].kubernetes.gpus", 3,
+                                    "inference[0].kubernetes.gpus: tensorParallelSize 2 does not divide the 3 GPUs"),
+    "tp-does-not-divide-partition": ("dev", "inference[0].tensorParallelSize", 2,
+                                     "inference[0].docker.partitions[0]: tensorParallelSize 2 does not divide the 1"),
+    "fleet-too-few-nodes": ("prod", "training[0].kubernetes.nodes", 5,
+                            "training[0].kubernetes.nodes: 5 nodes, but gpuFleet has 4"),
+    "fleet-too-few-gpus-per-node": ("prod", "gpuFleet.gpusPerNode", 4,
+                                    "training[0].kubernetes.gpusPerNode: 8 GPUs per pod, but gpuFleet nodes have 4"),
+    "fleet-total": ("prod", "inference[0].kubernetes.replicas", 5,
+                    "rocm-stack:gpuFleet: the Kubernetes workloads need 36 GPUs together, the fleet has 32"),
+    "prod-needs-fleet": ("prod", "gpuFleet", _DELETE, "rocm-stack:gpuFleet: prod runs GPU workloads on Kubernetes"),
+    "name-clash": ("prod", "inference[0].name", "llm-pretrain",
+                   "inference[0].name: 'llm-pretrain' is already the name of training[0]"),
+    "unknown-partition": ("prod", "training[0].docker.partitions[1]", "gpu-node-9/train-a",
+                          "training[0].docker.partitions[1]: no partition 'gpu-node-9/train-a'"),
+    "partition-claimed-twice": ("prod", "inference[0].docker.partitions[0]", "gpu-node-1/train-a",
+                                "inference[0].docker.partitions[0]: partition 'gpu-node-1/train-a' already runs "
+                                "training 'llm-pretrain'"),
+    "claimed-partition-sets-command": ("prod", "hosts[0].containers[0].command", ["sleep", "infinity"],
+                                       "hosts[0].containers[0].command: partition 'gpu-node-1/train-a' runs training"),
+    "hostpath-checkpoints-in-prod": ("prod", "training[0].kubernetes.checkpoints", {"type": "hostPath", "path": "/x"},
+                                     "training[0].kubernetes.checkpoints: a hostPath is lost"),
+    "rwo-checkpoints-multinode": ("dev", "training[0].kubernetes.checkpoints.accessMode", "ReadWriteOnce",
+                                  "training[0].kubernetes.checkpoints.accessMode: ReadWriteOnce cannot be mounted by "
+                                  "the 2 pods"),
+    "pdb-blocks-drains": ("prod", "inference[0].kubernetes.minAvailable", 2,
+                          "inference[0].kubernetes.minAvailable: 2 of 2 replica(s) must stay up"),
+    "managed-vllm-flag": ("prod", "inference[0].extraArgs[0]", "--tensor-parallel-size=4",
+                          "inference[0].extraArgs[0]: '--tensor-parallel-size=4' is derived"),
+    "managed-env": ("prod", "training[0].env", {"CHECKPOINT_DIR": "/elsewhere"},
+                    "training[0].env.CHECKPOINT_DIR: is set by rocm-stack"),
+    "namespace-not-owned": ("prod", "training[0].kubernetes.namespace", "research",
+                            "training[0].kubernetes.namespace: namespace 'research' is not created by this stack"),
+    "no-kubernetes-section": ("dev", "kubernetes", _DELETE,
+                              "training[0].kubernetes: runs on Kubernetes but `rocm-stack:kubernetes` is not"),
+    "runs-nowhere": ("dev", "inference[0]", {"name": "idle", "model": "Qwen/Qwen2.5-0.5B-Instruct"},
+                     "rocm-stack:inference[0]: runs nowhere"),
+    "unknown-image": ("dev", "training[0].image", "jax", "training[0].image: unknown image 'jax'"),
+    "port-clash": ("prod", "hosts[2].containers[0].ports", [{"internal": 9000, "external": 8080}],
+                   "inference[0].docker.partitions[0]: host port 8080 of 'gpu-node-3' is already published"),
+    "bad-model-id": ("dev", "inference[0].model", "not a model",
+                     "inference[0].model: Value error, expected a Hugging Face repository id"),
+    "bad-workload-name": ("dev", "training[0].name", "9lives",
+                          "training[0].name: Value error, expected a lowercase DNS label starting with a letter"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_config_is_refused_naming_the_key(case):
+    stack, path, value, expected = BAD[case]
+    config = _set(dev_config() if stack == "dev" else prod_config(), path, value)
+    message = refusal(stack, config)
+    assert expected in message, message
+
+
+@pytest.mark.parametrize("change", [
+    {},  # meta-llama/* is gated: known without saying so
+    {"model": "Qwen/Qwen2.5-7B-Instruct", "gated": True},
+])
+def test_gated_model_requires_the_huggingface_token(change):
+    config = prod_config()
+    config[P + "inference"][0].update(change)
+    message = refusal("prod", config, secrets=None)
+    assert "rocm-stack:huggingfaceToken: inference 'llama' serves the gated model" in message
+    assert "pulumi config set --secret huggingfaceToken" in message
+
+
+def test_several_problems_are_reported_at_once():
+    config = _set(_set(prod_config(), "inference[0].kubernetes.gpus", 3), "training[0].kubernetes.nodes", 5)
+    message = refusal("prod", config)
+    assert "inference[0].kubernetes.gpus" in message and "training[0].kubernetes.nodes" in message
+
+
+# --- stable names ----------------------------------------------------------------------------------------------
+
+def _by_urn(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {r["urn"]: r["inputs"] for r in plan.resources}
+
+
+def test_adding_a_workload_renames_and_changes_nothing_else(dev):
+    config = dev_config()
+    config[P + "training"].append({"name": "second", "kubernetes": {"namespace": "ml", "nodes": 1,
+                                   "checkpoints": {"type": "pvc", "size": "1Gi"}}})
+    config[P + "inference"].insert(0, {"name": "embed", "model": "BAAI/bge-small-en-v1.5",
+                                       "kubernetes": {"namespace": "ml"}})
+    before, after = _by_urn(dev), _by_urn(synth("dev", config, TOKEN))
+    assert before.items() <= after.items()
+    added = {urn.rsplit("::", 1)[-1] for urn in after.keys() - before.keys()}
+    assert added and all(name.startswith(("second", "embed")) for name in added)
+
+
+def test_reordering_workloads_renames_nothing():
+    config = dev_config()
+    config[P + "training"].append({"name": "second", "kubernetes": {"namespace": "ml", "nodes": 1,
+                                   "checkpoints": {"type": "pvc", "size": "1Gi"}}})
+    reordered = copy.deepcopy(config)
+    reordered[P + "training"].reverse()
+    assert _by_urn(synth("dev", config, TOKEN)) == _by_urn(synth("dev", reordered, TOKEN))
+
+
+def test_no_workloads_declares_none_and_gpu_host_keeps_its_containers():
+    plan = synth("dev", stack_file("dev"))
+    assert not [r for r in plan.resources if r["type"].startswith("rocm-stack:workloads:")]
+    assert [c["name"] for c in plan.of_type(CONTAINER)] == ["workstation-rocm-dev"]
+
+
+# --- config model ----------------------------------------------------------------------------------------------
+
+def test_env_maps_merge_over_defaults_and_null_removes():
+    assert merged_env({"A": "1", "B": "2"}, {"B": None, "C": "3"}) == {"A": "1", "C": "3"}
+    inference = InferenceConfig.model_validate({"name": "x", "model": "a/b", "rocmEnv": {"VLLM_ROCM_USE_AITER": None,
+                                                                                        "NCCL_MIN_NCHANNELS": 64}})
+    env = inference.server_env(gpus=8)
+    assert "VLLM_ROCM_USE_AITER" not in env and env["NCCL_MIN_NCHANNELS"] == "64"
