@@ -213,8 +213,10 @@ class TrainingJob(pulumi.ComponentResource):
                     ),
                 ),
             ),
+            # spec.template is immutable: any change replaces the Job, and its fixed name means the old one must
+            # go first. The new pods resume from the checkpoints, which live outside the Job.
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[self.service, *args.gpu_ready])),
+                depends_on=[self.service, *args.gpu_ready], delete_before_replace=True)),
         )
         self.register_outputs({
             "job": self.job.metadata.name,

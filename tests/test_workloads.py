@@ -38,12 +38,20 @@ PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 CRDS = CrdSchemas.from_files(DATA / "kubernetes" / "deviceconfig-crd.yaml")
 
 
+def _own_namespace(config: dict[str, Any], namespace: str) -> None:
+    """The committed stack's Kubernetes section (or a minimal one), owning `namespace` too."""
+    kubernetes = config.setdefault(P + "kubernetes", {})
+    if config[P + "environment"] == "prod":
+        kubernetes.setdefault("provider", {"context": "gpu-prod"})
+    kubernetes["namespaces"] = [*kubernetes.get("namespaces", []), namespace]
+
+
 def dev_config() -> dict[str, Any]:
     """One workstation of 2 GPUs: a training partition and a serving partition; a local cluster."""
     config = stack_file("dev")
     config[P + "hosts"] = [{"name": "workstation", "gpus": 2, "containers": [
         {"name": "train", "gpus": [0]}, {"name": "serve", "gpus": [1]}]}]
-    config[P + "kubernetes"] = {"namespaces": ["ml"]}
+    _own_namespace(config, "ml")
     config[P + "training"] = [{
         "name": "tiny", "steps": 200, "checkpointEvery": 20,
         "kubernetes": {"namespace": "ml", "nodes": 2, "gpusPerNode": 1,
@@ -68,7 +76,7 @@ def prod_config() -> dict[str, Any]:
             if (host["name"], container["name"]) in claimed:
                 for key in ("image", "command", "shmSize", "ports", "restart"):
                     container.pop(key, None)
-    config[P + "kubernetes"] = {"provider": {"context": "gpu-prod"}, "namespaces": ["ml"]}
+    _own_namespace(config, "ml")
     config[P + "gpuFleet"] = {"nodes": 4, "gpusPerNode": 8}
     config[P + "training"] = [{
         "name": "llm-pretrain", "steps": 100000, "checkpointEvery": 500, "shmSize": "64GiB",
