@@ -4,12 +4,23 @@ import pulumi
 from components.config import ConfigError, from_pulumi
 from components.gpu_host import GpuHost, GpuHostArgs
 from components.kubernetes import build_kubernetes
+from components.monitoring import (
+    DockerExporter,
+    DockerExporterArgs,
+    KubernetesMonitoring,
+    KubernetesMonitoringArgs,
+    device_config_service_monitor,
+    exporter_address,
+    prometheus_scrape_config_text,
+)
 
 try:
     cfg, secrets = from_pulumi()
 except ConfigError as error:
     # Nothing has been declared yet: stop with the list of problems, not a traceback.
     raise pulumi.RunError(str(error)) from None
+
+monitoring = cfg.monitoring if cfg.monitoring.enabled else None
 
 hosts = {
     host.name: GpuHost(GpuHostArgs(
@@ -21,11 +32,28 @@ hosts = {
     ))
     for host in cfg.hosts
 }
-
 pulumi.export("environment", cfg.environment)
 pulumi.export("dockerHosts", {name: host.provider.host for name, host in hosts.items()})
 
+if monitoring is not None:
+    for name, host in hosts.items():
+        DockerExporter(name, DockerExporterArgs(config=monitoring, provider=host.provider))
+    pulumi.export("prometheusScrapeConfig", prometheus_scrape_config_text(
+        monitoring, {host.name: exporter_address(host.docker.host) for host in cfg.hosts}))
+
 if cfg.kubernetes is not None:
-    kubernetes = build_kubernetes(cfg.kubernetes, cfg.environment)
+    kubernetes = build_kubernetes(
+        cfg.kubernetes, cfg.environment,
+        service_monitor=device_config_service_monitor(monitoring) if monitoring is not None else None,
+    )
     pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
     pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)
+    if monitoring is not None:
+        owned = kubernetes.namespaces.get("monitoring")
+        KubernetesMonitoring("monitoring", KubernetesMonitoringArgs(
+            config=monitoring,
+            environment=cfg.environment,
+            gpu_stack=cfg.kubernetes.mode,
+            provider=kubernetes.provider,
+            namespace=owned.metadata.name if owned is not None else "monitoring",
+        ), opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready))

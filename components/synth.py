@@ -4,7 +4,8 @@
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
 protect and depends_on; secrets as "[secret]"), `manifests/` (one YAML per Kubernetes object),
-`helm/RELEASE.yaml` (one per Helm release) and `docker/HOST.sh` (the equivalent docker commands).
+`helm/RELEASE.yaml` (one per Helm release), `docker/HOST.sh` (the equivalent docker commands) and
+`monitoring/prometheus.yml` (the scrape config of the Docker hosts' metrics exporters).
 This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s STACK`.
 
 In tests, `synthesize(stack, config)` returns the same `Plan` in-process.
@@ -191,7 +192,8 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
         output = pulumi.Output.from_input(value)
         resolved = _sync_await(output.future())
         outputs[name] = SECRET if _sync_await(output.is_secret()) else _redact(resolved)
-    return Plan(project, stack, records, outputs, mock_outputs)
+    # Registration order depends on the event loop; sorted, two synths of one config are byte-identical.
+    return Plan(project, stack, sorted(records, key=lambda r: r["urn"]), outputs, mock_outputs)
 
 
 def _file_name(text: str) -> str:
@@ -277,6 +279,10 @@ def write(plan: Plan, out: Path) -> None:
         (out / "helm" / f"{_file_name(name)}.yaml").write_text(yaml.safe_dump(release, sort_keys=False))
     for host, script in docker_scripts(plan).items():
         (out / "docker" / f"{_file_name(host)}.sh").write_text(script)
+    scrape_config = plan.outputs.get("prometheusScrapeConfig")
+    if scrape_config:
+        (out / "monitoring").mkdir(exist_ok=True)
+        (out / "monitoring" / "prometheus.yml").write_text(scrape_config)
 
 
 def main(argv: list[str] | None = None) -> int:

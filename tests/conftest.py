@@ -35,5 +35,11 @@ def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None =
     return str(refused.value)
 
 
+def on_gpu_hosts(plan: Plan, type_token: str) -> list[dict[str, Any]]:
+    """Resources of a type declared by the GpuHost components (not by monitoring or workloads)."""
+    hosts = {r["urn"] for r in plan.of_type("rocm-stack:docker:GpuHost")}
+    return [r for r in plan.of_type(type_token) if r["parent"] in hosts]
+
+
 def env_of(container: dict[str, Any]) -> dict[str, str]:
     return dict(e.split("=", 1) for e in container["inputs"].get("envs", []))

@@ -141,3 +141,69 @@ def validate_all(objects: Iterable[Mapping[str, Any]], crds: CrdSchemas | None =
     if failures:
         raise ManifestInvalid("\n".join(failures))
     return count
+
+
+# --- the custom resources this stack declares -------------------------------------------------------------
+
+_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+_RELABEL = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": [
+            "replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod", "labelmap", "LabelMap",
+            "labeldrop", "LabelDrop", "labelkeep", "LabelKeep", "lowercase", "Lowercase", "uppercase", "Uppercase",
+            "keepequal", "KeepEqual", "dropequal", "DropEqual"]},
+        "modulus": {"type": "integer"},
+        "regex": {"type": "string"},
+        "replacement": {"type": "string"},
+        "separator": {"type": "string"},
+        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"}},
+        "targetLabel": {"type": "string"},
+    },
+}
+# The ServiceMonitor fields this stack sets, transcribed from prometheus-operator's
+# monitoring.coreos.com_servicemonitors.yaml (v0.84.1); closed objects, so a misspelled field fails.
+SERVICE_MONITOR_SUBSET = strict_structural_schema({
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["monitoring.coreos.com/v1"]},
+        "kind": {"type": "string", "enum": ["ServiceMonitor"]},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["endpoints", "selector"],
+            "properties": {
+                "jobLabel": {"type": "string"},
+                "namespaceSelector": {"type": "object", "properties": {
+                    "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}},
+                }},
+                "selector": {"type": "object", "properties": {
+                    "matchExpressions": {"type": "array"},
+                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+                }},
+                "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
+                    "port": {"type": "string"},
+                    "path": {"type": "string"},
+                    "scheme": {"type": "string", "enum": ["http", "https"]},
+                    "interval": {"type": "string", "pattern": _DURATION},
+                    "scrapeTimeout": {"type": "string", "pattern": _DURATION},
+                    "honorLabels": {"type": "boolean"},
+                    "honorTimestamps": {"type": "boolean"},
+                    "relabelings": {"type": "array", "items": _RELABEL},
+                    "metricRelabelings": {"type": "array", "items": _RELABEL},
+                }}},
+            },
+        },
+    },
+})
+
+
+def stack_crds() -> CrdSchemas:
+    """Schemas of every custom resource kind the program declares: the vendored CRDs of the GPU Operator and
+    the Prometheus Operator's PrometheusRule, and the ServiceMonitor subset above."""
+    data = Path(__file__).parent / "data"
+    crds = CrdSchemas.from_files(data / "kubernetes" / "deviceconfig-crd.yaml",
+                                 data / "monitoring" / "crds" / "monitoring.coreos.com_prometheusrules.yaml")
+    crds.schemas[("monitoring.coreos.com/v1", "ServiceMonitor")] = SERVICE_MONITOR_SUBSET
+    return crds

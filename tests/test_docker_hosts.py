@@ -6,7 +6,7 @@ import json
 import pytest
 
 from components.synth import SECRET, synthesize
-from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, stack_file
+from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, on_gpu_hosts, stack_file
 
 P = "rocm-stack:"
 
@@ -20,13 +20,13 @@ def test_prod_has_one_docker_provider_per_host(prod_plan):
                           "sshOpts": ["-o", "StrictHostKeyChecking=yes"]}
         for i in range(1, 5)
     }
-    for container in prod_plan.of_type(CONTAINER):
+    for container in on_gpu_hosts(prod_plan, CONTAINER):
         host = container["name"].rsplit("-", 2)[0]
         assert container["provider"].endswith(f"pulumi:providers:docker::{host}")
 
 
 def test_prod_images_are_pinned_and_pulled_per_host(prod_plan):
-    images = prod_plan.of_type(REMOTE_IMAGE)
+    images = on_gpu_hosts(prod_plan, REMOTE_IMAGE)
     assert len(images) == 8  # two images on each of four daemons
     for image in images:
         name = image["inputs"]["name"]
@@ -37,7 +37,7 @@ def test_prod_images_are_pinned_and_pulled_per_host(prod_plan):
 @pytest.mark.parametrize("plan_name", ["dev_plan", "prod_plan"])
 def test_every_container_gets_rocm_device_access(plan_name, request):
     plan = request.getfixturevalue(plan_name)
-    containers = plan.of_type(CONTAINER)
+    containers = on_gpu_hosts(plan, CONTAINER)
     assert containers
     for c in containers:
         i = c["inputs"]
@@ -50,13 +50,13 @@ def test_every_container_gets_rocm_device_access(plan_name, request):
 
 
 def test_prod_partitions_match_hip_visible_devices(prod_plan):
-    seen = {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in prod_plan.of_type(CONTAINER)}
+    seen = {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in on_gpu_hosts(prod_plan, CONTAINER)}
     assert seen == {f"gpu-node-{i}-{name}": devices for i in range(1, 5)
                     for name, devices in (("train-a", "0,1,2,3"), ("serve-b", "4,5,6,7"))}
 
 
 def test_prod_is_hardened(prod_plan):
-    for c in prod_plan.of_type(CONTAINER):
+    for c in on_gpu_hosts(prod_plan, CONTAINER):
         i = c["inputs"]
         assert i["capabilities"] == {"adds": ["SYS_NICE"]}
         assert "seccomp=unconfined" not in i["securityOpts"]
@@ -65,7 +65,7 @@ def test_prod_is_hardened(prod_plan):
 
 
 def test_dev_has_debug_flags(dev_plan):
-    (c,) = dev_plan.of_type(CONTAINER)
+    (c,) = on_gpu_hosts(dev_plan, CONTAINER)
     assert c["inputs"]["capabilities"] == {"adds": ["SYS_PTRACE"]}
     assert c["inputs"]["securityOpts"] == ["seccomp=unconfined"]
     assert env_of(c)["HIP_VISIBLE_DEVICES"] == "0,1"  # the whole 2-GPU workstation
@@ -74,13 +74,13 @@ def test_dev_has_debug_flags(dev_plan):
 def test_split_8x1_gives_one_gpu_each():
     containers = [{"name": f"g{i}", "gpus": [i]} for i in range(8)]
     plan = synthesize("dev", {P + "hosts": [{"name": "box", "gpus": 8, "containers": containers}]})
-    assert {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in plan.of_type(CONTAINER)} == {
+    assert {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in on_gpu_hosts(plan, CONTAINER)} == {
         f"box-g{i}": str(i) for i in range(8)}
 
 
 def test_container_image_is_the_hosts_pinned_image(prod_plan):
-    image_ids = {r["urn"]: prod_plan.mock_outputs[r["urn"]]["imageId"] for r in prod_plan.of_type(REMOTE_IMAGE)}
-    for c in prod_plan.of_type(CONTAINER):
+    image_ids = {r["urn"]: prod_plan.mock_outputs[r["urn"]]["imageId"] for r in on_gpu_hosts(prod_plan, REMOTE_IMAGE)}
+    for c in on_gpu_hosts(prod_plan, CONTAINER):
         (image_urn,) = c["depends_on"]
         assert c["inputs"]["image"] == image_ids[image_urn]
         expected = "vllm" if c["name"].endswith("serve-b") else "pytorch"
@@ -106,7 +106,10 @@ def test_adding_a_host_keeps_existing_resources(prod_plan):
     after = _identity(synthesize("prod", config))
     before = _identity(prod_plan)
     assert {urn: after[urn] for urn in before} == before
-    assert len(after) - len(before) == 4  # component, provider, image, container
+    added = sorted(urn.rsplit("::", 1)[1] for urn in set(after) - set(before))
+    # GpuHost: component, provider, image, container; its metrics exporter: component, image, container.
+    assert added == ["gpu-node-0"] * 3 + ["gpu-node-0-amd-device-metrics-exporter"] * 2 + [
+        "gpu-node-0-pytorch", "gpu-node-0-train-a"]
 
 
 def test_registry_password_reaches_the_provider_as_a_secret():

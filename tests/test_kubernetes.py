@@ -24,7 +24,14 @@ from components.kubernetes import build_kubernetes
 from components.kubernetes.gpu_operator import chart_values
 from components.synth import Plan, ProgramRefused, manifest_of, synthesize, write
 from conftest import stack_file
-from k8s_validation import CrdSchemas, ManifestInvalid, strict_structural_schema, validate_all, validate_object
+from k8s_validation import (
+    CrdSchemas,
+    ManifestInvalid,
+    stack_crds,
+    strict_structural_schema,
+    validate_all,
+    validate_object,
+)
 
 DATA = Path(__file__).parent / "data" / "kubernetes"
 P = "rocm-stack:"
@@ -40,9 +47,11 @@ CRDS = CrdSchemas.from_files(DATA / "deviceconfig-crd.yaml")
 
 
 def synth(stack: str, kubernetes: dict[str, Any] | None) -> Plan:
-    """The committed stack's config (hosts etc.) with this `rocm-stack:kubernetes` section."""
+    """The committed stack's config (hosts etc.) with this `rocm-stack:kubernetes` section, and without
+    monitoring so that only the GPU layer declares Kubernetes objects."""
     config = stack_file(stack)
     config.pop(P + "kubernetes", None)
+    config[P + "monitoring"] = {"enabled": False}
     if kubernetes is not None:
         config[P + "kubernetes"] = kubernetes
     return synthesize(stack, config)
@@ -88,7 +97,7 @@ def test_committed_stacks_declare_valid_objects(stack):
     """The stack files as committed: Kubernetes objects exactly when they have a kubernetes section."""
     plan = synthesize(stack, stack_file(stack))
     objects = [manifest_of(r) for r in plan.kubernetes_objects()]
-    validate_all(objects, CRDS)
+    validate_all(objects, stack_crds())
     assert bool(objects) == (P + "kubernetes" in stack_file(stack))
 
 

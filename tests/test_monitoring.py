@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from components import alerts, dashboard
-from components.config import StackConfig
 from components.config.monitoring import MonitoringConfig
 from components.monitoring import (
     EXPORTER_JOB,
@@ -21,14 +20,12 @@ from components.monitoring import (
     exporter_address,
     prometheus_scrape_config,
 )
-from components.synth import ROOT, Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
+from components.synth import Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
 from conftest import stack_file
-from k8s_validation import CrdSchemas, strict_structural_schema, validate_object
+from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural_schema, validate_object
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 
 DATA = Path(__file__).parent / "data" / "monitoring"
-# The real program once the lead wires monitoring into StackConfig/__main__.py, a stand-in until then.
-PROJECT = ROOT if "monitoring" in StackConfig.model_fields else DATA / "program"
 P = "rocm-stack:"
 
 CONTAINER = "docker:index/container:Container"
@@ -44,60 +41,6 @@ SERVICE = "kubernetes:core/v1:Service"
 EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
 
 PROMETHEUS_RULE_CRD = CrdSchemas.from_files(DATA / "crds" / "monitoring.coreos.com_prometheusrules.yaml")
-_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
-_RELABEL = {
-    "type": "object",
-    "properties": {
-        "action": {"type": "string", "enum": [
-            "replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod", "labelmap", "LabelMap",
-            "labeldrop", "LabelDrop", "labelkeep", "LabelKeep", "lowercase", "Lowercase", "uppercase", "Uppercase",
-            "keepequal", "KeepEqual", "dropequal", "DropEqual"]},
-        "modulus": {"type": "integer"},
-        "regex": {"type": "string"},
-        "replacement": {"type": "string"},
-        "separator": {"type": "string"},
-        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"}},
-        "targetLabel": {"type": "string"},
-    },
-}
-# The ServiceMonitor fields this stack sets, transcribed from prometheus-operator's
-# monitoring.coreos.com_servicemonitors.yaml (v0.84.1); closed objects, so a misspelled field fails.
-SERVICE_MONITOR_SUBSET = strict_structural_schema({
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"type": "string", "enum": ["monitoring.coreos.com/v1"]},
-        "kind": {"type": "string", "enum": ["ServiceMonitor"]},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["endpoints", "selector"],
-            "properties": {
-                "jobLabel": {"type": "string"},
-                "namespaceSelector": {"type": "object", "properties": {
-                    "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}},
-                }},
-                "selector": {"type": "object", "properties": {
-                    "matchExpressions": {"type": "array"},
-                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-                }},
-                "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
-                    "port": {"type": "string"},
-                    "path": {"type": "string"},
-                    "scheme": {"type": "string", "enum": ["http", "https"]},
-                    "interval": {"type": "string", "pattern": _DURATION},
-                    "scrapeTimeout": {"type": "string", "pattern": _DURATION},
-                    "honorLabels": {"type": "boolean"},
-                    "honorTimestamps": {"type": "boolean"},
-                    "relabelings": {"type": "array", "items": _RELABEL},
-                    "metricRelabelings": {"type": "array", "items": _RELABEL},
-                }}},
-            },
-        },
-    },
-})
-
-
 def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict[str, Any] | None = None,
           hosts: list[dict[str, Any]] | None = None) -> Plan:
     """The committed stack with these sections; without `kubernetes` a Docker-only stack."""
@@ -106,7 +49,7 @@ def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict
     for key, value in (("monitoring", monitoring), ("kubernetes", kubernetes), ("hosts", hosts)):
         if value is not None:
             config[P + key] = value
-    return synthesize(stack, config, project_dir=PROJECT)
+    return synthesize(stack, config)
 
 
 def refusal(stack: str, monitoring: dict[str, Any]) -> str:
@@ -367,3 +310,14 @@ def test_dashboard_queries_use_only_exporter_metrics_and_labels() -> None:
         assert metrics - PROMETHEUS_METRICS <= set(matrix), expr
         assert labels <= allowed_labels, expr
     assert {"gpu_junction_temperature", "gpu_package_power", "gpu_used_vram", "gpu_ecc_uncorrect_total"} <= seen
+
+
+def test_operator_mode_device_config_scrapes_with_the_alerts_labels(dev_plan) -> None:
+    """The GPU Operator's ServiceMonitor is the monitoring section's (job/host relabelings the rules select on)."""
+    from components.config import load
+    from components.monitoring import device_config_service_monitor
+
+    [device_config] = dev_plan.of_type("kubernetes:amd.com/v1alpha1:DeviceConfig")
+    cfg = load("dev", stack_file("dev"))
+    assert device_config["inputs"]["spec"]["metricsExporter"]["prometheus"]["serviceMonitor"] == \
+        device_config_service_monitor(cfg.monitoring)

@@ -136,6 +136,15 @@ def test_gpu_container_missing_devices_or_host_ipc_fails(prod_env):
     assert "/dev/kfd" in no_kfd
 
 
+def test_gpu_reader_needs_devices_but_not_host_ipc():
+    """The metrics exporter maps the devices to read them but runs no RCCL: no HIP_VISIBLE_DEVICES."""
+    exporter = {"name": "amd-device-metrics-exporter", "image": "rocm/device-metrics-exporter:v1.5.2",
+                "devices": [{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri"}]}
+    assert rules.docker_gpu_container_problems(CONTAINER, exporter) == []
+    (no_dri,) = rules.docker_gpu_container_problems(CONTAINER, {**exporter, "devices": [{"hostPath": "/dev/kfd"}]})
+    assert "/dev/dri" in no_dri
+
+
 def test_container_without_gpus_is_not_a_gpu_container():
     assert rules.docker_gpu_container_problems(CONTAINER, {"name": "nginx", "image": "nginx:1.27"}) == []
 

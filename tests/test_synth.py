@@ -31,13 +31,17 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert {"rocm-stack:docker:GpuHost", "pulumi:providers:docker", "docker:index/container:Container",
             "docker:index/remoteImage:RemoteImage"} <= types
 
+    scrape = yaml.safe_load((tmp_path / "monitoring" / "prometheus.yml").read_text())
+    targets = [t for job in scrape["scrape_configs"] for group in job["static_configs"] for t in group["targets"]]
+    assert targets == [f"gpu-node-{i}.example.internal:5000" for i in range(1, 5)]
+
     scripts = sorted(p.name for p in (tmp_path / "docker").iterdir())
     assert scripts == [f"gpu-node-{i}.sh" for i in range(1, 5)]
     lines = (tmp_path / "docker" / "gpu-node-2.sh").read_text().splitlines()
     assert "export DOCKER_HOST=ssh://deploy@gpu-node-2.example.internal" in lines
     runs = [shlex.split(line) for line in lines if line.startswith("docker run")]
     pulls = [line for line in lines if line.startswith("docker pull")]
-    assert len(runs) == 2 and len(pulls) == 2
+    assert len(runs) == 3 and len(pulls) == 3  # two partitions and the metrics exporter
     train = next(r for r in runs if "train-a" in r)
     # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
     for flag in ["--device=/dev/kfd", "--device=/dev/dri", "--ipc=host", "--cap-add=SYS_NICE",
@@ -49,10 +53,17 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert train[-3:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "sleep", "infinity"]
 
 
+def test_synth_is_deterministic(tmp_path):
+    for out in ("a", "b"):
+        assert run_synth("--stack", "prod", "--out", str(tmp_path / out)).returncode == 0
+    assert (tmp_path / "a" / "plan.json").read_text() == (tmp_path / "b" / "plan.json").read_text()
+
+
 def test_dev_synth_shows_debug_flags(tmp_path):
     assert run_synth("--stack", "dev", "--out", str(tmp_path)).returncode == 0
     (script,) = (tmp_path / "docker").iterdir()
     text = script.read_text()
+    assert "--name rocm-dev" in text
     assert "--cap-add=SYS_PTRACE" in text and "--security-opt=seccomp=unconfined" in text
 
 

@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 from pydantic import ValidationError, field_validator
 
-from . import docker, kubernetes
+from . import docker, kubernetes, monitoring
 from .base import ConfigModel
 from .docker import DEFAULT_IMAGES, HostConfig, SecurityConfig, SecurityProfile
 from .kubernetes import KubernetesConfig
+from .monitoring import MonitoringConfig
 
 PROJECT = "rocm-stack"
 
@@ -41,6 +42,7 @@ class StackConfig(ConfigModel):
     registry: RegistryConfig | None = None
     # Absent: no Kubernetes layer (a Docker-only stack).
     kubernetes: KubernetesConfig | None = None
+    monitoring: MonitoringConfig = MonitoringConfig()
 
     @field_validator("images")
     @classmethod
@@ -120,6 +122,7 @@ def _allowed_keys_hint(parent_loc: tuple[int | str, ...], data: Mapping[str, Any
 def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from docker.problems(cfg.hosts, cfg.images, cfg.environment, cfg.security)
     yield from kubernetes.problems(cfg)
+    yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
 
 
 def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> StackConfig:

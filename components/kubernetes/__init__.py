@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
@@ -43,7 +43,9 @@ class KubernetesLayer:
         return self.cluster.namespaces
 
 
-def build_kubernetes(config: KubernetesConfig, environment: str) -> KubernetesLayer:
+def build_kubernetes(config: KubernetesConfig, environment: str,
+                     service_monitor: dict[str, Any] | None = None) -> KubernetesLayer:
+    """`service_monitor`: the DeviceConfig's metrics exporter ServiceMonitor, from the monitoring section."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment))
     # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
     if config.mode == "device-plugin":
@@ -75,6 +77,7 @@ def build_kubernetes(config: KubernetesConfig, environment: str) -> KubernetesLa
         provider=cluster.provider,
         namespace=cluster.namespaces[config.gpu_operator.namespace].metadata.name,
         cert_manager=cert_manager.release if cert_manager is not None else None,
+        service_monitor=service_monitor,
     ))
     return KubernetesLayer(
         cluster=cluster, gpu_ready=[gpu_operator.device_config],

@@ -26,8 +26,12 @@ def chart_values(config: GpuOperatorConfig) -> dict[str, Any]:
     }
 
 
-def device_config_spec(settings: DeviceConfigSettings, environment: str) -> dict[str, Any]:
-    """`spec` of the DeviceConfig (field names of the amd.com/v1alpha1 CRD)."""
+def device_config_spec(settings: DeviceConfigSettings, environment: str,
+                       service_monitor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`spec` of the DeviceConfig (field names of the amd.com/v1alpha1 CRD).
+
+    `service_monitor` replaces the configured `metricsExporter.prometheus.serviceMonitor` when the stack's
+    monitoring owns the scrape (its labels and relabelings are what the alert rules select on)."""
     driver = settings.driver
     spec_driver: dict[str, Any] = {
         "enable": driver.enable,
@@ -51,12 +55,13 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str) -> dict
         device_plugin["nodeLabellerArguments"] = list(plugin.node_labeller_arguments)
 
     exporter = settings.metrics_exporter
-    service_monitor: dict[str, Any] = {
-        "enable": exporter.service_monitor.enable,
-        "interval": exporter.service_monitor.interval,
-    }
-    if exporter.service_monitor.labels:
-        service_monitor["labels"] = dict(exporter.service_monitor.labels)
+    if service_monitor is None:
+        service_monitor = {
+            "enable": exporter.service_monitor.enable,
+            "interval": exporter.service_monitor.interval,
+        }
+        if exporter.service_monitor.labels:
+            service_monitor["labels"] = dict(exporter.service_monitor.labels)
     metrics_exporter: dict[str, Any] = {
         "enable": exporter.enable,
         "image": exporter.image,
@@ -85,6 +90,8 @@ class GpuOperatorArgs:
     namespace: pulumi.Input[str]
     # The cert-manager release when the stack installs it: the operator's webhooks need its CRDs first.
     cert_manager: pulumi.Resource | None = None
+    # The DeviceConfig's serviceMonitor when the stack's monitoring defines it (see device_config_spec).
+    service_monitor: dict[str, Any] | None = None
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -119,7 +126,7 @@ class GpuOperator(pulumi.ComponentResource):
             api_version=DEVICE_CONFIG_API_VERSION,
             kind=DEVICE_CONFIG_KIND,
             metadata=meta_v1.ObjectMetaArgs(name=settings.name, namespace=args.namespace),
-            spec=device_config_spec(settings, args.environment),
+            spec=device_config_spec(settings, args.environment, args.service_monitor),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release]),
         )
         self.register_outputs({

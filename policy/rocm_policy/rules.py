@@ -102,11 +102,15 @@ def _device_paths(props: Mapping[str, Any]) -> list[str]:
     return [str(_mapping(d).get("hostPath", "")) for d in _sequence(props.get("devices"))]
 
 
+def selects_gpus(props: Mapping[str, Any]) -> bool:
+    """A container that runs GPU work: it picks its GPUs (the metrics exporter only reads them)."""
+    return any(str(e).startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="))
+               for e in _sequence(props.get("envs")))
+
+
 def is_gpu_container(props: Mapping[str, Any]) -> bool:
     """A container that selects GPUs or maps a GPU device node."""
-    selects_gpus = any(str(e).startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="))
-                       for e in _sequence(props.get("envs")))
-    return selects_gpus or any(p == "/dev/kfd" or p.startswith("/dev/dri") for p in _device_paths(props))
+    return selects_gpus(props) or any(p == "/dev/kfd" or p.startswith("/dev/dri") for p in _device_paths(props))
 
 
 def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
@@ -119,7 +123,7 @@ def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) 
         problems.append("GPU container without device /dev/kfd (ROCm's compute interface): add --device=/dev/kfd")
     if not any(p == "/dev/dri" or p.startswith("/dev/dri/") for p in devices):
         problems.append("GPU container without device /dev/dri (the GPU render nodes): add --device=/dev/dri")
-    if props.get("ipcMode") != "host":
+    if selects_gpus(props) and props.get("ipcMode") != "host":
         problems.append(f"GPU container with ipcMode {props.get('ipcMode')!r}: RCCL needs ipcMode 'host' "
                         "(--ipc=host) to share memory between GPU processes")
     return problems
