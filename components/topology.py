@@ -144,13 +144,13 @@ def _int_cell(value: object, where: str) -> int:
 # rocm-smi ---------------------------------------------------------------------------------------------
 
 _ROCM_SMI_SECTION = re.compile(
-    r"^[\s=]*(weight|hops|link type) between two gpus[\s=]*$|^[\s=]*numa nodes[\s=]*$", re.I | re.M
+    r"^[\s=]*(weight|hops|link\s+type)\s+between\s+two\s+gpus[\s=]*$|^[\s=]*numa\s+nodes[\s=]*$", re.I | re.M
 )
-_ROCM_SMI_MATRIX = {"weight": "weight", "hops": "hops", "link type": "link_type"}
+_ROCM_SMI_MATRIX = {"weight": "weight", "hops": "hops", "linktype": "link_type"}
 _ROCM_SMI_TITLE = {"weight": "Weight between two GPUs", "hops": "Hops between two GPUs",
                    "link_type": "Link Type between two GPUs"}
 # Newer rocm-smi prints `GPU[0]\t\t: ...`, ROCm 5.x `GPU 0          : ...`.
-_ROCM_SMI_NUMA = re.compile(r"^\s*GPU\s*\[?(\d+)\]?\s*:\s*\(Topology\)\s*Numa (Node|Affinity)\s*:\s*(-?\d+)", re.I)
+_ROCM_SMI_NUMA = re.compile(r"^\s*GPU\s*\[?(\d+)\]?\s*:\s*\(Topology\)\s*Numa\s+(Node|Affinity)\s*:\s*(-?\d+)", re.I)
 _GPU_LABEL = re.compile(r"^GPU(\d+)$")
 
 
@@ -163,7 +163,7 @@ def _parse_rocm_smi(text: str) -> _Parsed:
             if header.group(1) is None:  # "Numa Nodes": its lines are matched by pattern below
                 current = None
                 continue
-            name = _ROCM_SMI_MATRIX[header.group(1).lower()]
+            name = _ROCM_SMI_MATRIX["".join(header.group(1).lower().split())]
             if name in sections:
                 raise TopologyError(f"the table '{_ROCM_SMI_TITLE[name]}' appears twice")
             current = sections[name] = []
@@ -239,10 +239,10 @@ def _rocm_smi_numa(text: str) -> dict[int, int]:
             if found[kind].get(gpu, value) != value:
                 raise TopologyError(f"GPU{gpu} is given two different NUMA {kind} values")
             found[kind][gpu] = value
-    # "Numa Node" is the node KFD attaches the GPU to; "Numa Affinity" (sysfs) only stands in where it is
-    # missing. Negative values mean "no NUMA information".
-    merged = {**found["affinity"], **found["node"]}
-    return {gpu: node for gpu, node in merged.items() if node >= 0}
+    # "Numa Affinity" is the kernel's NUMA node of the GPU's PCI device, the id numactl and cpusets use;
+    # "Numa Node" (the CPU node KFD links the GPU to) stands in where it is missing or negative (= unknown).
+    valid = {kind: {gpu: node for gpu, node in nodes.items() if node >= 0} for kind, nodes in found.items()}
+    return {**valid["node"], **valid["affinity"]}
 
 
 # amd-smi text -----------------------------------------------------------------------------------------

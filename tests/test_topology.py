@@ -1,0 +1,495 @@
+"""Topology parsing, GPU placement and the `python -m components.topology` command.
+
+Samples in tests/data/topology/ and where they come from:
+  Real tool output (copied from public pages, spacing as published):
+  * rocm_smi_4gpu_pcie_rocm_smi_lib_issue108.txt: https://github.com/ROCm/rocm_smi_lib/issues/108
+    ("How weights and hops are calculated", 2022): 4 GPUs on PCIe, one per NUMA node, `GPU[0]\\t\\t:` NUMA lines.
+  * rocm_smi_8gpu_mi300_ms_swift_docs.txt: modelscope/ms-swift docs/source_en/BestPractices/AMD-support.md
+    ("Inspect GPU topology and NUMA: rocm-smi --showtopo"): 8 MI300-series GPUs (DID 0x74a2), all XGMI, NUMA 0/1
+    halves, with a WARNING line before the tables.
+  * rocm_smi_4gpu_mi210_archer2_docs.txt: ARCHER2-HPC/archer2-docs docs/user-guide/gpu.md ("Node Topology"):
+    4x MI210, ROCm 5.x spelling `GPU 0          : (Topology) Numa Node: 0`.
+  * rocm_smi_2gpu_mi100_linktype_only_rocm_issue1503.txt: https://github.com/ROCm/ROCm/issues/1503 (2x MI100):
+    only the Link Type table, spacing collapsed as pasted in the issue.
+  * amd_smi_8gpu_mi300x_amdsmi_changelog.txt: ROCm/amdsmi CHANGELOG.md, entry "Topology is now left-aligned with
+    BDF of each device" (`amd-smi topology` on 8x MI300X).
+  * amd_smi_2gpu_pcie_json_before_6.1.1_amdsmi_changelog.json and amd_smi_2gpu_json_access_linktype_amdsmi_
+    changelog.json: ROCm/amdsmi CHANGELOG.md, entry "Updated `amd-smi topology --json` to align with host/guest"
+    (ROCm 6.1.1): the "Previous format" and the `amd-smi topology -a -t --json` example.
+  Hand-written (no public sample of these shapes was found):
+  * handwritten_rocm_smi_8x_mi300x.txt: 8x MI300X, all XGMI weight 15, NUMA 0 for GPUs 0-3 and 1 for 4-7.
+  * handwritten_rocm_smi_4x_mi250_8gcd.txt: 4x MI250 = 8 GCDs. Which GCDs are linked, and by how many XGMI links,
+    follows the MI250X `xgmi_num_links` matrix posted in https://github.com/ROCm/rocm-systems/issues/5763
+    (GCD 2k and 2k+1 share a package, 4 links). Weight 15 for the in-package pair, 30 for a direct link
+    between packages, 45 without one; hops 1 everywhere as amd-smi/rocm-smi report for XGMI. Note: the real
+    KFD weight is 15 per XGMI hop whatever the link count (rocm-systems PR 7372), see
+    `test_mi250_with_kfd_weights_still_keeps_packages_together`.
+  * handwritten_amd_smi_8x_mi300x.json: `amd-smi topology --json` (ROCm >= 6.1.1 shape) for 8x MI300X.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from components.topology import (
+    PlacementError,
+    Topology,
+    TopologyError,
+    load_topology,
+    numa_node_of,
+    parse_topology,
+    place,
+)
+
+DATA = Path(__file__).parent / "data" / "topology"
+REPO = Path(__file__).resolve().parents[1]
+
+MI250 = DATA / "handwritten_rocm_smi_4x_mi250_8gcd.txt"
+MI300X = DATA / "handwritten_rocm_smi_8x_mi300x.txt"
+MI300X_REAL = DATA / "rocm_smi_8gpu_mi300_ms_swift_docs.txt"
+MI300X_JSON = DATA / "handwritten_amd_smi_8x_mi300x.json"
+MI300X_AMD_SMI = DATA / "amd_smi_8gpu_mi300x_amdsmi_changelog.txt"
+PCIE_ISSUE = DATA / "rocm_smi_4gpu_pcie_rocm_smi_lib_issue108.txt"
+
+
+def off_diagonal(matrix: tuple[tuple, ...]) -> set:
+    return {v for i, row in enumerate(matrix) for j, v in enumerate(row) if i != j}
+
+
+def matrix_text(title: str, cell, n: int) -> str:
+    """A rocm-smi table as `rocm-smi --showtopo` prints it."""
+    lines = [f"{'=' * 20} {title} {'=' * 20}", "       " + "".join(f"GPU{j}".ljust(13) for j in range(n))]
+    lines += [f"GPU{i}".ljust(7) + "".join(str(cell(i, j)).ljust(13) for j in range(n)) for i in range(n)]
+    return "\n".join(lines) + "\n\n"
+
+
+def topology(weight: list[list[int]], numa: list[int | None]) -> Topology:
+    return Topology(gpus=tuple(range(len(numa))), numa=tuple(numa), weight=tuple(map(tuple, weight)))
+
+
+# ------------------------------------------------------------------------------------------ real samples
+
+
+def test_rocm_smi_issue108_pcie_host() -> None:
+    topo = load_topology(PCIE_ISSUE)
+    assert topo.gpus == (0, 1, 2, 3)
+    assert topo.numa == (0, 1, 3, 2)
+    assert off_diagonal(topo.weight) == {52} and off_diagonal(topo.hops) == {3}
+    assert off_diagonal(topo.link_type) == {"PCIE"}
+    assert [topo.link_type[i][i] for i in range(4)] == ["SELF"] * 4  # rocm-smi prints 0 on the diagonal
+
+
+def test_rocm_smi_ms_swift_8x_mi300() -> None:
+    topo = load_topology(MI300X_REAL)  # its WARNING line before the tables is not part of any table
+    assert topo.gpus == tuple(range(8))
+    assert topo.numa == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert off_diagonal(topo.weight) == {15} and off_diagonal(topo.hops) == {1}
+    assert off_diagonal(topo.link_type) == {"XGMI"}
+
+
+def test_rocm_smi_archer2_rocm5_numa_spelling() -> None:
+    topo = load_topology(DATA / "rocm_smi_4gpu_mi210_archer2_docs.txt")
+    assert topo.numa == (0, 1, 2, 3)
+    assert off_diagonal(topo.weight) == {15}
+
+
+def test_rocm_smi_issue1503_only_link_type_collapsed_spacing() -> None:
+    topo = load_topology(DATA / "rocm_smi_2gpu_mi100_linktype_only_rocm_issue1503.txt")
+    assert topo.gpus == (0, 1)
+    assert topo.link_type == (("SELF", "PCIE"), ("PCIE", "SELF"))
+    assert topo.weight is None and topo.hops is None and topo.numa == (None, None)
+
+
+def test_amd_smi_text_8x_mi300x() -> None:
+    topo = load_topology(MI300X_AMD_SMI)
+    assert topo.gpus == tuple(range(8))
+    assert topo.numa == (None,) * 8  # amd-smi topology prints no NUMA node
+    assert off_diagonal(topo.weight) == {15} and off_diagonal(topo.hops) == {1}
+    assert off_diagonal(topo.link_type) == {"XGMI"}
+
+
+def test_amd_smi_json_before_6_1_1() -> None:
+    topo = load_topology(DATA / "amd_smi_2gpu_pcie_json_before_6.1.1_amdsmi_changelog.json")
+    assert topo.weight == ((0, 40), (40, 0))
+    assert topo.hops == ((0, 2), (2, 0))
+    assert topo.link_type == (("SELF", "PCIE"), ("PCIE", "SELF"))
+
+
+def test_amd_smi_json_links_with_only_access_and_type() -> None:
+    topo = load_topology(DATA / "amd_smi_2gpu_json_access_linktype_amdsmi_changelog.json")
+    assert topo.link_type == (("SELF", "PCIE"), ("PCIE", "SELF"))
+    assert topo.weight is None and topo.hops is None
+
+
+def test_amd_smi_json_and_text_and_rocm_smi_agree_on_mi300x() -> None:
+    from_json, from_text, from_rocm_smi = (load_topology(p) for p in (MI300X_JSON, MI300X_AMD_SMI, MI300X))
+    assert from_json.weight == from_text.weight == from_rocm_smi.weight
+    assert from_json.hops == from_text.hops == from_rocm_smi.hops
+    assert from_json.link_type == from_text.link_type == from_rocm_smi.link_type
+
+
+# ------------------------------------------------------------------------------------- robust parsing
+
+
+def test_spacing_tabs_crlf_and_banners_do_not_matter() -> None:
+    original = MI300X.read_text()
+    mangled = "\r\n".join(
+        "\t".join(line.split()) + "   " for line in original.splitlines() if not line.startswith("=" * 5)
+        or "between two GPUs" in line or "Numa Nodes" in line
+    )
+    assert "End of ROCm SMI Log" not in mangled
+    assert parse_topology(mangled) == parse_topology(original)
+
+
+def test_sections_in_any_order_and_some_missing() -> None:
+    weight = matrix_text("Weight between two GPUs", lambda i, j: 0 if i == j else 40, 3)
+    link = matrix_text("Link Type between two GPUs", lambda i, j: 0 if i == j else "PCIE", 3)
+    topo = parse_topology(link + weight)
+    assert topo.gpus == (0, 1, 2) and off_diagonal(topo.weight) == {40}
+    assert topo.hops is None and topo.numa == (None, None, None)
+
+
+def test_numa_only_output_gives_the_gpus() -> None:
+    text = "================= Numa Nodes =================\n" + "\n".join(
+        f"GPU[{i}]\t\t: (Topology) Numa Node: {i // 2}" for i in range(4))
+    topo = parse_topology(text)
+    assert topo.gpus == (0, 1, 2, 3) and topo.numa == (0, 0, 1, 1) and topo.weight is None
+
+
+def test_numa_affinity_first_then_numa_node_negative_means_unknown() -> None:
+    numa = ("=== Numa Nodes ===\n"
+            "GPU[0] : (Topology) Numa Node: 0\nGPU[0] : (Topology) Numa Affinity: 1\n"  # sysfs wins
+            "GPU[1] : (Topology) Numa Node: 1\nGPU[1] : (Topology) Numa Affinity: -1\n"  # no sysfs node
+            "GPU[2] : (Topology) Numa Affinity: 0\n"
+            "GPU[3] : (Topology) Numa Node: -1\nGPU[3] : (Topology) Numa Affinity: -1\n")
+    topo = parse_topology(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 4) + numa)
+    assert topo.numa == (1, 1, 0, None)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 16])
+def test_one_to_sixteen_gpus(n: int) -> None:
+    text = (matrix_text("Weight between two GPUs", lambda i, j: 0 if i == j else 15 + 5 * ((i + j) % 2), n)
+            + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), n)
+            + "".join(f"GPU[{i}]\t\t: (Topology) Numa Node: {i * 2 // n}\n" for i in range(n)))
+    topo = parse_topology(text)
+    assert topo.gpus == tuple(range(n))
+    assert topo.numa == tuple(i * 2 // n for i in range(n))
+    assert topo.weight[0][n - 1] == (0 if n == 1 else 15 + 5 * ((n - 1) % 2))
+
+
+def test_amd_smi_text_with_static_numa_appended() -> None:
+    static = "".join(f"GPU: {i}\n    NUMA:\n        NODE: {i // 4}\n        AFFINITY: {i // 4}\n" for i in range(8))
+    topo = parse_topology(MI300X_AMD_SMI.read_text() + "\n" + static)
+    assert topo.numa == (0, 0, 0, 0, 1, 1, 1, 1)
+
+
+def test_topology_is_frozen() -> None:
+    topo = load_topology(MI300X)
+    with pytest.raises(Exception):
+        topo.gpus = (0,)  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "the input is empty"),
+    ("   \n\n\t\n", "the input is empty"),
+    ("root:x:0:0:root:/root:/bin/bash\nGPU use (%): 0\n", "no topology table found"),
+    ("Lorem ipsum dolor sit amet, GPU0 GPU1 between", "rocm-smi --showtopo"),
+])
+def test_not_topology_output(text: str, message: str) -> None:
+    with pytest.raises(TopologyError, match="expected the output of `rocm-smi --showtopo`") as err:
+        parse_topology(text)
+    assert message in str(err.value)
+
+
+def test_row_with_wrong_number_of_values() -> None:
+    text = MI300X.read_text().replace("GPU3   15           15           15           0   ", "GPU3   15  15  0  ", 1)
+    with pytest.raises(TopologyError, match=r"'Weight between two GPUs': row GPU3 has 7 values, expected 8"):
+        parse_topology(text)
+
+
+def test_rows_not_matching_columns() -> None:
+    text = matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 3).replace("\nGPU2 ", "\nGPU7 ")
+    with pytest.raises(TopologyError, match="rows GPU0, GPU1, GPU7 do not match columns GPU0, GPU1, GPU2"):
+        parse_topology(text)
+
+
+def test_tables_disagree_on_gpus() -> None:
+    text = (matrix_text("Weight between two GPUs", lambda i, j: 15 * (i != j), 4)
+            + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 2))
+    with pytest.raises(TopologyError, match=r"'Hops between two GPUs' lists GPUs \[0, 1\] but an earlier"):
+        parse_topology(text)
+
+
+def test_non_numeric_weight() -> None:
+    text = matrix_text("Weight between two GPUs", lambda i, j: "N/A" if (i, j) == (0, 1) else 15 * (i != j), 2)
+    with pytest.raises(TopologyError, match="GPU0 to GPU1: expected a whole number, got 'N/A'"):
+        parse_topology(text)
+
+
+def test_header_without_table() -> None:
+    with pytest.raises(TopologyError, match="no table .* follows the title"):
+        parse_topology("==== Weight between two GPUs ====\nnothing here\n")
+
+
+def test_section_twice() -> None:
+    table = matrix_text("Weight between two GPUs", lambda i, j: 15 * (i != j), 2)
+    with pytest.raises(TopologyError, match="appears twice"):
+        parse_topology(table + table)
+
+
+def test_numa_for_a_gpu_without_table_row() -> None:
+    text = matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 2) + "GPU[5]\t\t: (Topology) Numa Node: 1\n"
+    with pytest.raises(TopologyError, match=r"NUMA nodes are given for GPUs \[5\]"):
+        parse_topology(text)
+
+
+def test_more_than_sixteen_gpus() -> None:
+    with pytest.raises(TopologyError, match="17 GPUs; 1 to 16 are supported"):
+        parse_topology(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 17))
+
+
+def test_amd_smi_table_without_bdf_header() -> None:
+    with pytest.raises(TopologyError, match="'WEIGHT TABLE': expected a header of PCI addresses"):
+        parse_topology("WEIGHT TABLE:\n  gpu0 gpu1\ngpu0 0 15\n")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[{\"gpu\": 0,", "not valid JSON"),
+    ("{\"gpu_data\": []}", "not a list of per-GPU objects"),
+    ("[{\"gpu\": 0, \"links\": [{\"gpu\": 0, \"weight\": 0}]}, {\"gpu\": 1, \"links\": []}]", "some GPU pairs are missing"),
+    ("[{\"gpu\": 0, \"links\": [{\"gpu\": 3, \"weight\": 15}]}]", r"GPUs \[3\] are not listed"),
+    ("[{\"gpu\": 0, \"weight\": \"N/A\"}]", "expected an object keyed gpu_<n>"),
+    ("[{\"gpu\": 0, \"bdf\": \"0000:0c:00.0\"}]", "no weight, hops or link_type data"),
+])
+def test_bad_amd_smi_json(text: str, message: str) -> None:
+    with pytest.raises(TopologyError, match=message):
+        parse_topology(text)
+
+
+def test_load_names_the_file(tmp_path: Path) -> None:
+    empty = tmp_path / "gpu-node-1.showtopo.txt"
+    empty.write_text("")
+    with pytest.raises(TopologyError, match=r"gpu-node-1\.showtopo\.txt: the input is empty"):
+        load_topology(empty)
+    with pytest.raises(TopologyError, match="missing.txt: cannot read"):
+        load_topology(tmp_path / "missing.txt")
+
+
+# ----------------------------------------------------------------------------------------- placement
+
+
+def test_mi250_gcd_pairs_stay_together() -> None:
+    topo = load_topology(MI250)
+    sets = place(topo, [2, 2, 2, 2])
+    assert sets == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert [numa_node_of(topo, s) for s in sets] == [0, 0, 1, 1]
+
+
+def test_mi250_halves_are_whole_packages_on_one_numa_node() -> None:
+    topo = load_topology(MI250)
+    assert place(topo, [4, 4]) == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert place(topo, [2, 2]) == [(0, 1), (2, 3)]
+    assert place(topo, [2, 4]) == [(0, 1), (4, 5, 6, 7)]
+
+
+def test_mi250_with_kfd_weights_still_keeps_packages_together() -> None:
+    """Real KFD weights: 15 for any direct XGMI link, 30 for two hops (links from rocm-systems#5763)."""
+    links = [[0, 4, 1, 0, 0, 0, 2, 0], [4, 0, 0, 1, 0, 1, 0, 0], [1, 0, 0, 4, 2, 0, 0, 0], [0, 1, 4, 0, 0, 0, 0, 1],
+             [0, 0, 2, 0, 0, 4, 1, 0], [0, 1, 0, 0, 4, 0, 0, 1], [2, 0, 0, 0, 1, 0, 0, 4], [0, 0, 0, 1, 0, 1, 4, 0]]
+    weight = [[0 if i == j else 15 if links[i][j] else 30 for j in range(8)] for i in range(8)]
+    assert place(topology(weight, [0, 0, 0, 0, 1, 1, 1, 1]), [2, 2, 2, 2]) == [(0, 1), (2, 3), (4, 5), (6, 7)]
+
+
+@pytest.mark.parametrize("path", [MI300X, MI300X_REAL])
+def test_mi300x_numa_local_halves(path: Path) -> None:
+    topo = load_topology(path)
+    sets = place(topo, [4, 4])
+    assert sets == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert [numa_node_of(topo, s) for s in sets] == [0, 1]
+    assert place(topo, [2, 2, 2, 2]) == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert place(topo, [8]) == [tuple(range(8))]
+    assert place(topo, [3, 5]) == [(0, 1, 2), (3, 4, 5, 6, 7)]  # the 5 cannot fit one node; the 3 can
+    # After GPU 0, node 0 has 3 GPUs left: the 4 goes to node 1 although (1, 2, 3, 4) has lower indices.
+    assert place(topo, [1, 4, 3]) == [(0,), (4, 5, 6, 7), (1, 2, 3)]
+
+
+def test_numa_locality_beats_lower_indices() -> None:
+    topo = topology([[0 if i == j else 15 for j in range(4)] for i in range(4)], [0, 1, 0, 1])
+    assert place(topo, [2]) == [(0, 2)]
+    assert place(topo, [2, 2]) == [(0, 2), (1, 3)]
+
+
+def test_link_weight_beats_numa_locality() -> None:
+    # XGMI pairs 0-2 and 1-3 cross the sockets; PCIe within a socket weighs more.
+    weight = [[0, 40, 15, 72], [40, 0, 72, 15], [15, 72, 0, 40], [72, 15, 40, 0]]
+    assert place(topology(weight, [0, 0, 1, 1]), [2, 2]) == [(0, 2), (1, 3)]
+
+
+def test_without_weights_link_type_or_hops_decide() -> None:
+    xgmi = lambda i, j: 0 if i == j else "XGMI" if i // 2 == j // 2 else "PCIE"  # noqa: E731
+    assert place(parse_topology(matrix_text("Link Type between two GPUs", xgmi, 4)), [2, 2]) == [(0, 1), (2, 3)]
+    ring = lambda i, j: 0 if i == j else 1 if (i - j) % 4 in (1, 3) else 2  # noqa: E731
+    assert place(parse_topology(matrix_text("Hops between two GPUs", ring, 4)), [2]) == [(0, 1)]
+    crossed = lambda i, j: 0 if i == j else "XGMI" if (i + j) % 2 == 0 else "PCIE"  # noqa: E731
+    assert place(parse_topology(matrix_text("Link Type between two GPUs", crossed, 4)), [2, 2]) == [(0, 2), (1, 3)]
+
+
+def test_sets_are_in_request_order_with_lowest_indices_first() -> None:
+    topo = load_topology(MI300X_JSON)  # no NUMA information: ties go to the lowest indices
+    assert place(topo, [1, 3]) == [(0,), (1, 2, 3)]
+    assert place(topo, [3, 1]) == [(0, 1, 2), (3,)]
+    assert place(topo, [1] * 8) == [(g,) for g in range(8)]
+    assert place(topo, []) == []
+
+
+def test_gpu_ids_come_from_the_tables() -> None:
+    text = matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 4)
+    for old, new in (("GPU3", "GPU7"), ("GPU2", "GPU5")):
+        text = text.replace(old, new)
+    topo = parse_topology(text)
+    assert topo.gpus == (0, 1, 5, 7)
+    assert place(topo, [2, 2]) == [(0, 1), (5, 7)]
+
+
+def test_deterministic() -> None:
+    topo = load_topology(MI250)
+    first = [place(topo, sizes) for sizes in ([2, 2, 2, 2], [4, 4], [3, 3], [1, 2, 5])]
+    assert all([place(topo, sizes) for sizes in ([2, 2, 2, 2], [4, 4], [3, 3], [1, 2, 5])] == first for _ in range(5))
+
+
+@pytest.mark.parametrize(("sizes", "message"), [
+    ([4, 4, 4], r"partitions \[4, 4, 4\] need 12 GPUs but the host has 8"),
+    ([4, 0], "partition 1 has size 0; sizes must be whole numbers >= 1"),
+    ([-2], "partition 0 has size -2"),
+    ([True], "partition 0 has size True"),
+])
+def test_impossible_requests(sizes: list, message: str) -> None:
+    with pytest.raises(PlacementError, match=message):
+        place(load_topology(MI300X), sizes)
+
+
+def test_numa_node_of() -> None:
+    topo = load_topology(PCIE_ISSUE)
+    assert numa_node_of(topo, [2]) == 3
+    assert numa_node_of(topo, [0, 1]) is None
+    assert numa_node_of(load_topology(MI300X_AMD_SMI), [0]) is None  # unknown
+    with pytest.raises(ValueError, match=r"GPUs \[9\] are not in the topology"):
+        numa_node_of(topo, [9])
+
+
+def brute_force(topo: Topology, sizes: list[int]) -> list[tuple[int, ...]]:
+    """The rule spelled out: min (weight, NUMA spread, sets in request order) over every assignment."""
+    def cost(s: tuple[int, ...]) -> tuple[int, int]:
+        weight = sum(topo.weight[a][b] + topo.weight[b][a] for a, b in itertools.combinations(s, 2))
+        nodes = {topo.numa[g] for g in s} - {None}
+        return weight, max(len(nodes) - 1, 0)
+
+    def assignments(free: frozenset, k: int):
+        if k == len(sizes):
+            yield ()
+            return
+        for s in itertools.combinations(sorted(free), sizes[k]):
+            for rest in assignments(free - set(s), k + 1):
+                yield (s, *rest)
+
+    def key(sets):
+        costs = [cost(s) for s in sets]
+        return sum(c[0] for c in costs), sum(c[1] for c in costs), sets
+    return list(min(assignments(frozenset(range(len(topo.gpus))), 0), key=key))
+
+
+def test_optimal_and_lowest_index_against_brute_force() -> None:
+    rng = random.Random(6)
+    for _ in range(150):
+        n = rng.randint(1, 7)
+        values = rng.choice([[15], [15, 30], [15, 30, 45], [40, 52, 72], list(range(1, 10))])
+        weight = [[0 if i == j else rng.choice(values) for j in range(n)] for i in range(n)]
+        numa = [rng.choice([0, 0, 1, 1, None]) for _ in range(n)]
+        sizes = []
+        while sum(sizes) < n and rng.random() < 0.75:
+            sizes.append(rng.randint(1, n - sum(sizes)))
+        topo = topology(weight, numa)
+        assert place(topo, sizes) == brute_force(topo, sizes), (weight, numa, sizes)
+
+
+def sixteen_gpu_hosts() -> dict[str, Topology]:
+    halves = [g // 8 for g in range(16)]
+    def mi250(i: int, j: int) -> int:  # 8 packages of 2 GCDs, ring of links between packages
+        return 0 if i == j else 15 if i // 2 == j // 2 else 30 if (i - j) % 4 == 2 or (i - j) % 16 in (3, 13) else 45
+    return {
+        "16 XGMI, 2 NUMA nodes": topology([[15 * (i != j) for j in range(16)] for i in range(16)], halves),
+        "2 XGMI hives over PCIe": topology(
+            [[0 if i == j else 15 if i // 8 == j // 8 else 72 for j in range(16)] for i in range(16)], halves),
+        "8 MI250-like packages": topology([[mi250(i, j) for j in range(16)] for i in range(16)], halves),
+        "PCIe, 4 NUMA nodes": topology(
+            [[0 if i == j else 40 if i // 4 == j // 4 else 52 for j in range(16)] for i in range(16)],
+            [g // 4 for g in range(16)]),
+    }
+
+
+@pytest.mark.parametrize("host", list(sixteen_gpu_hosts()))
+def test_sixteen_gpus_fast(host: str) -> None:
+    topo = sixteen_gpu_hosts()[host]
+    for sizes in ([2] * 8, [4, 4, 4, 4], [8, 8], [1] * 16, [3, 5, 8], [5, 5]):
+        started = time.process_time()  # CPU time: other tests share the machine
+        sets = place(topo, sizes)
+        elapsed = time.process_time() - started
+        assert sorted(len(s) for s in sets) == sorted(sizes)
+        assert len({g for s in sets for g in s}) == sum(sizes)
+        assert elapsed < 0.1, f"{host} {sizes}: {elapsed * 1000:.0f} ms"
+    assert place(topo, [8, 8]) == [tuple(range(8)), tuple(range(8, 16))]  # NUMA halves in every host
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "components.topology", *map(str, args)],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_cli_prints_topology_and_sets() -> None:
+    result = cli(MI250, "--partition", "2,2,2,2")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert list(out) == ["gpus", "numa", "weight", "hops", "link_type", "sets", "sets_numa"]
+    assert out["sets"] == [[0, 1], [2, 3], [4, 5], [6, 7]] and out["sets_numa"] == [0, 0, 1, 1]
+    assert out["weight"][0][:3] == [0, 15, 30] and out["link_type"][0][:2] == ["SELF", "XGMI"]
+
+
+def test_cli_without_partition() -> None:
+    result = cli(DATA / "amd_smi_2gpu_pcie_json_before_6.1.1_amdsmi_changelog.json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"gpus": [0, 1], "numa": [None, None], "weight": [[0, 40], [40, 0]],
+                                         "hops": [[0, 2], [2, 0]], "link_type": [["SELF", "PCIE"], ["PCIE", "SELF"]]}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["/etc/hostname"], "no topology table found; expected the output of `rocm-smi --showtopo`"),
+    (["missing.showtopo.txt"], "missing.showtopo.txt: cannot read"),
+    ([MI300X, "--partition", "4,x"], "argument --partition: expected sizes like 4,4"),
+    ([MI300X, "--partition", "8,8"], "need 16 GPUs but the host has 8"),
+    ([], "the following arguments are required: file"),
+])
+def test_cli_bad_input_one_line_exit_2(args: list, message: str) -> None:
+    result = cli(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_empty_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    result = cli(empty)
+    assert result.returncode == 2 and "the input is empty" in result.stderr and result.stderr.count("\n") == 1
