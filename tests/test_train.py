@@ -251,11 +251,17 @@ def test_single_process_with_a_user_entrypoint(tmp_path) -> None:
     """`python workloads/train.py` (no torchrun) with TRAIN_ENTRYPOINT pointing at user code on PYTHONPATH."""
     command = [sys.executable, str(TRAIN), "--checkpoint-dir", str(tmp_path), "--steps", "4",
                "--checkpoint-every", "2"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                            env=clean_env(TRAIN_ENTRYPOINT="custom_entry:build", PYTHONPATH=str(DATA)))
+    env = clean_env(TRAIN_ENTRYPOINT="custom_entry:build", PYTHONPATH=str(DATA))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     start, = events(result, "start")
     assert (start["world_size"], start["parameters"]) == (1, 4 * 3 + 3)  # the user's Linear(4, 3)
     assert [event["step"] for event in events(result, "step")] == [1, 2, 3, 4]
     assert steps_of(tmp_path) == [2, 4]
     assert set(final_state(tmp_path)["model"]) == {"weight", "bias"}
+
+    # Started again after it finished (a rescheduled pod): resumes at the end and exits 0 without training.
+    again = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert events(again, "step") == []
+    assert (events(again, "done")[0]["resumed_from"], events(again, "done")[0]["loss"]) == (4, None)

@@ -182,7 +182,7 @@ def train(config: TrainConfig, cluster: Cluster) -> None:
 
     window_start, window_steps = time.perf_counter(), 0
     timed_samples, timed_seconds, first_window = 0, 0.0, True
-    loss_value = float("nan")
+    loss_value: float | None = None  # stays None when a finished run is started again
     for step in range(start_step + 1, config.steps + 1):
         inputs, targets = workload.batch(step, cluster.rank, cluster.world_size)
         with autocast:
