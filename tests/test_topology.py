@@ -475,21 +475,22 @@ def test_cli_without_partition() -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["/etc/hostname"], "no topology table found; expected the output of `rocm-smi --showtopo`"),
+    (["{empty}"], "empty.txt: the input is empty"),
+    (["{text}"], "no topology table found; expected the output of `rocm-smi --showtopo`"),
+    (["{mismatch}"], "'Hops between two GPUs' lists GPUs [0, 1] but an earlier table lists GPUs [0, 1, 2, 3]"),
     (["missing.showtopo.txt"], "missing.showtopo.txt: cannot read"),
     ([MI300X, "--partition", "4,x"], "argument --partition: expected sizes like 4,4"),
     ([MI300X, "--partition", "8,8"], "need 16 GPUs but the host has 8"),
+    ([MI300X, "--partition", "4,0"], "partition 1 has size 0"),
     ([], "the following arguments are required: file"),
 ])
-def test_cli_bad_input_one_line_exit_2(args: list, message: str) -> None:
-    result = cli(*args)
+def test_cli_bad_input_one_line_exit_2(args: list, message: str, tmp_path: Path) -> None:
+    files = {"empty": "", "text": "GPU use (%): 0\nsome log line\n",
+             "mismatch": matrix_text("Weight between two GPUs", lambda i, j: 15 * (i != j), 4)
+             + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 2)}
+    for name, content in files.items():
+        (tmp_path / f"{name}.txt").write_text(content)
+    result = cli(*(str(a).format(**{name: tmp_path / f"{name}.txt" for name in files}) for a in args))
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and message in result.stderr and "Traceback" not in result.stderr
-
-
-def test_cli_empty_file(tmp_path: Path) -> None:
-    empty = tmp_path / "empty.txt"
-    empty.write_text("")
-    result = cli(empty)
-    assert result.returncode == 2 and "the input is empty" in result.stderr and result.stderr.count("\n") == 1
