@@ -20,7 +20,7 @@ from components.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from components.synth import ROOT, SECRET, Plan, ProgramRefused, manifest_of, synthesize
 from components.training import PROGRAM_DIR, SETTINGS_CHECK, program_files
 from conftest import CONTAINER, REMOTE_IMAGE, env_of, stack_file
-from k8s_validation import CrdSchemas, validate_all
+from k8s_validation import validate_all
 
 DATA = Path(__file__).parent / "data"
 P = "rocm-stack:"
@@ -35,7 +35,8 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SECRET_KIND = "kubernetes:core/v1:Secret"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
-CRDS = CrdSchemas.from_files(DATA / "kubernetes" / "deviceconfig-crd.yaml")
+WORKLOAD_COMPONENTS = ("rocm-stack:workloads:TrainingJob", "rocm-stack:workloads:VllmServer",
+                       "rocm-stack:workloads:DockerTraining", "rocm-stack:workloads:DockerVllm")
 
 
 def _own_namespace(config: dict[str, Any], namespace: str) -> None:
@@ -43,7 +44,8 @@ def _own_namespace(config: dict[str, Any], namespace: str) -> None:
     kubernetes = config.setdefault(P + "kubernetes", {})
     if config[P + "environment"] == "prod":
         kubernetes.setdefault("provider", {"context": "gpu-prod"})
-    kubernetes["namespaces"] = [*kubernetes.get("namespaces", []), namespace]
+    if namespace not in kubernetes.setdefault("namespaces", []):
+        kubernetes["namespaces"].append(namespace)
 
 
 def dev_config() -> dict[str, Any]:
@@ -132,12 +134,24 @@ def docker_container(plan: Plan, name: str) -> dict[str, Any]:
     return plan.get(CONTAINER, name)
 
 
+def partition_containers(plan: Plan) -> dict[str, dict[str, Any]]:
+    """Containers of GPU partitions (GpuHost's own and workloads'), not other concerns' (e.g. exporters)."""
+    return {c["name"]: c for c in plan.of_type(CONTAINER)
+            if any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))}
+
+
+def workload_objects(plan: Plan) -> list[dict[str, Any]]:
+    """The Kubernetes objects the workload components declare."""
+    return [manifest_of(r) for r in plan.kubernetes_objects()
+            if any(f"${kind}::" in r["parent"] for kind in WORKLOAD_COMPONENTS)]
+
+
 # --- every Kubernetes object is valid --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("plan_name", ["dev", "prod"])
 def test_every_manifest_passes_strict_validation(plan_name, request):
     plan = request.getfixturevalue(plan_name)
-    objects = [manifest_of(r) for r in plan.kubernetes_objects()]
+    objects = workload_objects(plan)
     for obj in objects:
         if obj["kind"] == "Secret":
             # synth redacts the whole stringData; validate the shape the provider sends
@@ -145,7 +159,7 @@ def test_every_manifest_passes_strict_validation(plan_name, request):
             obj["stringData"] = {"token": "redacted"}
     kinds = {o["kind"] for o in objects}
     assert {"Job", "Service", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Secret"} <= kinds
-    assert validate_all(objects, CRDS) == len(objects)
+    assert validate_all(objects) == len(objects)
 
 
 # --- training on Kubernetes ------------------------------------------------------------------------------------
@@ -207,7 +221,7 @@ def test_checkpoints_on_pvc_in_prod_and_hostpath_by_default_in_dev(prod):
     del config[P + "training"][0]["kubernetes"]["checkpoints"]
     config[P + "training"][0]["kubernetes"]["nodes"] = 1
     plan = synth("dev", config, TOKEN)
-    assert not plan.of_type(PVC)
+    assert "PersistentVolumeClaim" not in {o["kind"] for o in workload_objects(plan)}
     volumes = {v["name"]: v for v in pod_spec(plan, JOB, "tiny")["volumes"]}
     assert volumes["checkpoints"]["hostPath"] == {"path": "/var/lib/rocm-stack/checkpoints/tiny",
                                                   "type": "DirectoryOrCreate"}
@@ -315,7 +329,7 @@ def test_docker_training_uploads_the_same_program(prod):
 
 
 def test_claimed_partitions_leave_gpu_host_and_others_stay(prod):
-    containers = {c["name"]: c for c in prod.of_type(CONTAINER)}
+    containers = partition_containers(prod)
     assert len(containers) == 8  # still one container per partition
     by_parent = {name: c["parent"].rsplit("::", 1)[-1] for name, c in containers.items()}
     assert by_parent["gpu-node-1-train-a"] == by_parent["gpu-node-2-train-a"] == "llm-pretrain"
@@ -392,12 +406,12 @@ def test_pod_disruption_budget_in_prod_only(prod, dev):
     assert pdb["spec"]["minAvailable"] == 1
     pod_labels = manifest(prod, DEPLOYMENT, "llama")["spec"]["template"]["metadata"]["labels"]
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert not dev.of_type(PDB)
+    assert "PodDisruptionBudget" not in {o["kind"] for o in workload_objects(dev)}
 
 
 def test_no_token_no_secret_for_an_open_model():
     plan = synth("dev", dev_config())
-    assert not plan.of_type(SECRET_KIND)
+    assert "Secret" not in {o["kind"] for o in workload_objects(plan)}
     env = env_dict(pod_spec(plan, DEPLOYMENT, "chat")["containers"][0])
     assert "HF_TOKEN" not in env
     assert "HF_TOKEN_PATH" not in env_of(docker_container(plan, "workstation-serve"))
@@ -504,6 +518,7 @@ def test_bad_config_is_refused_naming_the_key(case):
 ])
 def test_gated_model_requires_the_huggingface_token(change):
     config = prod_config()
+    config.pop(P + "huggingfaceToken", None)  # a committed stack may hold one
     config[P + "inference"][0].update(change)
     message = refusal("prod", config, secrets=None)
     assert "rocm-stack:huggingfaceToken: inference 'llama' serves the gated model" in message
@@ -544,9 +559,12 @@ def test_reordering_workloads_renames_nothing():
 
 
 def test_no_workloads_declares_none_and_gpu_host_keeps_its_containers():
-    plan = synth("dev", stack_file("dev"))
+    config = {key: value for key, value in dev_config().items() if key not in (P + "training", P + "inference")}
+    plan = synth("dev", config)
     assert not [r for r in plan.resources if r["type"].startswith("rocm-stack:workloads:")]
-    assert [c["name"] for c in plan.of_type(CONTAINER)] == ["workstation-rocm-dev"]
+    containers = partition_containers(plan)
+    assert sorted(containers) == ["workstation-serve", "workstation-train"]
+    assert all("$rocm-stack:docker:GpuHost::workstation" in c["parent"] for c in containers.values())
 
 
 # --- config model ----------------------------------------------------------------------------------------------
