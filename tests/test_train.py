@@ -4,6 +4,7 @@ Each torchrun costs ~5 s on 2 cores (three processes import torch), so runs are 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -147,7 +148,6 @@ def test_store_falls_back_past_every_kind_of_damage(tmp_path) -> None:
     by_step[4].path.write_bytes(bytes(data))
     by_step[3].path.write_bytes(b"")  # zero-length after a crash
     # Checksum matches but it is no checkpoint: the name's hash is honest, torch.load refuses.
-    import hashlib
     garbage = b"not a torch file"
     (tmp_path / f"ckpt-000000005-{hashlib.sha256(garbage).hexdigest()}.pt").write_bytes(garbage)
 
@@ -247,9 +247,22 @@ def test_program_exits_2_on_settings_this_machine_cannot_run(tmp_path) -> None:
         assert no_gpu.returncode == 2 and "backend nccl needs a visible GPU" in no_gpu.stderr
 
 
+def configmap_copy_of_program(root: Path) -> Path:
+    """workloads/*.py laid out like a Kubernetes ConfigMap volume: each file a symlink through `..data`."""
+    version = root / "workloads" / "..2026_01_01_00_00_00.000000001"
+    version.mkdir(parents=True)
+    (root / "workloads" / "..data").symlink_to(version.name)
+    for source in (REPO / "workloads").glob("*.py"):
+        shutil.copy(source, version / source.name)
+        (root / "workloads" / source.name).symlink_to(f"..data/{source.name}")
+    return root / "workloads" / "train.py"
+
+
 def test_single_process_with_a_user_entrypoint(tmp_path) -> None:
-    """`python workloads/train.py` (no torchrun) with TRAIN_ENTRYPOINT pointing at user code on PYTHONPATH."""
-    command = [sys.executable, str(TRAIN), "--checkpoint-dir", str(tmp_path), "--steps", "4",
+    """`python .../train.py` (no torchrun) from a ConfigMap-style copy, TRAIN_ENTRYPOINT naming user code."""
+    train = configmap_copy_of_program(tmp_path / "opt")
+    checkpoints = tmp_path / "checkpoints"
+    command = [sys.executable, str(train), "--checkpoint-dir", str(checkpoints), "--steps", "4",
                "--checkpoint-every", "2"]
     env = clean_env(TRAIN_ENTRYPOINT="custom_entry:build", PYTHONPATH=str(DATA))
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
@@ -257,8 +270,8 @@ def test_single_process_with_a_user_entrypoint(tmp_path) -> None:
     start, = events(result, "start")
     assert (start["world_size"], start["parameters"]) == (1, 4 * 3 + 3)  # the user's Linear(4, 3)
     assert [event["step"] for event in events(result, "step")] == [1, 2, 3, 4]
-    assert steps_of(tmp_path) == [2, 4]
-    assert set(final_state(tmp_path)["model"]) == {"weight", "bias"}
+    assert steps_of(checkpoints) == [2, 4]
+    assert set(final_state(checkpoints)["model"]) == {"weight", "bias"}
 
     # Started again after it finished (a rescheduled pod): resumes at the end and exits 0 without training.
     again = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)

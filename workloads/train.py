@@ -45,8 +45,10 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
-    # `torchrun workloads/train.py` runs this file as a script: make `import workloads.*` mean this checkout.
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # `torchrun workloads/train.py` runs this file as a script: make `import workloads.*` mean the folder this file
+    # is in. abspath, not resolve(): a Kubernetes ConfigMap mount makes each file a symlink into a hidden
+    # `..<timestamp>/` folder, whose parent is not the folder that holds `workloads/`.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch
 import torch.distributed as dist
