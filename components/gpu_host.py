@@ -98,6 +98,8 @@ class GpuHost(pulumi.ComponentResource):
             # RCCL moves data between ranks through host shared memory and IPC handles.
             ipc_mode="host",
             shm_size=c.shm_size // (1024 * 1024),  # the provider takes MiB
+            # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
+            cpu_set=c.cpuset,
             capabilities=docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[profile]),
             security_opts=SECURITY_OPTS[profile],
             ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip)

@@ -210,6 +210,8 @@ def _docker_run_line(container: dict[str, Any], image_names: Mapping[str, str]) 
         args.append(f"--ipc={i['ipcMode']}")
     if "shmSize" in i:
         args.append(f"--shm-size={i['shmSize']}m")
+    if "cpuSet" in i:
+        args.append(f"--cpuset-cpus={i['cpuSet']}")
     args += [f"--cap-add={c}" for c in i.get("capabilities", {}).get("adds", [])]
     args += [f"--cap-drop={c}" for c in i.get("capabilities", {}).get("drops", [])]
     args += [f"--security-opt={o}" for o in i.get("securityOpts", [])]

@@ -5,6 +5,7 @@ import pytest
 
 from components.config import ConfigError, load
 from components.config.docker import image_pin_problem
+from components.synth import ROOT
 from conftest import refusal, stack_file
 
 P = "rocm-stack:"
@@ -37,6 +38,9 @@ def test_setting_one_image_keeps_the_other_defaults():
     cfg = load("dev", {P + "images": {"pytorch": "rocm/pytorch:custom-1"}})
     assert cfg.images["pytorch"] == "rocm/pytorch:custom-1"
     assert cfg.images["vllm"].startswith("rocm/vllm:rocm")
+
+
+MI300X_TOPOLOGY = str(ROOT / "tests/data/topology/handwritten_rocm_smi_8x_mi300x.txt")
 
 
 def host(name="h1", **extra):
@@ -91,6 +95,21 @@ BAD_CONFIGS = {
     "unknown environment": ("dev", {P + "environment": "qa"}, "environment", "'dev' or 'prod'"),
     "registry without password": ("dev", {P + "registry": {"server": "registry.example.com", "username": "ci"}},
                                   "registryPassword", "pulumi config set --secret registryPassword"),
+    "both gpus and gpuCount": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [0], "gpuCount": 1}])]},
+                               "hosts[0].containers[0].gpuCount", "not both"),
+    "gpuCount on some containers only": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpuCount": 4},
+                                                                                {"name": "b", "gpus": [4]}])]},
+                                         "hosts[0].containers", "or none"),
+    "gpuCount sizes too large": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpuCount": 4},
+                                                                        {"name": "b", "gpuCount": 5}])]},
+                                 "hosts[0].containers", "need 9 GPUs but host 'h1' has 8"),
+    "missing topology file": ("dev", {P + "hosts": [host(topology="hosts/nope.showtopo.txt")]},
+                              "hosts[0].topology", "cannot read"),
+    "not a topology file": ("dev", {P + "hosts": [host(topology=str(ROOT / "README.md"))]},
+                            "hosts[0].topology", "no topology table found"),
+    "topology of another host size": ("dev", {P + "hosts": [host(gpus=4, topology=MI300X_TOPOLOGY)]},
+                                      "hosts[0].topology", "describes 8 GPUs but the host declares gpus: 4"),
+    "bad cpuset": ("dev", {P + "hosts": [host(numaCpus={"0": "0-47;48-95"})]}, "hosts[0].numaCpus.0", "pattern"),
     "plain-text token": ("dev", {P + "huggingfaceToken": "hf_abc"}, "huggingfaceToken", "must be a Pulumi secret"),
 }
 

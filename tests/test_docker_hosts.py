@@ -52,7 +52,7 @@ def test_every_container_gets_rocm_device_access(plan_name, request):
 def test_prod_partitions_match_hip_visible_devices(prod_plan):
     seen = {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in on_gpu_hosts(prod_plan, CONTAINER)}
     assert seen == {f"gpu-node-{i}-{name}": devices for i in range(1, 5)
-                    for name, devices in (("train-a", "0,1,2,3"), ("serve-b", "4,5,6,7"))}
+                    for name, devices in (("serve-b", "0,1,2,3"), ("train-a", "4,5,6,7"))}
 
 
 def test_prod_is_hardened(prod_plan):
@@ -119,3 +119,42 @@ def test_registry_password_reaches_the_provider_as_a_secret():
     # The provider gets its registry settings as one JSON value, secret as a whole because it holds one.
     assert provider["inputs"]["registryAuth"] == SECRET
     assert "s3cret" not in str(plan.to_json())
+
+
+def _partitions(plan):
+    return {c["name"]: (env_of(c)["HIP_VISIBLE_DEVICES"], c["inputs"].get("cpuSet"))
+            for c in on_gpu_hosts(plan, CONTAINER)}
+
+
+def test_prod_partitions_are_numa_local_with_their_cpus(prod_plan):
+    """prod asks for two gpuCount: 4 partitions per host; the saved MI300X topology puts each on one NUMA node
+    (in container-name order: serve-b first)."""
+    for i in range(1, 5):
+        assert _partitions(prod_plan)[f"gpu-node-{i}-serve-b"] == ("0,1,2,3", "0-95,192-287")
+        assert _partitions(prod_plan)[f"gpu-node-{i}-train-a"] == ("4,5,6,7", "96-191,288-383")
+
+
+def test_mi250_gcd_pairs_stay_together():
+    containers = [{"name": f"p{i}", "gpuCount": 2} for i in range(4)]
+    plan = synthesize("dev", {P + "hosts": [{
+        "name": "mi250", "gpus": 8, "gpuModel": "MI250",
+        "topology": "tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt", "containers": containers}],
+        P + "monitoring": {"gpuModel": "MI250"}})
+    assert _partitions(plan) == {"mi250-p0": ("0,1", None), "mi250-p1": ("2,3", None),
+                                 "mi250-p2": ("4,5", None), "mi250-p3": ("6,7", None)}
+
+
+def test_gpu_count_without_topology_takes_consecutive_gpus():
+    plan = synthesize("dev", {P + "hosts": [{"name": "box", "gpus": 8, "containers": [
+        {"name": "a", "gpuCount": 2}, {"name": "b", "gpuCount": 6}]}]})
+    assert _partitions(plan) == {"box-a": ("0,1", None), "box-b": ("2,3,4,5,6,7", None)}
+
+
+def test_explicit_gpus_get_the_numa_cpus_of_their_node_and_cpuset_wins():
+    plan = synthesize("dev", {P + "hosts": [{
+        "name": "box", "gpus": 8, "topology": "hosts/mi300x-8gpu.showtopo.txt",
+        "numaCpus": {0: "0-47", 1: "48-95"},
+        "containers": [{"name": "a", "gpus": [4, 5]}, {"name": "b", "gpus": [3, 6]},
+                       {"name": "c", "gpus": [0], "cpuset": "2-3"}]}]})
+    # b spans both NUMA nodes: no cpuset hint rather than a wrong one.
+    assert _partitions(plan) == {"box-a": ("4,5", "48-95"), "box-b": ("3,6", None), "box-c": ("0", "2-3")}

@@ -45,7 +45,7 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     train = next(r for r in runs if "train-a" in r)
     # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
     for flag in ["--device=/dev/kfd", "--device=/dev/dri", "--ipc=host", "--cap-add=SYS_NICE",
-                 "HIP_VISIBLE_DEVICES=0,1,2,3", "--shm-size=65536m"]:
+                 "HIP_VISIBLE_DEVICES=4,5,6,7", "--cpuset-cpus=96-191,288-383", "--shm-size=65536m"]:
         assert flag in train
     assert train[train.index("--group-add") + 1] == "video"
     assert "render" in train

@@ -153,6 +153,14 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ())
     except ValidationError as error:
         raise ConfigError(problems + list(_pydantic_problems(error, data))) from None
     problems += [ConfigProblem(path, message) for path, message in _cross_checks(cfg)]
+    if not problems:
+        # Partition sizes become GPU indices (and NUMA-local cpusets) once the layout itself is sound.
+        hosts = []
+        for index, host in enumerate(cfg.hosts):
+            host, placement_problems = docker.place_partitions(host, f"hosts[{index}]")
+            hosts.append(host)
+            problems += [ConfigProblem(path, message) for path, message in placement_problems]
+        cfg = cfg.model_copy(update={"hosts": hosts})
     if cfg.registry is not None and f"{prefix}registryPassword" not in secret_keys:
         problems.append(ConfigProblem("registryPassword", (
             "`rocm-stack:registry` is set but its password is missing; run "

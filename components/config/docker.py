@@ -12,6 +12,8 @@ from .base import ConfigModel
 
 # A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it.
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+# A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
+CpuList = Annotated[str, Field(pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")]
 
 # docker/distribution reference grammar, reduced to what pinning needs: repository[:tag][@digest].
 _IMAGE_REF = re.compile(
@@ -82,8 +84,12 @@ class ContainerConfig(ConfigModel):
     name: Name
     # A key of `rocm-stack:images`.
     image: str = "pytorch"
-    # Explicit GPU indices on the host; when absent the container gets every GPU of the host.
+    # Explicit GPU indices on the host; when absent (and no gpuCount) the container gets every GPU of the host.
     gpus: list[Annotated[int, Field(ge=0)]] | None = None
+    # Or a partition size: the loader picks the GPUs from the host's topology (see place_partitions).
+    gpu_count: Annotated[int, Field(ge=1, le=16)] | None = None
+    # CPUs for `--cpuset-cpus`; defaults to the NUMA node of the partition when the host declares numaCpus.
+    cpuset: CpuList | None = None
     command: list[str] = []
     env: dict[str, str] = {}
     # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
@@ -98,6 +104,10 @@ class HostConfig(ConfigModel):
     docker: DockerEndpoint = DockerEndpoint()
     gpus: Annotated[int, Field(ge=1, le=16)] = 1
     gpu_model: Literal["MI300X", "MI325X", "MI308X", "MI250X", "MI250", "MI210", "other"] = "MI300X"
+    # Saved `rocm-smi --showtopo` / `amd-smi topology [--json]` output, relative to the project directory.
+    topology: str | None = None
+    # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.
+    numa_cpus: dict[int, CpuList] = {}
     containers: list[ContainerConfig] = [ContainerConfig(name="rocm-dev")]
 
 
@@ -129,6 +139,8 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
             c_at = f"{at}.containers[{c_index}]"
             if container.image not in images:
                 yield f"{c_at}.image", f"unknown image '{container.image}'; expected one of {sorted(images)}"
+            if container.gpus is not None and container.gpu_count is not None:
+                yield f"{c_at}.gpuCount", "set either `gpus` (explicit indices) or `gpuCount` (a size), not both"
             if container.gpus is None:
                 continue
             if not container.gpus:
@@ -144,8 +156,65 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
                     )
                 else:
                     owner[gpu] = container.name
-        if len(host.containers) > 1 and any(c.gpus is None for c in host.containers):
+        sized = [c for c in host.containers if c.gpu_count is not None]
+        if sized and len(sized) != len(host.containers):
             yield f"{at}.containers", (
-                "when a host has several containers each must list its `gpus`, "
+                "give every container of a host a `gpuCount`, or none: sizes are placed on the whole host"
+            )
+        elif len(host.containers) > 1 and any(c.gpus is None and c.gpu_count is None for c in host.containers):
+            yield f"{at}.containers", (
+                "when a host has several containers each must list its `gpus` or `gpuCount`, "
                 "otherwise they would all share every GPU"
             )
+        if sum(c.gpu_count or 0 for c in sized) > host.gpus:
+            yield f"{at}.containers", (
+                f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count for c in sized)} "
+                f"GPUs but host '{host.name}' has {host.gpus}"
+            )
+        for node in host.numa_cpus:
+            if node < 0:
+                yield f"{at}.numaCpus", f"NUMA node {node} is not a node number (0, 1, ...)"
+
+
+def place_partitions(host: HostConfig, at: str) -> tuple[HostConfig, list[tuple[str, str]]]:
+    """The host with every container's `gpus` and `cpuset` decided, and the problems found doing so.
+
+    `gpuCount` sizes are placed with the host's topology file (least XGMI/PCIe link weight inside each set,
+    one NUMA node per set where it fits), or on consecutive GPUs without one. A container's set on one NUMA
+    node gets that node's CPUs from `numaCpus` unless it names its own `cpuset`.
+    """
+    from components.topology import PlacementError, TopologyError, load_topology, numa_node_of, place
+
+    topology = None
+    if host.topology is not None:
+        try:
+            topology = load_topology(host.topology)
+        except TopologyError as error:
+            return host, [(f"{at}.topology", f"{error}; expected saved `rocm-smi --showtopo` or `amd-smi topology` output")]
+        if len(topology.gpus) != host.gpus:
+            return host, [(f"{at}.topology", (
+                f"the file describes {len(topology.gpus)} GPUs but the host declares gpus: {host.gpus}"))]
+    # Placed in container-name order, so that reordering the list moves no container to other GPUs.
+    sized = sorted((c for c in host.containers if c.gpu_count is not None), key=lambda c: c.name)
+    gpus_of: dict[str, list[int]] = {}
+    if sized:
+        sizes = [c.gpu_count for c in sized]
+        try:
+            sets = place(topology, sizes) if topology is not None else None
+        except PlacementError as error:
+            return host, [(f"{at}.containers", str(error))]
+        if sets is None:
+            starts = [sum(sizes[:i]) for i in range(len(sizes))]
+            sets = [tuple(range(start, start + size)) for start, size in zip(starts, sizes)]
+        gpus_of = {c.name: list(gpus) for c, gpus in zip(sized, sets)}
+    containers = [c.model_copy(update={"gpus": gpus_of[c.name]}) if c.name in gpus_of else c
+                  for c in host.containers]
+    if topology is not None and host.numa_cpus:
+        placed = []
+        for c in containers:
+            node = numa_node_of(topology, c.gpus if c.gpus is not None else topology.gpus)
+            if c.cpuset is None and node in host.numa_cpus:
+                c = c.model_copy(update={"cpuset": host.numa_cpus[node]})
+            placed.append(c)
+        containers = placed
+    return host.model_copy(update={"containers": containers}), []
