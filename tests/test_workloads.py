@@ -140,6 +140,16 @@ def partition_containers(plan: Plan) -> dict[str, dict[str, Any]]:
             if any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))}
 
 
+def gpus_of_partition(plan: Plan, host: str, partition: str) -> str:
+    """The partition's 4 GPUs: disjoint from, and together with, the host's other partition all 8 of its GPUs."""
+    containers = partition_containers(plan)
+    mine = env_of(containers[f"{host}-{partition}"])["HIP_VISIBLE_DEVICES"]
+    [other] = [env_of(c)["HIP_VISIBLE_DEVICES"] for name, c in containers.items()
+               if name.startswith(f"{host}-") and name != f"{host}-{partition}"]
+    assert sorted(int(g) for g in f"{mine},{other}".split(",")) == list(range(8)) and len(mine.split(",")) == 4
+    return mine
+
+
 def workload_objects(plan: Plan) -> list[dict[str, Any]]:
     """The Kubernetes objects the workload components declare."""
     return [manifest_of(r) for r in plan.kubernetes_objects()
@@ -251,12 +261,20 @@ def test_program_ships_as_configmap_mounted_where_torchrun_runs_it(prod):
     assert mounts["program"] == {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True}
 
 
+def mount_config_map(data: dict[str, str], mount: Path) -> None:
+    """The layout the kubelet gives a ConfigMap volume: each key a symlink through `..data` into a timestamped dir."""
+    payload = mount / "..2026_01_01_00_00_00.000000001"
+    payload.mkdir(parents=True)
+    for name, text in data.items():
+        (payload / name).write_text(text)
+        (mount / name).symlink_to(Path("..data") / name)
+    (mount / "..data").symlink_to(payload.name)
+
+
 def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(prod, tmp_path):
     """What the init container and the trainer run, from the ConfigMap's files alone (CPU, gloo)."""
     program = tmp_path / "rocm-stack" / "workloads"
-    program.mkdir(parents=True)
-    for name, text in manifest(prod, CONFIG_MAP, "llm-pretrain-program")["data"].items():
-        (program / name).write_text(text)
+    mount_config_map(manifest(prod, CONFIG_MAP, "llm-pretrain-program")["data"], program)
     pod = pod_spec(prod, JOB, "llm-pretrain")
     [check] = pod["initContainers"]
     assert check["command"][:3] == ["python3", "-c", SETTINGS_CHECK]
@@ -303,7 +321,7 @@ def test_docker_training_runs_standalone_per_partition(prod):
         assert i["command"] == ["torchrun", "--standalone", "--nproc-per-node", "4",
                                 "/opt/rocm-stack/workloads/train.py"]
         env = env_of(c)
-        assert env["HIP_VISIBLE_DEVICES"] == "0,1,2,3"
+        assert env["HIP_VISIBLE_DEVICES"] == gpus_of_partition(prod, host, "train-a")
         assert env["CHECKPOINT_DIR"] == "/checkpoints" and env["TRAIN_STEPS"] == "100000"
         assert (i["restart"], i["maxRetryCount"], i["mustRun"]) == ("on-failure", 5, False)
         assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/checkpoints/llm-pretrain/train-a",
@@ -429,7 +447,7 @@ def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     assert (i["restart"], i["mustRun"]) == ("unless-stopped", True)
     assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/huggingface", "containerPath": MODEL_CACHE_MOUNT}]
     env = env_of(c)
-    assert env["HIP_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert env["HIP_VISIBLE_DEVICES"] == gpus_of_partition(prod, "gpu-node-3", "serve-b")
     # The token is a file upload (secret); the environment stays readable in previews.
     assert env["HF_TOKEN_PATH"] == DOCKER_TOKEN_FILE and "HF_TOKEN" not in env
     assert i["uploads"] == SECRET

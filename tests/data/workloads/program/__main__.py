@@ -5,6 +5,8 @@ It adds what the lead adds to the real program (see /work/notes/readme-workloads
 the Hugging Face token check, and the wiring. tests/test_workloads.py runs the real project as soon as
 StackConfig has `training`; delete this folder then.
 """
+import os
+from pathlib import Path
 from unittest import mock
 
 import pulumi
@@ -17,6 +19,9 @@ from components.config import workloads as workloads_section
 from components.gpu_host import GpuHost, GpuHostArgs
 from components.kubernetes import build_kubernetes
 from components.workloads import build_workloads, host_for_gpu_host
+
+# Stack files name files relative to the real project (hosts[].topology): run from there, as the real program does.
+os.chdir(Path(__file__).resolve().parents[4])
 
 NEW_FIELDS = {
     "kubernetes": (kubernetes_section.KubernetesConfig | None, None),
