@@ -12,6 +12,7 @@ import pulumi
 import pulumi_docker as docker
 
 from .config.docker import ContainerConfig, HostConfig, SecurityProfile
+from .config.workloads import partition_size
 from .gpu_host import CAPABILITIES, ROCM_DEVICES, ROCM_GROUPS, SECURITY_OPTS, visible_devices
 
 
@@ -34,7 +35,7 @@ class Partition:
 
     @property
     def gpu_count(self) -> int:
-        return len(self.container.gpus) if self.container.gpus is not None else self.host.gpus
+        return partition_size(self.host, self.container)
 
     @property
     def hip_visible_devices(self) -> str:
@@ -77,6 +78,8 @@ def workload_container(partition: Partition, args: WorkloadContainerArgs,
         # RCCL moves data between ranks through host shared memory and IPC handles.
         ipc_mode="host",
         shm_size=args.shm_size_bytes // (1024 * 1024),  # the provider takes MiB
+        # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
+        cpu_set=c.cpuset,
         capabilities=docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[args.security_profile]),
         security_opts=SECURITY_OPTS[args.security_profile],
         ports=list(args.ports) or None,

@@ -340,6 +340,15 @@ def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod
             assert (i["capabilities"]["adds"], i["securityOpts"]) == (caps, opts)
 
 
+def test_docker_workload_containers_are_pinned_to_their_numa_node_like_gpu_host_containers(prod):
+    containers = partition_containers(prod)
+    for host, claimed in (("gpu-node-1", "train-a"), ("gpu-node-3", "serve-b")):
+        mine, other = (containers[f"{host}-{name}"]["inputs"].get("cpuSet")
+                       for name in (claimed, {"train-a": "serve-b", "serve-b": "train-a"}[claimed]))
+        # prod's numaCpus: one NUMA node per 4-GPU partition
+        assert {mine, other} == {"0-95,192-287", "96-191,288-383"}
+
+
 def test_docker_training_uploads_the_same_program(prod):
     uploads = docker_container(prod, "gpu-node-1-train-a")["inputs"]["uploads"]
     assert {u["file"]: u["content"] for u in uploads} == {
@@ -479,6 +488,9 @@ BAD = {
                                     "inference[0].kubernetes.gpus: tensorParallelSize 2 does not divide the 3 GPUs"),
     "tp-does-not-divide-partition": ("dev", "inference[0].tensorParallelSize", 2,
                                      "inference[0].docker.partitions[0]: tensorParallelSize 2 does not divide the 1"),
+    "tp-does-not-divide-sized-partition": ("prod", "inference[0].tensorParallelSize", 8,
+                                           "inference[0].docker.partitions[0]: tensorParallelSize 8 does not divide "
+                                           "the 4 GPU(s) of partition 'gpu-node-3/serve-b'"),
     "fleet-too-few-nodes": ("prod", "training[0].kubernetes.nodes", 5,
                             "training[0].kubernetes.nodes: 5 nodes, but gpuFleet has 4"),
     "fleet-too-few-gpus-per-node": ("prod", "gpuFleet.gpusPerNode", 4,

@@ -20,7 +20,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, StringConstraints
 
 from .base import ConfigModel
-from .docker import HostConfig
+from .docker import ContainerConfig, HostConfig
 from .kubernetes import BUILTIN_NAMESPACES, KubernetesConfig, NamespaceName
 
 
@@ -295,6 +295,13 @@ class _StackWithWorkloads(Protocol):
     inference: list[InferenceConfig]
 
 
+def partition_size(host: HostConfig, container: ContainerConfig) -> int:
+    """GPUs of a partition: its indices, else its size (placed later by the loader), else the whole host."""
+    if container.gpus is not None:
+        return len(container.gpus)
+    return container.gpu_count or host.gpus
+
+
 def partitions_claimed(cfg: _StackWithWorkloads) -> dict[tuple[str, str], TrainingConfig | InferenceConfig]:
     """(host, container) -> the workload running in that Docker partition."""
     claimed: dict[tuple[str, str], TrainingConfig | InferenceConfig] = {}
@@ -437,7 +444,7 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                         yield f"{c_at}.{alias}", (f"partition '{ref}' runs {kind} '{workload.name}', which decides "
                                                   "this; remove the key")
                 if isinstance(workload, InferenceConfig):
-                    gpus = len(container.gpus) if container.gpus is not None else host.gpus
+                    gpus = partition_size(host, container)
                     tp = workload.tensor_parallel_size
                     if gpus % tp:
                         yield at, (f"tensorParallelSize {tp} does not divide the {gpus} GPU(s) of partition '{ref}'")
