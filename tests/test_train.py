@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # no pytest pythonpath setting yet: make `workloads` importable from the checkout
+from workloads.checkpoint import CheckpointStore, InvalidCheckpoint
+from workloads.config import OPTIONS, parse_config
+from workloads.train import main as train_main
 
-from workloads.checkpoint import CheckpointStore, InvalidCheckpoint  # noqa: E402
-from workloads.config import OPTIONS, parse_config  # noqa: E402
-from workloads.train import main as train_main  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TRAIN = REPO / "workloads" / "train.py"
 DATA = Path(__file__).resolve().parent / "data" / "train"
