@@ -21,6 +21,7 @@ import re
 import runpy
 import shlex
 import sys
+from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,7 +128,9 @@ def stack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any]:
     path = project_dir / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no stack file {path.relative_to(project_dir)}")
-    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    # libyaml's loader when PyYAML has it: the pure-Python one takes seconds on a 1,000-host stack file.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return (yaml.load(path.read_text(), Loader=loader) or {}).get("config") or {}
 
 
 def _as_pulumi_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -234,9 +237,12 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
     """Per Docker provider (one per host daemon): the `docker pull` / `docker run` lines it declares."""
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
     image_names = {out["imageId"]: out["name"] for out in plan.mock_outputs.values() if "imageId" in out}
+    by_provider: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+    for resource in plan.resources:  # grouped once: scanning all resources per host is quadratic in hosts
+        by_provider[resource["provider"]].append(resource)
     scripts = {}
     for urn, provider in providers.items():
-        on_host = [r for r in plan.resources if r["provider"] == urn]
+        on_host = by_provider[urn]
         lines = ["#!/bin/sh", f"# What stack '{plan.stack}' declares on this host; compare with the ROCm docs.",
                  "set -eu", f"export DOCKER_HOST={shlex.quote(provider['inputs'].get('host', ''))}"]
         lines += [shlex.join(["docker", "pull", r["inputs"]["name"]])
