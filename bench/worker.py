@@ -1,0 +1,105 @@
+"""One measurement in a fresh interpreter, printed as JSON (run by `python -m bench`, one process per number
+so that ru_maxrss is the peak of that run alone).
+
+    python -m bench.worker synth PROJECT [--warmup PROJECT] [--repeat N] [--replay-out FILE]
+    python -m bench.worker start PROJECT      # seconds from here until the first resource is registered
+    python -m bench.worker import-pulumi      # seconds of `import pulumi` alone
+"""
+import time
+
+STARTED = time.perf_counter()  # before any other import: start times are measured from here
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+STACK = "bench"
+
+
+def replay_list(plan: Any) -> list[dict[str, Any]]:
+    """The plan's custom resources as the baseline program declares them (see bench/baseline/__main__.py)."""
+    custom = [r for r in plan.resources if r["custom"]]
+    keys = {r["urn"] for r in custom}
+    image_of = {outputs["imageId"]: urn for urn, outputs in plan.mock_outputs.items() if "imageId" in outputs}
+    return [{
+        "key": r["urn"],
+        "type": r["type"],
+        "name": r["name"],
+        "inputs": r["inputs"],
+        "provider": r["provider"] if r["provider"] in keys else None,
+        "dependsOn": [urn for urn in r["depends_on"] if urn in keys],
+        "outputOf": {key: {"key": image_of[value], "output": "image_id"} for key, value in r["inputs"].items()
+                     if isinstance(value, str) and value in image_of},
+    } for r in custom]
+
+
+def _synth(project: Path) -> Any:
+    from components.synth import synthesize
+
+    return synthesize(STACK, project_dir=project)
+
+
+def counts(plan: Any) -> dict[str, int]:
+    return {"resources": len(plan.resources), "custom": sum(r["custom"] for r in plan.resources)}
+
+
+def measure_synth(project: Path, warmup: Path | None, repeat: int, replay_out: Path | None) -> dict[str, Any]:
+    if warmup is not None:
+        _synth(warmup)  # lazy SDK imports and first-call caches, so that every repeat times the same work
+    seconds: list[float] = []
+    for attempt in range(repeat):
+        began = time.perf_counter()
+        plan = _synth(project)
+        seconds.append(time.perf_counter() - began)
+        if attempt == 0:
+            result = {**counts(plan), "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+            if replay_out is not None:
+                replay_out.write_text(json.dumps(replay_list(plan)))
+        del plan  # the next repeat must not hold two plans at once
+    return {**result, "seconds": seconds}
+
+
+def measure_start(project: Path) -> dict[str, Any]:
+    """Imports, config validation and everything else the program does before its first resource."""
+    from pulumi.runtime.mocks import MockMonitor
+
+    first: list[float] = []
+    register = MockMonitor.RegisterResource
+
+    def timed_register(self: MockMonitor, request: Any) -> Any:
+        if not first and request.type != "pulumi:pulumi:Stack":
+            first.append(time.perf_counter() - STARTED)
+        return register(self, request)
+
+    MockMonitor.RegisterResource = timed_register
+    _synth(project)
+    return {"seconds": first[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker")
+    sub = parser.add_subparsers(dest="what", required=True)
+    synth = sub.add_parser("synth")
+    synth.add_argument("project", type=Path)
+    synth.add_argument("--warmup", type=Path)
+    synth.add_argument("--repeat", type=int, default=1)
+    synth.add_argument("--replay-out", type=Path)
+    sub.add_parser("start").add_argument("project", type=Path)
+    sub.add_parser("import-pulumi")
+    args = parser.parse_args()
+    if args.what == "synth":
+        result = measure_synth(args.project, args.warmup, args.repeat, args.replay_out)
+    elif args.what == "start":
+        result = measure_start(args.project)
+    else:
+        import pulumi  # noqa: F401
+
+        result = {"seconds": time.perf_counter() - STARTED}
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
