@@ -24,7 +24,7 @@ def replay_list(plan: Any) -> list[dict[str, Any]]:
     custom = [r for r in plan.resources if r["custom"]]
     keys = {r["urn"] for r in custom}
     image_of = {outputs["imageId"]: urn for urn, outputs in plan.mock_outputs.items() if "imageId" in outputs}
-    return [{
+    entries = [{
         "key": r["urn"],
         "type": r["type"],
         "name": r["name"],
@@ -34,6 +34,25 @@ def replay_list(plan: Any) -> list[dict[str, Any]]:
         "outputOf": {key: {"key": image_of[value], "output": "image_id"} for key, value in r["inputs"].items()
                      if isinstance(value, str) and value in image_of},
     } for r in custom]
+    return _dependencies_first(entries)
+
+
+def _dependencies_first(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan is sorted by URN; the baseline needs every provider, dependency and image declared first."""
+    by_key = {entry["key"]: entry for entry in entries}
+    ordered: dict[str, dict[str, Any]] = {}
+
+    def visit(entry: dict[str, Any]) -> None:
+        if entry["key"] in ordered:
+            return
+        needs = [entry["provider"], *entry["dependsOn"], *(s["key"] for s in entry["outputOf"].values())]
+        for key in filter(None, needs):
+            visit(by_key[key])
+        ordered[entry["key"]] = entry
+
+    for entry in entries:
+        visit(entry)
+    return list(ordered.values())
 
 
 def _synth(project: Path) -> Any:
