@@ -26,5 +26,9 @@ synth: $(BIN)/.runtime
 test: venv
 	$(BIN)/python -m pytest -q -n auto --durations=10 tests
 
+# The scale benchmark (issue 8): 1 to 1,000 GPU hosts under the mock engine against a flat baseline; minutes.
+bench: venv
+	$(BIN)/python -m bench
+
 clean:
 	rm -rf out .pytest_cache
