@@ -13,6 +13,7 @@ from components.monitoring import (
     exporter_address,
     prometheus_scrape_config_text,
 )
+from components.workloads import build_workloads, host_for_gpu_host
 
 try:
     cfg, secrets = from_pulumi()
@@ -24,7 +25,7 @@ monitoring = cfg.monitoring if cfg.monitoring.enabled else None
 
 hosts = {
     host.name: GpuHost(GpuHostArgs(
-        host=host,
+        host=host_for_gpu_host(cfg, host),
         images=cfg.images,
         security_profile=cfg.security_profile,
         registry=cfg.registry,
@@ -41,6 +42,7 @@ if monitoring is not None:
     pulumi.export("prometheusScrapeConfig", prometheus_scrape_config_text(
         monitoring, {host.name: exporter_address(host.docker.host) for host in cfg.hosts}))
 
+kubernetes = None
 if cfg.kubernetes is not None:
     kubernetes = build_kubernetes(
         cfg.kubernetes, cfg.environment,
@@ -57,3 +59,6 @@ if cfg.kubernetes is not None:
             provider=kubernetes.provider,
             namespace=owned.metadata.name if owned is not None else "monitoring",
         ), opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready))
+
+workloads = build_workloads(cfg, secrets, kubernetes, hosts)
+pulumi.export("workloads", workloads.outputs())

@@ -38,6 +38,21 @@ def visible_devices(container: ContainerConfig, host: HostConfig) -> str:
     return ",".join(str(g) for g in gpus)
 
 
+def rocm_access(container: ContainerConfig, profile: SecurityProfile) -> dict[str, Any]:
+    """The `docker.Container` arguments every ROCm GPU container gets, whoever declares it."""
+    return {
+        "devices": [docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
+                    for d in ROCM_DEVICES],
+        "group_adds": list(ROCM_GROUPS),
+        # RCCL moves data between ranks through host shared memory and IPC handles.
+        "ipc_mode": "host",
+        # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
+        "cpu_set": container.cpuset,
+        "capabilities": docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[profile]),
+        "security_opts": SECURITY_OPTS[profile],
+    }
+
+
 class GpuHost(pulumi.ComponentResource):
     """One Docker daemon with GPUs. Children are named after the host and container names only,
     so reordering or adding hosts never renames (and so replaces) anything."""
@@ -92,16 +107,8 @@ class GpuHost(pulumi.ComponentResource):
             image=self.images[c.image].image_id,
             command=c.command or None,
             envs=[f"{k}={v}" for k, v in sorted(env.items())],
-            devices=[docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
-                     for d in ROCM_DEVICES],
-            group_adds=list(ROCM_GROUPS),
-            # RCCL moves data between ranks through host shared memory and IPC handles.
-            ipc_mode="host",
             shm_size=c.shm_size // (1024 * 1024),  # the provider takes MiB
-            # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
-            cpu_set=c.cpuset,
-            capabilities=docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[profile]),
-            security_opts=SECURITY_OPTS[profile],
+            **rocm_access(c, profile),
             ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip)
                    for p in c.ports] or None,
             volumes=[docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,

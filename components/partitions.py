@@ -1,7 +1,7 @@
 """A workload's container on a Docker GPU-host partition, with the device access GpuHost gives its own.
 
-The ROCm device access, groups, IPC mode and security profile come from components.gpu_host's constants and
-`visible_devices`, so a workload container gets exactly what a GpuHost container gets.
+The ROCm device access, groups, IPC mode, cpuset and security profile come from components.gpu_host's
+`rocm_access` and `visible_devices`, so a workload container gets exactly what a GpuHost container gets.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pulumi_docker as docker
 
 from .config.docker import ContainerConfig, HostConfig, SecurityProfile
 from .config.workloads import partition_size
-from .gpu_host import CAPABILITIES, ROCM_DEVICES, ROCM_GROUPS, SECURITY_OPTS, visible_devices
+from .gpu_host import rocm_access, visible_devices
 
 
 @dataclass(frozen=True)
@@ -73,15 +73,8 @@ def workload_container(partition: Partition, args: WorkloadContainerArgs,
         image=args.image,
         command=list(args.command),
         envs=[pulumi.Output.concat(k, "=", v) for k, v in sorted(env.items())],
-        devices=[docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm") for d in ROCM_DEVICES],
-        group_adds=list(ROCM_GROUPS),
-        # RCCL moves data between ranks through host shared memory and IPC handles.
-        ipc_mode="host",
         shm_size=args.shm_size_bytes // (1024 * 1024),  # the provider takes MiB
-        # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
-        cpu_set=c.cpuset,
-        capabilities=docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[args.security_profile]),
-        security_opts=SECURITY_OPTS[args.security_profile],
+        **rocm_access(c, args.security_profile),
         ports=list(args.ports) or None,
         volumes=volumes or None,
         uploads=list(args.uploads) or None,

@@ -218,8 +218,12 @@ def _docker_run_line(container: dict[str, Any], image_names: Mapping[str, str]) 
     args += [f"--cap-add={c}" for c in i.get("capabilities", {}).get("adds", [])]
     args += [f"--cap-drop={c}" for c in i.get("capabilities", {}).get("drops", [])]
     args += [f"--security-opt={o}" for o in i.get("securityOpts", [])]
-    for env in i.get("envs", []):
-        args += ["-e", env]
+    envs = i.get("envs", [])
+    if envs == SECRET:  # a secret value anywhere makes the whole list secret
+        args += ["-e", "[secret environment]"]
+    else:
+        for env in envs:
+            args += ["-e", env]
     for port in i.get("ports", []):
         external = port.get("external", port["internal"])
         args += ["-p", f"{port.get('ip', '0.0.0.0')}:{external}:{port['internal']}"]
@@ -227,10 +231,25 @@ def _docker_run_line(container: dict[str, Any], image_names: Mapping[str, str]) 
         suffix = ":ro" if volume.get("readOnly") else ""
         args += ["-v", f"{volume['hostPath']}:{volume['containerPath']}{suffix}"]
     if "restart" in i:
-        args.append(f"--restart={i['restart']}")
+        retries = f":{i['maxRetryCount']}" if i["restart"] == "on-failure" and "maxRetryCount" in i else ""
+        args.append(f"--restart={i['restart']}{retries}")
+    if "healthcheck" in i:
+        check = i["healthcheck"]
+        args.append(f"--health-cmd={shlex.join(check['tests'][1:])}")
+        args += [f"--health-{flag}={check[key]}" for flag, key in
+                 (("interval", "interval"), ("timeout", "timeout"), ("retries", "retries"),
+                  ("start-period", "startPeriod")) if key in check]
     args.append(image_names.get(i["image"], i["image"]))
     args += i.get("commands", i.get("command", []))
-    return shlex.join(args)
+    line = shlex.join(args)
+    # Files the provider copies into the container before it starts (`docker cp` equivalent).
+    uploads = i.get("uploads", [])
+    if uploads == SECRET:
+        line += "\n#   uploads files (one holds a secret) before start"
+    else:
+        for upload in uploads:
+            line += f"\n#   uploads {upload['file']} ({len(upload.get('content', ''))} bytes) before start"
+    return line
 
 
 def docker_scripts(plan: Plan) -> dict[str, str]:
@@ -266,8 +285,19 @@ def helm_releases(plan: Plan) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def manifest_of(resource: dict[str, Any]) -> dict[str, Any]:
-    """The Kubernetes object as the API server would receive it (the provider's inputs)."""
-    return {k: v for k, v in resource["inputs"].items() if k != "compat"}
+    """The Kubernetes object as the API server would receive it (the provider's inputs).
+
+    A Secret's payload that holds a Pulumi secret is one opaque value offline: it is left out, and an
+    annotation says so, so the manifest stays a valid object."""
+    obj = {k: v for k, v in resource["inputs"].items() if k != "compat"}
+    hidden = sorted(k for k in ("data", "stringData") if obj.get("kind") == "Secret" and obj.get(k) == SECRET)
+    if hidden:
+        metadata = obj.get("metadata", {})
+        annotations = {**metadata.get("annotations", {}),
+                       "rocm-stack/synth": f"{' and '.join(hidden)} hold a secret, not shown"}
+        obj = {**{k: v for k, v in obj.items() if k not in hidden},
+               "metadata": {**metadata, "annotations": annotations}}
+    return obj
 
 
 def write(plan: Plan, out: Path) -> None:

@@ -41,5 +41,10 @@ def on_gpu_hosts(plan: Plan, type_token: str) -> list[dict[str, Any]]:
     return [r for r in plan.of_type(type_token) if r["parent"] in hosts]
 
 
+def gpu_containers(plan: Plan) -> list[dict[str, Any]]:
+    """Every Docker container that runs GPU work (a partition's shell or a workload): it selects its GPUs."""
+    return [c for c in plan.of_type(CONTAINER) if "HIP_VISIBLE_DEVICES" in env_of(c)]
+
+
 def env_of(container: dict[str, Any]) -> dict[str, str]:
     return dict(e.split("=", 1) for e in container["inputs"].get("envs", []))

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from components.synth import SECRET, synthesize
-from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, on_gpu_hosts, stack_file
+from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, gpu_containers, on_gpu_hosts, stack_file
 
 P = "rocm-stack:"
 
@@ -20,25 +20,27 @@ def test_prod_has_one_docker_provider_per_host(prod_plan):
                           "sshOpts": ["-o", "StrictHostKeyChecking=yes"]}
         for i in range(1, 5)
     }
-    for container in on_gpu_hosts(prod_plan, CONTAINER):
+    for container in gpu_containers(prod_plan):
         host = container["name"].rsplit("-", 2)[0]
         assert container["provider"].endswith(f"pulumi:providers:docker::{host}")
 
 
 def test_prod_images_are_pinned_and_pulled_per_host(prod_plan):
-    images = on_gpu_hosts(prod_plan, REMOTE_IMAGE)
-    assert len(images) == 8  # two images on each of four daemons
+    images = prod_plan.of_type(REMOTE_IMAGE)
+    pulled = {(r["provider"].rsplit("::", 1)[1], r["inputs"]["name"].split(":")[0]) for r in images}
+    # Both ROCm images on each of the four daemons (the partitions' shells and workloads share them).
+    assert {(f"gpu-node-{i}", repo) for i in range(1, 5) for repo in ("rocm/pytorch", "rocm/vllm")} <= pulled
     for image in images:
         name = image["inputs"]["name"]
-        assert name.startswith(("rocm/pytorch:rocm", "rocm/vllm:rocm")) and not name.endswith(":latest")
+        assert ":" in name and not name.endswith(":latest")
         assert image["inputs"]["keepLocally"] is True
 
 
 @pytest.mark.parametrize("plan_name", ["dev_plan", "prod_plan"])
 def test_every_container_gets_rocm_device_access(plan_name, request):
     plan = request.getfixturevalue(plan_name)
-    containers = on_gpu_hosts(plan, CONTAINER)
-    assert containers
+    containers = gpu_containers(plan)
+    assert len(containers) == {"dev_plan": 2, "prod_plan": 8}[plan_name]
     for c in containers:
         i = c["inputs"]
         assert [(d["hostPath"], d["containerPath"]) for d in i["devices"]] == [
@@ -46,17 +48,18 @@ def test_every_container_gets_rocm_device_access(plan_name, request):
         assert i["groupAdds"] == ["video", "render"]
         assert i["ipcMode"] == "host"
         assert i["shmSize"] >= 1024
-        assert i["mustRun"] is True
+    # A partition's own shell always runs (workloads decide their restart behaviour themselves).
+    assert all(c["inputs"]["mustRun"] is True for c in on_gpu_hosts(plan, CONTAINER))
 
 
 def test_prod_partitions_match_hip_visible_devices(prod_plan):
-    seen = {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in on_gpu_hosts(prod_plan, CONTAINER)}
+    seen = {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in gpu_containers(prod_plan)}
     assert seen == {f"gpu-node-{i}-{name}": devices for i in range(1, 5)
                     for name, devices in (("serve-b", "0,1,2,3"), ("train-a", "4,5,6,7"))}
 
 
 def test_prod_is_hardened(prod_plan):
-    for c in on_gpu_hosts(prod_plan, CONTAINER):
+    for c in gpu_containers(prod_plan):
         i = c["inputs"]
         assert i["capabilities"] == {"adds": ["SYS_NICE"]}
         assert "seccomp=unconfined" not in i["securityOpts"]
@@ -65,10 +68,18 @@ def test_prod_is_hardened(prod_plan):
 
 
 def test_dev_has_debug_flags(dev_plan):
-    (c,) = on_gpu_hosts(dev_plan, CONTAINER)
-    assert c["inputs"]["capabilities"] == {"adds": ["SYS_PTRACE"]}
-    assert c["inputs"]["securityOpts"] == ["seccomp=unconfined"]
-    assert env_of(c)["HIP_VISIBLE_DEVICES"] == "0,1"  # the whole 2-GPU workstation
+    containers = {c["name"]: c for c in gpu_containers(dev_plan)}
+    assert {name: env_of(c)["HIP_VISIBLE_DEVICES"] for name, c in containers.items()} == {
+        "workstation-train": "0", "workstation-serve": "1"}
+    for c in containers.values():
+        assert c["inputs"]["capabilities"] == {"adds": ["SYS_PTRACE"]}
+        assert c["inputs"]["securityOpts"] == ["seccomp=unconfined"]
+
+
+def test_a_host_without_workloads_runs_a_shell_on_every_gpu():
+    plan = synthesize("dev", {P + "hosts": [{"name": "workstation", "gpus": 2}]})
+    (c,) = on_gpu_hosts(plan, CONTAINER)
+    assert (c["name"], env_of(c)["HIP_VISIBLE_DEVICES"]) == ("workstation-rocm-dev", "0,1")
 
 
 def test_split_8x1_gives_one_gpu_each():
@@ -122,8 +133,7 @@ def test_registry_password_reaches_the_provider_as_a_secret():
 
 
 def _partitions(plan):
-    return {c["name"]: (env_of(c)["HIP_VISIBLE_DEVICES"], c["inputs"].get("cpuSet"))
-            for c in on_gpu_hosts(plan, CONTAINER)}
+    return {c["name"]: (env_of(c)["HIP_VISIBLE_DEVICES"], c["inputs"].get("cpuSet")) for c in gpu_containers(plan)}
 
 
 def test_prod_partitions_are_numa_local_with_their_cpus(prod_plan):

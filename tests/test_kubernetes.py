@@ -51,6 +51,8 @@ def synth(stack: str, kubernetes: dict[str, Any] | None) -> Plan:
     monitoring so that only the GPU layer declares Kubernetes objects."""
     config = stack_file(stack)
     config.pop(P + "kubernetes", None)
+    for workload_key in ("training", "inference", "gpuFleet"):  # they need the committed kubernetes section
+        config.pop(P + workload_key, None)
     config[P + "monitoring"] = {"enabled": False}
     if kubernetes is not None:
         config[P + "kubernetes"] = kubernetes

@@ -46,6 +46,8 @@ def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict
     """The committed stack with these sections; without `kubernetes` a Docker-only stack."""
     config = stack_file(stack)
     config.pop(P + "kubernetes", None)
+    for workload_key in ("training", "inference", "gpuFleet"):  # they need the committed kubernetes section
+        config.pop(P + workload_key, None)
     for key, value in (("monitoring", monitoring), ("kubernetes", kubernetes), ("hosts", hosts)):
         if value is not None:
             config[P + key] = value

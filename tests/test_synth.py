@@ -50,7 +50,9 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert train[train.index("--group-add") + 1] == "video"
     assert "render" in train
     assert "--cap-add=SYS_PTRACE" not in train and "--security-opt=seccomp=unconfined" not in train
-    assert train[-3:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "sleep", "infinity"]
+    # gpu-node-2's train-a partition runs the training workload on its 4 GPUs.
+    assert train[-6:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "torchrun", "--standalone",
+                          "--nproc-per-node", "4", "/opt/rocm-stack/workloads/train.py"]
 
 
 def test_synth_is_deterministic(tmp_path):
@@ -63,7 +65,7 @@ def test_dev_synth_shows_debug_flags(tmp_path):
     assert run_synth("--stack", "dev", "--out", str(tmp_path)).returncode == 0
     (script,) = (tmp_path / "docker").iterdir()
     text = script.read_text()
-    assert "--name rocm-dev" in text
+    assert "--name train" in text and "--name serve" in text
     assert "--cap-add=SYS_PTRACE" in text and "--security-opt=seccomp=unconfined" in text
 
 

@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 from pydantic import ValidationError, field_validator
 
-from . import docker, kubernetes, monitoring
+from . import docker, kubernetes, monitoring, workloads
 from .base import ConfigModel
 from .docker import DEFAULT_IMAGES, HostConfig, SecurityConfig, SecurityProfile
 from .kubernetes import KubernetesConfig
+from .workloads import GpuFleet, InferenceConfig, TrainingConfig
 from .monitoring import MonitoringConfig
 
 PROJECT = "rocm-stack"
@@ -42,6 +43,11 @@ class StackConfig(ConfigModel):
     registry: RegistryConfig | None = None
     # Absent: no Kubernetes layer (a Docker-only stack).
     kubernetes: KubernetesConfig | None = None
+    # The Kubernetes cluster's GPU nodes: Kubernetes workloads are checked against it (required in prod).
+    gpu_fleet: GpuFleet | None = None
+    # Absent: no workload. Each runs on Kubernetes, on Docker partitions of `hosts`, or both.
+    training: list[TrainingConfig] = []
+    inference: list[InferenceConfig] = []
     monitoring: MonitoringConfig = MonitoringConfig()
 
     @field_validator("images")
@@ -122,6 +128,7 @@ def _allowed_keys_hint(parent_loc: tuple[int | str, ...], data: Mapping[str, Any
 def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from docker.problems(cfg.hosts, cfg.images, cfg.environment, cfg.security)
     yield from kubernetes.problems(cfg)
+    yield from workloads.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
 
 
@@ -161,6 +168,8 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ())
             hosts.append(host)
             problems += [ConfigProblem(path, message) for path, message in placement_problems]
         cfg = cfg.model_copy(update={"hosts": hosts})
+    secret_names = {key[len(prefix):] for key in secret_keys if key.startswith(prefix)}
+    problems += [ConfigProblem(path, message) for path, message in workloads.secret_problems(cfg, secret_names)]
     if cfg.registry is not None and f"{prefix}registryPassword" not in secret_keys:
         problems.append(ConfigProblem("registryPassword", (
             "`rocm-stack:registry` is set but its password is missing; run "
