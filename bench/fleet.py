@@ -1,10 +1,12 @@
 """Stack configurations of N GPU hosts, and throwaway Pulumi projects that hold them.
 
-Everything but `rocm-stack:hosts` is copied from the prod stack, so the Kubernetes, monitoring and workload
+A fleet is the prod stack with more hosts: prod's own hosts first (its workloads run on their partitions),
+then generated ones. Every other section is copied from prod, so the Kubernetes, monitoring and workload
 sections the program grows are benchmarked as soon as prod declares them.
 """
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_STACK = ROOT / "stacks" / "Pulumi.prod.yaml"
 BASELINE = Path(__file__).resolve().parent / "baseline"
 STACK = "bench"
+HOSTS = "rocm-stack:hosts"
 GPUS_PER_HOST = 8
 
 
@@ -36,11 +39,38 @@ def host(index: int) -> dict[str, Any]:
     }
 
 
-def fleet_config(hosts: int, template: Path = TEMPLATE_STACK) -> dict[str, Any]:
-    """The template stack's config (`environment: prod`) with `hosts` generated hosts instead of its own."""
-    config = dict(yaml.safe_load(template.read_text())["config"])
-    config["rocm-stack:hosts"] = [host(i) for i in range(hosts)]
-    return config
+def template_config(template: Path = TEMPLATE_STACK) -> dict[str, Any]:
+    return dict(yaml.safe_load(template.read_text())["config"])
+
+
+def fleet_config(hosts: int, template: Path = TEMPLATE_STACK) -> tuple[dict[str, Any], list[str]]:
+    """The template stack's config with `hosts` hosts (`environment: prod`), and the keys of the sections
+    left out because they name template hosts that a fleet smaller than the template lacks."""
+    config = template_config(template)
+    own = config.get(HOSTS, [])
+    config[HOSTS] = own[:hosts] + [host(i) for i in range(len(own), hosts)]
+    left_out: list[str] = []
+    while hosts < len(own) and (refused := _sections_refused(config)):
+        left_out += refused
+        for key in refused:
+            del config[key]
+    return config, left_out
+
+
+def _sections_refused(config: dict[str, Any]) -> list[str]:
+    """Top-level keys (other than the hosts) that the config loader names in its problems."""
+    from components.config import ConfigError, load
+
+    secret_keys = [key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}]
+    try:
+        load(STACK, config, secret_keys)
+    except ConfigError as error:
+        keys = {f"rocm-stack:{re.split(r'[.[]', problem.path)[0]}" for problem in error.problems}
+        refused = sorted(keys - {HOSTS, "rocm-stack:environment"})
+        if not refused:
+            raise
+        return refused
+    return []
 
 
 def _write_stack(project: Path, config: dict[str, Any]) -> None:
@@ -51,11 +81,12 @@ def _write_stack(project: Path, config: dict[str, Any]) -> None:
 
 
 def our_project(directory: Path, config: dict[str, Any]) -> Path:
-    """The real program (Pulumi.yaml, __main__.py, components/ linked) with `config` as stack `bench`."""
+    """The real program with `config` as stack `bench`: every top-level entry of the repository linked
+    (files the stack names, like host topology files, resolve as in prod) except stacks/."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copyfile(ROOT / name, directory / name)
-    (directory / "components").symlink_to(ROOT / "components")
+    for entry in ROOT.iterdir():
+        if entry.name != "stacks":
+            (directory / entry.name).symlink_to(entry)
     _write_stack(directory, config)
     return directory
 

@@ -17,46 +17,59 @@ from components.config import load
 from components.synth import Plan, synthesize
 
 
-def _per_host(plan: Plan, hosts: int) -> dict[str, Counter]:
-    """Resource types declared for each generated host (every name derives from the host's name)."""
-    names = [fleet.host(i)["name"] for i in range(hosts)]
+def _per_host(plan: Plan, names: list[str]) -> dict[str, Counter]:
+    """Resource types declared for each host (every name derives from the host's name)."""
     return {name: Counter(r["type"] for r in plan.resources
                           if r["name"] == name or r["name"].startswith(f"{name}-")) for name in names}
+
+
+TEMPLATE_HOSTS = len(fleet.template_config()[fleet.HOSTS])
+SIZES = (TEMPLATE_HOSTS + 1, TEMPLATE_HOSTS + 3)
 
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory) -> dict[int, Plan]:
     work = tmp_path_factory.mktemp("bench")
     return {hosts: synthesize(fleet.STACK, project_dir=fleet.our_project(work / str(hosts),
-                                                                         fleet.fleet_config(hosts)))
-            for hosts in (1, 10)}
+                                                                         fleet.fleet_config(hosts)[0]))
+            for hosts in SIZES}
 
 
-def test_fleet_config_is_prod_with_generated_partitioned_hosts():
-    config = fleet.fleet_config(3)
-    prod = fleet.fleet_config(0)
-    assert {k: v for k, v in config.items() if k != "rocm-stack:hosts"} == \
-        {k: v for k, v in prod.items() if k != "rocm-stack:hosts"}
-    cfg = load(fleet.STACK, config)
+def test_fleet_is_prod_plus_generated_partitioned_hosts():
+    prod = fleet.template_config()
+    config, left_out = fleet.fleet_config(TEMPLATE_HOSTS + 2)
+    assert left_out == []
+    assert {k: v for k, v in config.items() if k != fleet.HOSTS} == {k: v for k, v in prod.items() if k != fleet.HOSTS}
+    assert config[fleet.HOSTS][:TEMPLATE_HOSTS] == prod[fleet.HOSTS]
+    cfg = load(fleet.STACK, config, [k for k, v in config.items() if isinstance(v, dict) and "secure" in v])
     assert cfg.environment == "prod" and cfg.kubernetes is not None
-    assert [h.name for h in cfg.hosts] == ["gpu-0000", "gpu-0001", "gpu-0002"]
-    for host in cfg.hosts:
+    generated = cfg.hosts[TEMPLATE_HOSTS:]
+    assert [h.name for h in generated] == [f"gpu-{i:04d}" for i in range(TEMPLATE_HOSTS, TEMPLATE_HOSTS + 2)]
+    for host in generated:
         assert host.gpus == 8
         assert [c.gpus for c in host.containers] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
+def test_one_host_fleet_leaves_out_only_what_names_missing_hosts():
+    config, left_out = fleet.fleet_config(1)
+    assert [h["name"] for h in config[fleet.HOSTS]] == [fleet.template_config()[fleet.HOSTS][0]["name"]]
+    assert fleet.HOSTS not in left_out and "rocm-stack:kubernetes" in config
+    assert not set(left_out) & set(config)
+
+
 def test_resources_per_host_are_constant(plans):
-    per_host = {hosts: _per_host(plan, hosts) for hosts, plan in plans.items()}
-    one = per_host[1]["gpu-0000"]
+    small, large = SIZES
+    generated = [fleet.host(i)["name"] for i in range(TEMPLATE_HOSTS, large)]
+    per_host = _per_host(plans[large], generated)
+    one = per_host[generated[0]]
     # A GPU host: its component, Docker provider, two images and two containers (plus what monitoring adds).
     assert one["rocm-stack:docker:GpuHost"] == 1 and one["docker:index/container:Container"] >= 2
-    assert all(types == one for types in per_host[10].values())
-    fixed = {hosts: len(plan.resources) - hosts * sum(one.values()) for hosts, plan in plans.items()}
-    assert fixed[1] == fixed[10] > 0  # the Kubernetes layer and the rest do not grow with hosts
+    assert all(types == one for types in per_host.values())
+    assert len(plans[large].resources) - len(plans[small].resources) == (large - small) * sum(one.values())
 
 
 def test_baseline_declares_the_same_custom_resources_flat(plans, tmp_path):
-    ours = plans[10]
+    ours = plans[SIZES[0]]
     replay = tmp_path / "replay.json"
     replay.write_text(json.dumps(replay_list(ours)))
     baseline = synthesize(fleet.STACK, project_dir=fleet.baseline_project(tmp_path / "baseline", replay))
