@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from .config.docker import HostConfig, SecurityProfile
-from .config.kubernetes import KubernetesConfig
-from .config.workloads import GpuFleet, InferenceConfig, TrainingConfig, partitions_claimed
+from .config import StackConfig, StackSecrets
+from .config.docker import HostConfig
+from .config.workloads import partitions_claimed
 from .partitions import Partition
 
 if TYPE_CHECKING:
@@ -25,23 +25,6 @@ if TYPE_CHECKING:
     from .inference import DockerVllm, VllmServer
     from .kubernetes import KubernetesLayer
     from .training import DockerTraining, TrainingJob
-
-
-class _Stack(Protocol):
-    environment: str
-    hosts: list[HostConfig]
-    images: dict[str, str]
-    kubernetes: KubernetesConfig | None
-    gpu_fleet: GpuFleet | None
-    training: list[TrainingConfig]
-    inference: list[InferenceConfig]
-
-    @property
-    def security_profile(self) -> SecurityProfile: ...
-
-
-class _Secrets(Protocol):
-    huggingface_token: Any
 
 
 @dataclass
@@ -67,14 +50,14 @@ def _pairs(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, A
     return [(name, a.get(name), b.get(name)) for name in sorted({*a, *b})]
 
 
-def host_for_gpu_host(cfg: _Stack, host: HostConfig) -> HostConfig:
+def host_for_gpu_host(cfg: StackConfig, host: HostConfig) -> HostConfig:
     """The host as GpuHost should declare it: without the partitions that workloads run in."""
     claimed = partitions_claimed(cfg)
     kept = [c for c in host.containers if (host.name, c.name) not in claimed]
     return host if len(kept) == len(host.containers) else host.model_copy(update={"containers": kept})
 
 
-def build_workloads(cfg: _Stack, secrets: _Secrets, kubernetes: KubernetesLayer | None,
+def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: KubernetesLayer | None,
                     gpu_hosts: Mapping[str, GpuHost]) -> Workloads:
     """Declare every configured workload. `cfg` has passed the config's problems() checks."""
     workloads = Workloads()
