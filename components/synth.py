@@ -14,6 +14,7 @@ Exit codes: 0 written, 2 the stack configuration was refused (the messages name 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -181,12 +182,19 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
     cwd = Path.cwd()
     sys.path.insert(0, str(project_dir))
     os.chdir(project_dir)  # the CLI runs the program from the project directory
+    # The cyclic GC rescans every live Output and future of the run ever more often as they pile up: with it
+    # a 1,000-host synth took 2.5x longer and its time per resource grew 1.4x from 10 hosts (issue 8).
+    # Reference counting frees nearly all of it anyway; peak memory without the GC is ~3% higher.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"),
                                                            run_name="__main__")))
     except pulumi.RunError as refused:
         raise ProgramRefused(str(refused)) from None
     finally:
+        if gc_was_enabled:
+            gc.enable()
         os.chdir(cwd)
         sys.path.remove(str(project_dir))
 
