@@ -65,14 +65,13 @@ def whole_process(project: Path, out: Path, repeat: int) -> Run:
                                      cwd=fleet.ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
             _, status, usage = os.wait4(child.pid, 0)
             seconds = time.perf_counter() - began
-            child.returncode = os.waitstatus_to_exitcode(status)
-            if child.returncode != 0:
+            if os.waitstatus_to_exitcode(status) != 0:
                 stderr.seek(0)
                 raise RuntimeError(f"synth of {project} failed:\n{stderr.read().decode()}")
         if attempt == 0:
             plan = json.loads((out / "plan.json").read_text())["resources"]
             first = Run(seconds, usage.ru_maxrss / 1024, len(plan), sum(r["custom"] for r in plan))
-        best = min(best or seconds, seconds)
+        best = seconds if best is None else min(best, seconds)
     return Run(best, first.peak_mib, first.resources, first.custom)
 
 
@@ -139,15 +138,15 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                    peak < MEMORY_LIMIT_MIB if largest["hosts"] >= 1000 else None, f"{peak:.0f} MiB"))
     start = results["start"]
     checks.append(("start (imports until the first resource) vs the baseline's (same SDK modules)",
-                   None, f"{start['ours'] * 1e3:.0f} ms vs {start['baseline'] * 1e3:.0f} ms; "
-                         f"`import pulumi` alone {start['import pulumi'] * 1e3:.0f} ms"))
+                   None, (f"{start['ours'] * 1e3:.0f} ms vs {start['baseline'] * 1e3:.0f} ms; "
+                          f"`import pulumi` alone {start['import pulumi'] * 1e3:.0f} ms")))
     return checks
 
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| hosts | resources (ours / baseline) | in-process s (ours / baseline) | ratio | ms per resource "
-        "| whole process s (ours / baseline) | ratio | peak MiB (ours / baseline) | load |",
+        ("| hosts | resources (ours / baseline) | in-process s (ours / baseline) | ratio | ms per resource "
+         "| whole process s (ours / baseline) | ratio | peak MiB (ours / baseline) | load |"),
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in results["rows"]:

@@ -9,12 +9,12 @@ import time
 
 STARTED = time.perf_counter()  # before any other import: start times are measured from here
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import resource  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import json
+import resource
+import sys
+from pathlib import Path
+from typing import Any
 
 STACK = "bench"
 
