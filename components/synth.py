@@ -45,7 +45,7 @@ class Plan:
     stack: str
     resources: list[dict[str, Any]]
     outputs: dict[str, Any]
-    # Computed outputs the mock engine returned (image ids), kept out of plan.json.
+    # Outputs the mock engine computed (image ids), by URN; kept out of plan.json.
     mock_outputs: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def of_type(self, type_token: str) -> list[dict[str, Any]]:
@@ -89,16 +89,21 @@ def _fake_id(name: str) -> str:
 
 
 def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]]):
-    from pulumi.runtime import rpc
+    import threading
+
     from pulumi.runtime.mocks import MockMonitor, Mocks
+
+    # The SDK calls the monitor from a thread pool: each thread hands its call's values to the monitor.
+    this_call = threading.local()
 
     class SynthMocks(Mocks):
         def new_resource(self, args):
-            outputs = dict(args.inputs)
+            computed = {}
             if args.typ == "docker:index/remoteImage:RemoteImage":
-                outputs["imageId"] = _fake_id(args.inputs["name"])
-                outputs["repoDigest"] = f"{args.inputs['name'].split(':')[0]}@{_fake_id(args.name)}"
-            return f"{args.name}-id", outputs
+                computed = {"imageId": _fake_id(args.inputs["name"]),
+                            "repoDigest": f"{args.inputs['name'].split(':')[0]}@{_fake_id(args.name)}"}
+            this_call.inputs, this_call.computed = args.inputs, computed
+            return f"{args.name}-id", {**args.inputs, **computed}
 
         def call(self, args):
             return {}
@@ -107,7 +112,8 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
         def RegisterResource(self, request):
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
-                inputs = _redact(rpc.deserialize_properties(request.object))
+                # Nothing reads resources back (no getResource invokes): keep one copy, the plan's.
+                del self.resources[response.urn]
                 records.append({
                     "type": request.type,
                     "name": request.name,
@@ -117,9 +123,10 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
                     "custom": bool(request.custom),
                     "protect": bool(request.protect),
                     "depends_on": sorted(request.dependencies),
-                    "inputs": inputs,
+                    "inputs": _redact(this_call.inputs),
                 })
-                mock_outputs[response.urn] = _redact(rpc.deserialize_properties(response.object))
+                if this_call.computed:
+                    mock_outputs[response.urn] = this_call.computed
             return response
 
     return SynthMocks(), RecordingMonitor
@@ -263,7 +270,8 @@ def _docker_run_line(container: dict[str, Any], image_names: Mapping[str, str]) 
 def docker_scripts(plan: Plan) -> dict[str, str]:
     """Per Docker provider (one per host daemon): the `docker pull` / `docker run` lines it declares."""
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
-    image_names = {out["imageId"]: out["name"] for out in plan.mock_outputs.values() if "imageId" in out}
+    image_names = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
+                   for r in plan.of_type("docker:index/remoteImage:RemoteImage")}
     by_provider: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
     for resource in plan.resources:  # grouped once: scanning all resources per host is quadratic in hosts
         by_provider[resource["provider"]].append(resource)
