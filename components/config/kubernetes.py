@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import Field, PlainValidator, StringConstraints
 
 from components.config.base import ConfigModel
+from components.config.monitoring import DEFAULT_EXPORTER_IMAGE
 from components.config.docker import image_pin_problem
 
 CERT_MANAGER_REPOSITORY = "https://charts.jetstack.io"
@@ -29,8 +30,10 @@ GPU_OPERATOR_CHART_VERSION = "v1.5.1"
 # Tags of the released amd-gpu Helm chart 0.21.0 (appVersion 1.31.0.9) of ROCm/k8s-device-plugin.
 DEVICE_PLUGIN_IMAGE = "docker.io/rocm/k8s-device-plugin:1.31.0.9"
 NODE_LABELLER_IMAGE = "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.9"
-# Tags used by gpu-operator v1.5.1's own example/deviceconfig_example.yaml.
-METRICS_EXPORTER_IMAGE = "docker.io/rocm/device-metrics-exporter:v1.4.1"
+# The exporter the Docker hosts run too, so one set of alert rules (validated against v1.5.x metric names)
+# fits both; gpu-operator v1.5.1's own example pins v1.4.1.
+METRICS_EXPORTER_IMAGE = f"docker.io/{DEFAULT_EXPORTER_IMAGE}"
+# The tag of gpu-operator v1.5.1's own example/deviceconfig_example.yaml.
 TEST_RUNNER_IMAGE = "docker.io/rocm/test-runner:v1.4.1"
 
 GPU_RESOURCE_NAME = "amd.com/gpu"
