@@ -14,9 +14,9 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
 from .config.docker import SecurityProfile
-from .config.workloads import EmptyDirStorage, HostPathStorage, InferenceConfig
+from .config.workloads import InferenceConfig
 from .partitions import Partition, WorkloadContainerArgs, workload_container
-from .workload_k8s import gpu_resources, labels_of, shm_volume, tolerations_of
+from .workload_k8s import gpu_resources, labels_of, shm_volume, storage_volume, tolerations_of
 
 # The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
 MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
@@ -82,26 +82,8 @@ class VllmServer(pulumi.ComponentResource):
                 secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.token.metadata.name, key=TOKEN_KEY))))
 
         cache = k8s.effective_model_cache(args.environment)
-        self.cache_claim = None
-        if isinstance(cache, HostPathStorage):
-            cache_volume = core_v1.VolumeArgs(name="model-cache", host_path=core_v1.HostPathVolumeSourceArgs(
-                path=cache.path, type="DirectoryOrCreate"))
-        elif isinstance(cache, EmptyDirStorage):
-            cache_volume = core_v1.VolumeArgs(name="model-cache", empty_dir=core_v1.EmptyDirVolumeSourceArgs(
-                size_limit=cache.size_limit))
-        else:
-            self.cache_claim = core_v1.PersistentVolumeClaim(
-                f"{name}-model-cache",
-                metadata=metadata(f"{name}-model-cache"),
-                spec=core_v1.PersistentVolumeClaimSpecArgs(
-                    access_modes=[cache.access_mode],
-                    storage_class_name=cache.storage_class,
-                    resources=core_v1.VolumeResourceRequirementsArgs(requests={"storage": cache.size}),
-                ),
-                opts=child,
-            )
-            cache_volume = core_v1.VolumeArgs(name="model-cache", persistent_volume_claim=(
-                core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=self.cache_claim.metadata.name)))
+        cache_volume, self.cache_claim = storage_volume(
+            "model-cache", cache, f"{name}-model-cache", metadata(f"{name}-model-cache"), child)
 
         def health(period: int, failures: int) -> core_v1.ProbeArgs:
             return core_v1.ProbeArgs(

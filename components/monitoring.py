@@ -102,8 +102,9 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         # Imported here: pulumi_kubernetes submodules are slow to import and Docker-only stacks never need them.
         from pulumi_kubernetes.apiextensions import CustomResource
         from pulumi_kubernetes.core import v1 as core_v1
-        from pulumi_kubernetes.helm import v3 as helm_v3
         from pulumi_kubernetes.meta import v1 as meta_v1
+
+        from components.kubernetes.helm import pinned_release
 
         cfg = args.config
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
@@ -112,18 +113,12 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         self.kube_prometheus_stack = None
         if cfg.installs_kube_prometheus_stack(args.environment):
             stack_cfg = cfg.kube_prometheus_stack
-            self.kube_prometheus_stack = helm_v3.Release(
-                f"{name}-{KUBE_PROMETHEUS_STACK_RELEASE}",
-                name=KUBE_PROMETHEUS_STACK_RELEASE,
-                chart="kube-prometheus-stack",
-                version=stack_cfg.chart_version,
-                repository_opts=helm_v3.RepositoryOptsArgs(repo=stack_cfg.repository),
-                namespace=args.namespace,
-                values=kube_prometheus_stack_values(cfg),
-                timeout=stack_cfg.timeout_seconds,
-                atomic=True,
-                cleanup_on_fail=True,
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=args.environment == "prod"),
+            self.kube_prometheus_stack = pinned_release(
+                f"{name}-{KUBE_PROMETHEUS_STACK_RELEASE}", release_name=KUBE_PROMETHEUS_STACK_RELEASE,
+                chart="kube-prometheus-stack", version=stack_cfg.chart_version, repository=stack_cfg.repository,
+                namespace=args.namespace, values=kube_prometheus_stack_values(cfg),
+                timeout_seconds=stack_cfg.timeout_seconds, environment=args.environment, parent=self,
+                provider=args.provider,
             )
         # PrometheusRule and ServiceMonitor are Prometheus Operator CRDs: when this stack installs the
         # operator, create them after it.

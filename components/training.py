@@ -19,9 +19,9 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from .config.docker import SecurityProfile
-from .config.workloads import HostPathStorage, TrainingConfig
+from .config.workloads import TrainingConfig
 from .partitions import Partition, WorkloadContainerArgs, workload_container
-from .workload_k8s import gpu_resources, labels_of, shm_volume, tolerations_of
+from .workload_k8s import gpu_resources, labels_of, shm_volume, storage_volume, tolerations_of
 
 PROGRAM_SOURCE = Path(__file__).resolve().parent.parent / "workloads"
 PROGRAM_DIR = "/opt/rocm-stack/workloads"
@@ -117,26 +117,11 @@ class TrainingJob(pulumi.ComponentResource):
                                          data=dict(args.files), opts=child)
 
         storage = k8s.effective_checkpoints(name, args.environment)
-        self.claim = None
-        if isinstance(storage, HostPathStorage):
-            checkpoints = core_v1.VolumeArgs(name="checkpoints", host_path=core_v1.HostPathVolumeSourceArgs(
-                path=storage.path, type="DirectoryOrCreate"))
-        else:
-            self.claim = core_v1.PersistentVolumeClaim(
-                f"{name}-checkpoints",
-                metadata=metadata(f"{name}-checkpoints"),
-                spec=core_v1.PersistentVolumeClaimSpecArgs(
-                    access_modes=[storage.access_mode],
-                    storage_class_name=storage.storage_class,
-                    resources=core_v1.VolumeResourceRequirementsArgs(requests={"storage": storage.size}),
-                ),
-                # Checkpoints outlive the Job (and a prod `pulumi destroy` of it) unless unprotected on purpose;
-                # with a WaitForFirstConsumer class the claim binds only once the Job's pods exist.
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                    protect=args.environment == "prod")),
-            )
-            checkpoints = core_v1.VolumeArgs(name="checkpoints", persistent_volume_claim=(
-                core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=self.claim.metadata.name)))
+        # Checkpoints outlive the Job (and a prod `pulumi destroy` of it) unless unprotected on purpose;
+        # with a WaitForFirstConsumer class the claim binds only once the Job's pods exist.
+        checkpoints, self.claim = storage_volume(
+            "checkpoints", storage, f"{name}-checkpoints", metadata(f"{name}-checkpoints"),
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=args.environment == "prod")))
 
         env = [core_v1.EnvVarArgs(name=k, value=v)
                for k, v in sorted(training.program_env(CHECKPOINT_MOUNT).items())]

@@ -1,10 +1,12 @@
 """Pod-spec pieces the Kubernetes workloads (TrainingJob, VllmServer) share."""
 from __future__ import annotations
 
+import pulumi
 from pulumi_kubernetes.core import v1 as core_v1
+from pulumi_kubernetes.meta import v1 as meta_v1
 
 from .config.kubernetes import GPU_RESOURCE_NAME
-from .config.workloads import Toleration
+from .config.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration
 
 MIB = 1024 * 1024
 
@@ -33,3 +35,27 @@ def shm_volume(size_bytes: int) -> core_v1.VolumeArgs:
 def tolerations_of(tolerations: list[Toleration]) -> list[core_v1.TolerationArgs] | None:
     return [core_v1.TolerationArgs(key=t.key, operator=t.operator, value=t.value, effect=t.effect,
                                    toleration_seconds=t.toleration_seconds) for t in tolerations] or None
+
+
+def storage_volume(volume_name: str, storage: PvcStorage | HostPathStorage | EmptyDirStorage,
+                   claim_name: str, metadata: meta_v1.ObjectMetaArgs,
+                   opts: pulumi.ResourceOptions) -> tuple[core_v1.VolumeArgs, core_v1.PersistentVolumeClaim | None]:
+    """The pod volume for a storage setting, and the PersistentVolumeClaim it needs (declared here) if any."""
+    if isinstance(storage, HostPathStorage):
+        return core_v1.VolumeArgs(name=volume_name, host_path=core_v1.HostPathVolumeSourceArgs(
+            path=storage.path, type="DirectoryOrCreate")), None
+    if isinstance(storage, EmptyDirStorage):
+        return core_v1.VolumeArgs(name=volume_name, empty_dir=core_v1.EmptyDirVolumeSourceArgs(
+            size_limit=storage.size_limit)), None
+    claim = core_v1.PersistentVolumeClaim(
+        claim_name,
+        metadata=metadata,
+        spec=core_v1.PersistentVolumeClaimSpecArgs(
+            access_modes=[storage.access_mode],
+            storage_class_name=storage.storage_class,
+            resources=core_v1.VolumeResourceRequirementsArgs(requests={"storage": storage.size}),
+        ),
+        opts=opts,
+    )
+    return core_v1.VolumeArgs(name=volume_name, persistent_volume_claim=(
+        core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=claim.metadata.name))), claim

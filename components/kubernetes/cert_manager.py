@@ -8,6 +8,7 @@ from pulumi_kubernetes import Provider
 from pulumi_kubernetes.helm import v3 as helm_v3
 
 from components.config.kubernetes import CertManagerConfig
+from components.kubernetes.helm import pinned_release
 
 CHART = "cert-manager"
 
@@ -27,20 +28,10 @@ class CertManager(pulumi.ComponentResource):
     def __init__(self, name: str, args: CertManagerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:k8s:CertManager", name, None, opts)
         config = args.config
-        self.release = helm_v3.Release(
-            name,
-            name=CHART,  # a fixed Helm release name: no random suffix, one cert-manager per cluster
-            chart=CHART,
-            version=config.chart_version,
-            repository_opts=helm_v3.RepositoryOptsArgs(repo=config.repository),
-            namespace=args.namespace,
-            values=config.crd_values(),
-            timeout=config.timeout_seconds,
-            # A failed install or upgrade rolls back instead of leaving a half-deployed webhook.
-            atomic=True,
-            cleanup_on_fail=True,
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=args.provider, protect=args.environment == "prod"
-            ),
+        # One cert-manager per cluster: the Helm release is always named after the chart.
+        self.release = pinned_release(
+            name, release_name=CHART, chart=CHART, version=config.chart_version, repository=config.repository,
+            namespace=args.namespace, values=config.crd_values(), timeout_seconds=config.timeout_seconds,
+            environment=args.environment, parent=self, provider=args.provider,
         )
         self.register_outputs({"release": self.release.name, "version": self.release.version})

@@ -11,6 +11,7 @@ from pulumi_kubernetes.helm import v3 as helm_v3
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from components.config.kubernetes import GPU_OPERATOR_CHART, DeviceConfigSettings, GpuOperatorConfig
+from components.kubernetes.helm import pinned_release
 
 DEVICE_CONFIG_API_VERSION = "amd.com/v1alpha1"
 DEVICE_CONFIG_KIND = "DeviceConfig"
@@ -101,23 +102,11 @@ class GpuOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:k8s:GpuOperator", name, None, opts)
         config = args.config
-        self.release = helm_v3.Release(
-            name,
-            name=config.release_name,
-            chart=GPU_OPERATOR_CHART,
-            version=config.chart_version,
-            repository_opts=helm_v3.RepositoryOptsArgs(repo=config.repository),
-            namespace=args.namespace,
-            values=chart_values(config),
-            timeout=config.timeout_seconds,
-            atomic=True,
-            cleanup_on_fail=True,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                protect=args.environment == "prod",
-                depends_on=[args.cert_manager] if args.cert_manager is not None else None,
-            ),
+        self.release = pinned_release(
+            name, release_name=config.release_name, chart=GPU_OPERATOR_CHART, version=config.chart_version,
+            repository=config.repository, namespace=args.namespace, values=chart_values(config),
+            timeout_seconds=config.timeout_seconds, environment=args.environment, parent=self,
+            provider=args.provider, depends_on=[args.cert_manager] if args.cert_manager is not None else None,
         )
         settings = config.device_config
         # After the release: the chart installs the DeviceConfig CRD and the controller that reconciles it.

@@ -1,0 +1,30 @@
+"""The one way this stack installs a Helm chart: pinned, rolled back on failure, protected in prod."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes import Provider
+from pulumi_kubernetes.helm import v3 as helm_v3
+
+
+def pinned_release(resource_name: str, *, release_name: str, chart: str, version: str, repository: str,
+                   namespace: pulumi.Input[str], values: Mapping[str, Any], timeout_seconds: int,
+                   environment: str, parent: pulumi.Resource, provider: Provider,
+                   depends_on: Sequence[pulumi.Resource] | None = None) -> helm_v3.Release:
+    return helm_v3.Release(
+        resource_name,
+        name=release_name,  # a fixed Helm release name: no random suffix
+        chart=chart,
+        version=version,
+        repository_opts=helm_v3.RepositoryOptsArgs(repo=repository),
+        namespace=namespace,
+        values=dict(values),
+        timeout=timeout_seconds,
+        # A failed install or upgrade rolls back instead of leaving half-deployed webhooks and CRDs.
+        atomic=True,
+        cleanup_on_fail=True,
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, protect=environment == "prod",
+                                    depends_on=list(depends_on) if depends_on else None),
+    )
