@@ -292,6 +292,17 @@ def test_extra_namespaces_are_owned_and_names_do_not_depend_on_order():
     assert sorted(r["urn"] for r in k8s_resources(a)) == sorted(r["urn"] for r in k8s_resources(b))
 
 
+def test_built_in_namespaces_are_deployed_into_but_never_owned():
+    """Creating (and in prod protecting) kube-system would fail on an existing cluster, and a delete of the
+    stack would take the cluster's own namespace with it."""
+    plan = synth("prod", {"provider": PROD_PROVIDER, "certManager": {"namespace": "kube-system"},
+                          "gpuOperator": {"namespace": "default"}})
+    assert [r["inputs"]["metadata"]["name"] for r in plan.of_type(NAMESPACE)] == []
+    assert plan.get(RELEASE, "cert-manager")["inputs"]["namespace"] == "kube-system"
+    assert plan.get(RELEASE, "amd-gpu-operator")["inputs"]["namespace"] == "default"
+    assert manifest_of(plan.of_type(DEVICE_CONFIG)[0])["metadata"]["namespace"] == "default"
+
+
 def test_no_kubernetes_section_declares_no_kubernetes_layer():
     assert k8s_resources(synth("dev", None)) == []
 

@@ -240,8 +240,10 @@ class KubernetesConfig(ConfigModel):
             if self.cert_manager.install:
                 own.append(self.cert_manager.namespace)
             own.append(self.gpu_operator.namespace)
-        elif self.device_plugin.namespace not in BUILTIN_NAMESPACES:
+        else:
             own.append(self.device_plugin.namespace)
+        # Built-in namespaces are deployed into, never created (and, in prod, protected) by the stack.
+        own = [namespace for namespace in own if namespace not in BUILTIN_NAMESPACES]
         own.extend(self.namespaces)
         return list(dict.fromkeys(own))
 

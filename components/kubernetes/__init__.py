@@ -51,12 +51,10 @@ def build_kubernetes(config: KubernetesConfig, environment: str,
     if config.mode == "device-plugin":
         from .device_plugin import DevicePlugin, DevicePluginArgs
 
-        plugin_config = config.device_plugin
-        owned = cluster.namespaces.get(plugin_config.namespace)
         device_plugin = DevicePlugin("amdgpu-device-plugin", DevicePluginArgs(
-            config=plugin_config,
+            config=config.device_plugin,
             provider=cluster.provider,
-            namespace=owned.metadata.name if owned is not None else plugin_config.namespace,
+            namespace=cluster.namespace_name(config.device_plugin.namespace),
         ))
         return KubernetesLayer(cluster=cluster, gpu_ready=[device_plugin], device_plugin=device_plugin)
 
@@ -69,13 +67,13 @@ def build_kubernetes(config: KubernetesConfig, environment: str,
             config=config.cert_manager,
             environment=environment,
             provider=cluster.provider,
-            namespace=cluster.namespaces[config.cert_manager.namespace].metadata.name,
+            namespace=cluster.namespace_name(config.cert_manager.namespace),
         ))
     gpu_operator = GpuOperator("amd-gpu-operator", GpuOperatorArgs(
         config=config.gpu_operator,
         environment=environment,
         provider=cluster.provider,
-        namespace=cluster.namespaces[config.gpu_operator.namespace].metadata.name,
+        namespace=cluster.namespace_name(config.gpu_operator.namespace),
         cert_manager=cert_manager.release if cert_manager is not None else None,
         service_monitor=service_monitor,
     ))

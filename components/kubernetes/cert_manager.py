@@ -18,7 +18,7 @@ class CertManagerArgs:
     config: CertManagerConfig
     environment: str
     provider: Provider
-    # The namespace's name output, so the release waits for the namespace.
+    # The owned namespace's name output (so the release waits for it), else a built-in namespace's name.
     namespace: pulumi.Input[str]
 
 

@@ -49,3 +49,9 @@ class Cluster(pulumi.ComponentResource):
             for namespace in args.config.owned_namespaces()
         }
         self.register_outputs({"namespaces": {n: ns.metadata.name for n, ns in self.namespaces.items()}})
+
+    def namespace_name(self, namespace: str) -> pulumi.Input[str]:
+        """Where to put an object: the owned namespace's name output (so the object waits for it), else the
+        plain name of a namespace the stack does not own (a built-in one such as kube-system)."""
+        owned = self.namespaces.get(namespace)
+        return owned.metadata.name if owned is not None else namespace

@@ -87,7 +87,7 @@ class GpuOperatorArgs:
     config: GpuOperatorConfig
     environment: str
     provider: Provider
-    # The namespace's name output, so the release waits for the namespace.
+    # The owned namespace's name output (so the release waits for it), else a built-in namespace's name.
     namespace: pulumi.Input[str]
     # The cert-manager release when the stack installs it: the operator's webhooks need its CRDs first.
     cert_manager: pulumi.Resource | None = None
