@@ -50,7 +50,7 @@ Key = tuple[str, str]  # (type, name)
 @dataclass(frozen=True)
 class Changed:
     key: Key
-    paths: tuple[str, ...]  # input paths, plus "protect"/"depends_on" when those options changed
+    paths: tuple[str, ...]  # input paths, plus "parent"/"protect"/"depends_on" when those changed
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,8 @@ def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
     for key in sorted(before.keys() & after.keys()):
         old, new = before[key], after[key]
         paths = list(changed_paths(old.inputs, new.inputs))
+        if old.parent != new.parent:  # a new parent is a new URN: Pulumi replaces it unless aliased
+            paths.append("parent")
         if old.protect != new.protect:
             paths.append("protect")
         if sorted(old.depends_on) != sorted(new.depends_on):

@@ -89,3 +89,12 @@ def test_unreadable_plan_exits_2(tmp_path, capsys, base_plan, content):
     bad.write_text(content)
     assert synth_diff.main([str(bad), str(write(tmp_path / "head.json", base_plan))]) == 2
     assert capsys.readouterr().err.startswith("error:")
+
+
+def test_a_new_parent_is_a_change(base_plan):
+    """Reparenting changes the URN (Pulumi replaces the resource unless aliased): never 'no changes'."""
+    head = copy.deepcopy(base_plan)
+    container = next(r for r in head["resources"] if r["type"] == CONTAINER)
+    container["parent"] = "urn:pulumi:dev::rocm-stack::rocm-stack:docker:Other::elsewhere"
+    result = synth_diff.diff(synth_diff.SynthPlan.model_validate(base_plan), synth_diff.SynthPlan.model_validate(head))
+    assert [(c.key, c.paths) for c in result.changed] == [((CONTAINER, container["name"]), ("parent",))]
