@@ -380,9 +380,6 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
     elif storage.access_mode != "ReadWriteMany" and k8s.nodes > 1:
         yield f"{at}.checkpoints.accessMode", (f"{storage.access_mode} cannot be mounted by the {k8s.nodes} pods of "
                                                "a multi-node job on different nodes; use ReadWriteMany")
-    hostname = f"{training.name}-{k8s.nodes - 1}"
-    if len(hostname) > 63:
-        yield f"{at}.nodes", f"pod hostname '{hostname}' exceeds 63 characters; shorten the training name"
 
 
 def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
