@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Annotated, Literal, Protocol
 
-from pydantic import Field, PlainValidator, StringConstraints
+from pydantic import AfterValidator, Field, PlainValidator, StringConstraints
 
 from components.config.base import ConfigModel
 from components.config.monitoring import DEFAULT_EXPORTER_IMAGE
@@ -47,6 +47,19 @@ _IMAGE_PATTERN = (
     r"(?::[a-z0-9._-]+)?(?:@[a-zA-Z0-9]+:[a-f0-9]+)?$"
 )
 Image = Annotated[str, StringConstraints(pattern=_IMAGE_PATTERN)]
+# The CRD's driver.image pattern without its optional tag and digest: the operator appends its own tag
+# (<distro>-<release>-<kernel>-<driver version>), so a configured tag would make an invalid reference.
+_DRIVER_REPOSITORY_PATTERN = r"([a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?)(/[$a-zA-Z0-9_]+(?:[._-][$a-zA-Z0-9_]+)*)*"
+
+
+def _driver_repository(value: str) -> str:
+    if not re.fullmatch(_DRIVER_REPOSITORY_PATTERN, value):
+        raise ValueError(f"'{value}' is not an image repository without tag or digest (the operator tags the "
+                         "driver image itself), e.g. registry.example.com/amd/amdgpu-driver")
+    return value
+
+
+DriverRepository = Annotated[str, AfterValidator(_driver_repository)]
 NamespaceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
 ObjectName = Annotated[
     str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253)
@@ -144,7 +157,7 @@ class DriverConfig(ConfigModel):
     # Blacklist the inbox amdgpu module (needed for the out-of-tree driver; applies after a node reboot).
     blacklist: bool = False
     # Driver image repository WITHOUT tag: the operator manages the tag.
-    image: str | None = None
+    image: DriverRepository | None = None
     # None: prod-safe defaults (DriverUpgradePolicy()) in prod, DEV_UPGRADE_POLICY in dev.
     upgrade_policy: DriverUpgradePolicy | None = None
 
