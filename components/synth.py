@@ -334,9 +334,12 @@ def write(plan: Plan, out: Path) -> None:
     for host, script in docker_scripts(plan).items():
         (out / "docker" / f"{_file_name(host)}.sh").write_text(script)
     scrape_config = plan.outputs.get("prometheusScrapeConfig")
+    prometheus = out / "monitoring" / "prometheus.yml"
     if scrape_config:
-        (out / "monitoring").mkdir(exist_ok=True)
-        (out / "monitoring" / "prometheus.yml").write_text(scrape_config)
+        prometheus.parent.mkdir(exist_ok=True)
+        prometheus.write_text(scrape_config)
+    else:
+        prometheus.unlink(missing_ok=True)  # an earlier synth's, for a stack that had monitoring then
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """`python -m components.synth`: the files reviewers and CI read."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from components import synth
 from components.synth import ROOT
 
 P = "rocm-stack:"
@@ -114,3 +116,12 @@ def test_make_synth_uses_the_venv_and_writes_out(tmp_path):
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "plan.json").is_file()
+
+
+def test_rewriting_without_monitoring_drops_the_stale_scrape_config(tmp_path, dev_plan):
+    synth.write(dev_plan, tmp_path)
+    assert (tmp_path / "monitoring" / "prometheus.yml").is_file()
+    without = dataclasses.replace(dev_plan, outputs={k: v for k, v in dev_plan.outputs.items()
+                                                    if k != "prometheusScrapeConfig"})
+    synth.write(without, tmp_path)
+    assert not (tmp_path / "monitoring" / "prometheus.yml").exists()
