@@ -78,6 +78,8 @@ BAD_CONFIGS = {
                           "hosts[0].containers[0].image", "unknown image 'jax'"),
     "bad shm size": ("dev", {P + "hosts": [host(containers=[{"name": "a", "shmSize": "lots"}])]},
                      "hosts[0].containers[0].shmSize", "could not parse"),
+    "shm size under 1 MiB": ("dev", {P + "hosts": [host(containers=[{"name": "a", "shmSize": "512KiB"}])]},
+                             "hosts[0].containers[0].shmSize", "greater than or equal to 1048576"),
     "bad restart policy": ("dev", {P + "hosts": [host(containers=[{"name": "a", "restart": "sometimes"}])]},
                            "hosts[0].containers[0].restart", "on-failure"),
     "relative volume path": ("dev", {P + "hosts": [host(containers=[{"name": "a", "volumes": [

@@ -93,7 +93,8 @@ class ContainerConfig(ConfigModel):
     command: list[str] = []
     env: dict[str, str] = {}
     # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
-    shm_size: ByteSize = ByteSize(16 * 1024**3)
+    # The Docker provider takes whole MiB; less would silently become Docker's 64 MiB default.
+    shm_size: Annotated[ByteSize, Field(ge=1024**2)] = ByteSize(16 * 1024**3)
     ports: list[PortMapping] = []
     volumes: list[VolumeMount] = []
     restart: Literal["no", "on-failure", "always", "unless-stopped"] = "unless-stopped"
