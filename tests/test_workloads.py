@@ -538,6 +538,13 @@ def test_bad_config_is_refused_naming_the_key(case):
     assert expected in message, message
 
 
+def test_a_port_docker_publishes_on_a_random_host_port_clashes_with_no_workload():
+    """`ports: [{internal: 8080}]` publishes on a free ephemeral host port, not on 8080."""
+    config = _set(prod_config(), "hosts[2].containers[0].ports", [{"internal": 8080}])
+    plan = synth("prod", config, TOKEN)
+    assert docker_container(plan, "gpu-node-3-serve-b")["inputs"]["ports"][0]["external"] == 8080
+
+
 @pytest.mark.parametrize("change", [
     {},  # meta-llama/* is gated: known without saying so
     {"model": "Qwen/Qwen2.5-7B-Instruct", "gated": True},

@@ -417,7 +417,9 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     for host in cfg.hosts:
         for c in host.containers:
             for port in c.ports if (host.name, c.name) not in claimed else ():
-                published[(host.name, port.external or port.internal)] = f"container '{c.name}'"
+                # Without `external` Docker publishes on a free random host port, which clashes with nothing.
+                if port.external is not None:
+                    published[(host.name, port.external)] = f"container '{c.name}'"
     for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
         for index, workload in enumerate(workloads):
             if workload.docker is None:
