@@ -519,6 +519,21 @@ def test_bad_kubernetes_config_is_refused_naming_the_key(case):
     assert any(line.strip().startswith(f"{P}{path}: ") and explanation in line for line in lines), lines
 
 
+def test_monitoring_needs_the_operators_exporter():
+    """Monitoring would otherwise enable the DeviceConfig's ServiceMonitor of a disabled exporter."""
+    config = stack_file("dev")
+    for workload_key in ("training", "inference", "gpuFleet"):
+        config.pop(P + workload_key, None)
+    config[P + "kubernetes"] = _device_config(metricsExporter={"enable": False})
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize("dev", config)
+    assert f"{P}{K}.metricsExporter.enable: must be true while rocm-stack:monitoring is enabled" in str(refused.value)
+    # Without monitoring the exporter may be off.
+    spec = device_config(synth("dev", _device_config(metricsExporter={"enable": False})))["spec"]
+    assert spec["metricsExporter"]["enable"] is False
+    assert spec["metricsExporter"]["prometheus"]["serviceMonitor"]["enable"] is False
+
+
 def test_zero_unavailable_nodes_is_fine_with_upgrades_off():
     plan = synth("dev", _upgrade_policy(enable=False, maxUnavailableNodes=0))
     assert device_config(plan)["spec"]["driver"]["upgradePolicy"]["enable"] is False

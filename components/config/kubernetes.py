@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import AfterValidator, Field, PlainValidator, StringConstraints
 
 from components.config.base import ConfigModel
-from components.config.monitoring import DEFAULT_EXPORTER_IMAGE
+from components.config.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from components.config.docker import image_pin_problem
 
 CERT_MANAGER_REPOSITORY = "https://charts.jetstack.io"
@@ -264,6 +264,7 @@ class KubernetesConfig(ConfigModel):
 class _StackWithKubernetes(Protocol):
     environment: str
     kubernetes: KubernetesConfig | None
+    monitoring: MonitoringConfig
 
 
 def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
@@ -286,7 +287,7 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
 
     images: list[tuple[str, str]] = []
     if k8s.mode == "operator":
-        yield from _operator_problems(k8s.gpu_operator, cfg.environment)
+        yield from _operator_problems(k8s.gpu_operator, cfg.environment, cfg.monitoring.enabled)
         device_config = k8s.gpu_operator.device_config
         path = "kubernetes.gpuOperator.deviceConfig"
         images += [(f"{path}.devicePlugin.image", device_config.device_plugin.image),
@@ -303,7 +304,8 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
                 yield path, problem
 
 
-def _operator_problems(operator: GpuOperatorConfig, environment: str) -> Iterable[tuple[str, str]]:
+def _operator_problems(operator: GpuOperatorConfig, environment: str,
+                       monitored: bool) -> Iterable[tuple[str, str]]:
     device_config = operator.device_config
     path = "kubernetes.gpuOperator.deviceConfig"
     driver = device_config.driver
@@ -342,5 +344,10 @@ def _operator_problems(operator: GpuOperatorConfig, environment: str) -> Iterabl
     exporter = device_config.metrics_exporter
     if exporter.node_port is not None and exporter.service_type != "NodePort":
         yield f"{path}.metricsExporter.nodePort", "only valid with serviceType NodePort"
+    if monitored and not exporter.enable:
+        # Monitoring enables the DeviceConfig's ServiceMonitor and deploys rules that page when it has no target.
+        yield (f"{path}.metricsExporter.enable",
+               "must be true while rocm-stack:monitoring is enabled: its ServiceMonitor and alert rules scrape "
+               "this exporter; set monitoring.enabled false to run without it")
     if exporter.service_monitor.enable and not exporter.enable:
         yield f"{path}.metricsExporter.serviceMonitor.enable", "needs metricsExporter.enable: true"
