@@ -523,6 +523,9 @@ BAD = {
     "unknown-image": ("dev", "training[0].image", "jax", "training[0].image: unknown image 'jax'"),
     "port-clash": ("prod", "hosts[2].containers[0].ports", [{"internal": 9000, "external": 8080}],
                    "inference[0].docker.partitions[0]: host port 8080 of 'gpu-node-3' is already published"),
+    "port-clash-with-exporter": ("prod", "inference[0].docker.publishedPort", 5000,
+                                 "inference[0].docker.partitions[0]: host port 5000 of 'gpu-node-3' is already "
+                                 "published by the GPU metrics exporter"),
     "bad-model-id": ("dev", "inference[0].model", "not a model",
                      "inference[0].model: Value error, expected a Hugging Face repository id"),
     "bad-workload-name": ("dev", "training[0].name", "9lives",

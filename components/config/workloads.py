@@ -22,6 +22,7 @@ from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, StringCon
 from .base import ConfigModel
 from .docker import ContainerConfig, HostConfig
 from .kubernetes import BUILTIN_NAMESPACES, KubernetesConfig, NamespaceName
+from .monitoring import MonitoringConfig
 
 
 def _matching(pattern: str, expected: str) -> AfterValidator:
@@ -290,6 +291,7 @@ class _StackWithWorkloads(Protocol):
     hosts: list[HostConfig]
     images: dict[str, str]
     kubernetes: KubernetesConfig | None
+    monitoring: MonitoringConfig
     gpu_fleet: GpuFleet | None
     training: list[TrainingConfig]
     inference: list[InferenceConfig]
@@ -415,6 +417,8 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     published: dict[tuple[str, int], str] = {}
     claimed = partitions_claimed(cfg)
     for host in cfg.hosts:
+        if cfg.monitoring.enabled:  # every Docker host runs the metrics exporter on this host port
+            published[(host.name, cfg.monitoring.exporter_port)] = "the GPU metrics exporter (monitoring.exporterPort)"
         for c in host.containers:
             for port in c.ports if (host.name, c.name) not in claimed else ():
                 # Without `external` Docker publishes on a free random host port, which clashes with nothing.
