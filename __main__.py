@@ -58,6 +58,7 @@ if cfg.kubernetes is not None:
             gpu_stack=cfg.kubernetes.mode,
             provider=kubernetes.provider,
             namespace=owned.metadata.name if owned is not None else "monitoring",
+            exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
         ), opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready))
 
 workloads = build_workloads(cfg, secrets, kubernetes, hosts)

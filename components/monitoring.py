@@ -85,10 +85,9 @@ class KubernetesMonitoringArgs:
     # Where the rule, dashboard and (optionally) kube-prometheus-stack live; must exist (pass the Namespace
     # resource's `metadata.name` so the dependency is tracked).
     namespace: pulumi.Input[str]
-    # Device-plugin mode: where the privileged exporter DaemonSet runs (its Pod Security level must allow
-    # privileged pods) and on which nodes. Default: `namespace`, every amd64 node.
-    exporter_namespace: pulumi.Input[str] | None = None
-    exporter_node_selector: Mapping[str, str] = field(default_factory=lambda: {"kubernetes.io/arch": "amd64"})
+    # Device-plugin mode: the nodes the privileged exporter DaemonSet runs on, those of the device plugin
+    # (it runs in `namespace`, whose Pod Security level must allow privileged pods).
+    exporter_node_selector: Mapping[str, str] = field(default_factory=dict)
 
 
 class KubernetesMonitoring(pulumi.ComponentResource):
@@ -151,17 +150,16 @@ class KubernetesMonitoring(pulumi.ComponentResource):
 
         self.service_monitor = None
         if args.gpu_stack == "device-plugin":
-            exporter_namespace = args.exporter_namespace or args.namespace
-            service = self._standalone_exporter(name, cfg, exporter_namespace, args.exporter_node_selector,
+            service = self._standalone_exporter(name, cfg, args.namespace, args.exporter_node_selector,
                                                 on_cluster)
             self.service_monitor = CustomResource(
                 f"{name}-{EXPORTER_NAME}",
                 api_version="monitoring.coreos.com/v1",
                 kind="ServiceMonitor",
-                metadata=meta_v1.ObjectMetaArgs(name=EXPORTER_NAME, namespace=exporter_namespace, labels=selectable),
+                metadata=meta_v1.ObjectMetaArgs(name=EXPORTER_NAME, namespace=args.namespace, labels=selectable),
                 spec={
                     "selector": {"matchLabels": _EXPORTER_SELECTOR},
-                    "namespaceSelector": {"matchNames": [exporter_namespace]},
+                    "namespaceSelector": {"matchNames": [args.namespace]},
                     "endpoints": [{
                         "port": "metrics",
                         "path": "/metrics",

@@ -323,3 +323,13 @@ def test_operator_mode_device_config_scrapes_with_the_alerts_labels(dev_plan) ->
     cfg = load("dev", stack_file("dev"))
     assert device_config["inputs"]["spec"]["metricsExporter"]["prometheus"]["serviceMonitor"] == \
         device_config_service_monitor(cfg.monitoring)
+
+
+def test_device_plugin_exporter_runs_on_the_device_plugins_nodes() -> None:
+    selector = {"amd.com/gpu": "true"}
+    plan = synth("dev", kubernetes={"mode": "device-plugin", "namespaces": ["monitoring"],
+                                    "devicePlugin": {"nodeSelector": selector}})
+    node_selectors = {r["name"]: r["inputs"]["spec"]["template"]["spec"]["nodeSelector"]
+                      for r in plan.of_type(DAEMON_SET)}
+    assert node_selectors == {"amdgpu-device-plugin-daemonset": selector, "amdgpu-device-plugin-labeller": selector,
+                              "monitoring-amd-device-metrics-exporter": selector}
