@@ -512,6 +512,8 @@ BAD = {
                           "inference[0].kubernetes.minAvailable: 2 of 2 replica(s) must stay up"),
     "managed-vllm-flag": ("prod", "inference[0].extraArgs[0]", "--tensor-parallel-size=4",
                           "inference[0].extraArgs[0]: '--tensor-parallel-size=4' is derived"),
+    "managed-vllm-flag-snake-case": ("prod", "inference[0].extraArgs[0]", "--tensor_parallel_size",
+                                     "inference[0].extraArgs[0]: '--tensor_parallel_size' is derived"),
     "managed-env": ("prod", "training[0].env", {"CHECKPOINT_DIR": "/elsewhere"},
                     "training[0].env.CHECKPOINT_DIR: is set by rocm-stack"),
     "namespace-not-owned": ("prod", "training[0].kubernetes.namespace", "research",

@@ -386,7 +386,9 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
 
 def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
     for index, arg in enumerate(inference.extra_args):
-        if arg.split("=", 1)[0] in VLLM_MANAGED_FLAGS:
+        flag = arg.split("=", 1)[0]
+        # vLLM's argument parser reads `--snake_case` as `--kebab-case`.
+        if (flag.replace("_", "-") if flag.startswith("--") else flag) in VLLM_MANAGED_FLAGS:
             yield f"{at}.extraArgs[{index}]", (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; "
                                                "set those keys instead")
     tp = inference.tensor_parallel_size
