@@ -516,6 +516,10 @@ BAD = {
                                      "inference[0].extraArgs[0]: '--tensor_parallel_size' is derived"),
     "managed-env": ("prod", "training[0].env", {"CHECKPOINT_DIR": "/elsewhere"},
                     "training[0].env.CHECKPOINT_DIR: is set by rocm-stack"),
+    "claimed-partition-env-redirects-checkpoints": ("prod", "hosts[0].containers[0].env", {"CHECKPOINT_DIR": "/tmp"},
+                                                    "hosts[0].containers[0].env.CHECKPOINT_DIR: partition "
+                                                    "'gpu-node-1/train-a' runs training 'llm-pretrain', for which "
+                                                    "rocm-stack sets this"),
     "namespace-not-owned": ("prod", "training[0].kubernetes.namespace", "research",
                             "training[0].kubernetes.namespace: namespace 'research' is not created by this stack"),
     "no-kubernetes-section": ("dev", "kubernetes", _DELETE,

@@ -448,6 +448,12 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                         alias = type(container).model_fields[field].alias
                         yield f"{c_at}.{alias}", (f"partition '{ref}' runs {kind} '{workload.name}', which decides "
                                                   "this; remove the key")
+                # The partition's env wins over the workload's, so it must not redirect what the stack derives
+                # (CHECKPOINT_DIR away from the host volume, HF_HOME away from the model cache, ...).
+                managed = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
+                for name in sorted(set(container.env) & set(managed)):
+                    yield f"{c_at}.env.{name}", (f"partition '{ref}' runs {kind} '{workload.name}', for which "
+                                                 "rocm-stack sets this; remove it here")
                 if isinstance(workload, InferenceConfig):
                     gpus = partition_size(host, container)
                     tp = workload.tensor_parallel_size
