@@ -567,6 +567,17 @@ def test_gated_model_requires_the_huggingface_token(change):
     assert "pulumi config set --secret huggingfaceToken" in message
 
 
+def test_pods_that_fit_the_fleet_in_sum_but_not_node_by_node_are_refused():
+    """4 nodes x 8 GPUs: 2 training pods of 8 and 3 serving pods of 5 are 31 GPUs, but 5 pods need a node each."""
+    config = prod_config()
+    config[P + "inference"][0].update(tensorParallelSize=1)
+    config[P + "inference"][0]["kubernetes"].update(gpus=5, replicas=3)
+    message = refusal("prod", config)
+    assert ("rocm-stack:gpuFleet: 5 Kubernetes pods each need more than half of a node's 8 GPUs, so no two share "
+            "a node, but the fleet has 4 nodes") in message, message
+    assert "together" not in message  # 31 of 32 GPUs: the sum alone fits
+
+
 def test_several_problems_are_reported_at_once():
     config = _set(_set(prod_config(), "inference[0].kubernetes.gpus", 3), "training[0].kubernetes.nodes", 5)
     message = refusal("prod", config)

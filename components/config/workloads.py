@@ -492,6 +492,11 @@ def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                                   "the pod can never be scheduled")
         if at.startswith("training") and pods > fleet.nodes:
             yield f"{at}.nodes", f"{pods} nodes, but gpuFleet has {fleet.nodes}: the job can never start"
+    # A pod asking for more than half a node's GPUs leaves too few for a second such pod: one node each.
+    exclusive = sum(pods for _, pods, gpus in demands if fleet.gpus_per_node >= gpus > fleet.gpus_per_node / 2)
+    if exclusive > fleet.nodes:
+        yield "gpuFleet", (f"{exclusive} Kubernetes pods each need more than half of a node's {fleet.gpus_per_node} "
+                           f"GPUs, so no two share a node, but the fleet has {fleet.nodes} nodes: some never run")
     total = sum(pods * gpus for _, pods, gpus in demands)
     if total > fleet.gpus:
         yield "gpuFleet", (f"the Kubernetes workloads need {total} GPUs together, the fleet has {fleet.gpus} "
