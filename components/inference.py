@@ -107,7 +107,11 @@ class VllmServer(pulumi.ComponentResource):
                 core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
             ],
         )
-        rollout_minutes = math.ceil(inference.startup_timeout_seconds / 60) + 10
+        # `pulumi up` waits for the rollout: one pod's start (download and load) on create, where every replica
+        # starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
+        start_minutes = math.ceil(inference.startup_timeout_seconds / 60)
+        rollout_timeouts = pulumi.CustomTimeouts(create=f"{start_minutes + 10}m",
+                                                 update=f"{replicas * start_minutes + 10}m")
         self.deployment = apps_v1.Deployment(
             name,
             metadata=metadata(name),
@@ -130,11 +134,8 @@ class VllmServer(pulumi.ComponentResource):
                     ),
                 ),
             ),
-            # `pulumi up` waits for the rollout, which includes downloading and loading the model.
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=list(args.gpu_ready),
-                custom_timeouts=pulumi.CustomTimeouts(create=f"{rollout_minutes}m", update=f"{rollout_minutes}m"),
-            )),
+                depends_on=list(args.gpu_ready), custom_timeouts=rollout_timeouts)),
         )
         self.service = core_v1.Service(
             f"{name}-service",

@@ -413,6 +413,22 @@ def test_vllm_probes_health_and_startup_allows_model_download(prod):
     assert server["ports"] == [{"name": "http", "containerPort": 8000}]
 
 
+def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch):
+    """2 replicas replaced one at a time, each allowed 1800 s to start: an update may take 2 x 30 min."""
+    import components.inference
+
+    timeouts: dict[str, Any] = {}
+    real = components.inference.apps_v1.Deployment
+
+    def recording(name: str, *args: Any, opts: Any = None, **kwargs: Any) -> Any:
+        timeouts[name] = opts.custom_timeouts
+        return real(name, *args, opts=opts, **kwargs)
+
+    monkeypatch.setattr(components.inference.apps_v1, "Deployment", recording)
+    synth("prod", prod_config(), TOKEN)
+    assert (timeouts["llama"].create, timeouts["llama"].update) == ("40m", "70m")
+
+
 def test_vllm_service_and_model_cache(prod, dev):
     service = manifest(prod, SERVICE, "llama-service")
     pod_labels = manifest(prod, DEPLOYMENT, "llama")["spec"]["template"]["metadata"]["labels"]
