@@ -15,7 +15,7 @@ from pulumi_kubernetes.policy import v1 as policy_v1
 
 from .config.docker import SecurityProfile
 from .config.workloads import InferenceConfig
-from .partitions import Partition, WorkloadContainerArgs, workload_container
+from .partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from .workload_k8s import gpu_resources, labels_of, shm_volume, storage_volume, tolerations_of
 
 # The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
@@ -185,15 +185,12 @@ class DockerVllm(pulumi.ComponentResource):
         super().__init__("rocm-stack:workloads:DockerVllm", name, None, opts)
         inference, placement = args.inference, args.inference.docker
         assert placement is not None, "DockerVllm needs inference.docker"
-        images: dict[str, docker.RemoteImage] = {}
+        images = pull_on_hosts(name, args.image, args.partitions, self)
         self.containers = {}
         # Docker's health check runs inside the container: the image has Python, not necessarily curl.
         probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{inference.port}{HEALTH_PATH}', timeout=5)"
         for partition in args.partitions:
-            host = partition.host.name
             on_host = pulumi.ResourceOptions(parent=self, provider=partition.provider)
-            if host not in images:
-                images[host] = docker.RemoteImage(f"{host}-{name}", name=args.image, keep_locally=True, opts=on_host)
             env = {**inference.server_env(partition.gpu_count), "HF_HOME": MODEL_CACHE_MOUNT}
             uploads = []
             if args.huggingface_token is not None:
@@ -203,7 +200,7 @@ class DockerVllm(pulumi.ComponentResource):
                 uploads.append(docker.ContainerUploadArgs(
                     file=DOCKER_TOKEN_FILE, content=pulumi.Output.secret(args.huggingface_token), permissions="0400"))
             self.containers[partition.ref] = workload_container(partition, WorkloadContainerArgs(
-                image=images[host].image_id,
+                image=images[partition.host.name].image_id,
                 command=serve_command(inference, partition.gpu_count),
                 env=env,
                 shm_size_bytes=int(inference.shm_size),

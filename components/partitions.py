@@ -42,6 +42,15 @@ class Partition:
         return visible_devices(self.container, self.host)
 
 
+def pull_on_hosts(workload: str, image: str, partitions: Sequence[Partition],
+                  parent: pulumi.Resource) -> dict[str, docker.RemoteImage]:
+    """The workload's image, pulled once on every host that has one of its partitions, by host name."""
+    providers = {p.host.name: p.provider for p in partitions}
+    return {host: docker.RemoteImage(f"{host}-{workload}", name=image, keep_locally=True,
+                                     opts=pulumi.ResourceOptions(parent=parent, provider=provider))
+            for host, provider in providers.items()}
+
+
 @dataclass(frozen=True)
 class WorkloadContainerArgs:
     image: pulumi.Input[str]

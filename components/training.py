@@ -20,7 +20,7 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 
 from .config.docker import SecurityProfile
 from .config.workloads import TrainingConfig
-from .partitions import Partition, WorkloadContainerArgs, workload_container
+from .partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from .workload_k8s import gpu_resources, labels_of, shm_volume, storage_volume, tolerations_of
 
 PROGRAM_SOURCE = Path(__file__).resolve().parent.parent / "workloads"
@@ -235,16 +235,13 @@ class DockerTraining(pulumi.ComponentResource):
         assert placement is not None, "DockerTraining needs training.docker"
         uploads = [docker.ContainerUploadArgs(file=f"{PROGRAM_DIR}/{file}", content=text)
                    for file, text in sorted(args.files.items())]
-        images: dict[str, docker.RemoteImage] = {}
+        images = pull_on_hosts(name, args.image, args.partitions, self)
         self.containers = {}
         for partition in args.partitions:
-            host = partition.host.name
             on_host = pulumi.ResourceOptions(parent=self, provider=partition.provider)
-            if host not in images:
-                images[host] = docker.RemoteImage(f"{host}-{name}", name=args.image, keep_locally=True, opts=on_host)
             host_dir = f"{placement.checkpoint_dir}/{name}/{partition.container.name}"
             self.containers[partition.ref] = workload_container(partition, WorkloadContainerArgs(
-                image=images[host].image_id,
+                image=images[partition.host.name].image_id,
                 command=torchrun_standalone(partition.gpu_count),
                 env=training.program_env(CHECKPOINT_MOUNT),
                 shm_size_bytes=int(training.shm_size),
