@@ -594,6 +594,13 @@ def test_pods_that_fit_the_fleet_in_sum_but_not_node_by_node_are_refused():
     assert "together" not in message  # 31 of 32 GPUs: the sum alone fits
 
 
+def test_a_replica_too_big_for_the_fleet_names_tensor_parallel_size_when_gpus_is_not_set():
+    config = _set(dev_config(), "gpuFleet", {"nodes": 2, "gpusPerNode": 1})
+    config[P + "inference"][0]["tensorParallelSize"] = 2
+    message = refusal("dev", config)
+    assert "rocm-stack:inference[0].tensorParallelSize: 2 GPUs per pod, but gpuFleet nodes have 1" in message, message
+
+
 def test_several_problems_are_reported_at_once():
     config = _set(_set(prod_config(), "inference[0].kubernetes.gpus", 3), "training[0].kubernetes.nodes", 5)
     message = refusal("prod", config)

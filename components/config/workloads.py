@@ -467,15 +467,18 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
 
 
 def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
-    demands: list[tuple[str, int, int]] = []  # (key path, pods, GPUs per pod)
+    # (key path, pods, key path of the GPUs per pod, GPUs per pod)
+    demands: list[tuple[str, int, str, int]] = []
     for index, training in enumerate(cfg.training):
         if training.kubernetes is not None:
-            demands.append((f"training[{index}].kubernetes", training.kubernetes.nodes,
-                            training.kubernetes.gpus_per_node))
+            at = f"training[{index}].kubernetes"
+            demands.append((at, training.kubernetes.nodes, f"{at}.gpusPerNode", training.kubernetes.gpus_per_node))
     for index, inference in enumerate(cfg.inference):
         if inference.kubernetes is not None:
             k8s = inference.kubernetes
-            demands.append((f"inference[{index}].kubernetes", k8s.effective_replicas(cfg.environment),
+            gpus_at = (f"inference[{index}].kubernetes.gpus" if k8s.gpus is not None
+                       else f"inference[{index}].tensorParallelSize")  # the GPUs of a replica default to TP
+            demands.append((f"inference[{index}].kubernetes", k8s.effective_replicas(cfg.environment), gpus_at,
                             k8s.gpus or inference.tensor_parallel_size))
     if not demands:
         return
@@ -485,19 +488,18 @@ def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
             yield "gpuFleet", ("prod runs GPU workloads on Kubernetes: declare the cluster's GPU nodes "
                                "({nodes: N, gpusPerNode: G}) so that jobs that can never be scheduled are refused")
         return
-    for at, pods, gpus in demands:
+    for at, pods, gpus_at, gpus in demands:
         if gpus > fleet.gpus_per_node:
-            key = "gpusPerNode" if at.startswith("training") else "gpus"
-            yield f"{at}.{key}", (f"{gpus} GPUs per pod, but gpuFleet nodes have {fleet.gpus_per_node}: "
-                                  "the pod can never be scheduled")
+            yield gpus_at, (f"{gpus} GPUs per pod, but gpuFleet nodes have {fleet.gpus_per_node}: "
+                            "the pod can never be scheduled")
         if at.startswith("training") and pods > fleet.nodes:
             yield f"{at}.nodes", f"{pods} nodes, but gpuFleet has {fleet.nodes}: the job can never start"
     # A pod asking for more than half a node's GPUs leaves too few for a second such pod: one node each.
-    exclusive = sum(pods for _, pods, gpus in demands if fleet.gpus_per_node >= gpus > fleet.gpus_per_node / 2)
+    exclusive = sum(pods for _, pods, _, gpus in demands if fleet.gpus_per_node >= gpus > fleet.gpus_per_node / 2)
     if exclusive > fleet.nodes:
         yield "gpuFleet", (f"{exclusive} Kubernetes pods each need more than half of a node's {fleet.gpus_per_node} "
                            f"GPUs, so no two share a node, but the fleet has {fleet.nodes} nodes: some never run")
-    total = sum(pods * gpus for _, pods, gpus in demands)
+    total = sum(pods * gpus for _, pods, _, gpus in demands)
     if total > fleet.gpus:
         yield "gpuFleet", (f"the Kubernetes workloads need {total} GPUs together, the fleet has {fleet.gpus} "
                            f"({fleet.nodes} x {fleet.gpus_per_node}); a multi-node job whose pods cannot all run "
