@@ -21,15 +21,13 @@ from components.monitoring import (
     prometheus_scrape_config,
 )
 from components.synth import Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
-from conftest import stack_file
+from conftest import CONTAINER, REMOTE_IMAGE, stack_file
 from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural_schema, validate_object
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 
 DATA = Path(__file__).parent / "data" / "monitoring"
 P = "rocm-stack:"
 
-CONTAINER = "docker:index/container:Container"
-REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 DOCKER_EXPORTER = "rocm-stack:monitoring:DockerExporter"
 K8S_MONITORING = "rocm-stack:monitoring:KubernetesMonitoring"
 RELEASE = "kubernetes:helm.sh/v3:Release"

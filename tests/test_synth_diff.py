@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from components import synth_diff
+from conftest import CONTAINER
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTAINER = "docker:index/container:Container"
 
 
 @pytest.fixture
