@@ -38,10 +38,14 @@ _EXPORTER_SELECTOR = {"app.kubernetes.io/name": EXPORTER_NAME}
 
 def exporter_relabelings() -> list[dict[str, Any]]:
     """Target relabelings (ServiceMonitor/DeviceConfig camelCase form) giving every exporter target the
-    `job` the alert rules select and a `host` label with the node name, as the Docker scrape config does."""
+    `job` the alert rules select and a `host` label with the node name, as the Docker scrape config does.
+
+    The target's own `pod`/`container` labels (the exporter pod) are dropped: with honorLabels they would
+    fill in wherever the exporter reports no workload, and every idle GPU would look held by a pod."""
     return [
         {"action": "replace", "targetLabel": "job", "replacement": EXPORTER_JOB},
         {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host"},
+        {"action": "labeldrop", "regex": "pod|container"},
     ]
 
 

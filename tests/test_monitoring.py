@@ -260,7 +260,10 @@ def test_device_plugin_mode_runs_the_exporter_and_a_matching_service_monitor(dev
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == port["name"] and port["targetPort"] in {p["name"] for p in container["ports"]}
     assert endpoint["honorLabels"] is True
-    assert {r.get("targetLabel") for r in endpoint["relabelings"]} == {"job", "host"}
+    assert {r.get("targetLabel") for r in endpoint["relabelings"]} == {"job", "host", None}
+    # The exporter pod's own pod/container target labels are dropped: with honorLabels they would fill in for
+    # GPUs without a workload, and the idle-while-allocated alert would take every idle GPU for a held one.
+    assert {"action": "labeldrop", "regex": "pod|container"} in endpoint["relabelings"]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
     binding = manifests[("ClusterRoleBinding", "amd-device-metrics-exporter")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "amd-device-metrics-exporter",
