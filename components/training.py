@@ -113,8 +113,11 @@ class TrainingJob(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.program = core_v1.ConfigMap(f"{name}-program", metadata=metadata(f"{name}-program"),
-                                         data=dict(args.files), opts=child)
+        # Named after its content and immutable: a new program version is a new ConfigMap, so pods of the
+        # running Job never see files change under them; Pulumi replaces the Job, then deletes the old one.
+        self.program = core_v1.ConfigMap(
+            f"{name}-program", metadata=metadata(f"{name}-program-{program_digest(args.files)[:10]}"),
+            data=dict(args.files), immutable=True, opts=child)
 
         storage = k8s.effective_checkpoints(name, args.environment)
         # Checkpoints outlive the Job (and a prod `pulumi destroy` of it) unless unprotected on purpose;

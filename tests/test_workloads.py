@@ -250,9 +250,14 @@ def test_program_ships_as_configmap_mounted_where_torchrun_runs_it(prod):
     files = program_files()
     config_map = manifest(prod, CONFIG_MAP, "llm-pretrain-program")
     assert config_map["data"] == files and "train.py" in files and "checkpoint.py" in files
+    # Named after the program's content and immutable: a new version is a new object, never an in-place edit
+    # under running pods (the Pulumi resource name stays `llm-pretrain-program`).
+    from components.training import program_digest
+    assert config_map["metadata"]["name"] == f"llm-pretrain-program-{program_digest(files)[:10]}"
+    assert config_map["immutable"] is True
     pod = pod_spec(prod, JOB, "llm-pretrain")
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["program"]["configMap"]["name"] == "llm-pretrain-program"
+    assert volumes["program"]["configMap"]["name"] == config_map["metadata"]["name"]
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["program"] == {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True}
 
