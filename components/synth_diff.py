@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,11 +73,18 @@ def load(path: Path) -> SynthPlan:
         raise UnreadablePlan(f"{path}: {error}") from None
 
 
-def _by_key(plan: SynthPlan) -> dict[Key, PlannedResource]:
+def _repeated(plan: SynthPlan) -> set[Key]:
+    counts = Counter((r.type, r.name) for r in plan.resources)
+    return {key for key, count in counts.items() if count > 1}
+
+
+def _by_key(plan: SynthPlan, ambiguous: set[Key]) -> dict[Key, PlannedResource]:
+    """Resources by type and name; a type and name repeated in either plan is told apart by the parent in
+    both plans, so matching never depends on which of the two comes first."""
     resources: dict[Key, PlannedResource] = {}
     for resource in plan.resources:
         key = (resource.type, resource.name)
-        if key in resources:  # same type and name under two parents: the parent tells them apart
+        if key in ambiguous:
             key = (resource.type, f"{resource.name} (in {resource.parent})")
         resources[key] = resource
     return resources
@@ -99,7 +107,8 @@ def changed_paths(old: Any, new: Any, path: str = "") -> Iterator[str]:
 
 
 def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
-    before, after = _by_key(base), _by_key(head)
+    ambiguous = _repeated(base) | _repeated(head)
+    before, after = _by_key(base, ambiguous), _by_key(head, ambiguous)
     changed = []
     for key in sorted(before.keys() & after.keys()):
         old, new = before[key], after[key]

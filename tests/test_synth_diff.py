@@ -98,3 +98,18 @@ def test_a_new_parent_is_a_change(base_plan):
     container["parent"] = "urn:pulumi:dev::rocm-stack::rocm-stack:docker:Other::elsewhere"
     result = synth_diff.diff(synth_diff.SynthPlan.model_validate(base_plan), synth_diff.SynthPlan.model_validate(head))
     assert [(c.key, c.paths) for c in result.changed] == [((CONTAINER, container["name"]), ("parent",))]
+
+
+def test_same_type_and_name_under_two_parents_is_matched_by_parent(base_plan):
+    """A new resource named like an existing one (another parent) is 'added'; the existing one is unchanged,
+    whichever of the two sorts first."""
+    head = copy.deepcopy(base_plan)
+    container = next(r for r in head["resources"] if r["type"] == CONTAINER)
+    twin = {**copy.deepcopy(container), "parent": "urn:pulumi:dev::rocm-stack::rocm-stack:aaa:First::x",
+            "urn": container["urn"] + "-twin"}
+    twin["inputs"]["name"] = "twin"
+    head["resources"].insert(0, twin)
+    result = synth_diff.diff(synth_diff.SynthPlan.model_validate(base_plan), synth_diff.SynthPlan.model_validate(head))
+    assert result.changed == ()
+    assert list(result.added) == [
+        (CONTAINER, f"{container['name']} (in urn:pulumi:dev::rocm-stack::rocm-stack:aaa:First::x)")]
