@@ -259,13 +259,17 @@ def test_config_secrets_policy_reads_the_stack_file(tmp_path, monkeypatch):
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": {
         "rocm-stack:environment": "prod", "rocm-stack:registryPassword": "hunter2",
+        "rocm-stack:registry": {"server": "registry.example", "password": "plain"},
         "rocm-stack:huggingfaceToken": {"secure": "v1:abc"}}}))
     monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
     monkeypatch.setenv("PULUMI_STACK", "prod")
     messages: list[str] = []
     POLICIES["no-plaintext-secrets-in-config"].validate(StackValidationArgs([]), lambda m, urn=None: messages.append(m))
-    assert messages == ["config 'rocm-stack:registryPassword' holds a credential in plain text in Pulumi.prod.yaml: "
-                        "run `pulumi config set --secret rocm-stack:registryPassword ...`"]
+    assert sorted(messages) == [
+        "config 'rocm-stack:registry.password' holds a credential in plain text in Pulumi.prod.yaml: "
+        "run `pulumi config set --path --secret 'rocm-stack:registry.password' ...`",
+        "config 'rocm-stack:registryPassword' holds a credential in plain text in Pulumi.prod.yaml: "
+        "run `pulumi config set --secret 'rocm-stack:registryPassword' ...`"]
     monkeypatch.setenv("PULUMI_STACK", "staging")  # no such stack file: config lives elsewhere
     with pytest.raises(_NotApplicableError):
         POLICIES["no-plaintext-secrets-in-config"].validate(StackValidationArgs([]), lambda m, urn=None: None)

@@ -104,8 +104,10 @@ def _validate_config_secrets(args: StackValidationArgs, report_violation: Report
         args.not_applicable(f"no stack config file {path.name} (config kept elsewhere, e.g. a Pulumi ESC environment)")
     config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
     for key in rules.plaintext_secrets(config):
+        # A value inside structured config is addressed with --path (`rocm-stack:registry.password`).
+        path_flag = "--path " if any(c in key for c in ".[") else ""
         report_violation(f"config '{key}' holds a credential in plain text in {path.name}: "
-                         f"run `pulumi config set --secret {key.split('.', 1)[0].split('[', 1)[0]} ...`", None)
+                         f"run `pulumi config set {path_flag}--secret '{key}' ...`", None)
 
 
 POLICIES = [
