@@ -28,6 +28,14 @@ def stack_file(stack: str) -> dict[str, Any]:
     return copy.deepcopy(stack_config(stack))
 
 
+def stack_without_kubernetes(stack: str) -> dict[str, Any]:
+    """A committed stack's config without its Kubernetes section and the workloads that need it."""
+    config = stack_file(stack)
+    for key in ("kubernetes", "training", "inference", "gpuFleet"):
+        config.pop(f"rocm-stack:{key}", None)
+    return config
+
+
 def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None = None) -> str:
     """The message the program stops with; fails the test if the program accepts the config."""
     with pytest.raises(ProgramRefused) as refused:

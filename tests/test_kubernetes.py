@@ -23,7 +23,7 @@ from components.config.kubernetes import (
 from components.kubernetes import build_kubernetes
 from components.kubernetes.gpu_operator import chart_values
 from components.synth import Plan, ProgramRefused, manifest_of, synthesize, write
-from conftest import stack_file
+from conftest import stack_file, stack_without_kubernetes
 from k8s_validation import (
     CrdSchemas,
     ManifestInvalid,
@@ -49,10 +49,7 @@ CRDS = CrdSchemas.from_files(DATA / "deviceconfig-crd.yaml")
 def synth(stack: str, kubernetes: dict[str, Any] | None) -> Plan:
     """The committed stack's config (hosts etc.) with this `rocm-stack:kubernetes` section, and without
     monitoring so that only the GPU layer declares Kubernetes objects."""
-    config = stack_file(stack)
-    config.pop(P + "kubernetes", None)
-    for workload_key in ("training", "inference", "gpuFleet"):  # they need the committed kubernetes section
-        config.pop(P + workload_key, None)
+    config = stack_without_kubernetes(stack)
     config[P + "monitoring"] = {"enabled": False}
     if kubernetes is not None:
         config[P + "kubernetes"] = kubernetes

@@ -21,7 +21,7 @@ from components.monitoring import (
     prometheus_scrape_config,
 )
 from components.synth import Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
-from conftest import CONTAINER, REMOTE_IMAGE, stack_file
+from conftest import CONTAINER, REMOTE_IMAGE, stack_file, stack_without_kubernetes
 from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural_schema, validate_object
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 
@@ -42,10 +42,7 @@ PROMETHEUS_RULE_CRD = CrdSchemas.from_files(DATA / "crds" / "monitoring.coreos.c
 def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict[str, Any] | None = None,
           hosts: list[dict[str, Any]] | None = None) -> Plan:
     """The committed stack with these sections; without `kubernetes` a Docker-only stack."""
-    config = stack_file(stack)
-    config.pop(P + "kubernetes", None)
-    for workload_key in ("training", "inference", "gpuFleet"):  # they need the committed kubernetes section
-        config.pop(P + workload_key, None)
+    config = stack_without_kubernetes(stack)
     for key, value in (("monitoring", monitoring), ("kubernetes", kubernetes), ("hosts", hosts)):
         if value is not None:
             config[P + key] = value
