@@ -38,9 +38,10 @@ def visible_devices(container: ContainerConfig, host: HostConfig) -> str:
     return ",".join(str(g) for g in gpus)
 
 
-def rocm_access(container: ContainerConfig, profile: SecurityProfile) -> dict[str, Any]:
+def rocm_access(container: ContainerConfig, profile: SecurityProfile, shm_size_bytes: int) -> dict[str, Any]:
     """The `docker.Container` arguments every ROCm GPU container gets, whoever declares it."""
     return {
+        "shm_size": shm_size_bytes // (1024 * 1024),  # the provider takes MiB
         "devices": [docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
                     for d in ROCM_DEVICES],
         "group_adds": list(ROCM_GROUPS),
@@ -107,8 +108,7 @@ class GpuHost(pulumi.ComponentResource):
             image=self.images[c.image].image_id,
             command=c.command or None,
             envs=[f"{k}={v}" for k, v in sorted(env.items())],
-            shm_size=c.shm_size // (1024 * 1024),  # the provider takes MiB
-            **rocm_access(c, profile),
+            **rocm_access(c, profile, c.shm_size),
             ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip)
                    for p in c.ports] or None,
             volumes=[docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,
