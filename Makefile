@@ -21,7 +21,7 @@ $(BIN)/.installed: $(BIN)/.runtime requirements-dev.txt
 venv: $(BIN)/.installed
 
 synth: $(BIN)/.runtime
-	$(BIN)/python -m components.synth --stack $(STACK) --out $(OUT)
+	$(BIN)/python -m tools.synth --stack $(STACK) --out $(OUT)
 
 test: venv
 	$(BIN)/python -m pytest -q -n auto --durations=10 tests

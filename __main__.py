@@ -1,9 +1,9 @@
 """rocm-stack: read the stack config, wire the components. All logic lives in components/."""
 import pulumi
 
-from components.config import ConfigError, from_pulumi
-from components.gpu_host import GpuHost, GpuHostArgs
-from components.kubernetes import build_kubernetes
+from schema import ConfigError, from_pulumi
+from components.docker.gpu_host import GpuHost, GpuHostArgs
+from components.k8s import build_kubernetes
 from components.monitoring import (
     DockerExporter,
     DockerExporterArgs,

@@ -2,7 +2,7 @@
 against a baseline that declares the same custom resources flat with the SDK classes (bench/baseline/).
 
 Per size, both programs run in-process (`synthesize()` in a fresh worker, after a 1-host warm-up) and as a
-whole process (`python -m components.synth`, as CI runs it); the best of `--repeat` runs counts (one run at
+whole process (`python -m tools.synth`, as CI runs it); the best of `--repeat` runs counts (one run at
 1,000 hosts), peak memory is the ru_maxrss of the first run. Prints the table and the issue-8 targets.
 """
 from __future__ import annotations
@@ -55,12 +55,12 @@ def in_process(project: Path, warmup: Path | None, repeat: int, replay_out: Path
 
 
 def whole_process(project: Path, out: Path, repeat: int) -> Run:
-    """`python -m components.synth` timed from spawn to exit; its own ru_maxrss via wait4."""
+    """`python -m tools.synth` timed from spawn to exit; its own ru_maxrss via wait4."""
     best = None
     for attempt in range(repeat):
         with tempfile.TemporaryFile() as stderr:
             began = time.perf_counter()
-            child = subprocess.Popen([sys.executable, "-m", "components.synth", "--stack", fleet.STACK,
+            child = subprocess.Popen([sys.executable, "-m", "tools.synth", "--stack", fleet.STACK,
                                       "--out", str(out), "--project-dir", str(project)],
                                      cwd=fleet.ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
             _, status, usage = os.wait4(child.pid, 0)

@@ -59,7 +59,7 @@ def fleet_config(hosts: int, template: Path = TEMPLATE_STACK) -> tuple[dict[str,
 
 def _sections_refused(config: dict[str, Any]) -> list[str]:
     """Top-level keys (other than the hosts) that the config loader names in its problems."""
-    from components.config import ConfigError, load
+    from schema import ConfigError, load
 
     secret_keys = [key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}]
     try:

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Measures workloads/train.py on one GPU with the nccl backend (RCCL on ROCm) and drills kill + resume there.
+# Measures programs/train.py on one GPU with the nccl backend (RCCL on ROCm) and drills kill + resume there.
 # Usage: bench/train_gpu.sh OUTDIR   (writes OUTDIR/*.jsonl, rank 0's JSON lines; prints a summary)
 set -uo pipefail
 out=${1:?output directory}
 mkdir -p "$out"
 ckpt=$(mktemp -d)
-run() { python3 -m torch.distributed.run --standalone --nproc-per-node 1 workloads/train.py --backend nccl \
+run() { python3 -m torch.distributed.run --standalone --nproc-per-node 1 programs/train.py --backend nccl \
           --hidden-size 1024 --layers 8 --batch-size 8192 --checkpoint-dir "$ckpt" "$@"; }
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 

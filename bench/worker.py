@@ -56,7 +56,7 @@ def _dependencies_first(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _synth(project: Path) -> Any:
-    from components.synth import synthesize
+    from tools.synth import synthesize
 
     return synthesize(STACK, project_dir=project)
 

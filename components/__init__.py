@@ -1,1 +1,1 @@
-"""rocm-stack components: one ComponentResource per concern, plus the offline tools (synth, topology, drift)."""
+"""rocm-stack ComponentResources, one sub-package per type-token module: docker, k8s, monitoring, workloads."""

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real program run under Pulumi's mock engine (components.synth)."""
+"""Shared fixtures: the real program run under Pulumi's mock engine (tools.synth)."""
 from __future__ import annotations
 
 import copy
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from components.synth import Plan, ProgramRefused, stack_config, synthesize
+from tools.synth import Plan, ProgramRefused, stack_config, synthesize
 
 CONTAINER = "docker:index/container:Container"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"

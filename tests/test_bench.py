@@ -12,8 +12,8 @@ import pytest
 from bench import fleet
 from bench.__main__ import measure, table, targets
 from bench.worker import replay_list
-from components.config import load
-from components.synth import Plan, synthesize
+from schema import load
+from tools.synth import Plan, synthesize
 
 
 def _per_host(plan: Plan, names: list[str]) -> dict[str, Counter]:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import ConfigError, load
-from components.config.docker import image_pin_problem
-from components.synth import ROOT
+from schema import ConfigError, load
+from schema.docker import image_pin_problem
+from tools.synth import ROOT
 from conftest import refusal, stack_file
 
 P = "rocm-stack:"

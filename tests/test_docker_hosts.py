@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from components.synth import SECRET, synthesize
+from tools.synth import SECRET, synthesize
 from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, gpu_containers, on_gpu_hosts, stack_file
 
 P = "rocm-stack:"

@@ -1,4 +1,4 @@
-"""components.drift on recorded `pulumi preview --refresh --json` outputs (tests/data/drift, see SOURCE.txt)."""
+"""tools.drift on recorded `pulumi preview --refresh --json` outputs (tests/data/drift, see SOURCE.txt)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components import drift
+from tools import drift
 
 DATA = Path(__file__).parent / "data" / "drift"
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +19,7 @@ def report_of(name: str) -> drift.DriftReport:
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "components.drift", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "tools.drift", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 

@@ -1,4 +1,4 @@
-"""Kubernetes GPU layer: what the program declares (via components.synth), validated like an API server would.
+"""Kubernetes GPU layer: what the program declares (via tools.synth), validated like an API server would.
 
 Every declared object passes `kubernetes-validate` (strict) or, for the DeviceConfig, the CRD of
 gpu-operator-charts v1.5.1 made strict (tests/k8s_validation.py); config errors name their key.
@@ -14,15 +14,15 @@ import pytest
 import yaml
 from pulumi.runtime import settings
 
-from components.config.kubernetes import (
+from schema.kubernetes import (
     GPU_OPERATOR_CHART,
     GPU_OPERATOR_CHART_VERSION,
     CertManagerConfig,
     KubernetesConfig,
 )
-from components.kubernetes import build_kubernetes
-from components.kubernetes.gpu_operator import chart_values
-from components.synth import Plan, ProgramRefused, manifest_of, synthesize, write
+from components.k8s import build_kubernetes
+from components.k8s.gpu_operator import chart_values
+from tools.synth import Plan, ProgramRefused, manifest_of, synthesize, write
 from conftest import stack_file, stack_without_kubernetes
 from k8s_validation import (
     CrdSchemas,

@@ -1,4 +1,4 @@
-"""Monitoring components under Pulumi's mock engine (components.synth): the Docker exporters and their scrape
+"""Monitoring components under Pulumi's mock engine (tools.synth): the Docker exporters and their scrape
 config, the Kubernetes PrometheusRule / dashboard ConfigMap / kube-prometheus-stack / standalone exporter with its
 ServiceMonitor, and the Grafana dashboard, all checked against what upstream defines."""
 from __future__ import annotations
@@ -12,15 +12,15 @@ import jsonschema
 import pytest
 import yaml
 
-from components import alerts, dashboard
-from components.config.monitoring import MonitoringConfig
+from domain import alerts, dashboard
+from schema.monitoring import MonitoringConfig
 from components.monitoring import (
     EXPORTER_JOB,
     device_config_service_monitor,
     exporter_address,
     prometheus_scrape_config,
 )
-from components.synth import Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
+from tools.synth import Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
 from conftest import CONTAINER, REMOTE_IMAGE, stack_file, stack_without_kubernetes
 from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural_schema, validate_object
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
@@ -278,7 +278,7 @@ def test_service_monitor_subset_schema_rejects_a_misspelled_field(dev_device_plu
 
 def test_committed_dashboard_is_the_generated_one() -> None:
     assert dashboard.DASHBOARD_FILE.read_text(encoding="utf-8") == dashboard.dashboard_json_text(), (
-        "monitoring/dashboards/rocm-gpus.json is stale: run `.venv/bin/python -m components.dashboard`"
+        "monitoring/dashboards/rocm-gpus.json is stale: run `.venv/bin/python -m domain.dashboard`"
     )
 
 
@@ -314,7 +314,7 @@ def test_dashboard_queries_use_only_exporter_metrics_and_labels() -> None:
 
 def test_operator_mode_device_config_scrapes_with_the_alerts_labels(dev_plan) -> None:
     """The GPU Operator's ServiceMonitor is the monitoring section's (job/host relabelings the rules select on)."""
-    from components.config import load
+    from schema import load
     from components.monitoring import device_config_service_monitor
 
     [device_config] = dev_plan.of_type("kubernetes:amd.com/v1alpha1:DeviceConfig")

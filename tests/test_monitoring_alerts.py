@@ -10,8 +10,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from components import alerts
-from components.config.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
+from domain import alerts
+from schema.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 
 DATA = Path(__file__).parent / "data" / "monitoring"
@@ -97,13 +97,13 @@ def test_kube_prometheus_stack_defaults_by_environment() -> None:
 
 def test_committed_rules_file_is_the_generated_mi300x_default() -> None:
     assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig()), (
-        "monitoring/rules/gpu-alerts.rules.yml is stale: run `.venv/bin/python -m components.alerts`"
+        "monitoring/rules/gpu-alerts.rules.yml is stale: run `.venv/bin/python -m domain.alerts`"
     )
 
 
 def test_cli_writes_the_rules_of_a_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "rules" / "gpu.yml"
-    monkeypatch.setattr("sys.argv", ["components.alerts", "--stack", "prod", "--out", str(out)])
+    monkeypatch.setattr("sys.argv", ["domain.alerts", "--stack", "prod", "--out", str(out)])
     alerts.main()
     # The committed prod stack sets no monitoring section: its rules are the defaults.
     assert out.read_text(encoding="utf-8") == alerts.RULES_FILE.read_text(encoding="utf-8")

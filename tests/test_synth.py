@@ -1,4 +1,4 @@
-"""`python -m components.synth`: the files reviewers and CI read."""
+"""`python -m tools.synth`: the files reviewers and CI read."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import yaml
 
-from components import synth
-from components.synth import ROOT
+from tools import synth
+from tools.synth import ROOT
 
 P = "rocm-stack:"
 
 
 def run_synth(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "components.synth", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tools.synth", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -54,7 +54,7 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert "--cap-add=SYS_PTRACE" not in train and "--security-opt=seccomp=unconfined" not in train
     # gpu-node-2's train-a partition runs the training workload on its 4 GPUs.
     assert train[-6:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "torchrun", "--standalone",
-                          "--nproc-per-node", "4", "/opt/rocm-stack/workloads/train.py"]
+                          "--nproc-per-node", "4", "/opt/rocm-stack/programs/train.py"]
 
 
 def test_synth_is_deterministic(tmp_path):

@@ -1,4 +1,4 @@
-"""components.synth_diff on the real dev synth plan and edited copies of it."""
+"""tools.synth_diff on the real dev synth plan and edited copies of it."""
 from __future__ import annotations
 
 import copy
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components import synth_diff
+from tools import synth_diff
 from conftest import CONTAINER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ def write(path: Path, plan: dict) -> Path:
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "components.synth_diff", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "tools.synth_diff", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 

@@ -1,4 +1,4 @@
-"""The training program (workloads/train.py) under real `torchrun --nproc-per-node 2` on CPU with gloo.
+"""The training program (programs/train.py) under real `torchrun --nproc-per-node 2` on CPU with gloo.
 
 Each torchrun costs ~5 s on 2 cores (three processes import torch), so runs are shared through module fixtures.
 """
@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import torch
 
-from workloads.checkpoint import CheckpointStore, InvalidCheckpoint
-from workloads.config import OPTIONS, parse_config
-from workloads.train import main as train_main
+from programs.checkpoint import CheckpointStore, InvalidCheckpoint
+from programs.settings import OPTIONS, parse_config
+from programs.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
 
-TRAIN = REPO / "workloads" / "train.py"
+TRAIN = REPO / "programs" / "train.py"
 DATA = Path(__file__).resolve().parent / "data" / "train"
 # Tiny model, 8 steps, checkpoints at 3, 6 and 8 (the last step always), two kept.
 RUN = ["--steps", "8", "--checkpoint-every", "3", "--checkpoint-keep", "2", "--batch-size", "16", "--backend", "gloo"]
@@ -214,7 +214,7 @@ def test_env_vars_configure_and_flags_override() -> None:
     assert (config.entrypoint, config.fail_at_step, config.fail_rank) == ("my.pkg:make", 3, 1)
     assert parse_config(["--steps", "7", "--backend", "nccl"], env).steps == 7
     defaults = parse_config([], {})
-    assert (defaults.backend, defaults.fail_at_step, defaults.entrypoint) == ("auto", None, "workloads.synthetic:build")
+    assert (defaults.backend, defaults.fail_at_step, defaults.entrypoint) == ("auto", None, "programs.synthetic:build")
 
 
 @pytest.mark.parametrize(("argv", "env", "message"), [
@@ -249,14 +249,14 @@ def test_program_exits_2_on_settings_this_machine_cannot_run(tmp_path, monkeypat
 
 
 def configmap_copy_of_program(root: Path) -> Path:
-    """workloads/*.py laid out like a Kubernetes ConfigMap volume: each file a symlink through `..data`."""
-    version = root / "workloads" / "..2026_01_01_00_00_00.000000001"
+    """programs/*.py laid out like a Kubernetes ConfigMap volume: each file a symlink through `..data`."""
+    version = root / "programs" / "..2026_01_01_00_00_00.000000001"
     version.mkdir(parents=True)
-    (root / "workloads" / "..data").symlink_to(version.name)
-    for source in (REPO / "workloads").glob("*.py"):
+    (root / "programs" / "..data").symlink_to(version.name)
+    for source in (REPO / "programs").glob("*.py"):
         shutil.copy(source, version / source.name)
-        (root / "workloads" / source.name).symlink_to(f"..data/{source.name}")
-    return root / "workloads" / "train.py"
+        (root / "programs" / source.name).symlink_to(f"..data/{source.name}")
+    return root / "programs" / "train.py"
 
 
 def test_single_process_with_a_user_entrypoint(tmp_path) -> None:

@@ -122,7 +122,7 @@ def test_preview_on_pull_requests():
     text = run_text(synth)
     assert 'make synth STACK="$STACK" OUT="out/$STACK"' in text
     assert "git worktree add" in text and "github.event.pull_request.base.sha" in str(synth)
-    assert "components.synth_diff" in text and "$GITHUB_STEP_SUMMARY" in text
+    assert "tools.synth_diff" in text and "$GITHUB_STEP_SUMMARY" in text
     assert "rocm_policy.offline" in text
     (upload,) = steps_using(synth, "actions/upload-artifact@")
     assert upload["with"]["path"] == "out/${{ matrix.stack }}"
@@ -160,7 +160,7 @@ def test_drift_on_schedule_and_on_demand_opens_issues():
     assert job["concurrency"]["cancel-in-progress"] is False and "matrix.stack" in job["concurrency"]["group"]
     text = run_text(job)
     assert re.search(r"pulumi preview --stack \"\$STACK\" --refresh --expect-no-changes --json", text)
-    assert "python -m components.drift drift/preview.json --out drift/summary.md" in text
+    assert "python -m tools.drift drift/preview.json --out drift/summary.md" in text
     assert "gh issue create" in text and "gh issue comment" in text and "gh issue close" in text
     assert "--label drift" in text and "select(.title == env.TITLE)" in text
 

@@ -1,4 +1,4 @@
-"""Training and inference workloads as the program declares them (components.synth), validated like an API server.
+"""Training and inference workloads as the program declares them (tools.synth), validated like an API server.
 
 Every Kubernetes object passes kubernetes-validate (strict, 1.30); the shipped training program is run from
 the ConfigMap's files; config errors are refused with messages naming their key; names are stable.
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from components.config.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
-from components.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
-from components.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
-from components.training import PROGRAM_DIR, SETTINGS_CHECK, program_files
+from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
+from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
+from tools.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
+from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, program_files
 from conftest import CONTAINER, REMOTE_IMAGE, env_of, stack_file
 from k8s_validation import validate_all
 
@@ -186,7 +186,7 @@ def test_torchrun_rendezvous_on_pod_zero_behind_headless_service(prod):
     assert trainer["command"] == [
         "torchrun", "--nnodes", "2", "--nproc-per-node", "8", "--rdzv-backend", "c10d",
         "--rdzv-endpoint", "llm-pretrain-0.llm-pretrain:29500", "--rdzv-id", "llm-pretrain",
-        "--max-restarts", "3", "/opt/rocm-stack/workloads/train.py"]
+        "--max-restarts", "3", "/opt/rocm-stack/programs/train.py"]
     service = manifest(prod, SERVICE, "llm-pretrain-rendezvous")
     # <job>-0.<subdomain> resolves only if the subdomain is a headless Service selecting the pods.
     assert service["metadata"]["name"] == pod["subdomain"] == "llm-pretrain"
@@ -252,7 +252,7 @@ def test_program_ships_as_configmap_mounted_where_torchrun_runs_it(prod):
     assert config_map["data"] == files and "train.py" in files and "checkpoint.py" in files
     # Named after the program's content and immutable: a new version is a new object, never an in-place edit
     # under running pods (the Pulumi resource name stays `llm-pretrain-program`).
-    from components.training import program_digest
+    from components.workloads.training import program_digest
     assert config_map["metadata"]["name"] == f"llm-pretrain-program-{program_digest(files)[:10]}"
     assert config_map["immutable"] is True
     pod = pod_spec(prod, JOB, "llm-pretrain")
@@ -274,7 +274,7 @@ def mount_config_map(data: dict[str, str], mount: Path) -> None:
 
 def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(prod, tmp_path):
     """What the init container and the trainer run, from the ConfigMap's files alone (CPU, gloo)."""
-    program = tmp_path / "rocm-stack" / "workloads"
+    program = tmp_path / "rocm-stack" / "programs"
     mount_config_map(manifest(prod, CONFIG_MAP, "llm-pretrain-program")["data"], program)
     pod = pod_spec(prod, JOB, "llm-pretrain")
     [check] = pod["initContainers"]
@@ -299,7 +299,7 @@ def test_new_program_version_changes_the_pod_template(prod, dev):
     digests = {manifest(p, JOB, n)["spec"]["template"]["metadata"]["annotations"]["rocm-stack/program-sha256"]
                for p, n in ((prod, "llm-pretrain"), (dev, "tiny"))}
     assert len(digests) == 1  # same program in both stacks
-    from components.training import program_digest
+    from components.workloads.training import program_digest
     files = program_files()
     assert digests == {program_digest(files)}
     assert program_digest({**files, "train.py": files["train.py"] + "\n"}) not in digests
@@ -320,7 +320,7 @@ def test_docker_training_runs_standalone_per_partition(prod):
         assert c["provider"].endswith(f"pulumi:providers:docker::{host}")
         assert i["name"] == "train-a"
         assert i["command"] == ["torchrun", "--standalone", "--nproc-per-node", "4",
-                                "/opt/rocm-stack/workloads/train.py"]
+                                "/opt/rocm-stack/programs/train.py"]
         env = env_of(c)
         assert env["HIP_VISIBLE_DEVICES"] == gpus_of_partition(prod, host, "train-a")
         assert env["CHECKPOINT_DIR"] == "/checkpoints" and env["TRAIN_STEPS"] == "100000"
@@ -420,16 +420,16 @@ def test_vllm_probes_health_and_startup_allows_model_download(prod):
 
 def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch):
     """2 replicas replaced one at a time, each allowed 1800 s to start: an update may take 2 x 30 min."""
-    import components.inference
+    import components.workloads.inference
 
     timeouts: dict[str, Any] = {}
-    real = components.inference.apps_v1.Deployment
+    real = components.workloads.inference.apps_v1.Deployment
 
     def recording(name: str, *args: Any, opts: Any = None, **kwargs: Any) -> Any:
         timeouts[name] = opts.custom_timeouts
         return real(name, *args, opts=opts, **kwargs)
 
-    monkeypatch.setattr(components.inference.apps_v1, "Deployment", recording)
+    monkeypatch.setattr(components.workloads.inference.apps_v1, "Deployment", recording)
     synth("prod", prod_config(), TOKEN)
     assert (timeouts["llama"].create, timeouts["llama"].update) == ("40m", "70m")
 

@@ -101,7 +101,7 @@ def check(resources: Iterable[Mapping[str, Any]], policies=POLICIES) -> list[Vio
 
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocm_policy.offline", description=__doc__.split("\n\n")[0])
-    parser.add_argument("plan", type=Path, help="plan.json written by `python -m components.synth`")
+    parser.add_argument("plan", type=Path, help="plan.json written by `python -m tools.synth`")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         plan = json.loads(args.plan.read_text())

@@ -1,8 +1,8 @@
 """A user entry point as README describes it: plugged in with TRAIN_ENTRYPOINT=custom_entry:build."""
 import torch
 
-from workloads.config import TrainConfig
-from workloads.workload import Workload
+from programs.settings import TrainConfig
+from programs.workload import Workload
 
 
 def build(config: TrainConfig, device: torch.device) -> Workload:

@@ -1,0 +1,1 @@
+"""Docker GPU hosts (type tokens `rocm-stack:docker:*`)."""

@@ -1,0 +1,120 @@
+"""A GPU host running Docker: its provider, pinned ROCm images and GPU containers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_docker as docker
+
+from schema import RegistryConfig
+from schema.docker import HostConfig, SecurityProfile, ContainerConfig
+
+# What every ROCm container needs (ROCm docs, "Running ROCm Docker containers"): the compute
+# interface and the render nodes, and the groups that own them on the host.
+ROCM_DEVICES = ("/dev/kfd", "/dev/dri")
+ROCM_GROUPS = ("video", "render")
+
+# debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
+# profile only allows mbind/set_mempolicy (used by ROCm's NUMA-aware allocator) with CAP_SYS_NICE.
+CAPABILITIES = {SecurityProfile.debug: ["SYS_PTRACE"], SecurityProfile.hardened: ["SYS_NICE"]}
+SECURITY_OPTS = {
+    SecurityProfile.debug: ["seccomp=unconfined"],
+    SecurityProfile.hardened: ["no-new-privileges:true"],
+}
+
+
+@dataclass(frozen=True)
+class GpuHostArgs:
+    host: HostConfig
+    images: dict[str, str]
+    security_profile: SecurityProfile
+    registry: RegistryConfig | None = None
+    registry_password: pulumi.Input[str] | None = None
+
+
+def visible_devices(container: ContainerConfig, host: HostConfig) -> str:
+    gpus = container.gpus if container.gpus is not None else range(host.gpus)
+    return ",".join(str(g) for g in gpus)
+
+
+def rocm_access(container: ContainerConfig, profile: SecurityProfile, shm_size_bytes: int) -> dict[str, Any]:
+    """The `docker.Container` arguments every ROCm GPU container gets, whoever declares it."""
+    return {
+        "shm_size": shm_size_bytes // (1024 * 1024),  # the provider takes MiB
+        "devices": [docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
+                    for d in ROCM_DEVICES],
+        "group_adds": list(ROCM_GROUPS),
+        # RCCL moves data between ranks through host shared memory and IPC handles.
+        "ipc_mode": "host",
+        # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
+        "cpu_set": container.cpuset,
+        "capabilities": docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[profile]),
+        "security_opts": SECURITY_OPTS[profile],
+    }
+
+
+class GpuHost(pulumi.ComponentResource):
+    """One Docker daemon with GPUs. Children are named after the host and container names only,
+    so reordering or adding hosts never renames (and so replaces) anything."""
+
+    provider: docker.Provider
+    images: dict[str, docker.RemoteImage]
+    containers: dict[str, docker.Container]
+
+    def __init__(self, args: GpuHostArgs, opts: pulumi.ResourceOptions | None = None):
+        host = args.host
+        super().__init__("rocm-stack:docker:GpuHost", host.name, None, opts)
+        registry_auth = None
+        if args.registry is not None:
+            registry_auth = [docker.ProviderRegistryAuthArgs(
+                address=args.registry.server,
+                username=args.registry.username,
+                password=args.registry_password,
+            )]
+        self.provider = docker.Provider(
+            host.name,
+            host=host.docker.host,
+            ssh_opts=host.docker.ssh_opts or None,
+            registry_auth=registry_auth,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        on_host = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        self.images = {
+            key: docker.RemoteImage(
+                f"{host.name}-{key}",
+                name=args.images[key],
+                # Several containers share the image; never delete a multi-GB layer set on destroy.
+                keep_locally=True,
+                opts=on_host,
+            )
+            for key in sorted({c.image for c in host.containers})
+        }
+        self.containers = {
+            c.name: self._container(host, c, args.security_profile, on_host) for c in host.containers
+        }
+        self.register_outputs({
+            "dockerHost": host.docker.host,
+            "containers": {name: c.name for name, c in self.containers.items()},
+            "hipVisibleDevices": {c.name: visible_devices(c, host) for c in host.containers},
+        })
+
+    def _container(self, host: HostConfig, c: ContainerConfig, profile: SecurityProfile,
+                   opts: pulumi.ResourceOptions) -> docker.Container:
+        env: dict[str, Any] = {**c.env, "HIP_VISIBLE_DEVICES": visible_devices(c, host)}
+        return docker.Container(
+            f"{host.name}-{c.name}",
+            name=c.name,
+            image=self.images[c.image].image_id,
+            command=c.command or None,
+            envs=[f"{k}={v}" for k, v in sorted(env.items())],
+            **rocm_access(c, profile, c.shm_size),
+            ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip)
+                   for p in c.ports] or None,
+            volumes=[docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,
+                                                read_only=v.read_only)
+                     for v in c.volumes] or None,
+            restart=c.restart,
+            must_run=True,
+            opts=opts,
+        )

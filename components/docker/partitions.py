@@ -1,0 +1,94 @@
+"""A workload's container on a Docker GPU-host partition, with the device access GpuHost gives its own.
+
+The ROCm device access, groups, IPC mode, cpuset and security profile come from components.docker.gpu_host's
+`rocm_access` and `visible_devices`, so a workload container gets exactly what a GpuHost container gets.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+
+from schema.docker import ContainerConfig, HostConfig, SecurityProfile
+from schema.workloads import partition_size
+from .gpu_host import rocm_access, visible_devices
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One `host/container` slot of `rocm-stack:hosts`, and the Docker provider of its host."""
+
+    host: HostConfig
+    container: ContainerConfig
+    provider: docker.Provider
+
+    @property
+    def ref(self) -> str:
+        return f"{self.host.name}/{self.container.name}"
+
+    @property
+    def resource_name(self) -> str:
+        # The name GpuHost would give the container: host and container names, never positions.
+        return f"{self.host.name}-{self.container.name}"
+
+    @property
+    def gpu_count(self) -> int:
+        return partition_size(self.host, self.container)
+
+    @property
+    def hip_visible_devices(self) -> str:
+        return visible_devices(self.container, self.host)
+
+
+def pull_on_hosts(workload: str, image: str, partitions: Sequence[Partition],
+                  parent: pulumi.Resource) -> dict[str, docker.RemoteImage]:
+    """The workload's image, pulled once on every host that has one of its partitions, by host name."""
+    providers = {p.host.name: p.provider for p in partitions}
+    return {host: docker.RemoteImage(f"{host}-{workload}", name=image, keep_locally=True,
+                                     opts=pulumi.ResourceOptions(parent=parent, provider=provider))
+            for host, provider in providers.items()}
+
+
+@dataclass(frozen=True)
+class WorkloadContainerArgs:
+    image: pulumi.Input[str]
+    command: Sequence[str]
+    # The workload's environment; the partition's own `env` wins (host-specific settings such as
+    # NCCL_SOCKET_IFNAME), and HIP_VISIBLE_DEVICES always matches the partition.
+    env: Mapping[str, pulumi.Input[str]]
+    shm_size_bytes: int
+    security_profile: SecurityProfile
+    restart: str
+    must_run: bool
+    max_retry_count: int | None = None
+    volumes: Sequence[docker.ContainerVolumeArgs] = ()
+    ports: Sequence[docker.ContainerPortArgs] = ()
+    uploads: Sequence[docker.ContainerUploadArgs] = ()
+    healthcheck: docker.ContainerHealthcheckArgs | None = None
+
+
+def workload_container(partition: Partition, args: WorkloadContainerArgs,
+                       opts: pulumi.ResourceOptions) -> docker.Container:
+    """The partition's container running a workload, named like GpuHost names it (same Docker name too)."""
+    c = partition.container
+    env = {**args.env, **c.env, "HIP_VISIBLE_DEVICES": partition.hip_visible_devices}
+    volumes = [*args.volumes, *(docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,
+                                                           read_only=v.read_only) for v in c.volumes)]
+    return docker.Container(
+        partition.resource_name,
+        name=c.name,
+        image=args.image,
+        command=list(args.command),
+        envs=[pulumi.Output.concat(k, "=", v) for k, v in sorted(env.items())],
+        **rocm_access(c, args.security_profile, args.shm_size_bytes),
+        ports=list(args.ports) or None,
+        volumes=volumes or None,
+        uploads=list(args.uploads) or None,
+        healthcheck=args.healthcheck,
+        restart=args.restart,
+        max_retry_count=args.max_retry_count,
+        must_run=args.must_run,
+        opts=opts,
+    )

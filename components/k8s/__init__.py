@@ -1,0 +1,83 @@
+"""The Kubernetes GPU layer: provider and namespaces, then cert-manager + AMD GPU Operator + DeviceConfig
+(`mode: operator`) or the standalone ROCm device plugin (`mode: device-plugin`).
+
+`build_kubernetes(cfg.kubernetes, cfg.environment)` declares it all and returns what other components need.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pulumi
+
+from schema.kubernetes import GPU_RESOURCE_NAME, KubernetesConfig
+
+from .cluster import Cluster, ClusterArgs
+
+if TYPE_CHECKING:
+    from pulumi_kubernetes import Provider
+    from pulumi_kubernetes.core.v1 import Namespace
+
+    from .cert_manager import CertManager
+    from .device_plugin import DevicePlugin
+    from .gpu_operator import GpuOperator
+
+
+@dataclass(frozen=True)
+class KubernetesLayer:
+    cluster: Cluster
+    # Resources GPU workloads should depend on: `amd.com/gpu` exists once these are up.
+    gpu_ready: list[pulumi.Resource]
+    cert_manager: CertManager | None = None
+    gpu_operator: GpuOperator | None = None
+    device_plugin: DevicePlugin | None = None
+    # The extended resource both modes expose: request it in pod limits (`amd.com/gpu: 1`).
+    gpu_resource_name: str = GPU_RESOURCE_NAME
+
+    @property
+    def provider(self) -> Provider:
+        return self.cluster.provider
+
+    @property
+    def namespaces(self) -> dict[str, Namespace]:
+        return self.cluster.namespaces
+
+
+def build_kubernetes(config: KubernetesConfig, environment: str,
+                     service_monitor: dict[str, Any] | None = None) -> KubernetesLayer:
+    """`service_monitor`: the DeviceConfig's metrics exporter ServiceMonitor, from the monitoring section."""
+    cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment))
+    # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
+    if config.mode == "device-plugin":
+        from .device_plugin import DevicePlugin, DevicePluginArgs
+
+        device_plugin = DevicePlugin("amdgpu-device-plugin", DevicePluginArgs(
+            config=config.device_plugin,
+            provider=cluster.provider,
+            namespace=cluster.namespace_name(config.device_plugin.namespace),
+        ))
+        return KubernetesLayer(cluster=cluster, gpu_ready=[device_plugin], device_plugin=device_plugin)
+
+    from .cert_manager import CertManager, CertManagerArgs
+    from .gpu_operator import GpuOperator, GpuOperatorArgs
+
+    cert_manager = None
+    if config.cert_manager.install:
+        cert_manager = CertManager("cert-manager", CertManagerArgs(
+            config=config.cert_manager,
+            environment=environment,
+            provider=cluster.provider,
+            namespace=cluster.namespace_name(config.cert_manager.namespace),
+        ))
+    gpu_operator = GpuOperator("amd-gpu-operator", GpuOperatorArgs(
+        config=config.gpu_operator,
+        environment=environment,
+        provider=cluster.provider,
+        namespace=cluster.namespace_name(config.gpu_operator.namespace),
+        cert_manager=cert_manager.release if cert_manager is not None else None,
+        service_monitor=service_monitor,
+    ))
+    return KubernetesLayer(
+        cluster=cluster, gpu_ready=[gpu_operator.device_config],
+        cert_manager=cert_manager, gpu_operator=gpu_operator,
+    )

@@ -1,0 +1,57 @@
+"""The Kubernetes provider every GPU-layer object is declared through, and the namespaces the stack owns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_kubernetes import Provider
+from pulumi_kubernetes.core import v1 as core_v1
+from pulumi_kubernetes.meta import v1 as meta_v1
+
+from schema.kubernetes import KubernetesConfig
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    config: KubernetesConfig
+    environment: str
+
+
+class Cluster(pulumi.ComponentResource):
+    """`namespaces` maps each owned namespace's name to its resource; depend on it (or use its
+    `metadata.name` output) so objects are created after, and deleted before, their namespace."""
+
+    provider: Provider
+    namespaces: dict[str, core_v1.Namespace]
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:k8s:Cluster", name, None, opts)
+        provider = args.config.provider
+        # Both None: the provider falls back to $KUBECONFIG / ~/.kube/config and its current context (dev).
+        self.provider = Provider(
+            name,
+            kubeconfig=provider.kubeconfig,
+            context=provider.context,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # Deleting a namespace deletes everything in it: prod refuses to do that without an explicit unprotect.
+        owned = pulumi.ResourceOptions(
+            parent=self, provider=self.provider, protect=args.environment == "prod"
+        )
+        self.namespaces = {
+            namespace: core_v1.Namespace(
+                f"{name}-{namespace}",
+                metadata=meta_v1.ObjectMetaArgs(
+                    name=namespace, labels={"app.kubernetes.io/managed-by": "rocm-stack"}
+                ),
+                opts=owned,
+            )
+            for namespace in args.config.owned_namespaces()
+        }
+        self.register_outputs({"namespaces": {n: ns.metadata.name for n, ns in self.namespaces.items()}})
+
+    def namespace_name(self, namespace: str) -> pulumi.Input[str]:
+        """Where to put an object: the owned namespace's name output (so the object waits for it), else the
+        plain name of a namespace the stack does not own (a built-in one such as kube-system)."""
+        owned = self.namespaces.get(namespace)
+        return owned.metadata.name if owned is not None else namespace

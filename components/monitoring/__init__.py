@@ -1,0 +1,332 @@
+"""GPU monitoring: the AMD device metrics exporter, Prometheus scraping, alert rules and the Grafana dashboard.
+
+- `KubernetesMonitoring` (`rocm-stack:monitoring:KubernetesMonitoring`): the PrometheusRule, the dashboard
+  ConfigMap for the Grafana sidecar, optionally a pinned kube-prometheus-stack release and, in the standalone
+  device-plugin mode (no GPU Operator to run the exporter), the exporter DaemonSet, its Service and a
+  ServiceMonitor. In operator mode the DeviceConfig's `metricsExporter.prometheus.serviceMonitor` scrapes the
+  exporter; `device_config_service_monitor()` gives that block so both modes label targets the same way.
+- `DockerExporter` (`rocm-stack:monitoring:DockerExporter`): the exporter container on one Docker GPU host.
+- `prometheus_scrape_config()`: the prometheus.yml fragment listing every Docker host's exporter.
+
+The exporter runs with its built-in configuration (no MetricsFieldPrefix, port 5000 in the container), which
+is what the alert rules and the dashboard expect.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pulumi
+import pulumi_docker as docker
+import yaml
+
+from domain.alerts import EXPORTER_JOB, prometheus_rule_spec
+from schema.monitoring import MonitoringConfig
+from domain.dashboard import dashboard_json_text
+
+# The exporter's ServerPort when no config file is mounted (ROCm/device-metrics-exporter docs and chart).
+EXPORTER_CONTAINER_PORT = 5000
+EXPORTER_NAME = "amd-device-metrics-exporter"
+KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
+DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
+PROMETHEUS_RULE = "rocm-gpu-alerts"
+_PART_OF = {"app.kubernetes.io/part-of": "rocm-stack", "app.kubernetes.io/managed-by": "rocm-stack"}
+_EXPORTER_SELECTOR = {"app.kubernetes.io/name": EXPORTER_NAME}
+
+
+def exporter_relabelings() -> list[dict[str, Any]]:
+    """Target relabelings (ServiceMonitor/DeviceConfig camelCase form) giving every exporter target the
+    `job` the alert rules select and a `host` label with the node name, as the Docker scrape config does.
+
+    The target's own `pod`/`container` labels (the exporter pod) are dropped: with honorLabels they would
+    fill in wherever the exporter reports no workload, and every idle GPU would look held by a pod."""
+    return [
+        {"action": "replace", "targetLabel": "job", "replacement": EXPORTER_JOB},
+        {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host"},
+        {"action": "labeldrop", "regex": "pod|container"},
+    ]
+
+
+def device_config_service_monitor(cfg: MonitoringConfig) -> dict[str, Any]:
+    """The DeviceConfig `spec.metricsExporter.prometheus.serviceMonitor` for operator mode (amd.com/v1alpha1
+    CRD fields). honorLabels keeps the exporter's own `pod`/`namespace`/`container` labels (the workload on the
+    GPU) instead of Prometheus renaming them `exported_*` under the exporter pod's own."""
+    return {
+        "enable": True,
+        "interval": cfg.scrape_interval,
+        "honorLabels": True,
+        "labels": dict(cfg.prometheus_selector_labels),
+        "relabelings": exporter_relabelings(),
+    }
+
+
+def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
+    return {
+        "grafana": {
+            "enabled": cfg.grafana_dashboard,
+            "sidecar": {"dashboards": {
+                "enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": "ALL",
+            }},
+        },
+        # Select every ServiceMonitor/PrometheusRule, not only this release's: the GPU Operator's ServiceMonitor
+        # carries the DeviceConfig's labels, not `release: kube-prometheus-stack`.
+        "prometheus": {"prometheusSpec": {
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "ruleSelectorNilUsesHelmValues": False,
+        }},
+    }
+
+
+@dataclass(frozen=True)
+class KubernetesMonitoringArgs:
+    config: MonitoringConfig
+    environment: Literal["dev", "prod"]
+    # Which GPU layer runs the exporter: the Operator (DeviceConfig) or nobody (standalone device plugin).
+    gpu_stack: Literal["operator", "device-plugin"]
+    provider: pulumi.ProviderResource
+    # Where the rule, dashboard and (optionally) kube-prometheus-stack live; must exist (pass the Namespace
+    # resource's `metadata.name` so the dependency is tracked).
+    namespace: pulumi.Input[str]
+    # Device-plugin mode: the nodes the privileged exporter DaemonSet runs on, those of the device plugin
+    # (it runs in `namespace`, whose Pod Security level must allow privileged pods).
+    exporter_node_selector: Mapping[str, str] = field(default_factory=dict)
+
+
+class KubernetesMonitoring(pulumi.ComponentResource):
+    prometheus_rule: pulumi.CustomResource
+    dashboard: pulumi.CustomResource | None
+    kube_prometheus_stack: pulumi.CustomResource | None
+    service_monitor: pulumi.CustomResource | None
+
+    def __init__(self, name: str, args: KubernetesMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:monitoring:KubernetesMonitoring", name, None, opts)
+        # Imported here: pulumi_kubernetes submodules are slow to import and Docker-only stacks never need them.
+        from pulumi_kubernetes.apiextensions import CustomResource
+        from pulumi_kubernetes.core import v1 as core_v1
+        from pulumi_kubernetes.meta import v1 as meta_v1
+
+        from components.k8s.helm import pinned_release
+
+        cfg = args.config
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        selectable = {**_PART_OF, **cfg.prometheus_selector_labels}
+
+        self.kube_prometheus_stack = None
+        if cfg.installs_kube_prometheus_stack(args.environment):
+            stack_cfg = cfg.kube_prometheus_stack
+            self.kube_prometheus_stack = pinned_release(
+                f"{name}-{KUBE_PROMETHEUS_STACK_RELEASE}", release_name=KUBE_PROMETHEUS_STACK_RELEASE,
+                chart="kube-prometheus-stack", version=stack_cfg.chart_version, repository=stack_cfg.repository,
+                namespace=args.namespace, values=kube_prometheus_stack_values(cfg),
+                timeout_seconds=stack_cfg.timeout_seconds, environment=args.environment, parent=self,
+                provider=args.provider,
+            )
+        # PrometheusRule and ServiceMonitor are Prometheus Operator CRDs: when this stack installs the
+        # operator, create them after it.
+        after_operator = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
+            depends_on=[self.kube_prometheus_stack] if self.kube_prometheus_stack is not None else None,
+        ))
+
+        self.prometheus_rule = CustomResource(
+            f"{name}-{PROMETHEUS_RULE}",
+            api_version="monitoring.coreos.com/v1",
+            kind="PrometheusRule",
+            metadata=meta_v1.ObjectMetaArgs(name=PROMETHEUS_RULE, namespace=args.namespace, labels=selectable),
+            spec=prometheus_rule_spec(cfg),
+            opts=after_operator,
+        )
+
+        self.dashboard = None
+        if cfg.grafana_dashboard:
+            self.dashboard = core_v1.ConfigMap(
+                f"{name}-{DASHBOARD_CONFIGMAP}",
+                metadata=meta_v1.ObjectMetaArgs(
+                    name=DASHBOARD_CONFIGMAP,
+                    namespace=args.namespace,
+                    # The label kube-prometheus-stack's Grafana sidecar imports dashboards from.
+                    labels={**_PART_OF, "grafana_dashboard": "1"},
+                ),
+                data={"rocm-gpus.json": dashboard_json_text()},
+                opts=on_cluster,
+            )
+
+        self.service_monitor = None
+        if args.gpu_stack == "device-plugin":
+            service = self._standalone_exporter(name, cfg, args.namespace, args.exporter_node_selector,
+                                                on_cluster)
+            self.service_monitor = CustomResource(
+                f"{name}-{EXPORTER_NAME}",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata=meta_v1.ObjectMetaArgs(name=EXPORTER_NAME, namespace=args.namespace, labels=selectable),
+                spec={
+                    "selector": {"matchLabels": _EXPORTER_SELECTOR},
+                    "namespaceSelector": {"matchNames": [args.namespace]},
+                    "endpoints": [{
+                        "port": "metrics",
+                        "path": "/metrics",
+                        "interval": cfg.scrape_interval,
+                        # Keep the exporter's workload labels (pod, namespace, container) over the target's.
+                        "honorLabels": True,
+                        "relabelings": exporter_relabelings(),
+                    }],
+                },
+                opts=pulumi.ResourceOptions.merge(after_operator, pulumi.ResourceOptions(depends_on=[service])),
+            )
+
+        self.register_outputs({
+            "prometheusRule": PROMETHEUS_RULE,
+            "dashboardConfigMap": DASHBOARD_CONFIGMAP if self.dashboard is not None else None,
+            "kubePrometheusStack": self.kube_prometheus_stack is not None,
+        })
+
+    def _standalone_exporter(self, name: str, cfg: MonitoringConfig, namespace: pulumi.Input[str],
+                             node_selector: Mapping[str, str], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        """The exporter DaemonSet and Service, following the upstream chart's DaemonSet: privileged with the
+        host's /dev and /sys (GPU access through amd-smi) and the kubelet pod-resources socket (to label
+        metrics with the pod a GPU is allocated to)."""
+        from pulumi_kubernetes.apps import v1 as apps_v1
+        from pulumi_kubernetes.core import v1 as core_v1
+        from pulumi_kubernetes.meta import v1 as meta_v1
+        from pulumi_kubernetes.rbac import v1 as rbac_v1
+
+        labels = {**_PART_OF, **_EXPORTER_SELECTOR}
+        metadata = meta_v1.ObjectMetaArgs(name=EXPORTER_NAME, namespace=namespace, labels=labels)
+        account = core_v1.ServiceAccount(f"{name}-{EXPORTER_NAME}", metadata=metadata, opts=opts)
+        # Pods: POD_UUID and ExtraPodLabels come from the API server. Nodes read-only: the upstream chart also
+        # grants `update` for the exporter's node health labelling, which this stack does not use.
+        role = rbac_v1.ClusterRole(
+            f"{name}-{EXPORTER_NAME}",
+            metadata=meta_v1.ObjectMetaArgs(name=EXPORTER_NAME, labels=labels),
+            rules=[
+                rbac_v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"]),
+                rbac_v1.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch"]),
+                rbac_v1.PolicyRuleArgs(api_groups=[""], resources=["events"], verbs=["create"]),
+            ],
+            opts=opts,
+        )
+        rbac_v1.ClusterRoleBinding(
+            f"{name}-{EXPORTER_NAME}",
+            metadata=meta_v1.ObjectMetaArgs(name=EXPORTER_NAME, labels=labels),
+            role_ref=rbac_v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
+                                         name=role.metadata.name),
+            subjects=[rbac_v1.SubjectArgs(kind="ServiceAccount", name=account.metadata.name, namespace=namespace)],
+            opts=opts,
+        )
+        host_paths = {"dev": "/dev", "sys": "/sys", "pod-resources": "/var/lib/kubelet/pod-resources"}
+        apps_v1.DaemonSet(
+            f"{name}-{EXPORTER_NAME}",
+            metadata=metadata,
+            spec=apps_v1.DaemonSetSpecArgs(
+                selector=meta_v1.LabelSelectorArgs(match_labels=_EXPORTER_SELECTOR),
+                update_strategy=apps_v1.DaemonSetUpdateStrategyArgs(
+                    type="RollingUpdate",
+                    rolling_update=apps_v1.RollingUpdateDaemonSetArgs(max_unavailable=1),
+                ),
+                template=core_v1.PodTemplateSpecArgs(
+                    metadata=meta_v1.ObjectMetaArgs(labels=labels),
+                    spec=core_v1.PodSpecArgs(
+                        service_account_name=account.metadata.name,
+                        node_selector=dict(node_selector),
+                        containers=[core_v1.ContainerArgs(
+                            name="exporter",
+                            image=cfg.exporter_image,
+                            image_pull_policy="IfNotPresent",
+                            env=[core_v1.EnvVarArgs(
+                                name="NODE_NAME",
+                                value_from=core_v1.EnvVarSourceArgs(
+                                    field_ref=core_v1.ObjectFieldSelectorArgs(field_path="spec.nodeName")),
+                            )],
+                            ports=[core_v1.ContainerPortArgs(name="metrics", container_port=EXPORTER_CONTAINER_PORT,
+                                                             protocol="TCP")],
+                            security_context=core_v1.SecurityContextArgs(privileged=True),
+                            # The upstream chart's defaults.
+                            resources=core_v1.ResourceRequirementsArgs(
+                                requests={"cpu": "500m", "memory": "512M"},
+                                limits={"cpu": "2", "memory": "4Gi"},
+                            ),
+                            volume_mounts=[core_v1.VolumeMountArgs(name=volume, mount_path=path)
+                                           for volume, path in host_paths.items()],
+                        )],
+                        volumes=[core_v1.VolumeArgs(
+                            name=volume, host_path=core_v1.HostPathVolumeSourceArgs(path=path, type="Directory"))
+                            for volume, path in host_paths.items()],
+                    ),
+                ),
+            ),
+            opts=opts,
+        )
+        return core_v1.Service(
+            f"{name}-{EXPORTER_NAME}",
+            metadata=metadata,
+            spec=core_v1.ServiceSpecArgs(
+                type="ClusterIP",
+                selector=_EXPORTER_SELECTOR,
+                ports=[core_v1.ServicePortArgs(name="metrics", port=cfg.exporter_port, target_port="metrics",
+                                               protocol="TCP")],
+            ),
+            opts=opts,
+        )
+
+
+@dataclass(frozen=True)
+class DockerExporterArgs:
+    config: MonitoringConfig
+    # The host's Docker provider (GpuHost.provider): the exporter runs on that daemon.
+    provider: docker.Provider
+
+
+class DockerExporter(pulumi.ComponentResource):
+    """The device metrics exporter on one Docker GPU host, as upstream's `docker run` (--device=/dev/kfd
+    --device=/dev/dri -p 5000:5000); named after the host so reordering hosts renames nothing."""
+
+    image: docker.RemoteImage
+    container: docker.Container
+
+    def __init__(self, host: str, args: DockerExporterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:monitoring:DockerExporter", host, None, opts)
+        cfg = args.config
+        on_host = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.image = docker.RemoteImage(f"{host}-{EXPORTER_NAME}", name=cfg.exporter_image, keep_locally=True,
+                                        opts=on_host)
+        self.container = docker.Container(
+            f"{host}-{EXPORTER_NAME}",
+            name=EXPORTER_NAME,
+            image=self.image.image_id,
+            # The exporter labels every metric with its hostname; make it the host's name, not a container id.
+            hostname=host,
+            devices=[docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
+                     for d in ("/dev/kfd", "/dev/dri")],
+            ports=[docker.ContainerPortArgs(internal=EXPORTER_CONTAINER_PORT, external=cfg.exporter_port)],
+            restart="unless-stopped",
+            must_run=True,
+            opts=on_host,
+        )
+        self.register_outputs({"container": self.container.name, "port": cfg.exporter_port})
+
+
+def exporter_address(docker_host: str) -> str:
+    """Where Prometheus reaches a host's published exporter port, from the host's Docker endpoint:
+    the ssh/tcp host name, or localhost for the local socket (dev: Prometheus on the same machine)."""
+    match = re.match(r"^(?:ssh://(?:[^@/]+@)?|tcp://)(\[[^\]]+\]|[^:/\s]+)", docker_host)
+    return match.group(1) if match else "localhost"
+
+
+def prometheus_scrape_config(cfg: MonitoringConfig, hosts: Mapping[str, str]) -> dict[str, Any]:
+    """prometheus.yml `scrape_configs` for the Docker hosts' exporters; `hosts` maps host name -> address.
+    One static target per host, labelled `host`, sorted by name so the output is stable."""
+    return {"scrape_configs": [{
+        "job_name": EXPORTER_JOB,
+        "scrape_interval": cfg.scrape_interval,
+        "metrics_path": "/metrics",
+        "static_configs": [
+            {"targets": [f"{address}:{cfg.exporter_port}"], "labels": {"host": name}}
+            for name, address in sorted(hosts.items())
+        ],
+    }]}
+
+
+def prometheus_scrape_config_text(cfg: MonitoringConfig, hosts: Mapping[str, str]) -> str:
+    return yaml.safe_dump(prometheus_scrape_config(cfg, hosts), sort_keys=False)

@@ -1,0 +1,114 @@
+"""Wiring of the workloads: `rocm-stack:training` and `rocm-stack:inference` onto Kubernetes and Docker partitions.
+
+    hosts = {h.name: GpuHost(GpuHostArgs(host=host_for_gpu_host(cfg, h), ...)) for h in cfg.hosts}
+    k8s = build_kubernetes(cfg.kubernetes, cfg.environment) if cfg.kubernetes is not None else None
+    workloads = build_workloads(cfg, secrets, k8s, hosts)
+
+A partition claimed by a workload is declared by the workload (its container runs the workload), so GpuHost
+gets its host without those containers (`host_for_gpu_host`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from schema import StackConfig, StackSecrets
+from schema.docker import HostConfig
+from schema.workloads import partitions_claimed
+from components.docker.partitions import Partition
+
+if TYPE_CHECKING:
+    import pulumi
+
+    from components.docker.gpu_host import GpuHost
+    from .inference import DockerVllm, VllmServer
+    from components.k8s import KubernetesLayer
+    from .training import DockerTraining, TrainingJob
+
+
+@dataclass
+class Workloads:
+    training_jobs: dict[str, TrainingJob] = field(default_factory=dict)
+    docker_training: dict[str, DockerTraining] = field(default_factory=dict)
+    vllm_servers: dict[str, VllmServer] = field(default_factory=dict)
+    docker_vllm: dict[str, DockerVllm] = field(default_factory=dict)
+
+    def outputs(self) -> dict[str, Any]:
+        """What `pulumi stack output workloads` shows: where each workload runs."""
+        return {
+            "training": {name: {"kubernetes": job.job.metadata.name if job else None,
+                                "docker": sorted(d.containers) if d else []}
+                         for name, job, d in _pairs(self.training_jobs, self.docker_training)},
+            "inference": {name: {"kubernetes": server.service.metadata.name if server else None,
+                                 "docker": sorted(d.containers) if d else []}
+                          for name, server, d in _pairs(self.vllm_servers, self.docker_vllm)},
+        }
+
+
+def _pairs(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    return [(name, a.get(name), b.get(name)) for name in sorted({*a, *b})]
+
+
+def host_for_gpu_host(cfg: StackConfig, host: HostConfig) -> HostConfig:
+    """The host as GpuHost should declare it: without the partitions that workloads run in."""
+    claimed = partitions_claimed(cfg)
+    kept = [c for c in host.containers if (host.name, c.name) not in claimed]
+    return host if len(kept) == len(host.containers) else host.model_copy(update={"containers": kept})
+
+
+def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: KubernetesLayer | None,
+                    gpu_hosts: Mapping[str, GpuHost]) -> Workloads:
+    """Declare every configured workload. `cfg` has passed the config's problems() checks."""
+    workloads = Workloads()
+    if not cfg.training and not cfg.inference:
+        return workloads
+    token = secrets.huggingface_token
+    partitions = {
+        f"{host.name}/{container.name}": Partition(host, container, gpu_hosts[host.name].provider)
+        for host in cfg.hosts for container in host.containers
+    }
+
+    if cfg.training:
+        from .training import DockerTraining, DockerTrainingArgs, TrainingJob, TrainingJobArgs, program_files
+
+        files = program_files()
+        for training in cfg.training:
+            image = cfg.images[training.image]
+            if training.kubernetes is not None:
+                assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
+                workloads.training_jobs[training.name] = TrainingJob(training.name, TrainingJobArgs(
+                    training=training, environment=cfg.environment, image=image, provider=kubernetes.provider,
+                    namespace=_namespace(kubernetes, training.kubernetes.namespace), files=files,
+                    gpu_ready=kubernetes.gpu_ready,
+                ))
+            if training.docker is not None:
+                workloads.docker_training[training.name] = DockerTraining(training.name, DockerTrainingArgs(
+                    training=training, image=image, security_profile=cfg.security_profile, files=files,
+                    partitions=[partitions[ref] for ref in training.docker.partitions],
+                ))
+
+    if cfg.inference:
+        from .inference import DockerVllm, DockerVllmArgs, VllmServer, VllmServerArgs
+
+        for inference in cfg.inference:
+            image = cfg.images[inference.image]
+            if inference.kubernetes is not None:
+                assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
+                workloads.vllm_servers[inference.name] = VllmServer(inference.name, VllmServerArgs(
+                    inference=inference, environment=cfg.environment, image=image, provider=kubernetes.provider,
+                    namespace=_namespace(kubernetes, inference.kubernetes.namespace), huggingface_token=token,
+                    gpu_ready=kubernetes.gpu_ready,
+                ))
+            if inference.docker is not None:
+                workloads.docker_vllm[inference.name] = DockerVllm(inference.name, DockerVllmArgs(
+                    inference=inference, image=image, security_profile=cfg.security_profile,
+                    partitions=[partitions[ref] for ref in inference.docker.partitions], huggingface_token=token,
+                ))
+    return workloads
+
+
+def _namespace(kubernetes: KubernetesLayer, namespace: str) -> pulumi.Input[str]:
+    """An owned namespace's name output (objects wait for it); a built-in one by name."""
+    owned = kubernetes.namespaces.get(namespace)
+    return owned.metadata.name if owned is not None else namespace

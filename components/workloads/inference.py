@@ -1,0 +1,219 @@
+"""vLLM's OpenAI-compatible server (`vllm serve MODEL`) on Kubernetes and on Docker partitions."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+from pulumi_kubernetes import Provider
+from pulumi_kubernetes.apps import v1 as apps_v1
+from pulumi_kubernetes.core import v1 as core_v1
+from pulumi_kubernetes.meta import v1 as meta_v1
+from pulumi_kubernetes.policy import v1 as policy_v1
+
+from schema.docker import SecurityProfile
+from schema.workloads import InferenceConfig
+from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from .pods import gpu_resources, labels_of, shm_volume, storage_volume, tolerations_of
+
+# The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
+MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
+TOKEN_KEY = "token"
+DOCKER_TOKEN_FILE = "/run/secrets/huggingface-token"
+HEALTH_PATH = "/health"
+PROBE_PERIOD_SECONDS = 10
+
+
+def serve_command(inference: InferenceConfig, gpus: int) -> list[str]:
+    return ["vllm", "serve", inference.model, *inference.vllm_args(gpus)]
+
+
+@dataclass(frozen=True)
+class VllmServerArgs:
+    inference: InferenceConfig
+    environment: str
+    image: str
+    provider: Provider
+    namespace: pulumi.Input[str]
+    # The secret `rocm-stack:huggingfaceToken`, or None: no Kubernetes Secret, no HF_TOKEN.
+    huggingface_token: pulumi.Input[str] | None = None
+    gpu_ready: Sequence[pulumi.Resource] = ()
+
+
+class VllmServer(pulumi.ComponentResource):
+    """A Deployment serving one model, its Service, the token Secret, the model cache and (prod) a PDB.
+
+    Rolling updates replace one replica at a time without a surge pod (maxSurge 0): a surge pod would need
+    GPUs that a fully used fleet does not have, and the rollout would hang.
+    """
+
+    deployment: apps_v1.Deployment
+    service: core_v1.Service
+    token: core_v1.Secret | None
+    cache_claim: core_v1.PersistentVolumeClaim | None
+    disruption_budget: policy_v1.PodDisruptionBudget | None
+
+    def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:workloads:VllmServer", name, None, opts)
+        inference, k8s = args.inference, args.inference.kubernetes
+        assert k8s is not None, "VllmServer needs inference.kubernetes"
+        gpus = k8s.gpus or inference.tensor_parallel_size
+        replicas = k8s.effective_replicas(args.environment)
+        labels = labels_of(name, "vllm")
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        def metadata(object_name: str) -> meta_v1.ObjectMetaArgs:
+            return meta_v1.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)
+
+        env = [core_v1.EnvVarArgs(name=k, value=v) for k, v in sorted(inference.server_env(gpus).items())]
+        env.append(core_v1.EnvVarArgs(name="HF_HOME", value=MODEL_CACHE_MOUNT))
+        self.token = None
+        if args.huggingface_token is not None:
+            self.token = core_v1.Secret(
+                f"{name}-hf-token",
+                metadata=metadata(f"{name}-hf-token"),
+                type="Opaque",
+                string_data={TOKEN_KEY: pulumi.Output.secret(args.huggingface_token)},
+                opts=child,
+            )
+            env.append(core_v1.EnvVarArgs(name="HF_TOKEN", value_from=core_v1.EnvVarSourceArgs(
+                secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.token.metadata.name, key=TOKEN_KEY))))
+
+        cache = k8s.effective_model_cache(args.environment)
+        cache_volume, self.cache_claim = storage_volume(
+            "model-cache", cache, f"{name}-model-cache", metadata(f"{name}-model-cache"), child)
+
+        def health(period: int, failures: int) -> core_v1.ProbeArgs:
+            return core_v1.ProbeArgs(
+                http_get=core_v1.HTTPGetActionArgs(path=HEALTH_PATH, port="http"),
+                period_seconds=period, timeout_seconds=5, failure_threshold=failures)
+
+        server = core_v1.ContainerArgs(
+            name="vllm",
+            image=args.image,
+            command=serve_command(inference, gpus),
+            env=env,
+            ports=[core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
+            resources=gpu_resources(gpus),
+            # Liveness and readiness only start once the model is loaded and /health answered.
+            startup_probe=health(PROBE_PERIOD_SECONDS,
+                                 math.ceil(inference.startup_timeout_seconds / PROBE_PERIOD_SECONDS)),
+            readiness_probe=health(5, 3),
+            liveness_probe=health(PROBE_PERIOD_SECONDS, 3),
+            volume_mounts=[
+                core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+                core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
+            ],
+        )
+        # `pulumi up` waits for the rollout: one pod's start (download and load) on create, where every replica
+        # starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
+        start_minutes = math.ceil(inference.startup_timeout_seconds / 60)
+        rollout_timeouts = pulumi.CustomTimeouts(create=f"{start_minutes + 10}m",
+                                                 update=f"{replicas * start_minutes + 10}m")
+        self.deployment = apps_v1.Deployment(
+            name,
+            metadata=metadata(name),
+            spec=apps_v1.DeploymentSpecArgs(
+                replicas=replicas,
+                selector=meta_v1.LabelSelectorArgs(match_labels=labels),
+                strategy=apps_v1.DeploymentStrategyArgs(
+                    type="RollingUpdate",
+                    rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1)),
+                template=core_v1.PodTemplateSpecArgs(
+                    metadata=meta_v1.ObjectMetaArgs(labels=labels),
+                    spec=core_v1.PodSpecArgs(
+                        # vLLM reads VLLM_* variables; Kubernetes' service links would inject some
+                        # (VLLM_PORT for a Service named vllm, per vLLM's environment-variable docs).
+                        enable_service_links=False,
+                        node_selector=k8s.node_selector or None,
+                        tolerations=tolerations_of(k8s.tolerations),
+                        containers=[server],
+                        volumes=[shm_volume(inference.shm_size), cache_volume],
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=list(args.gpu_ready), custom_timeouts=rollout_timeouts)),
+        )
+        self.service = core_v1.Service(
+            f"{name}-service",
+            metadata=metadata(name),
+            spec=core_v1.ServiceSpecArgs(
+                type=k8s.service_type,
+                selector=labels,
+                ports=[core_v1.ServicePortArgs(name="http", port=inference.port, target_port="http")],
+            ),
+            opts=child,
+        )
+        self.disruption_budget = None
+        min_available = k8s.effective_min_available(args.environment)
+        if min_available is not None:
+            self.disruption_budget = policy_v1.PodDisruptionBudget(
+                f"{name}-pdb",
+                metadata=metadata(name),
+                spec=policy_v1.PodDisruptionBudgetSpecArgs(
+                    min_available=min_available,
+                    selector=meta_v1.LabelSelectorArgs(match_labels=labels),
+                ),
+                opts=child,
+            )
+        self.register_outputs({
+            "deployment": self.deployment.metadata.name,
+            "service": self.service.metadata.name,
+            "url": pulumi.Output.concat("http://", self.service.metadata.name, ".",
+                                        self.service.metadata.namespace, ".svc:", str(inference.port), "/v1"),
+        })
+
+
+@dataclass(frozen=True)
+class DockerVllmArgs:
+    inference: InferenceConfig
+    image: str
+    partitions: Sequence[Partition]
+    security_profile: SecurityProfile
+    huggingface_token: pulumi.Input[str] | None = None
+
+
+class DockerVllm(pulumi.ComponentResource):
+    """One vLLM server per claimed partition, on the partition's GPUs, its API published on the host."""
+
+    containers: dict[str, docker.Container]
+
+    def __init__(self, name: str, args: DockerVllmArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:workloads:DockerVllm", name, None, opts)
+        inference, placement = args.inference, args.inference.docker
+        assert placement is not None, "DockerVllm needs inference.docker"
+        images = pull_on_hosts(name, args.image, args.partitions, self)
+        self.containers = {}
+        # Docker's health check runs inside the container: the image has Python, not necessarily curl.
+        probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{inference.port}{HEALTH_PATH}', timeout=5)"
+        for partition in args.partitions:
+            on_host = pulumi.ResourceOptions(parent=self, provider=partition.provider)
+            env = {**inference.server_env(partition.gpu_count), "HF_HOME": MODEL_CACHE_MOUNT}
+            uploads = []
+            if args.huggingface_token is not None:
+                # A file, not HF_TOKEN: a secret in `envs` would hide every variable of the container from
+                # `pulumi preview`; huggingface_hub reads the token from HF_TOKEN_PATH.
+                env["HF_TOKEN_PATH"] = DOCKER_TOKEN_FILE
+                uploads.append(docker.ContainerUploadArgs(
+                    file=DOCKER_TOKEN_FILE, content=pulumi.Output.secret(args.huggingface_token), permissions="0400"))
+            self.containers[partition.ref] = workload_container(partition, WorkloadContainerArgs(
+                image=images[partition.host.name].image_id,
+                command=serve_command(inference, partition.gpu_count),
+                env=env,
+                shm_size_bytes=int(inference.shm_size),
+                security_profile=args.security_profile,
+                restart="unless-stopped",
+                must_run=True,
+                volumes=[docker.ContainerVolumeArgs(host_path=placement.model_cache_dir,
+                                                    container_path=MODEL_CACHE_MOUNT)],
+                ports=[docker.ContainerPortArgs(internal=inference.port, external=placement.published_port
+                                                or inference.port, ip=placement.ip)],
+                uploads=uploads,
+                healthcheck=docker.ContainerHealthcheckArgs(
+                    tests=["CMD", "python3", "-c", probe], interval="30s", timeout="10s", retries=3,
+                    start_period=f"{inference.startup_timeout_seconds}s"),
+            ), on_host)
+        self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})

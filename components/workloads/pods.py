@@ -1,0 +1,61 @@
+"""Pod-spec pieces the Kubernetes workloads (TrainingJob, VllmServer) share."""
+from __future__ import annotations
+
+import pulumi
+from pulumi_kubernetes.core import v1 as core_v1
+from pulumi_kubernetes.meta import v1 as meta_v1
+
+from schema.kubernetes import GPU_RESOURCE_NAME
+from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration
+
+MIB = 1024 * 1024
+
+
+def labels_of(name: str, app: str) -> dict[str, str]:
+    """Selector labels of one workload (workload names are unique): stable, so Services and PDBs keep matching."""
+    return {
+        "app.kubernetes.io/name": app,
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/managed-by": "rocm-stack",
+    }
+
+
+def gpu_resources(gpus: int) -> core_v1.ResourceRequirementsArgs:
+    # Extended resources cannot be overcommitted: requests must equal limits (set both, explicitly).
+    return core_v1.ResourceRequirementsArgs(limits={GPU_RESOURCE_NAME: str(gpus)},
+                                            requests={GPU_RESOURCE_NAME: str(gpus)})
+
+
+def shm_volume(size_bytes: int) -> core_v1.VolumeArgs:
+    """/dev/shm as RAM of the given size: a container's own /dev/shm is 64 MiB, far too small for RCCL."""
+    return core_v1.VolumeArgs(name="dshm", empty_dir=core_v1.EmptyDirVolumeSourceArgs(
+        medium="Memory", size_limit=f"{size_bytes // MIB}Mi"))
+
+
+def tolerations_of(tolerations: list[Toleration]) -> list[core_v1.TolerationArgs] | None:
+    return [core_v1.TolerationArgs(key=t.key, operator=t.operator, value=t.value, effect=t.effect,
+                                   toleration_seconds=t.toleration_seconds) for t in tolerations] or None
+
+
+def storage_volume(volume_name: str, storage: PvcStorage | HostPathStorage | EmptyDirStorage,
+                   claim_name: str, metadata: meta_v1.ObjectMetaArgs,
+                   opts: pulumi.ResourceOptions) -> tuple[core_v1.VolumeArgs, core_v1.PersistentVolumeClaim | None]:
+    """The pod volume for a storage setting, and the PersistentVolumeClaim it needs (declared here) if any."""
+    if isinstance(storage, HostPathStorage):
+        return core_v1.VolumeArgs(name=volume_name, host_path=core_v1.HostPathVolumeSourceArgs(
+            path=storage.path, type="DirectoryOrCreate")), None
+    if isinstance(storage, EmptyDirStorage):
+        return core_v1.VolumeArgs(name=volume_name, empty_dir=core_v1.EmptyDirVolumeSourceArgs(
+            size_limit=storage.size_limit)), None
+    claim = core_v1.PersistentVolumeClaim(
+        claim_name,
+        metadata=metadata,
+        spec=core_v1.PersistentVolumeClaimSpecArgs(
+            access_modes=[storage.access_mode],
+            storage_class_name=storage.storage_class,
+            resources=core_v1.VolumeResourceRequirementsArgs(requests={"storage": storage.size}),
+        ),
+        opts=opts,
+    )
+    return core_v1.VolumeArgs(name=volume_name, persistent_volume_claim=(
+        core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=claim.metadata.name))), claim

@@ -1,0 +1,1 @@
+"""Domain libraries: GPU topology and placement, Prometheus alert rules, the Grafana dashboard."""

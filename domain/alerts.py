@@ -1,0 +1,187 @@
+"""GPU alert rules built from the monitoring thresholds, as Prometheus rule groups.
+
+One builder feeds both outputs: the `monitoring.coreos.com/v1` PrometheusRule spec (Kubernetes) and the plain
+rules file `monitoring/rules/gpu-alerts.rules.yml` (Docker-only Prometheus). The committed file is the MI300X
+default; `python -m domain.alerts` rewrites it and tests/test_monitoring_alerts.py fails when it drifts.
+
+Metric and label names are those ROCm/device-metrics-exporter emits with its default (empty) MetricsFieldPrefix,
+lower-cased field names from docs/configuration/metrics-support-matrix.yaml:
+  gpu_junction_temperature (MI3xx), gpu_edge_temperature (MI2xx), gpu_memory_temperature,
+  gpu_package_power (MI3xx), gpu_average_package_power (MI2xx), gpu_gfx_busy_instantaneous (MI3xx, one series
+  per compute die: label xcc_index, as in grafana/dashboard_gpu.json), gpu_gfx_activity (MI2xx; the upstream
+  dashboards read it only on MI2xx cards), gpu_used_vram, gpu_total_vram, gpu_ecc_correct_total,
+  gpu_ecc_uncorrect_total.
+Labels: hostname, gpu_id, gpu_partition_id, pod, job_id are always set by the exporter
+(docs/configuration/configmap.md; example/config-gpu.json "Labels"); `pod` is non-empty when Kubernetes has
+allocated the GPU to a pod, `job_id` when Slurm has allocated it to a job.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from schema.monitoring import MonitoringConfig, Thresholds
+
+# Every scrape of the exporter (Docker scrape config, our ServiceMonitor, the DeviceConfig's via relabeling)
+# carries this job label, so "exporter down" can select exactly those targets.
+EXPORTER_JOB = "amd-device-metrics-exporter"
+# A GPU (or GPU partition) on a host, as the exporter identifies it.
+GPU_KEY = ("hostname", "gpu_id", "gpu_partition_id")
+RULES_FILE = Path(__file__).resolve().parents[1] / "monitoring" / "rules" / "gpu-alerts.rules.yml"
+
+_FAMILY_METRICS = {
+    "MI3xx": {
+        "temperature": ("gpu_junction_temperature", "junction (hotspot)"),
+        "power": "gpu_package_power",
+        # Per-die busy percentage; the GPU's utilisation is the mean over its dies (as the upstream dashboard).
+        "utilization": "avg without (xcc_index) (gpu_gfx_busy_instantaneous)",
+    },
+    "MI2xx": {
+        "temperature": ("gpu_edge_temperature", "edge"),
+        "power": "gpu_average_package_power",
+        "utilization": "gpu_gfx_activity",
+    },
+}
+_WHERE = "{{ $labels.hostname }} GPU {{ $labels.gpu_id }}"
+
+
+def _num(value: float) -> str:
+    return format(value, "g")
+
+
+def _alert(name: str, expr: str, for_: str | None, severity: str, summary: str, description: str) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_:
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity}
+    rule["annotations"] = {"summary": summary, "description": description}
+    return rule
+
+
+def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
+    """Alerting rules for the configured GPU model, thresholds resolved from its defaults and overrides."""
+    t: Thresholds = cfg.effective_thresholds()
+    metrics = _FAMILY_METRICS[cfg.family]
+    temperature, sensor = metrics["temperature"]
+    cap = t.power_cap_watts * t.power_cap_fraction
+    key = ", ".join(GPU_KEY)
+    # A workload holds the GPU when a scheduler label names it (Kubernetes pod, Slurm job) or, on plain Docker
+    # hosts where the exporter sees no scheduler, when it holds a real share of the VRAM.
+    workload = (
+        f'gpu_used_vram{{pod!=""}} or gpu_used_vram{{job_id!=""}}'
+        f" or (gpu_used_vram / gpu_total_vram > {_num(t.idle_vram_in_use_fraction)})"
+    )
+    temperature_name = "GpuJunctionTemperatureHigh" if cfg.family == "MI3xx" else "GpuEdgeTemperatureHigh"
+    return [
+        _alert(
+            temperature_name, f"{temperature} > {_num(t.gpu_temperature_celsius)}", t.sustained_for, "warning",
+            f"GPU {sensor} temperature high",
+            f"{_WHERE} {sensor} temperature is {{{{ $value }}}} °C, above {_num(t.gpu_temperature_celsius)} °C "
+            f"for {t.sustained_for}: check cooling before the GPU throttles.",
+        ),
+        _alert(
+            "GpuMemoryTemperatureHigh", f"gpu_memory_temperature > {_num(t.memory_temperature_celsius)}",
+            t.sustained_for, "warning", "GPU memory (HBM) temperature high",
+            f"{_WHERE} memory temperature is {{{{ $value }}}} °C, above {_num(t.memory_temperature_celsius)} °C "
+            f"for {t.sustained_for}.",
+        ),
+        _alert(
+            "GpuPowerAtCap", f"{metrics['power']} >= {_num(cap)}", t.sustained_for, "info",
+            "GPU running at its power cap",
+            f"{_WHERE} draws {{{{ $value }}}} W, at least {_num(t.power_cap_fraction * 100)}% of its "
+            f"{_num(t.power_cap_watts)} W cap for {t.sustained_for}: it is power-throttled.",
+        ),
+        _alert(
+            "GpuIdleWhileAllocated",
+            f"({metrics['utilization']} < {_num(t.idle_utilization_percent)})\n"
+            f"and on ({key})\n({workload})",
+            t.idle_for, "warning", "GPU idle while a workload holds it",
+            f"{_WHERE} is below {_num(t.idle_utilization_percent)}% busy for {t.idle_for} although "
+            "{{ if $labels.pod }}pod {{ $labels.pod }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}"
+            "{{ else }}a process holding VRAM{{ end }} has it: the job may be stuck or starved of input.",
+        ),
+        _alert(
+            "GpuVramNearlyFull", f"gpu_used_vram / gpu_total_vram > {_num(t.vram_full_fraction)}",
+            t.sustained_for, "warning", "GPU VRAM nearly full",
+            f"{_WHERE} uses {{{{ $value | humanizePercentage }}}} of its VRAM for {t.sustained_for}: "
+            "the next allocation may fail with out-of-memory.",
+        ),
+        _alert(
+            "GpuEccUncorrectableErrors", f"increase(gpu_ecc_uncorrect_total[{t.ecc_window}]) > 0", None, "critical",
+            "GPU uncorrectable ECC errors",
+            f"{_WHERE} reported {{{{ $value | humanize }}}} new uncorrectable ECC errors in {t.ecc_window}: "
+            "drain the GPU and check its RAS/CPER records.",
+        ),
+        _alert(
+            "GpuEccCorrectableErrorsRising",
+            f"increase(gpu_ecc_correct_total[{t.ecc_window}]) > {t.ecc_correctable_max_increase}", None, "warning",
+            "GPU correctable ECC errors rising",
+            f"{_WHERE} reported {{{{ $value | humanize }}}} correctable ECC errors in {t.ecc_window} "
+            f"(more than {t.ecc_correctable_max_increase}): memory may be degrading.",
+        ),
+        _alert(
+            "GpuMetricsExporterDown", f'up{{job="{EXPORTER_JOB}"}} == 0', t.exporter_down_for, "warning",
+            "AMD device metrics exporter down",
+            f"Prometheus has failed to scrape the exporter at {{{{ $labels.instance }}}} for {t.exporter_down_for}: "
+            "GPU alerts are blind on that host.",
+        ),
+        _alert(
+            "GpuMetricsExporterAbsent", f'absent(up{{job="{EXPORTER_JOB}"}})', t.exporter_down_for, "warning",
+            "No AMD device metrics exporter is scraped",
+            f"Prometheus has had no target of job {EXPORTER_JOB} for {t.exporter_down_for}: the exporter is not "
+            "deployed or not discovered (ServiceMonitor labels, scrape config), so no GPU alert can fire.",
+        ),
+    ]
+
+
+def rule_groups(cfg: MonitoringConfig) -> list[dict[str, Any]]:
+    return [{"name": f"rocm-gpu-{cfg.gpu_model.lower()}", "rules": alert_rules(cfg)}]
+
+
+def prometheus_rule_spec(cfg: MonitoringConfig) -> dict[str, Any]:
+    """`spec` of a monitoring.coreos.com/v1 PrometheusRule."""
+    return {"groups": rule_groups(cfg)}
+
+
+class _RulesDumper(yaml.SafeDumper):
+    """Multi-line PromQL as literal blocks, so the file reads like hand-written rules."""
+
+
+_RulesDumper.add_representer(
+    str,
+    lambda dumper, value: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+    ),
+)
+
+
+def rules_file_text(cfg: MonitoringConfig) -> str:
+    """The same groups as a Prometheus rules file (`rule_files:` in prometheus.yml)."""
+    header = (
+        f"# GPU alert rules for {cfg.gpu_model} (rocm-stack monitoring defaults).\n"
+        "# Generated by `python -m domain.alerts`; edit domain/alerts.py or the stack config, not this file.\n"
+    )
+    return header + yaml.dump(
+        {"groups": rule_groups(cfg)}, Dumper=_RulesDumper, sort_keys=False, allow_unicode=True, width=120
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RULES_FILE, help="rules file to write (default: the committed one)")
+    parser.add_argument("--stack", help="use `rocm-stack:monitoring` of stacks/Pulumi.STACK.yaml (default: defaults)")
+    args = parser.parse_args()
+    cfg = MonitoringConfig()
+    if args.stack:
+        from tools.synth import stack_config
+
+        cfg = MonitoringConfig.model_validate(stack_config(args.stack).get("rocm-stack:monitoring") or {})
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(rules_file_text(cfg), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,692 @@
+"""GPU topology of one host, read from saved `rocm-smi --showtopo` / `amd-smi topology` output, and placement.
+
+`parse_topology(text)` / `load_topology(path)` accept, auto-detected:
+  * `rocm-smi --showtopo` (or any of --showtopoweight/--showtopohops/--showtopotype/--showtoponuma): the tables
+    "Weight between two GPUs", "Hops between two GPUs", "Link Type between two GPUs" and the "Numa Nodes" lines;
+  * `amd-smi topology` text: "WEIGHT TABLE:", "HOPS TABLE:", "LINK TYPE TABLE:" (rows/columns are PCI BDFs, GPU
+    ids are the row order). amd-smi prints no NUMA node here; append `amd-smi static --numa` to the same file to
+    add it;
+  * `amd-smi topology --json`, both the ROCm >= 6.1.1 shape (`links` per GPU) and the older one (`weight`,
+    `hops`, `link_type` maps keyed `gpu_N`).
+Every section is optional; what is present must agree on the GPUs. Neither tool prints the CPUs of a NUMA node,
+so a cpuset hint has to come from the host's config (`numa_node_of` gives the node to look up).
+
+`place(topology, sizes)` chooses disjoint GPU sets, see its docstring for the rule.
+
+CLI: `python -m domain.topology FILE [--partition 4,4]` prints the topology (and the chosen sets) as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import re
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+MAX_GPUS = 16
+
+EXPECTED = (
+    "expected the output of `rocm-smi --showtopo` (tables 'Weight between two GPUs', 'Hops between two GPUs', "
+    "'Link Type between two GPUs', 'Numa Nodes') or of `amd-smi topology` (WEIGHT/HOPS/LINK TYPE TABLE, "
+    "text or --json)"
+)
+
+IntMatrix = tuple[tuple[int, ...], ...]
+StrMatrix = tuple[tuple[str, ...], ...]
+
+
+class TopologyError(ValueError):
+    """The text is not usable topology output; the message says what was expected."""
+
+
+class PlacementError(ValueError):
+    """The requested partition sizes cannot be placed on the host's GPUs."""
+
+
+class Topology(BaseModel):
+    """One host's GPUs. Matrices are indexed by position in `gpus`; a section missing from the input is None."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpus: tuple[int, ...]
+    numa: tuple[int | None, ...]
+    weight: IntMatrix | None = None
+    hops: IntMatrix | None = None
+    link_type: StrMatrix | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Topology:
+        n = len(self.gpus)
+        if not 1 <= n <= MAX_GPUS:
+            raise ValueError(f"{n} GPUs; 1 to {MAX_GPUS} are supported")
+        if list(self.gpus) != sorted(set(self.gpus)):
+            raise ValueError(f"GPU ids must be unique and increasing, got {list(self.gpus)}")
+        if len(self.numa) != n:
+            raise ValueError(f"{len(self.numa)} NUMA entries for {n} GPUs")
+        for name in ("weight", "hops", "link_type"):
+            matrix = getattr(self, name)
+            if matrix is not None and (len(matrix) != n or any(len(row) != n for row in matrix)):
+                raise ValueError(f"{name} is not a {n}x{n} matrix")
+            if name != "link_type" and matrix is not None and any(v < 0 for row in matrix for v in row):
+                raise ValueError(f"{name} has a negative value; link costs are 0 or more")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Parse a saved topology file; TopologyError (naming the file) if it cannot be read or is not topology."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise TopologyError(f"{path}: cannot read: {err.strerror or err}") from err
+    try:
+        return parse_topology(text)
+    except TopologyError as err:
+        raise TopologyError(f"{path}: {err}") from err
+
+
+def parse_topology(text: str) -> Topology:
+    """Parse rocm-smi / amd-smi topology output, detecting which one it is."""
+    text = text.lstrip("\ufeff")
+    if not text.strip():
+        raise TopologyError(f"the input is empty; {EXPECTED}")
+    if text.lstrip()[0] in "[{":
+        return _build(*_parse_amd_smi_json(text))
+    if _ROCM_SMI_SECTION.search(text):
+        return _build(*_parse_rocm_smi(text))
+    if _AMD_SMI_TITLE.search(text):
+        return _build(*_parse_amd_smi_text(text))
+    raise TopologyError(f"no topology table found; {EXPECTED}")
+
+
+# Each parser returns (gpu ids, {matrix name: rows}, {gpu id: numa node}).
+_Parsed = tuple[list[int], dict[str, list[list]], dict[int, int]]
+
+
+def _build(gpus: list[int], matrices: dict[str, list[list]], numa: dict[int, int]) -> Topology:
+    unknown = sorted(set(numa) - set(gpus))
+    if unknown:
+        raise TopologyError(f"NUMA nodes are given for GPUs {unknown} that the tables do not list (GPUs {gpus})")
+    order = sorted(range(len(gpus)), key=gpus.__getitem__)
+    reordered = {name: [[rows[i][j] for j in order] for i in order] for name, rows in matrices.items()}
+    if "link_type" in reordered:
+        # rocm-smi prints 0 on the diagonal, amd-smi SELF; one spelling for both.
+        for i, row in enumerate(reordered["link_type"]):
+            row[i] = "SELF"
+    ids = [gpus[i] for i in order]
+    try:
+        return Topology(
+            gpus=tuple(ids),
+            numa=tuple(numa.get(g) for g in ids),
+            **{name: tuple(tuple(row) for row in rows) for name, rows in reordered.items()},
+        )
+    except ValidationError as err:
+        raise TopologyError("; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())) from err
+
+
+def _int_cell(value: object, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    raise TopologyError(f"{where}: expected a whole number, got {value!r}")
+
+
+# rocm-smi ---------------------------------------------------------------------------------------------
+
+_ROCM_SMI_SECTION = re.compile(
+    r"^[\s=]*(weight|hops|link\s+type)\s+between\s+two\s+gpus[\s=]*$|^[\s=]*numa\s+nodes[\s=]*$", re.I | re.M
+)
+_ROCM_SMI_MATRIX = {"weight": "weight", "hops": "hops", "linktype": "link_type"}
+_ROCM_SMI_TITLE = {"weight": "Weight between two GPUs", "hops": "Hops between two GPUs",
+                   "link_type": "Link Type between two GPUs"}
+# Newer rocm-smi prints `GPU[0]\t\t: ...`, ROCm 5.x `GPU 0          : ...`.
+_ROCM_SMI_NUMA = re.compile(r"^\s*GPU\s*\[?(\d+)\]?\s*:\s*\(Topology\)\s*Numa\s+(Node|Affinity)\s*:\s*(-?\d+)", re.I)
+_GPU_LABEL = re.compile(r"^GPU(\d+)$")
+
+
+def _parse_rocm_smi(text: str) -> _Parsed:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        header = _ROCM_SMI_SECTION.match(line)
+        if header:
+            if header.group(1) is None:  # "Numa Nodes": its lines are matched by pattern below
+                current = None
+                continue
+            name = _ROCM_SMI_MATRIX["".join(header.group(1).lower().split())]
+            if name in sections:
+                raise TopologyError(f"the table '{_ROCM_SMI_TITLE[name]}' appears twice")
+            current = sections[name] = []
+        elif line.lstrip().startswith("="):  # a banner ends the table ("End of ROCm SMI Log", next section)
+            current = None
+        elif current is not None:
+            current.append(line)
+
+    matrices: dict[str, list[list]] = {}
+    gpus: list[int] | None = None
+    for name, lines in sections.items():
+        ids, rows = _rocm_smi_table(_ROCM_SMI_TITLE[name], lines)
+        if gpus is not None and ids != gpus:
+            raise TopologyError(
+                f"'{_ROCM_SMI_TITLE[name]}' lists GPUs {ids} but an earlier table lists GPUs {gpus}"
+            )
+        gpus = ids
+        matrices[name] = rows if name == "link_type" else [
+            [_int_cell(v, f"'{_ROCM_SMI_TITLE[name]}' GPU{ids[i]} to GPU{ids[j]}") for j, v in enumerate(row)]
+            for i, row in enumerate(rows)
+        ]
+
+    numa = _rocm_smi_numa(text)
+    if gpus is None:  # only `--showtoponuma`
+        if not numa:
+            raise TopologyError(f"the 'Numa Nodes' section lists no GPU; {EXPECTED}")
+        gpus = sorted(numa)
+    return gpus, matrices, numa
+
+
+def _rocm_smi_table(title: str, lines: list[str]) -> tuple[list[int], list[list[str]]]:
+    columns: list[int] | None = None
+    rows: dict[int, list[str]] = {}
+    for line in lines:
+        tokens = line.split()
+        if not tokens:
+            if rows:
+                break  # the table ends at its first blank line after the rows
+            continue
+        if columns is None:
+            labels = [_GPU_LABEL.match(t) for t in tokens]
+            if all(labels):
+                columns = [int(m.group(1)) for m in labels]
+            continue
+        label = _GPU_LABEL.match(tokens[0])
+        if label is None:
+            raise TopologyError(f"'{title}': expected a row starting with GPU<n>, got {line.strip()!r}")
+        gpu = int(label.group(1))
+        if gpu in rows:
+            raise TopologyError(f"'{title}': row GPU{gpu} appears twice")
+        if len(tokens) - 1 != len(columns):
+            raise TopologyError(
+                f"'{title}': row GPU{gpu} has {len(tokens) - 1} values, expected {len(columns)} "
+                f"(one per column GPU{', GPU'.join(map(str, columns))})"
+            )
+        rows[gpu] = tokens[1:]
+    if columns is None or not rows:
+        raise TopologyError(f"'{title}': no table (a GPU0 GPU1 ... header and one row per GPU) follows the title")
+    if list(rows) != columns:
+        raise TopologyError(
+            f"'{title}': rows GPU{', GPU'.join(map(str, rows))} do not match columns "
+            f"GPU{', GPU'.join(map(str, columns))}; the matrix must be square"
+        )
+    return columns, list(rows.values())
+
+
+def _rocm_smi_numa(text: str) -> dict[int, int]:
+    found: dict[str, dict[int, int]] = {"node": {}, "affinity": {}}
+    for line in text.splitlines():
+        match = _ROCM_SMI_NUMA.match(line)
+        if match:
+            gpu, kind, value = int(match.group(1)), match.group(2).lower(), int(match.group(3))
+            if found[kind].get(gpu, value) != value:
+                raise TopologyError(f"GPU{gpu} is given two different NUMA {kind} values")
+            found[kind][gpu] = value
+    # "Numa Affinity" is the kernel's NUMA node of the GPU's PCI device, the id numactl and cpusets use;
+    # "Numa Node" (the CPU node KFD links the GPU to) stands in where it is missing or negative (= unknown).
+    valid = {kind: {gpu: node for gpu, node in nodes.items() if node >= 0} for kind, nodes in found.items()}
+    return {**valid["node"], **valid["affinity"]}
+
+
+# amd-smi text -----------------------------------------------------------------------------------------
+
+_AMD_SMI_TITLE = re.compile(r"^\s*([A-Z][A-Z -]*?) TABLE:\s*$", re.M)
+_AMD_SMI_MATRIX = {"WEIGHT": "weight", "HOPS": "hops", "LINK TYPE": "link_type"}
+_BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+
+
+def _parse_amd_smi_text(text: str) -> _Parsed:
+    tables: dict[str, list[list[str]]] = {}
+    current: list[list[str]] | None = None
+    for line in text.splitlines():
+        title = _AMD_SMI_TITLE.match(line)
+        if title:
+            current = tables.setdefault(title.group(1), [])
+            if current:
+                raise TopologyError(f"'{title.group(1)} TABLE' appears twice")
+        elif not line.strip():
+            if current:  # a blank line ends a table that has rows (not one right after its title)
+                current = None
+        elif current is not None:
+            current.append(line.split())
+
+    bdfs: list[str] | None = None
+    matrices: dict[str, list[list]] = {}
+    for title, rows in tables.items():
+        table_bdfs, cells = _amd_smi_table(title, rows)
+        if bdfs is not None and table_bdfs != bdfs:
+            raise TopologyError(f"'{title} TABLE' lists GPUs {table_bdfs} but an earlier table lists {bdfs}")
+        bdfs = table_bdfs
+        name = _AMD_SMI_MATRIX.get(title)
+        if name == "link_type":
+            matrices[name] = cells
+        elif name:
+            matrices[name] = [
+                [_int_cell(v, f"'{title} TABLE' {bdfs[i]} to {bdfs[j]}") for j, v in enumerate(row)]
+                for i, row in enumerate(cells)
+            ]
+    assert bdfs is not None  # detection guarantees one title
+    # amd-smi numbers GPUs in BDF order, which is the row order it prints.
+    return list(range(len(bdfs))), matrices, _amd_smi_static_numa(text)
+
+
+def _amd_smi_table(title: str, rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    if not rows or not rows[0] or not all(_BDF.match(t) for t in rows[0]):
+        raise TopologyError(f"'{title} TABLE': expected a header of PCI addresses (0000:0c:00.0 ...)")
+    columns, body = rows[0], rows[1:]
+    labels = [r[0] for r in body]
+    if labels != columns:
+        raise TopologyError(
+            f"'{title} TABLE': rows {labels} do not match columns {columns}; the matrix must be square"
+        )
+    for row in body:
+        if len(row) - 1 != len(columns):
+            raise TopologyError(
+                f"'{title} TABLE': row {row[0]} has {len(row) - 1} values, expected {len(columns)}"
+            )
+    return columns, [row[1:] for row in body]
+
+
+def _amd_smi_static_numa(text: str) -> dict[int, int]:
+    """NUMA nodes from `amd-smi static --numa` appended to the file (`GPU: 0` ... `NUMA:` ... `NODE: 0`)."""
+    numa: dict[int, int] = {}
+    gpu: int | None = None
+    in_numa = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if m := re.fullmatch(r"GPU:\s*(\d+)", stripped):
+            gpu, in_numa = int(m.group(1)), False
+        elif stripped == "NUMA:":
+            in_numa = True
+        elif in_numa and gpu is not None and (m := re.fullmatch(r"NODE:\s*(-?\d+)", stripped)):
+            if int(m.group(1)) >= 0:
+                numa[gpu] = int(m.group(1))
+            in_numa = False
+    return numa
+
+
+# amd-smi --json ---------------------------------------------------------------------------------------
+
+# JSON key per matrix: ROCm >= 6.1.1 (`links` entries) and before (maps keyed gpu_N).
+_JSON_FIELDS = {"weight": ("weight", "weight"), "hops": ("num_hops", "hops"), "link_type": ("link_type", "link_type")}
+
+
+def _parse_amd_smi_json(text: str) -> _Parsed:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TopologyError(f"not valid JSON ({err.msg} at line {err.lineno}); {EXPECTED}") from err
+    if not isinstance(data, list) or not data or not all(isinstance(e, dict) and "gpu" in e for e in data):
+        raise TopologyError(f"JSON is not a list of per-GPU objects with a 'gpu' key; {EXPECTED}")
+    gpus = [_int_cell(e["gpu"], "JSON 'gpu'") for e in data]
+    if len(set(gpus)) != len(gpus):
+        raise TopologyError(f"JSON lists GPU ids {gpus} with duplicates")
+
+    # cells[name][(src, dst)] = value, from whichever JSON shape the entry uses
+    cells: dict[str, dict[tuple[int, int], object]] = {name: {} for name in _JSON_FIELDS}
+    for entry, src in zip(data, gpus):
+        if "links" in entry:
+            links = entry["links"]
+            if not isinstance(links, list) or not all(isinstance(link, dict) for link in links):
+                raise TopologyError(f"JSON GPU {src} 'links': expected a list of objects")
+            for link in links:
+                dst = _int_cell(link.get("gpu"), f"JSON GPU {src} link 'gpu'")
+                for name, (key, _) in _JSON_FIELDS.items():
+                    if key in link:
+                        cells[name][src, dst] = link[key]
+        else:
+            for name, (_, key) in _JSON_FIELDS.items():
+                per_gpu = entry.get(key, {})
+                if not isinstance(per_gpu, dict):
+                    raise TopologyError(f"JSON GPU {src} '{key}': expected an object keyed gpu_<n>")
+                for dst_key, value in per_gpu.items():
+                    dst = re.fullmatch(r"gpu_(\d+)", dst_key)
+                    if dst is None:
+                        raise TopologyError(f"JSON GPU {src} '{key}': expected keys gpu_<n>, got {dst_key!r}")
+                    cells[name][src, int(dst.group(1))] = value
+
+    matrices: dict[str, list[list]] = {}
+    for name, values in cells.items():
+        if not values:
+            continue
+        if set(values) != {(a, b) for a in gpus for b in gpus}:
+            stray = sorted({p for pair in values for p in pair} - set(gpus))
+            detail = f"GPUs {stray} are not listed" if stray else "some GPU pairs are missing"
+            raise TopologyError(f"JSON '{name}' is not a full matrix over GPUs {gpus}: {detail}")
+        matrices[name] = [
+            [
+                str(values[a, b]) if name == "link_type"
+                else _int_cell(values[a, b], f"JSON {name} from GPU {a} to GPU {b}")
+                for b in gpus
+            ]
+            for a in gpus
+        ]
+    if not matrices:
+        raise TopologyError(f"JSON has no weight, hops or link_type data; {EXPECTED}")
+    return gpus, matrices, {}
+
+
+# -------------------------------------------------------------------------------------------- placement
+
+# Without a weight table, hops or else the link type stand in as the cost of a pair (lower is closer).
+_LINK_RANK = {"SELF": 0, "XGMI": 1, "PCIE": 2}
+
+
+def place(topology: Topology, sizes: Sequence[int]) -> list[tuple[int, ...]]:
+    """Choose disjoint GPU sets of the requested sizes (in request order); returns GPU ids, ascending per set.
+
+    Rule, in this priority: (1) minimise the total link weight inside the sets (weight table; without one the
+    hops table, else the link type XGMI < PCIE); (2) keep each set on one NUMA node where possible (fewest
+    extra NUMA nodes spanned, summed over the sets); (3) remaining ties go to the lowest GPU indices
+    (lexicographic in request order). Weight comes first because it already grows across sockets for PCIe paths, while an XGMI link
+    beats socket locality for GPU-to-GPU traffic. Exact (branch and bound), deterministic.
+    """
+    sizes = list(sizes)
+    n = len(topology.gpus)
+    for index, size in enumerate(sizes):
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise PlacementError(f"partition {index} has size {size!r}; sizes must be whole numbers >= 1")
+    if sum(sizes) > n:
+        raise PlacementError(
+            f"partitions {sizes} need {sum(sizes)} GPUs but the host has {n} (GPUs {list(topology.gpus)})"
+        )
+    chosen = _BranchAndBound(_pair_costs(topology), list(topology.numa), sizes).solve()
+    return [tuple(topology.gpus[p] for p in positions) for positions in chosen]
+
+
+def numa_node_of(topology: Topology, gpus: Sequence[int]) -> int | None:
+    """The NUMA node all of `gpus` sit on, or None (they span nodes, or a node is unknown)."""
+    unknown = sorted(set(gpus) - set(topology.gpus))
+    if unknown:
+        raise ValueError(f"GPUs {unknown} are not in the topology (GPUs {list(topology.gpus)})")
+    nodes = {topology.numa[topology.gpus.index(g)] for g in gpus}
+    return nodes.pop() if len(nodes) == 1 else None
+
+
+def _pair_costs(topology: Topology) -> list[list[int]]:
+    n = len(topology.gpus)
+    if topology.weight is not None:
+        matrix: Sequence[Sequence[int]] = topology.weight
+    elif topology.hops is not None:
+        matrix = topology.hops
+    elif topology.link_type is not None:
+        unknown = max(_LINK_RANK.values()) + 1
+        matrix = [[_LINK_RANK.get(t.upper(), unknown) for t in row] for row in topology.link_type]
+    else:
+        matrix = [[0] * n for _ in range(n)]
+    # Both directions count, so an asymmetric table still gives one cost per pair.
+    return [[0 if i == j else matrix[i][j] + matrix[j][i] for j in range(n)] for i in range(n)]
+
+
+# Listing every s-set to find each GPU's cheapest one is worth it up to this many sets (C(16, 5) = 4368).
+_MAX_LISTED_SETS = 5000
+
+
+class _BranchAndBound:
+    """Exact search over the sets, built one GPU at a time, in two passes.
+
+    1. The optimum cost: largest sets first, cheaper GPUs first, and a branch is cut as soon as a lower bound
+       on its cost cannot beat the best solution so far (a greedy solution to start with).
+    2. The lowest-index solution of that cost: the same search in index order, cutting every branch whose
+       bound exceeds the optimum and stopping at the first solution, which is the lexicographically first.
+
+    Bounds rest on shares: a set's cost is at least the sum of its members' shares, where a GPU's share in a set
+    of size s is either half its s - 1 cheapest links ("star") or 1/s of the cheapest s-set containing it.
+    Shares are counted in 1/unit of a pair cost so that they stay whole numbers.
+    """
+
+    def __init__(self, cost: list[list[int]], numa: list[int | None], sizes: list[int]) -> None:
+        self.cost, self.numa, self.sizes, self.n = cost, numa, sizes, len(cost)
+        self.by_cost = [sorted((h for h in range(self.n) if h != g), key=cost[g].__getitem__) for g in range(self.n)]
+        # Interchangeable GPUs (same NUMA node, same cost to every other GPU): swapping one for a lower-index
+        # twin never changes the cost and lowers the indices, so only the lowest free twin is ever tried.
+        self.twins = [
+            [a for a in range(g) if numa[a] == numa[g]
+             and all(cost[a][x] == cost[g][x] for x in range(self.n) if x not in (a, g))]
+            for g in range(self.n)
+        ]
+        self.unit = 2 * math.lcm(*sizes)
+        self.listed_shares = {size: self._listed_shares(size) for size in set(sizes)}
+        self.sets: list[tuple[int, ...]] = []
+        self.attach = [0] * self.n  # cost of joining each GPU to the set being built
+        self.limit = (0, 0)  # pass 1: best (weight, spread) so far; pass 2: the optimum
+        self.lowest_index = False  # which pass
+        self.found: list[tuple[int, ...]] | None = None
+
+    def solve(self) -> list[tuple[int, ...]]:
+        if not self.sizes:
+            return []
+        full = (1 << self.n) - 1
+        self.limit = self._greedy()
+        # The optimum does not depend on the order of the sets, and searching large sets first prunes best.
+        requested, self.sizes = self.sizes, sorted(self.sizes, reverse=True)
+        self._next_set(0, full, 0, 0)
+        self.sizes, self.lowest_index = requested, True
+        self._next_set(0, full, 0, 0)
+        assert self.found is not None  # pass 1 proved a solution of cost `limit` exists
+        return self.found
+
+    def _spread(self, members: Sequence[int]) -> int:
+        return max(len({self.numa[g] for g in members if self.numa[g] is not None}) - 1, 0)
+
+    def _set_cost(self, members: Sequence[int]) -> int:
+        return sum(self.cost[a][b] for a, b in itertools.combinations(members, 2))
+
+    def _cut(self, bound: tuple[int, int]) -> bool:
+        if self.lowest_index:
+            return self.found is not None or bound > self.limit
+        return bound >= self.limit
+
+    def _greedy(self) -> tuple[int, int]:
+        """The cost of a quick solution: each set grown from its best seed by adding the cheapest GPU."""
+        free = set(range(self.n))
+        total = (0, 0)
+        for size in self.sizes:
+            options = []
+            for seed in sorted(free):
+                members = [seed]
+                while len(members) < size:
+                    members.append(min(
+                        sorted(free - set(members)),
+                        key=lambda g: (sum(self.cost[g][m] for m in members), self._spread([*members, g])),
+                    ))
+                options.append(((self._set_cost(members), self._spread(members)), members))
+            key, members = min(options)
+            free -= set(members)
+            total = (total[0] + key[0], total[1] + key[1])
+        return total
+
+    def _listed_shares(self, size: int) -> list[int] | None:
+        """Each GPU's share as 1/size of the cheapest size-set containing it, if listing the sets is cheap."""
+        if size == 1 or math.comb(self.n, size) > _MAX_LISTED_SETS:
+            return None
+        cheapest = [sys.maxsize] * self.n
+        for members in itertools.combinations(range(self.n), size):
+            set_cost = self._set_cost(members)
+            for g in members:
+                cheapest[g] = min(cheapest[g], set_cost)
+        return [c * (self.unit // size) for c in cheapest]
+
+    def _shares(self, size: int, free: int, members: list[int]) -> list[int]:
+        """Per GPU, a share for sets of `size` drawn from `free` (whichever kind adds up to more there)."""
+        star = [0] * self.n
+        for g in members:
+            links = itertools.islice((self.cost[g][h] for h in self.by_cost[g] if free >> h & 1), size - 1)
+            star[g] = sum(links) * (self.unit // 2)
+        listed = self.listed_shares.get(size)
+        if listed is not None and sum(listed[g] for g in members) > sum(star[g] for g in members):
+            return listed
+        return star
+
+    def _joining(self, candidates: list[int], need: int) -> list[int]:
+        """Per candidate, twice what it adds if it joins the set being built: its links to the members so far
+        twice, plus its `need - 1` cheapest links to other candidates (each link among the newcomers is then
+        counted at least once from either end)."""
+        allowed = set(candidates)
+        doubled = []
+        for g in candidates:
+            among = 0
+            if need > 1:
+                among = sum(itertools.islice((self.cost[g][h] for h in self.by_cost[g] if h in allowed), need - 1))
+            doubled.append(2 * self.attach[g] + among)
+        return doubled
+
+    def _next_set(self, k: int, free: int, weight: int, spread: int) -> None:
+        if k == len(self.sizes):
+            if self.lowest_index and self.found is None and (weight, spread) == self.limit:
+                self.found = list(self.sets)
+            elif not self.lowest_index and (weight, spread) < self.limit:
+                self.limit = (weight, spread)
+            return
+        # Equal-size requests are interchangeable; the lowest-index answer gives the earlier one the lower GPU.
+        first = next((s[0] + 1 for size, s in zip(self.sizes[k - 1::-1], self.sets[::-1])
+                      if size == self.sizes[k]), 0) if k else 0
+        members = [g for g in range(self.n) if free >> g & 1]
+        rest = self.sizes[k + 1:]
+        shares = {size: self._shares(size, free, members) for size in set(rest)}
+        # c sets of size s take c * s distinct GPUs: at least the c * s smallest shares.
+        units = sum(sum(sorted(shares[size][g] for g in members)[: size * count])
+                    for size, count in Counter(rest).items())
+        later = complement = None
+        if rest and sum(self.sizes[k:]) == len(members):
+            # Every free GPU joins this set or a later one: it costs at least its smallest later share.
+            later = [min(share[g] for share in shares.values()) for g in range(self.n)]
+            if len(rest) == 1:
+                # The last set T is the complement of this one, S, within the free GPUs F. Since
+                # cost(F) = cost(S) + cost(T) + links(S, T): cost(S) + cost(T) = cost(F) - deg(S) + 2 cost(S),
+                # deg(S) being the summed link cost of S's members to all of F; bounding that sees T's cost.
+                degree = [-sum(self.cost[g][h] for h in members) for g in range(self.n)]
+                complement = _Complement(self._set_cost(members), degree)
+        self._grow(k, [], free, first, weight, spread, _Plan(units, later, complement))
+
+    def _bound(self, members: list[int], free: int, candidates: list[int], need: int, weight: int,
+               plan: _Plan) -> int:
+        """Lower bound on the total weight of any solution through this node."""
+        joining = self._joining(candidates, need)
+        half = self.unit // 2
+        units = weight * self.unit + sum(sorted(joining)[:need]) * half + plan.units
+        if plan.later is not None:
+            later = plan.later
+            shares = sum(later[g] for g in range(self.n) if free >> g & 1)
+            extra = sum(sorted(j * half - later[g] for g, j in zip(candidates, joining))[:need])
+            units = max(units, weight * self.unit + shares + extra)
+        bound = -(-units // self.unit)
+        if plan.complement is not None:
+            c = plan.complement
+            partial = self._set_cost(members)
+            bound = max(bound, weight + partial + c.free_cost + sum(c.degree[g] for g in members)
+                        + sum(sorted(j + c.degree[g] for g, j in zip(candidates, joining))[:need]))
+        return bound
+
+    def _grow(self, k: int, members: list[int], free: int, start: int, weight: int, spread: int,
+              plan: _Plan) -> None:
+        need = self.sizes[k] - len(members)
+        if need == 0:
+            self.sets.append(tuple(members))
+            attach, self.attach = self.attach, [0] * self.n  # the next set starts empty
+            self._next_set(k + 1, free, weight, spread + self._spread(members))
+            self.attach = attach
+            self.sets.pop()
+            return
+        candidates = [g for g in range(start, self.n) if free >> g & 1]
+        if len(candidates) < need:
+            return
+        if self._cut((self._bound(members, free, candidates, need, weight, plan), spread + self._spread(members))):
+            return
+        choices = candidates[: len(candidates) - need + 1]
+        if not self.lowest_index:
+            choices.sort(key=self.attach.__getitem__)  # stable: index order among equal costs
+        for g in choices:
+            if self.found is not None:
+                return
+            if any(a >= start and free >> a & 1 for a in self.twins[g]):
+                continue
+            row = self.cost[g]
+            added = self.attach[g]
+            for h in range(self.n):
+                self.attach[h] += row[h]
+            members.append(g)
+            self._grow(k, members, free & ~(1 << g), g + 1, weight + added, spread, plan)
+            members.pop()
+            for h in range(self.n):
+                self.attach[h] -= row[h]
+
+
+class _Complement(NamedTuple):
+    free_cost: int  # cost of all pairs among the free GPUs
+    degree: list[int]  # minus each GPU's summed link cost to the free GPUs
+
+
+class _Plan(NamedTuple):
+    """What a set's search knows about the sets after it."""
+
+    units: int  # lower bound on their weight, in 1/unit of a pair cost
+    later: list[int] | None  # when they take every remaining GPU: each GPU's smallest share in them
+    complement: _Complement | None  # when only the last set follows and takes every remaining GPU
+
+
+# -------------------------------------------------------------------------------------------------- CLI
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 4,4 or 2,2,2,2, got {text!r}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _OneLineParser(
+        prog="python -m domain.topology",
+        description="Print the GPU topology of saved rocm-smi --showtopo / amd-smi topology output as JSON.",
+    )
+    parser.add_argument("file", help="saved output of `rocm-smi --showtopo` or `amd-smi topology [--json]`")
+    parser.add_argument("--partition", type=_sizes, metavar="N,N,...",
+                        help="also choose disjoint GPU sets of these sizes (e.g. 4,4)")
+    args = parser.parse_args(argv)
+    try:
+        topology = load_topology(args.file)
+        result: dict[str, object] = topology.model_dump()
+        if args.partition is not None:
+            sets = place(topology, args.partition)
+            result["sets"] = sets
+            result["sets_numa"] = [numa_node_of(topology, s) for s in sets]
+    except (TopologyError, PlacementError) as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    print(_json_lines(result))
+    return 0
+
+
+def _json_lines(result: dict[str, object]) -> str:
+    """JSON with one key per line and one matrix row per line."""
+    def value(v: object) -> str:
+        if isinstance(v, (list, tuple)) and v and all(isinstance(row, (list, tuple)) for row in v):
+            return "[\n" + ",\n".join(f"    {json.dumps(row)}" for row in v) + "\n  ]"
+        return json.dumps(v)
+    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {value(v)}" for k, v in result.items()) + "\n}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The plug-in point for your own training code: an entry point returns a `Workload`.
+
+`train.py` owns everything around the model — process group, DistributedDataParallel, the loop, mixed
+precision, samples/s logging, checkpoints and resume. An entry point supplies only what is model-specific:
+
+    # mypackage/train_entry.py  (importable: put it on PYTHONPATH in the container)
+    from programs.settings import TrainConfig
+    from programs.workload import Workload
+
+    def build(config: TrainConfig, device: torch.device) -> Workload:
+        model = MyModel()                                    # train.py moves it to `device` and wraps it in DDP
+        def batch(step: int, rank: int, world_size: int):    # step counts from 1; returns tensors on `device`
+            ...                                              # derive the data from (step, rank) so a resumed run
+            return inputs, targets                           # sees exactly the batches it would have seen
+        return Workload(model=model, batch=batch, loss=torch.nn.functional.cross_entropy)
+
+and run with `--entrypoint mypackage.train_entry:build` (or TRAIN_ENTRYPOINT=...). Extra settings of your own
+can come from your own environment variables. The default entry point is `programs.synthetic:build`.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable
+
+import torch
+
+if TYPE_CHECKING:
+    from programs.settings import TrainConfig
+
+ENTRYPOINT_FORMAT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: torch.nn.Module
+    # (step, rank, world_size) -> (inputs, targets) on the training device; must be deterministic in its arguments
+    # for resume to reproduce an uninterrupted run.
+    batch: Callable[[int, int, int], Batch]
+    # (model(inputs), targets) -> scalar loss
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    # parameters -> optimizer; None means AdamW with the configured learning rate
+    make_optimizer: Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer] | None = None
+
+
+EntryPoint = Callable[["TrainConfig", torch.device], Workload]
+
+
+def load_entrypoint(spec: str) -> EntryPoint:
+    """Import `module:function`; errors name the spec so a typo in TRAIN_ENTRYPOINT is obvious."""
+    if not ENTRYPOINT_FORMAT.match(spec):
+        raise ValueError(f"entry point {spec!r} must look like 'package.module:function'")
+    module_name, function_name = spec.split(":")
+    module = importlib.import_module(module_name)
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ValueError(f"entry point {spec!r}: {module_name} has no callable {function_name!r}")
+    return function

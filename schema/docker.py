@@ -1,0 +1,221 @@
+"""Docker GPU-host section of the stack config: hosts, their GPUs, images and containers."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import ByteSize, Field, field_validator
+
+from .base import ConfigModel
+
+# A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it.
+Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+# A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
+CpuList = Annotated[str, Field(pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")]
+
+# docker/distribution reference grammar, reduced to what pinning needs: repository[:tag][@digest].
+_IMAGE_REF = re.compile(
+    r"^(?P<repository>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+
+DEFAULT_IMAGES = {
+    "pytorch": "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0",
+    "vllm": "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210",
+}
+
+
+def image_pin_problem(ref: str) -> str | None:
+    """Why `ref` is not a reproducible pin, or None: it needs a digest or an explicit non-`latest` tag."""
+    match = _IMAGE_REF.match(ref)
+    if match is None:
+        return f"'{ref}' is not a Docker image reference (repository[:tag][@sha256:digest])"
+    if match["digest"]:
+        return None
+    if match["tag"] is None or match["tag"] == "latest":
+        return f"'{ref}' is not pinned: use an explicit version tag (not 'latest') or an @sha256 digest"
+    return None
+
+
+class SecurityProfile(str, Enum):
+    """`debug` adds what rocgdb/rocprof need; `hardened` keeps Docker's default seccomp profile."""
+
+    debug = "debug"
+    hardened = "hardened"
+
+
+class SecurityConfig(ConfigModel):
+    # None means "by environment": debug in dev, hardened in prod.
+    profile: SecurityProfile | None = None
+    # Prod refuses the debug profile unless this acknowledges it explicitly.
+    allow_debug_in_prod: bool = False
+
+
+class DockerEndpoint(ConfigModel):
+    host: str = "unix:///var/run/docker.sock"
+    ssh_opts: list[str] = []
+
+    @field_validator("host")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not re.match(r"^(unix:///\S+|ssh://(\S+@)?[^\s@/]+(:\d+)?|tcp://[^\s/]+:\d+)$", value):
+            raise ValueError(
+                "expected unix:///path/to/docker.sock, ssh://user@host[:port] or tcp://host:port"
+            )
+        return value
+
+
+class PortMapping(ConfigModel):
+    internal: Annotated[int, Field(ge=1, le=65535)]
+    external: Annotated[int, Field(ge=1, le=65535)] | None = None
+    ip: str = "0.0.0.0"
+
+
+class VolumeMount(ConfigModel):
+    host_path: Annotated[str, Field(pattern=r"^/")]
+    container_path: Annotated[str, Field(pattern=r"^/")]
+    read_only: bool = False
+
+
+class ContainerConfig(ConfigModel):
+    name: Name
+    # A key of `rocm-stack:images`.
+    image: str = "pytorch"
+    # Explicit GPU indices on the host; when absent (and no gpuCount) the container gets every GPU of the host.
+    gpus: list[Annotated[int, Field(ge=0)]] | None = None
+    # Or a partition size: the loader picks the GPUs from the host's topology (see place_partitions).
+    gpu_count: Annotated[int, Field(ge=1, le=16)] | None = None
+    # CPUs for `--cpuset-cpus`; defaults to the NUMA node of the partition when the host declares numaCpus.
+    cpuset: CpuList | None = None
+    command: list[str] = []
+    env: dict[str, str] = {}
+    # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
+    # The Docker provider takes whole MiB; less would silently become Docker's 64 MiB default.
+    shm_size: Annotated[ByteSize, Field(ge=1024**2)] = ByteSize(16 * 1024**3)
+    ports: list[PortMapping] = []
+    volumes: list[VolumeMount] = []
+    restart: Literal["no", "on-failure", "always", "unless-stopped"] = "unless-stopped"
+
+
+class HostConfig(ConfigModel):
+    name: Name
+    docker: DockerEndpoint = DockerEndpoint()
+    gpus: Annotated[int, Field(ge=1, le=16)] = 1
+    gpu_model: Literal["MI300X", "MI325X", "MI308X", "MI250X", "MI250", "MI210", "other"] = "MI300X"
+    # Saved `rocm-smi --showtopo` / `amd-smi topology [--json]` output, relative to the project directory.
+    topology: str | None = None
+    # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.
+    numa_cpus: dict[int, CpuList] = {}
+    containers: list[ContainerConfig] = [ContainerConfig(name="rocm-dev")]
+
+
+def _duplicates(names: Iterable[str]) -> set[str]:
+    seen: set[str] = set()
+    return {n for n in names if n in seen or seen.add(n)}
+
+
+def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
+             security: SecurityConfig) -> Iterable[tuple[str, str]]:
+    """Cross-field checks of the Docker section; yields (key path, what is expected)."""
+    for name in sorted(_duplicates(h.name for h in hosts)):
+        yield "hosts", f"host name '{name}' is used twice; host names must be unique"
+    for key, ref in images.items():
+        problem = image_pin_problem(ref)
+        if problem and (environment == "prod" or "not a Docker image reference" in problem):
+            yield f"images.{key}", problem
+    if environment == "prod" and security.profile is SecurityProfile.debug and not security.allow_debug_in_prod:
+        yield "security.profile", (
+            "the debug profile (SYS_PTRACE, seccomp=unconfined) is refused in prod; "
+            "use 'hardened' or set security.allowDebugInProd: true to accept the risk"
+        )
+    for h_index, host in enumerate(hosts):
+        at = f"hosts[{h_index}]"
+        for name in sorted(_duplicates(c.name for c in host.containers)):
+            yield f"{at}.containers", f"container name '{name}' is used twice on host '{host.name}'"
+        owner: dict[int, str] = {}
+        for c_index, container in enumerate(host.containers):
+            c_at = f"{at}.containers[{c_index}]"
+            if container.image not in images:
+                yield f"{c_at}.image", f"unknown image '{container.image}'; expected one of {sorted(images)}"
+            if container.gpus is not None and container.gpu_count is not None:
+                yield f"{c_at}.gpuCount", "set either `gpus` (explicit indices) or `gpuCount` (a size), not both"
+            if container.gpus is None:
+                continue
+            if not container.gpus:
+                yield f"{c_at}.gpus", "an empty GPU list; omit the key to give the container every GPU"
+            for g_index, gpu in enumerate(container.gpus):
+                if gpu >= host.gpus:
+                    yield f"{c_at}.gpus[{g_index}]", (
+                        f"GPU {gpu} is out of range: host '{host.name}' has {host.gpus} GPUs (0..{host.gpus - 1})"
+                    )
+                elif gpu in owner:
+                    yield f"{c_at}.gpus[{g_index}]", (
+                        f"GPU {gpu} is already given to container '{owner[gpu]}'; partitions must not overlap"
+                    )
+                else:
+                    owner[gpu] = container.name
+        sized = [c for c in host.containers if c.gpu_count is not None]
+        if sized and len(sized) != len(host.containers):
+            yield f"{at}.containers", (
+                "give every container of a host a `gpuCount`, or none: sizes are placed on the whole host"
+            )
+        elif len(host.containers) > 1 and any(c.gpus is None and c.gpu_count is None for c in host.containers):
+            yield f"{at}.containers", (
+                "when a host has several containers each must list its `gpus` or `gpuCount`, "
+                "otherwise they would all share every GPU"
+            )
+        if sum(c.gpu_count or 0 for c in sized) > host.gpus:
+            yield f"{at}.containers", (
+                f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count for c in sized)} "
+                f"GPUs but host '{host.name}' has {host.gpus}"
+            )
+        for node in host.numa_cpus:
+            if node < 0:
+                yield f"{at}.numaCpus", f"NUMA node {node} is not a node number (0, 1, ...)"
+
+
+def place_partitions(host: HostConfig, at: str) -> tuple[HostConfig, list[tuple[str, str]]]:
+    """The host with every container's `gpus` and `cpuset` decided, and the problems found doing so.
+
+    `gpuCount` sizes are placed with the host's topology file (least XGMI/PCIe link weight inside each set,
+    one NUMA node per set where it fits), or on consecutive GPUs without one. A container's set on one NUMA
+    node gets that node's CPUs from `numaCpus` unless it names its own `cpuset`.
+    """
+    from domain.topology import PlacementError, TopologyError, load_topology, numa_node_of, place
+
+    topology = None
+    if host.topology is not None:
+        try:
+            topology = load_topology(host.topology)
+        except TopologyError as error:
+            return host, [(f"{at}.topology", f"{error}; expected saved `rocm-smi --showtopo` or `amd-smi topology` output")]
+        if len(topology.gpus) != host.gpus:
+            return host, [(f"{at}.topology", (
+                f"the file describes {len(topology.gpus)} GPUs but the host declares gpus: {host.gpus}"))]
+    # Placed in container-name order, so that reordering the list moves no container to other GPUs.
+    sized = sorted((c for c in host.containers if c.gpu_count is not None), key=lambda c: c.name)
+    gpus_of: dict[str, list[int]] = {}
+    if sized:
+        sizes = [c.gpu_count for c in sized]
+        try:
+            sets = place(topology, sizes) if topology is not None else None
+        except PlacementError as error:
+            return host, [(f"{at}.containers", str(error))]
+        if sets is None:
+            starts = [sum(sizes[:i]) for i in range(len(sizes))]
+            sets = [tuple(range(start, start + size)) for start, size in zip(starts, sizes)]
+        gpus_of = {c.name: list(gpus) for c, gpus in zip(sized, sets)}
+    containers = [c.model_copy(update={"gpus": gpus_of[c.name]}) if c.name in gpus_of else c
+                  for c in host.containers]
+    if topology is not None and host.numa_cpus:
+        placed = []
+        for c in containers:
+            node = numa_node_of(topology, c.gpus if c.gpus is not None else topology.gpus)
+            if c.cpuset is None and node in host.numa_cpus:
+                c = c.model_copy(update={"cpuset": host.numa_cpus[node]})
+            placed.append(c)
+        containers = placed
+    return host.model_copy(update={"containers": containers}), []

@@ -1,0 +1,353 @@
+"""`rocm-stack:kubernetes`: the Kubernetes GPU layer. Absent section = no Kubernetes layer.
+
+Two ways to expose `amd.com/gpu` to the scheduler:
+- `operator` (default): cert-manager + the AMD GPU Operator Helm chart + one `DeviceConfig` owned by this stack;
+- `device-plugin`: the standalone ROCm/k8s-device-plugin DaemonSet (+ node labeller), no operator.
+
+Every DeviceConfig field below maps 1:1 to a field of the `amd.com/v1alpha1` CRD shipped with
+gpu-operator-charts v1.5.1 (tests validate the rendered object against that CRD strictly).
+"""
+import re
+from collections.abc import Iterable
+from typing import Annotated, Literal, Protocol
+
+from pydantic import AfterValidator, Field, PlainValidator, StringConstraints
+
+from schema.base import ConfigModel
+from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
+from schema.docker import image_pin_problem
+
+CERT_MANAGER_REPOSITORY = "https://charts.jetstack.io"
+# v1.15.1 is the version the AMD GPU Operator install guide uses (`--version v1.15.1 --set crds.enabled=true`).
+CERT_MANAGER_CHART_VERSION = "v1.15.1"
+# cert-manager renamed the chart value `installCRDs` to `crds.enabled` in v1.15.0.
+CERT_MANAGER_CRDS_ENABLED_SINCE = (1, 15, 0)
+
+GPU_OPERATOR_REPOSITORY = "https://rocm.github.io/gpu-operator"
+GPU_OPERATOR_CHART = "gpu-operator-charts"
+GPU_OPERATOR_CHART_VERSION = "v1.5.1"
+
+# Tags of the released amd-gpu Helm chart 0.21.0 (appVersion 1.31.0.9) of ROCm/k8s-device-plugin.
+DEVICE_PLUGIN_IMAGE = "docker.io/rocm/k8s-device-plugin:1.31.0.9"
+NODE_LABELLER_IMAGE = "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.9"
+# The exporter the Docker hosts run too, so one set of alert rules (validated against v1.5.x metric names)
+# fits both; gpu-operator v1.5.1's own example pins v1.4.1.
+METRICS_EXPORTER_IMAGE = f"docker.io/{DEFAULT_EXPORTER_IMAGE}"
+# The tag of gpu-operator v1.5.1's own example/deviceconfig_example.yaml.
+TEST_RUNNER_IMAGE = "docker.io/rocm/test-runner:v1.4.1"
+
+GPU_RESOURCE_NAME = "amd.com/gpu"
+
+# Namespaces Kubernetes itself creates: the stack may deploy into them but never owns (creates/protects) them.
+BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
+# Image reference pattern of the DeviceConfig CRD (devicePluginImage, metricsExporter.image, ...).
+_IMAGE_PATTERN = (
+    r"^([a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?)(/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[a-z0-9._-]+)?(?:@[a-zA-Z0-9]+:[a-f0-9]+)?$"
+)
+Image = Annotated[str, StringConstraints(pattern=_IMAGE_PATTERN)]
+# The CRD's driver.image pattern without its optional tag and digest: the operator appends its own tag
+# (<distro>-<release>-<kernel>-<driver version>), so a configured tag would make an invalid reference.
+_DRIVER_REPOSITORY_PATTERN = r"([a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?)(/[$a-zA-Z0-9_]+(?:[._-][$a-zA-Z0-9_]+)*)*"
+
+
+def _driver_repository(value: str) -> str:
+    if not re.fullmatch(_DRIVER_REPOSITORY_PATTERN, value):
+        raise ValueError(f"'{value}' is not an image repository without tag or digest (the operator tags the "
+                         "driver image itself), e.g. registry.example.com/amd/amdgpu-driver")
+    return value
+
+
+DriverRepository = Annotated[str, AfterValidator(_driver_repository)]
+NamespaceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+ObjectName = Annotated[
+    str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253)
+]
+ChartVersion = Annotated[str, StringConstraints(pattern=r"^v\d+\.\d+\.\d+$")]
+Duration = Annotated[str, StringConstraints(pattern=r"^([0-9]+)(ms|s|m|h)$")]
+# Labels the node labeller can publish (gpu-operator values.yaml: defaults + the partitioning ones).
+NodeLabel = Literal[
+    "vram", "cu-count", "simd-count", "device-id", "family", "product-name", "driver-version",
+    "compute-memory-partition", "compute-partitioning-supported", "memory-partitioning-supported",
+]
+
+
+def _node_count(value: object) -> int | str:
+    """Kubernetes int-or-string: a node count or a percentage of the nodes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"(100|[1-9]?[0-9])%", value):
+        return value
+    raise ValueError('expected a node count >= 0 (e.g. 1) or a percentage of the nodes from "0%" to "100%"')
+
+
+NodeCount = Annotated[int | str, PlainValidator(_node_count, json_schema_input_type=int | str)]
+
+
+def parse_chart_version(version: str) -> tuple[int, int, int]:
+    major, minor, patch = version.removeprefix("v").split(".")
+    return int(major), int(minor), int(patch)
+
+
+class ProviderConfig(ConfigModel):
+    # Path to a kubeconfig file; None: $KUBECONFIG, else ~/.kube/config.
+    kubeconfig: str | None = None
+    # None: the kubeconfig's current context (dev only: prod must name its cluster explicitly).
+    context: str | None = None
+
+
+class CertManagerConfig(ConfigModel):
+    # False: the cluster already runs cert-manager (the GPU Operator only needs its CRDs and webhook).
+    install: bool = True
+    namespace: NamespaceName = "cert-manager"
+    repository: str = CERT_MANAGER_REPOSITORY
+    chart_version: ChartVersion = CERT_MANAGER_CHART_VERSION
+    timeout_seconds: int = Field(600, gt=0)
+
+    def crd_values(self) -> dict[str, object]:
+        if parse_chart_version(self.chart_version) >= CERT_MANAGER_CRDS_ENABLED_SINCE:
+            return {"crds": {"enabled": True}}
+        return {"installCRDs": True}
+
+
+class NodeDrainPolicy(ConfigModel):
+    force: bool = False
+    # 0 waits forever (CRD semantics).
+    timeout_seconds: int = Field(300, ge=0)
+    # -1: each pod's own terminationGracePeriodSeconds.
+    grace_period_seconds: int = Field(-1, ge=-1)
+    ignore_daemon_sets: bool = True
+
+
+class PodDeletionPolicy(ConfigModel):
+    force: bool = False
+    timeout_seconds: int = Field(300, ge=0)
+    grace_period_seconds: int = Field(-1, ge=-1)
+
+
+class DriverUpgradePolicy(ConfigModel):
+    """Field defaults are the prod-safe ones: one node at a time, drained (no force), rebooted."""
+
+    enable: bool = True
+    # 0 = no limit (all nodes at once), per the CRD.
+    max_parallel_upgrades: int = Field(1, ge=0)
+    # Upgrades stop once this many nodes (or this share of them) failed to upgrade.
+    max_unavailable_nodes: NodeCount = 1
+    reboot_required: bool = True
+    node_drain_policy: NodeDrainPolicy = NodeDrainPolicy()
+    pod_deletion_policy: PodDeletionPolicy = PodDeletionPolicy()
+
+
+# Used when a dev stack leaves `upgradePolicy` out: a one-node dev cluster has nothing to keep serving.
+DEV_UPGRADE_POLICY = DriverUpgradePolicy(
+    max_parallel_upgrades=0,
+    max_unavailable_nodes="100%",
+    reboot_required=False,
+    node_drain_policy=NodeDrainPolicy(force=True, timeout_seconds=60),
+    pod_deletion_policy=PodDeletionPolicy(force=True, timeout_seconds=60),
+)
+
+
+class DriverConfig(ConfigModel):
+    # False: use the host's inbox / pre-installed amdgpu driver; True: the operator installs it through KMM.
+    enable: bool = False
+    # Out-of-tree amdgpu driver version, e.g. "30.20.1" (required in prod when enable is true).
+    version: str | None = None
+    # Blacklist the inbox amdgpu module (needed for the out-of-tree driver; applies after a node reboot).
+    blacklist: bool = False
+    # Driver image repository WITHOUT tag: the operator manages the tag.
+    image: DriverRepository | None = None
+    # None: prod-safe defaults (DriverUpgradePolicy()) in prod, DEV_UPGRADE_POLICY in dev.
+    upgrade_policy: DriverUpgradePolicy | None = None
+
+    def effective_upgrade_policy(self, environment: str) -> DriverUpgradePolicy:
+        if self.upgrade_policy is not None:
+            return self.upgrade_policy
+        return DEV_UPGRADE_POLICY if environment == "dev" else DriverUpgradePolicy()
+
+
+class OperatorDevicePluginConfig(ConfigModel):
+    enable: bool = True
+    image: Image = DEVICE_PLUGIN_IMAGE
+    node_labeller: bool = True
+    node_labeller_image: Image = NODE_LABELLER_IMAGE
+    # Labels on top of the labeller's defaults (DeviceConfig devicePlugin.nodeLabellerArguments).
+    node_labeller_arguments: list[NodeLabel] = []
+
+
+class ServiceMonitorConfig(ConfigModel):
+    # Needs the Prometheus Operator CRDs in the cluster.
+    enable: bool = False
+    interval: Duration = "30s"
+    # Labels a Prometheus serviceMonitorSelector matches on.
+    labels: dict[str, str] = {}
+
+
+class MetricsExporterConfig(ConfigModel):
+    enable: bool = True
+    image: Image = METRICS_EXPORTER_IMAGE
+    port: int = Field(5000, ge=1, le=65535)
+    service_type: Literal["ClusterIP", "NodePort"] = "ClusterIP"
+    # Only with serviceType NodePort; None lets Kubernetes pick one.
+    node_port: int | None = Field(None, ge=30000, le=32767)
+    service_monitor: ServiceMonitorConfig = ServiceMonitorConfig()
+
+
+class GpuTestRunnerConfig(ConfigModel):
+    enable: bool = False
+    image: Image = TEST_RUNNER_IMAGE
+
+
+class DeviceConfigSettings(ConfigModel):
+    # metadata.name of the DeviceConfig; the operator prefixes its operand pods with it.
+    name: ObjectName = "gpu-operator"
+    # Nodes this DeviceConfig manages (the label comes from the chart's default NFD rule).
+    selector: dict[str, str] = {"feature.node.kubernetes.io/amd-gpu": "true"}
+    driver: DriverConfig = DriverConfig()
+    device_plugin: OperatorDevicePluginConfig = OperatorDevicePluginConfig()
+    metrics_exporter: MetricsExporterConfig = MetricsExporterConfig()
+    test_runner: GpuTestRunnerConfig = GpuTestRunnerConfig()
+
+
+class GpuOperatorConfig(ConfigModel):
+    namespace: NamespaceName = "kube-amd-gpu"
+    release_name: NamespaceName = "amd-gpu-operator"
+    repository: str = GPU_OPERATOR_REPOSITORY
+    # The DeviceConfig is validated against this version's CRD: change both together.
+    chart_version: ChartVersion = GPU_OPERATOR_CHART_VERSION
+    node_feature_discovery: bool = True
+    kmm: bool = True
+    timeout_seconds: int = Field(900, gt=0)
+    device_config: DeviceConfigSettings = DeviceConfigSettings()
+
+
+class NodeLabellerConfig(ConfigModel):
+    enable: bool = True
+    image: Image = NODE_LABELLER_IMAGE
+    # Passed as `-<label>` flags, the reference manifest's set by default.
+    labels: list[NodeLabel] = ["vram", "cu-count", "simd-count", "device-id", "family", "product-name"]
+
+
+class StandaloneDevicePluginConfig(ConfigModel):
+    # The reference manifests deploy into kube-system; any other namespace is created and owned by the stack.
+    namespace: NamespaceName = "kube-system"
+    image: Image = DEVICE_PLUGIN_IMAGE
+    node_selector: dict[str, str] = {"kubernetes.io/arch": "amd64"}
+    node_labeller: NodeLabellerConfig = NodeLabellerConfig()
+
+
+class KubernetesConfig(ConfigModel):
+    provider: ProviderConfig = ProviderConfig()
+    mode: Literal["operator", "device-plugin"] = "operator"
+    # Extra namespaces the stack owns (e.g. for workloads and monitoring), created beside the GPU layer's own.
+    namespaces: list[NamespaceName] = []
+    cert_manager: CertManagerConfig = CertManagerConfig()
+    gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
+    device_plugin: StandaloneDevicePluginConfig = StandaloneDevicePluginConfig()
+
+    def owned_namespaces(self) -> list[str]:
+        """Namespaces this stack creates (and protects in prod), in a stable order, without duplicates."""
+        own: list[str] = []
+        if self.mode == "operator":
+            if self.cert_manager.install:
+                own.append(self.cert_manager.namespace)
+            own.append(self.gpu_operator.namespace)
+        else:
+            own.append(self.device_plugin.namespace)
+        # Built-in namespaces are deployed into, never created (and, in prod, protected) by the stack.
+        own = [namespace for namespace in own if namespace not in BUILTIN_NAMESPACES]
+        own.extend(self.namespaces)
+        return list(dict.fromkeys(own))
+
+
+class _StackWithKubernetes(Protocol):
+    environment: str
+    kubernetes: KubernetesConfig | None
+    monitoring: MonitoringConfig
+
+
+def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
+    """Cross-field checks of `kubernetes` (key paths relative to `rocm-stack:`)."""
+    k8s = cfg.kubernetes
+    if k8s is None:
+        return
+    prod = cfg.environment == "prod"
+
+    if prod and not k8s.provider.context:
+        yield ("kubernetes.provider.context",
+               "prod must name its kubeconfig context explicitly (the current context may point anywhere)")
+
+    for index, namespace in enumerate(k8s.namespaces):
+        if namespace in BUILTIN_NAMESPACES:
+            yield (f"kubernetes.namespaces[{index}]",
+                   f"'{namespace}' is created by Kubernetes itself; the stack cannot own it, remove it")
+        elif namespace in k8s.namespaces[:index]:
+            yield f"kubernetes.namespaces[{index}]", f"'{namespace}' is listed twice"
+
+    images: list[tuple[str, str]] = []
+    if k8s.mode == "operator":
+        yield from _operator_problems(k8s.gpu_operator, cfg.environment, cfg.monitoring.enabled)
+        device_config = k8s.gpu_operator.device_config
+        path = "kubernetes.gpuOperator.deviceConfig"
+        images += [(f"{path}.devicePlugin.image", device_config.device_plugin.image),
+                   (f"{path}.devicePlugin.nodeLabellerImage", device_config.device_plugin.node_labeller_image),
+                   (f"{path}.metricsExporter.image", device_config.metrics_exporter.image),
+                   (f"{path}.testRunner.image", device_config.test_runner.image)]
+    else:
+        plugin = k8s.device_plugin
+        images += [("kubernetes.devicePlugin.image", plugin.image),
+                   ("kubernetes.devicePlugin.nodeLabeller.image", plugin.node_labeller.image)]
+    if prod:
+        for path, image in images:
+            if (problem := image_pin_problem(image)) is not None:
+                yield path, problem
+
+
+def _operator_problems(operator: GpuOperatorConfig, environment: str,
+                       monitored: bool) -> Iterable[tuple[str, str]]:
+    device_config = operator.device_config
+    path = "kubernetes.gpuOperator.deviceConfig"
+    driver = device_config.driver
+    if driver.enable and not driver.blacklist:
+        yield (f"{path}.driver.blacklist",
+               "must be true when driver.enable is true: the inbox amdgpu module has to be blacklisted "
+               "for the operator's out-of-tree driver to load")
+    if driver.blacklist and not driver.enable:
+        yield (f"{path}.driver.blacklist",
+               "must be false while driver.enable is false: blacklisting the inbox amdgpu module with no "
+               "operator-managed driver leaves the nodes without a GPU driver")
+    if driver.blacklist and not device_config.device_plugin.node_labeller:
+        yield (f"{path}.devicePlugin.nodeLabeller",
+               "must be true when driver.blacklist is true: the node labeller writes the blacklist on the nodes")
+    if driver.enable and driver.version is None and environment == "prod":
+        yield f"{path}.driver.version", "pin the out-of-tree driver version (e.g. \"30.20.1\") in prod"
+
+    policy = driver.effective_upgrade_policy(environment)
+    upgrade_path = f"{path}.driver.upgradePolicy"
+    if policy.enable:
+        if policy.max_unavailable_nodes in (0, "0%"):
+            yield (f"{upgrade_path}.maxUnavailableNodes",
+                   "must allow at least one node (e.g. 1 or \"25%\") while upgrades are enabled, "
+                   "otherwise no driver upgrade can ever start; set upgradePolicy.enable false to stop upgrades")
+        if environment == "prod" and policy.max_parallel_upgrades == 0:
+            yield (f"{upgrade_path}.maxParallelUpgrades",
+                   "0 upgrades every node at once; prod needs a bound (1 = one node at a time)")
+        if environment == "prod" and driver.enable and policy.node_drain_policy.force:
+            yield (f"{upgrade_path}.nodeDrainPolicy.force",
+                   "must be false in prod: a forced drain deletes pods that no controller recreates")
+    elif environment == "prod" and driver.enable:
+        yield (f"{upgrade_path}.enable",
+               "must be true in prod while the operator manages the driver: upgrades then cordon and drain "
+               "one node at a time instead of replacing the driver under running workloads")
+
+    exporter = device_config.metrics_exporter
+    if exporter.node_port is not None and exporter.service_type != "NodePort":
+        yield f"{path}.metricsExporter.nodePort", "only valid with serviceType NodePort"
+    if monitored and not exporter.enable:
+        # Monitoring enables the DeviceConfig's ServiceMonitor and deploys rules that page when it has no target.
+        yield (f"{path}.metricsExporter.enable",
+               "must be true while rocm-stack:monitoring is enabled: its ServiceMonitor and alert rules scrape "
+               "this exporter; set monitoring.enabled false to run without it")
+    if exporter.service_monitor.enable and not exporter.enable:
+        yield f"{path}.metricsExporter.serviceMonitor.enable", "needs metricsExporter.enable: true"

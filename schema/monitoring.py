@@ -1,0 +1,196 @@
+"""Monitoring section of the stack config (`rocm-stack:monitoring`): GPU alert thresholds, exporter, Prometheus/Grafana.
+
+Metric and label names used downstream come from ROCm/device-metrics-exporter (see domain/alerts.py);
+this file only holds the numbers and switches an operator tunes.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from .base import ConfigModel
+from .docker import image_pin_problem
+
+# Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).
+_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+_UNIT_SECONDS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def duration_seconds(value: str) -> float:
+    """Seconds in a Prometheus duration such as `1h30m`."""
+    match = _DURATION.match(value)
+    if not value or match is None:
+        raise ValueError(f"'{value}' is not a Prometheus duration; expected e.g. 30s, 5m, 1h30m")
+    return sum(int(n) * unit for n, unit in zip(match.groups(), _UNIT_SECONDS) if n)
+
+
+def _positive_duration(value: str) -> str:
+    if duration_seconds(value) <= 0:
+        raise ValueError(f"'{value}' must be longer than zero")
+    return value
+
+
+def _single_unit(value: str) -> str:
+    # The DeviceConfig's serviceMonitor.interval only accepts `^([0-9]+)(ms|s|m|h)$` (amd.com CRD pattern).
+    if not re.fullmatch(r"[0-9]+(ms|s|m|h)", value):
+        raise ValueError(f"'{value}' must be a number and one unit (ms, s, m or h), e.g. 15s, 30s or 1m")
+    return value
+
+
+Duration = Annotated[str, AfterValidator(_positive_duration)]
+ScrapeInterval = Annotated[str, AfterValidator(_single_unit), AfterValidator(_positive_duration)]
+Celsius = Annotated[float, Field(ge=30, le=125)]
+Watts = Annotated[float, Field(gt=0, le=3000)]
+Percent = Annotated[float, Field(gt=0, le=100)]
+# Exclusive bounds: a VRAM fraction of 1 could never be exceeded, so the alert would be dead.
+Fraction = Annotated[float, Field(gt=0, lt=1)]
+# "At cap" means close to the limit; below half of it the alert would page on every normal run.
+CapFraction = Annotated[float, Field(ge=0.5, le=1)]
+
+
+GpuModel = Literal["MI300X", "MI325X", "MI250X", "MI250", "MI210"]
+GpuFamily = Literal["MI3xx", "MI2xx"]
+
+# The exporter's metric set differs by family (metrics-support-matrix.yaml: junction temperature and
+# gpu_package_power are MI3xx only, edge temperature and gpu_average_package_power MI2xx only).
+# Includes host-side model names that have no threshold defaults of their own (MI308X) so that
+# host/monitoring mismatches are still detected.
+GPU_FAMILY: dict[str, GpuFamily] = {
+    "MI300X": "MI3xx", "MI325X": "MI3xx", "MI308X": "MI3xx",
+    "MI250X": "MI2xx", "MI250": "MI2xx", "MI210": "MI2xx",
+}
+
+
+class Thresholds(ConfigModel):
+    """Effective alert thresholds; every field is set (model defaults merged with the stack's overrides)."""
+
+    # Junction (hotspot) on MI3xx, edge on MI2xx: the sensor the exporter reports for the family.
+    gpu_temperature_celsius: Celsius
+    memory_temperature_celsius: Celsius
+    # Board power limit (TBP) the "power at cap" alert compares against; lower it if `amd-smi set --power-cap` is used.
+    power_cap_watts: Watts
+    power_cap_fraction: CapFraction
+    # GPU counted idle below this utilisation, alerting when that lasts `idle_for` while a workload holds the GPU.
+    idle_utilization_percent: Percent
+    idle_for: Duration
+    # Without a scheduler label (plain Docker hosts) a workload is detected by the VRAM it holds.
+    idle_vram_in_use_fraction: Fraction
+    vram_full_fraction: Fraction
+    # Window over which ECC counters must not rise (uncorrectable: not at all; correctable: at most this many).
+    ecc_window: Duration
+    ecc_correctable_max_increase: Annotated[int, Field(ge=0)]
+    exporter_down_for: Duration
+    # `for:` of the temperature, power and VRAM alerts: a spike shorter than this is not paged.
+    sustained_for: Duration
+
+
+class ThresholdOverrides(ConfigModel):
+    """Per-threshold overrides of the GPU model's defaults (same ranges as `Thresholds`)."""
+
+    gpu_temperature_celsius: Celsius | None = None
+    memory_temperature_celsius: Celsius | None = None
+    power_cap_watts: Watts | None = None
+    power_cap_fraction: CapFraction | None = None
+    idle_utilization_percent: Percent | None = None
+    idle_for: Duration | None = None
+    idle_vram_in_use_fraction: Fraction | None = None
+    vram_full_fraction: Fraction | None = None
+    ecc_window: Duration | None = None
+    ecc_correctable_max_increase: Annotated[int, Field(ge=0)] | None = None
+    exporter_down_for: Duration | None = None
+    sustained_for: Duration | None = None
+
+
+_COMMON = dict(
+    power_cap_fraction=0.95,
+    idle_utilization_percent=5,
+    idle_for="30m",
+    idle_vram_in_use_fraction=0.05,
+    vram_full_fraction=0.95,
+    ecc_window="1h",
+    ecc_correctable_max_increase=10,
+    exporter_down_for="5m",
+    sustained_for="5m",
+)
+# Warning levels kept about 10 °C under the firmware throttle points, and the boards' rated TBP
+# (MI325X 1000 W, MI300X 750 W, MI250X/MI250 OAM 500 W, MI210 PCIe 300 W). Sites tune them via overrides.
+MODEL_DEFAULTS: dict[str, Thresholds] = {
+    "MI325X": Thresholds(gpu_temperature_celsius=95, memory_temperature_celsius=85, power_cap_watts=1000, **_COMMON),
+    "MI300X": Thresholds(gpu_temperature_celsius=95, memory_temperature_celsius=85, power_cap_watts=750, **_COMMON),
+    "MI250X": Thresholds(gpu_temperature_celsius=80, memory_temperature_celsius=85, power_cap_watts=500, **_COMMON),
+    "MI250": Thresholds(gpu_temperature_celsius=80, memory_temperature_celsius=85, power_cap_watts=500, **_COMMON),
+    "MI210": Thresholds(gpu_temperature_celsius=80, memory_temperature_celsius=85, power_cap_watts=300, **_COMMON),
+}
+
+# The tag ROCm/device-metrics-exporter's own Helm chart ships (helm-charts/values.yaml `image.tag`, Chart.yaml
+# appVersion v1.5.2 at the vendored commit).
+DEFAULT_EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
+
+
+class KubePrometheusStackConfig(ConfigModel):
+    # None means "by environment": installed in dev (a laptop cluster has no Prometheus), not in prod
+    # (clusters usually run one already; set true to have the stack own it).
+    install: bool | None = None
+    chart_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = "91.4.1"
+    repository: str = "https://prometheus-community.github.io/helm-charts"
+    timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 900
+
+
+class MonitoringConfig(ConfigModel):
+    enabled: bool = True
+    gpu_model: GpuModel = "MI300X"
+    thresholds: ThresholdOverrides = ThresholdOverrides()
+    exporter_image: str = DEFAULT_EXPORTER_IMAGE
+    # Upstream's ServerPort default; on Docker hosts this is the published host port.
+    exporter_port: Annotated[int, Field(ge=1, le=65535)] = 5000
+    scrape_interval: ScrapeInterval = "30s"
+    kube_prometheus_stack: KubePrometheusStackConfig = KubePrometheusStackConfig()
+    grafana_dashboard: bool = True
+    # Labels the cluster's Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: `release`).
+    prometheus_selector_labels: dict[str, str] = {"release": "kube-prometheus-stack"}
+
+    @field_validator("exporter_image")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        # Always pinned, in every environment: the metric set (and so the alerts) changes between exporter releases.
+        problem = image_pin_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @property
+    def family(self) -> GpuFamily:
+        return GPU_FAMILY[self.gpu_model]
+
+    def effective_thresholds(self) -> Thresholds:
+        defaults = MODEL_DEFAULTS[self.gpu_model].model_dump()
+        return Thresholds(**{**defaults, **self.thresholds.model_dump(exclude_none=True)})
+
+    def installs_kube_prometheus_stack(self, environment: str) -> bool:
+        install = self.kube_prometheus_stack.install
+        return environment == "dev" if install is None else install
+
+
+def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] = ()) -> Iterable[tuple[str, str]]:
+    """Cross-field checks; `host_gpu_models` is (host name, hosts[].gpuModel) for the Docker hosts."""
+    thresholds = cfg.effective_thresholds()
+    scrape = duration_seconds(cfg.scrape_interval)
+    # increase() needs two samples inside its window, `up == 0` two failed scrapes to not flap.
+    for key in ("ecc_window", "exporter_down_for"):
+        if duration_seconds(getattr(thresholds, key)) < 2 * scrape:
+            yield f"monitoring.thresholds.{to_camel(key)}", (
+                f"{getattr(thresholds, key)} is shorter than two scrape intervals "
+                f"(scrapeInterval {cfg.scrape_interval}); use at least {2 * scrape:g}s"
+            )
+    for host, model in host_gpu_models:
+        family = GPU_FAMILY.get(model)
+        if family is not None and family != cfg.family:
+            yield "monitoring.gpuModel", (
+                f"host '{host}' has {model} GPUs ({family}) but monitoring.gpuModel is {cfg.gpu_model} "
+                f"({cfg.family}): the exporter reports different temperature/power metrics per family, "
+                f"so its alerts would never fire there; set monitoring.gpuModel to a {family} model"
+            )

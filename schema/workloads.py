@@ -1,0 +1,506 @@
+"""`rocm-stack:training`, `rocm-stack:inference` and `rocm-stack:gpuFleet`: the GPU workloads and where they run.
+
+`training` and `inference` are lists (absent: no workload). Each workload runs on Kubernetes (its
+`kubernetes` block), on Docker GPU-host partitions (its `docker` block), or both:
+
+- Docker: a partition is one of the foundation's container slots `rocm-stack:hosts[].containers[]`, named
+  `host/container`. A workload that claims a partition runs in that container: the workload decides the image,
+  command, shared memory and restart policy (GpuHost no longer declares the container); the partition gives
+  the GPUs (its `HIP_VISIBLE_DEVICES` split), host-specific `env` (which wins) and extra `volumes`.
+- Kubernetes: a training is an Indexed Job of `nodes` pods with `gpusPerNode` GPUs each; an inference is a
+  Deployment of `replicas` pods with `gpus` GPUs each. The cluster cannot be asked offline, so its GPU nodes
+  are declared in `rocm-stack:gpuFleet`; problems() uses it to refuse workloads that could never be scheduled.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Annotated, Literal, Protocol
+
+from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, StringConstraints
+
+from .base import ConfigModel
+from .docker import ContainerConfig, HostConfig
+from .kubernetes import BUILTIN_NAMESPACES, KubernetesConfig, NamespaceName
+from .monitoring import MonitoringConfig
+
+
+def _matching(pattern: str, expected: str) -> AfterValidator:
+    """A pattern check whose message says what is expected (pydantic's would only quote the regex)."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"expected {expected}")
+        return value
+    return AfterValidator(check)
+
+
+# A DNS-1035 label (Services must start with a letter), short enough for the suffixes derived from it
+# (`<name>-model-cache`, pod hostnames `<name>-<index>`) to stay within 63 characters.
+WorkloadName = Annotated[str, _matching(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
+                                        "a lowercase DNS label starting with a letter, at most 40 characters")]
+_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+PartitionRef = Annotated[str, _matching(f"{_LABEL}/{_LABEL}", "'host/container' of a partition in rocm-stack:hosts")]
+EnvName = Annotated[str, _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")]
+# YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
+EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
+Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")]
+AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/\S*$")]
+# A Hugging Face repository id (`org/name`).
+ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
+EntryPoint = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+
+# NCCL's own advice for production: WARN prints an explicit message when a collective fails, nothing else
+# (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-debug; RCCL reads the same variables).
+TRAINING_RCCL_ENV: dict[str, str] = {"NCCL_DEBUG": "WARN"}
+
+# AMD's "vLLM V1 performance optimization" guide for MI300X/MI325X/MI350X/MI355X, section "Performance
+# environment variables" (https://rocm.docs.amd.com/en/docs-7.2.0/how-to/rocm-for-ai/inference-optimization/
+# vllm-optimization.html): AITER's fused kernels (master switch, off by default in vLLM), device kernel
+# arguments, GPU-side safetensors loading and hipBLASLt GEMMs. The rocm/vllm images already set some of these;
+# setting them again keeps behaviour the same on images that do not.
+INFERENCE_ROCM_ENV: dict[str, str] = {
+    "VLLM_ROCM_USE_AITER": "1",
+    "HIP_FORCE_DEV_KERNARG": "1",
+    "SAFETENSORS_FAST_GPU": "1",
+    "TORCH_BLAS_PREFER_HIPBLASLT": "1",
+}
+# Same guide: 112 RCCL channels on MI300X help only multi-GPU (tensor/pipeline/data-parallel) serving.
+MULTI_GPU_INFERENCE_ENV: dict[str, str] = {"NCCL_MIN_NCHANNELS": "112"}
+
+# Hugging Face repositories whose models are all gated (licence to accept): a token is required.
+KNOWN_GATED_MODEL_PREFIXES = ("meta-llama/", "google/gemma")
+
+# Flags the VllmServer derives from config; giving them in extraArgs too would contradict it.
+VLLM_MANAGED_FLAGS = ("--host", "--port", "--tensor-parallel-size", "-tp", "--data-parallel-size", "-dp",
+                      "--revision")
+# Environment variables the components set from other keys.
+TRAINING_MANAGED_ENV = ("CHECKPOINT_DIR", "TRAIN_STEPS", "BATCH_SIZE", "CHECKPOINT_EVERY", "CHECKPOINT_KEEP",
+                        "TRAIN_PRECISION", "TRAIN_ENTRYPOINT", "TRAIN_BACKEND", "HIP_VISIBLE_DEVICES")
+INFERENCE_MANAGED_ENV = ("HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "HIP_VISIBLE_DEVICES")
+# Partition keys a claiming workload decides; setting them on the partition would be silently ignored.
+PARTITION_KEYS_DECIDED_BY_WORKLOAD = ("image", "command", "shm_size", "ports", "restart")
+
+
+def merged_env(defaults: Mapping[str, str], overrides: Mapping[str, str | None]) -> dict[str, str]:
+    """Config maps merge over the defaults; a `null` value removes a default."""
+    merged: dict[str, str | None] = {**defaults, **overrides}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+class GpuFleet(ConfigModel):
+    """The GPU nodes of the Kubernetes cluster (all alike)."""
+
+    nodes: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1, le=16)
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+class Toleration(ConfigModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, ge=0)
+
+
+# GPU nodes are commonly tainted so that only pods asking for GPUs land there.
+GPU_TOLERATIONS = [Toleration(key="amd.com/gpu", operator="Exists", effect="NoSchedule")]
+
+
+class PvcStorage(ConfigModel):
+    type: Literal["pvc"]
+    # None: the cluster's default StorageClass.
+    storage_class: str | None = None
+    size: Quantity = "100Gi"
+    # ReadWriteMany: every pod (every node of a training job, every replica of a server) mounts the same volume.
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"] = "ReadWriteMany"
+
+
+class HostPathStorage(ConfigModel):
+    type: Literal["hostPath"]
+    path: AbsolutePath
+
+
+class EmptyDirStorage(ConfigModel):
+    type: Literal["emptyDir"]
+    size_limit: Quantity | None = None
+
+
+CheckpointStorage = Annotated[PvcStorage | HostPathStorage, Field(discriminator="type")]
+ModelCacheStorage = Annotated[PvcStorage | HostPathStorage | EmptyDirStorage, Field(discriminator="type")]
+
+
+class TrainingKubernetes(ConfigModel):
+    namespace: NamespaceName = "default"
+    nodes: int = Field(1, ge=1, le=1024)
+    gpus_per_node: int = Field(1, ge=1, le=16)
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = GPU_TOLERATIONS
+    # None: hostPath /var/lib/rocm-stack/checkpoints/<name> in dev, a 100Gi ReadWriteMany PVC in prod.
+    checkpoints: CheckpointStorage | None = None
+    # Pod failures (not counting pods lost with their node) before the Job fails.
+    backoff_limit: int = Field(6, ge=0)
+    # torchrun --max-restarts: surviving pods re-rendezvous with a replacement pod instead of failing.
+    max_restarts: int = Field(3, ge=0)
+    active_deadline_seconds: int | None = Field(None, gt=0)
+
+    def effective_checkpoints(self, name: str, environment: str) -> PvcStorage | HostPathStorage:
+        if self.checkpoints is not None:
+            return self.checkpoints
+        if environment == "prod":
+            return PvcStorage(type="pvc")
+        return HostPathStorage(type="hostPath", path=f"/var/lib/rocm-stack/checkpoints/{name}")
+
+
+class TrainingDocker(ConfigModel):
+    # `host/container` partitions; each runs its own single-node job (`torchrun --standalone`).
+    partitions: list[PartitionRef] = Field(min_length=1)
+    # On each host, partition P of training T checkpoints into <checkpointDir>/<T>/<P>.
+    checkpoint_dir: AbsolutePath = "/var/lib/rocm-stack/checkpoints"
+    # Docker's on-failure restart count.
+    max_retries: int = Field(5, ge=0)
+
+
+class TrainingConfig(ConfigModel):
+    name: WorkloadName
+    # A key of `rocm-stack:images`.
+    image: str = "pytorch"
+    # Passed to programs/train.py as TRAIN_STEPS, BATCH_SIZE, CHECKPOINT_EVERY, CHECKPOINT_KEEP,
+    # TRAIN_PRECISION, TRAIN_ENTRYPOINT; `env` carries the program's other settings (TRAIN_LR, ...).
+    steps: int = Field(1000, ge=1)
+    batch_size: int = Field(32, ge=1)
+    checkpoint_every: int = Field(100, ge=1)
+    checkpoint_keep: int = Field(3, ge=1)
+    precision: Literal["fp32", "bf16"] = "bf16"
+    entrypoint: EntryPoint | None = None
+    env: dict[EnvName, EnvValue] = {}
+    # Merged over TRAINING_RCCL_ENV; `null` removes a default.
+    rccl_env: dict[EnvName, EnvValue | None] = {}
+    # /dev/shm: RCCL and DataLoader workers exchange tensors through it.
+    shm_size: ByteSize = ByteSize(16 * 1024**3)
+    kubernetes: TrainingKubernetes | None = None
+    docker: TrainingDocker | None = None
+
+    def program_env(self, checkpoint_dir: str) -> dict[str, str]:
+        """What programs/train.py reads (its documented environment), then RCCL's, then the free map."""
+        env = {
+            "TRAIN_STEPS": str(self.steps),
+            "BATCH_SIZE": str(self.batch_size),
+            "CHECKPOINT_DIR": checkpoint_dir,
+            "CHECKPOINT_EVERY": str(self.checkpoint_every),
+            "CHECKPOINT_KEEP": str(self.checkpoint_keep),
+            "TRAIN_PRECISION": self.precision,
+            # Never fall back to gloo on a GPU node whose GPUs are not visible: fail instead.
+            "TRAIN_BACKEND": "nccl",
+        }
+        if self.entrypoint is not None:
+            env["TRAIN_ENTRYPOINT"] = self.entrypoint
+        return {**env, **merged_env(TRAINING_RCCL_ENV, self.rccl_env), **self.env}
+
+
+class InferenceKubernetes(ConfigModel):
+    namespace: NamespaceName = "default"
+    # None: 1 in dev, 2 in prod (a PodDisruptionBudget then keeps one serving during node drains).
+    replicas: int | None = Field(None, ge=1)
+    # GPUs per replica; None: tensorParallelSize. More than that adds vLLM data-parallel ranks.
+    gpus: int | None = Field(None, ge=1, le=16)
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = GPU_TOLERATIONS
+    # None: hostPath /var/lib/rocm-stack/huggingface in dev, a 200Gi ReadWriteMany PVC in prod.
+    model_cache: ModelCacheStorage | None = None
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    # PodDisruptionBudget minAvailable; None: replicas - 1 in prod (no PDB when that is 0), none in dev.
+    min_available: int | None = Field(None, ge=1)
+
+    def effective_replicas(self, environment: str) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        return 2 if environment == "prod" else 1
+
+    def effective_min_available(self, environment: str) -> int | None:
+        if self.min_available is not None:
+            return self.min_available
+        if environment == "prod":
+            return self.effective_replicas(environment) - 1 or None
+        return None
+
+    def effective_model_cache(self, environment: str) -> PvcStorage | HostPathStorage | EmptyDirStorage:
+        if self.model_cache is not None:
+            return self.model_cache
+        if environment == "prod":
+            return PvcStorage(type="pvc", size="200Gi")
+        return HostPathStorage(type="hostPath", path="/var/lib/rocm-stack/huggingface")
+
+
+class InferenceDocker(ConfigModel):
+    # `host/container` partitions; each runs one vLLM server on the partition's GPUs.
+    partitions: list[PartitionRef] = Field(min_length=1)
+    # Host port of the API; None: the same as `port`.
+    published_port: int | None = Field(None, ge=1, le=65535)
+    # Host address the port is published on.
+    ip: str = "0.0.0.0"
+    # Host directory of the Hugging Face cache, shared by the servers of a host.
+    model_cache_dir: AbsolutePath = "/var/lib/rocm-stack/huggingface"
+
+
+class InferenceConfig(ConfigModel):
+    name: WorkloadName
+    model: ModelId
+    # A branch, tag or commit of the model repository; pin a commit in prod for reproducible weights.
+    revision: str | None = None
+    # The model needs an accepted licence: the secret `huggingfaceToken` becomes required.
+    gated: bool = False
+    image: str = "vllm"
+    tensor_parallel_size: int = Field(1, ge=1, le=16)
+    port: int = Field(8000, ge=1, le=65535)
+    extra_args: list[str] = []
+    env: dict[EnvName, EnvValue] = {}
+    # Merged over INFERENCE_ROCM_ENV (+ MULTI_GPU_INFERENCE_ENV with more than one GPU); `null` removes one.
+    rocm_env: dict[EnvName, EnvValue | None] = {}
+    shm_size: ByteSize = ByteSize(16 * 1024**3)
+    # Downloading and loading a large model takes a while: startup probe / health-check grace period.
+    startup_timeout_seconds: int = Field(1800, ge=60)
+    kubernetes: InferenceKubernetes | None = None
+    docker: InferenceDocker | None = None
+
+    @property
+    def needs_token(self) -> bool:
+        return self.gated or self.model.startswith(KNOWN_GATED_MODEL_PREFIXES)
+
+    def server_env(self, gpus: int) -> dict[str, str]:
+        defaults = {**INFERENCE_ROCM_ENV, **(MULTI_GPU_INFERENCE_ENV if gpus > 1 else {})}
+        return {**merged_env(defaults, self.rocm_env), **self.env}
+
+    def vllm_args(self, gpus: int) -> list[str]:
+        """`vllm serve` arguments after the model: TP ranks per replica, the remaining factor as data parallel."""
+        args = ["--host", "0.0.0.0", "--port", str(self.port), "--tensor-parallel-size", str(self.tensor_parallel_size)]
+        if gpus > self.tensor_parallel_size:
+            args += ["--data-parallel-size", str(gpus // self.tensor_parallel_size)]
+        if self.revision is not None:
+            args += ["--revision", self.revision]
+        return args + self.extra_args
+
+
+class _StackWithWorkloads(Protocol):
+    environment: str
+    hosts: list[HostConfig]
+    images: dict[str, str]
+    kubernetes: KubernetesConfig | None
+    monitoring: MonitoringConfig
+    gpu_fleet: GpuFleet | None
+    training: list[TrainingConfig]
+    inference: list[InferenceConfig]
+
+
+def partition_size(host: HostConfig, container: ContainerConfig) -> int:
+    """GPUs of a partition: its indices, else its size (placed later by the loader), else the whole host."""
+    if container.gpus is not None:
+        return len(container.gpus)
+    return container.gpu_count or host.gpus
+
+
+def partitions_claimed(cfg: _StackWithWorkloads) -> dict[tuple[str, str], TrainingConfig | InferenceConfig]:
+    """(host, container) -> the workload running in that Docker partition."""
+    claimed: dict[tuple[str, str], TrainingConfig | InferenceConfig] = {}
+    for workload in [*cfg.training, *cfg.inference]:
+        for ref in workload.docker.partitions if workload.docker else ():
+            host, container = ref.split("/")
+            claimed.setdefault((host, container), workload)
+    return claimed
+
+
+def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    """Cross-field checks of `training`, `inference` and `gpuFleet` (key paths relative to `rocm-stack:`)."""
+    seen: dict[str, str] = {}
+    for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
+        for index, workload in enumerate(workloads):
+            at = f"{kind}[{index}]"
+            if workload.name in seen:
+                yield f"{at}.name", (f"'{workload.name}' is already the name of {seen[workload.name]}; workload names "
+                                     "must be unique (they name Kubernetes objects and Pulumi resources)")
+            seen.setdefault(workload.name, at)
+            if workload.image not in cfg.images:
+                yield f"{at}.image", f"unknown image '{workload.image}'; expected one of {sorted(cfg.images)}"
+            if workload.kubernetes is None and workload.docker is None:
+                yield at, "runs nowhere: set `kubernetes`, `docker` or both"
+            yield from _env_problems(workload, at)
+    for index, training in enumerate(cfg.training):
+        yield from _training_problems(cfg, training, f"training[{index}]")
+    for index, inference in enumerate(cfg.inference):
+        yield from _inference_problems(cfg, inference, f"inference[{index}]")
+    yield from _partition_problems(cfg)
+    yield from _fleet_problems(cfg)
+
+
+def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> Iterable[tuple[str, str]]:
+    """Secrets a workload needs; `secret_names` are the `rocm-stack:` secret keys set (without the prefix)."""
+    if "huggingfaceToken" in secret_names:
+        return
+    for inference in cfg.inference:
+        if inference.needs_token:
+            yield "huggingfaceToken", (
+                f"inference '{inference.name}' serves the gated model '{inference.model}', which needs a Hugging Face "
+                "token: run `pulumi config set --secret huggingfaceToken hf_...`")
+
+
+def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
+    managed = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
+    for key in ("env", "rccl_env" if isinstance(workload, TrainingConfig) else "rocm_env"):
+        for name in getattr(workload, key):
+            if name in managed:
+                alias = type(workload).model_fields[key].alias
+                yield f"{at}.{alias}.{name}", "is set by rocm-stack from the workload's other keys; remove it here"
+
+
+def _namespace_problems(cfg: _StackWithWorkloads, namespace: str, at: str) -> Iterable[tuple[str, str]]:
+    if cfg.kubernetes is None:
+        yield at, "runs on Kubernetes but `rocm-stack:kubernetes` is not configured"
+    elif namespace not in BUILTIN_NAMESPACES and namespace not in cfg.kubernetes.owned_namespaces():
+        yield f"{at}.namespace", (f"namespace '{namespace}' is not created by this stack; add it to "
+                                  "`kubernetes.namespaces` (or use 'default')")
+
+
+def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: str) -> Iterable[tuple[str, str]]:
+    k8s = training.kubernetes
+    if k8s is None:
+        return
+    at = f"{at}.kubernetes"
+    yield from _namespace_problems(cfg, k8s.namespace, at)
+    storage = k8s.effective_checkpoints(training.name, cfg.environment)
+    if isinstance(storage, HostPathStorage):
+        if cfg.environment == "prod":
+            yield f"{at}.checkpoints", ("a hostPath is lost when the job is rescheduled to another node; prod keeps "
+                                        "checkpoints on a PVC ({type: pvc, storageClass: ..., size: ...})")
+        elif k8s.nodes > 1:
+            yield f"{at}.checkpoints", (f"the {k8s.nodes} pods of a multi-node job land on different nodes, which do "
+                                        "not share a hostPath; use a ReadWriteMany PVC")
+    elif storage.access_mode != "ReadWriteMany" and k8s.nodes > 1:
+        yield f"{at}.checkpoints.accessMode", (f"{storage.access_mode} cannot be mounted by the {k8s.nodes} pods of "
+                                               "a multi-node job on different nodes; use ReadWriteMany")
+
+
+def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
+    for index, arg in enumerate(inference.extra_args):
+        flag = arg.split("=", 1)[0]
+        # vLLM's argument parser reads `--snake_case` as `--kebab-case`.
+        if (flag.replace("_", "-") if flag.startswith("--") else flag) in VLLM_MANAGED_FLAGS:
+            yield f"{at}.extraArgs[{index}]", (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; "
+                                               "set those keys instead")
+    tp = inference.tensor_parallel_size
+    k8s = inference.kubernetes
+    if k8s is None:
+        return
+    k_at = f"{at}.kubernetes"
+    yield from _namespace_problems(cfg, k8s.namespace, k_at)
+    gpus = k8s.gpus or tp
+    if gpus % tp:
+        yield f"{k_at}.gpus", (f"tensorParallelSize {tp} does not divide the {gpus} GPUs of a replica; use a multiple "
+                               f"of {tp} (the quotient becomes vLLM's data-parallel size)")
+    replicas = k8s.effective_replicas(cfg.environment)
+    cache = k8s.effective_model_cache(cfg.environment)
+    if isinstance(cache, PvcStorage) and cache.access_mode != "ReadWriteMany" and replicas > 1:
+        yield f"{k_at}.modelCache.accessMode", (f"{cache.access_mode} cannot be shared by {replicas} replicas on "
+                                                "different nodes; use ReadWriteMany or an emptyDir per replica")
+    min_available = k8s.effective_min_available(cfg.environment)
+    if min_available is not None and min_available >= replicas:
+        yield f"{k_at}.minAvailable", (
+            f"{min_available} of {replicas} replica(s) must stay up, so no pod can ever be evicted and node drains "
+            "(GPU driver upgrades) block; use at most replicas - 1")
+
+
+def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    hosts = {(h.name, c.name): (hi, ci, h, c) for hi, h in enumerate(cfg.hosts) for ci, c in enumerate(h.containers)}
+    claimed_by: dict[tuple[str, str], str] = {}
+    published: dict[tuple[str, int], str] = {}
+    claimed = partitions_claimed(cfg)
+    for host in cfg.hosts:
+        if cfg.monitoring.enabled:  # every Docker host runs the metrics exporter on this host port
+            published[(host.name, cfg.monitoring.exporter_port)] = "the GPU metrics exporter (monitoring.exporterPort)"
+        for c in host.containers:
+            for port in c.ports if (host.name, c.name) not in claimed else ():
+                # Without `external` Docker publishes on a free random host port, which clashes with nothing.
+                if port.external is not None:
+                    published[(host.name, port.external)] = f"container '{c.name}'"
+    for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
+        for index, workload in enumerate(workloads):
+            if workload.docker is None:
+                continue
+            for p_index, ref in enumerate(workload.docker.partitions):
+                at = f"{kind}[{index}].docker.partitions[{p_index}]"
+                key = tuple(ref.split("/"))
+                if key not in hosts:
+                    yield at, (f"no partition '{ref}': expected `host/container` of a container in "
+                               f"`rocm-stack:hosts`, one of {sorted('/'.join(k) for k in hosts)}")
+                    continue
+                if key in claimed_by:
+                    yield at, f"partition '{ref}' already runs {claimed_by[key]}; a partition runs one workload"
+                    continue
+                claimed_by[key] = f"{kind} '{workload.name}'"
+                host_index, container_index, host, container = hosts[key]
+                c_at = f"hosts[{host_index}].containers[{container_index}]"
+                for field in PARTITION_KEYS_DECIDED_BY_WORKLOAD:
+                    if field in container.model_fields_set:
+                        alias = type(container).model_fields[field].alias
+                        yield f"{c_at}.{alias}", (f"partition '{ref}' runs {kind} '{workload.name}', which decides "
+                                                  "this; remove the key")
+                # The partition's env wins over the workload's, so it must not redirect what the stack derives
+                # (CHECKPOINT_DIR away from the host volume, HF_HOME away from the model cache, ...).
+                managed = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
+                for name in sorted(set(container.env) & set(managed)):
+                    yield f"{c_at}.env.{name}", (f"partition '{ref}' runs {kind} '{workload.name}', for which "
+                                                 "rocm-stack sets this; remove it here")
+                if isinstance(workload, InferenceConfig):
+                    gpus = partition_size(host, container)
+                    tp = workload.tensor_parallel_size
+                    if gpus % tp:
+                        yield at, (f"tensorParallelSize {tp} does not divide the {gpus} GPU(s) of partition '{ref}'")
+                    port = workload.docker.published_port or workload.port
+                    if (host.name, port) in published:
+                        yield at, (f"host port {port} of '{host.name}' is already published by "
+                                   f"{published[(host.name, port)]}; set inference.docker.publishedPort")
+                    published[(host.name, port)] = f"inference '{workload.name}'"
+
+
+def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    # (key path, pods, key path of the GPUs per pod, GPUs per pod)
+    demands: list[tuple[str, int, str, int]] = []
+    for index, training in enumerate(cfg.training):
+        if training.kubernetes is not None:
+            at = f"training[{index}].kubernetes"
+            demands.append((at, training.kubernetes.nodes, f"{at}.gpusPerNode", training.kubernetes.gpus_per_node))
+    for index, inference in enumerate(cfg.inference):
+        if inference.kubernetes is not None:
+            k8s = inference.kubernetes
+            gpus_at = (f"inference[{index}].kubernetes.gpus" if k8s.gpus is not None
+                       else f"inference[{index}].tensorParallelSize")  # the GPUs of a replica default to TP
+            demands.append((f"inference[{index}].kubernetes", k8s.effective_replicas(cfg.environment), gpus_at,
+                            k8s.gpus or inference.tensor_parallel_size))
+    if not demands:
+        return
+    fleet = cfg.gpu_fleet
+    if fleet is None:
+        if cfg.environment == "prod":
+            yield "gpuFleet", ("prod runs GPU workloads on Kubernetes: declare the cluster's GPU nodes "
+                               "({nodes: N, gpusPerNode: G}) so that jobs that can never be scheduled are refused")
+        return
+    for at, pods, gpus_at, gpus in demands:
+        if gpus > fleet.gpus_per_node:
+            yield gpus_at, (f"{gpus} GPUs per pod, but gpuFleet nodes have {fleet.gpus_per_node}: "
+                            "the pod can never be scheduled")
+        if at.startswith("training") and pods > fleet.nodes:
+            yield f"{at}.nodes", f"{pods} nodes, but gpuFleet has {fleet.nodes}: the job can never start"
+    # A pod asking for more than half a node's GPUs leaves too few for a second such pod: one node each.
+    exclusive = sum(pods for _, pods, _, gpus in demands if fleet.gpus_per_node >= gpus > fleet.gpus_per_node / 2)
+    if exclusive > fleet.nodes:
+        yield "gpuFleet", (f"{exclusive} Kubernetes pods each need more than half of a node's {fleet.gpus_per_node} "
+                           f"GPUs, so no two share a node, but the fleet has {fleet.nodes} nodes: some never run")
+    total = sum(pods * gpus for _, pods, _, gpus in demands)
+    if total > fleet.gpus:
+        yield "gpuFleet", (f"the Kubernetes workloads need {total} GPUs together, the fleet has {fleet.gpus} "
+                           f"({fleet.nodes} x {fleet.gpus_per_node}); a multi-node job whose pods cannot all run "
+                           "would wait forever at its rendezvous")

@@ -1,0 +1,1 @@
+"""Offline tools that `pulumi up` never imports: synth, synth_diff, drift."""

@@ -1,0 +1,175 @@
+"""Compare two offline synth plans (`plan.json` of `python -m tools.synth`) and summarise in Markdown.
+
+    python -m tools.synth_diff BASE/plan.json HEAD/plan.json [--title TEXT] [--out FILE]
+
+CI writes this into the pull request's job summary: which resources the change adds, removes or changes
+(by type and name, the identity Pulumi keeps across runs) and, for a changed one, which input paths differ.
+Exit codes: 0 summary written, 2 a plan could not be read.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# A job summary is capped (1 MiB per step); long lists are cut with a note, the artifact has everything.
+DEFAULT_MAX_ROWS = 200
+
+
+class PlannedResource(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: str
+    name: str
+    parent: str | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    protect: bool = False
+    depends_on: list[str] = Field(default_factory=list)
+
+
+class SynthPlan(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    stack: str
+    resources: list[PlannedResource]
+
+
+class UnreadablePlan(Exception):
+    pass
+
+
+Key = tuple[str, str]  # (type, name)
+
+
+@dataclass(frozen=True)
+class Changed:
+    key: Key
+    paths: tuple[str, ...]  # input paths, plus "parent"/"protect"/"depends_on" when those changed
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    added: tuple[Key, ...]
+    removed: tuple[Key, ...]
+    changed: tuple[Changed, ...]
+    unchanged: int
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+
+def load(path: Path) -> SynthPlan:
+    try:
+        return SynthPlan.model_validate(json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as error:
+        raise UnreadablePlan(f"{path}: {error}") from None
+
+
+def _repeated(plan: SynthPlan) -> set[Key]:
+    counts = Counter((r.type, r.name) for r in plan.resources)
+    return {key for key, count in counts.items() if count > 1}
+
+
+def _by_key(plan: SynthPlan, ambiguous: set[Key]) -> dict[Key, PlannedResource]:
+    """Resources by type and name; a type and name repeated in either plan is told apart by the parent in
+    both plans, so matching never depends on which of the two comes first."""
+    resources: dict[Key, PlannedResource] = {}
+    for resource in plan.resources:
+        key = (resource.type, resource.name)
+        if key in ambiguous:
+            key = (resource.type, f"{resource.name} (in {resource.parent})")
+        resources[key] = resource
+    return resources
+
+
+def changed_paths(old: Any, new: Any, path: str = "") -> Iterator[str]:
+    """Leaf paths (`spec.containers[0].image`) whose values differ between two JSON values."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(old.keys() | new.keys()):
+            child = f"{path}.{key}" if path else str(key)
+            if key not in old or key not in new:
+                yield child
+            else:
+                yield from changed_paths(old[key], new[key], child)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for index, (a, b) in enumerate(zip(old, new)):
+            yield from changed_paths(a, b, f"{path}[{index}]")
+    elif old != new:
+        yield path or "(value)"
+
+
+def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
+    ambiguous = _repeated(base) | _repeated(head)
+    before, after = _by_key(base, ambiguous), _by_key(head, ambiguous)
+    changed = []
+    for key in sorted(before.keys() & after.keys()):
+        old, new = before[key], after[key]
+        paths = list(changed_paths(old.inputs, new.inputs))
+        if old.parent != new.parent:  # a new parent is a new URN: Pulumi replaces it unless aliased
+            paths.append("parent")
+        if old.protect != new.protect:
+            paths.append("protect")
+        if sorted(old.depends_on) != sorted(new.depends_on):
+            paths.append("depends_on")
+        if paths:
+            changed.append(Changed(key, tuple(paths)))
+    return PlanDiff(added=tuple(sorted(after.keys() - before.keys())),
+                    removed=tuple(sorted(before.keys() - after.keys())),
+                    changed=tuple(changed),
+                    unchanged=len(before.keys() & after.keys()) - len(changed))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(result: PlanDiff, title: str, max_rows: int = DEFAULT_MAX_ROWS) -> str:
+    lines = [f"### {title}", ""]
+    if result.empty:
+        lines.append(f"No resource changes ({result.unchanged} unchanged).")
+        return "\n".join(lines) + "\n"
+    lines += [f"**{len(result.added)} added, {len(result.removed)} removed, {len(result.changed)} changed**, "
+              f"{result.unchanged} unchanged.", "",
+              "| Change | Type | Name | Input paths |", "| --- | --- | --- | --- |"]
+    rows = [("added", key, "") for key in result.added]
+    rows += [("removed", key, "") for key in result.removed]
+    rows += [("changed", c.key, ", ".join(f"`{_cell(p)}`" for p in c.paths)) for c in result.changed]
+    for change, (type_token, name), paths in rows[:max_rows]:
+        lines.append(f"| {change} | `{type_token}` | `{_cell(name)}` | {paths} |")
+    if len(rows) > max_rows:
+        lines += ["", f"... and {len(rows) - max_rows} more rows: see the synth artifact."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.synth_diff", description=__doc__.split("\n\n")[0])
+    parser.add_argument("base", type=Path, help="plan.json of the base branch")
+    parser.add_argument("head", type=Path, help="plan.json of the change")
+    parser.add_argument("--title", help="heading (default: 'Synth diff: stack STACK')")
+    parser.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS)
+    parser.add_argument("--out", type=Path, help="append the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        base, head = load(args.base), load(args.head)
+    except UnreadablePlan as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    markdown = to_markdown(diff(base, head), args.title or f"Synth diff: stack `{head.stack}`", args.max_rows)
+    if args.out:
+        with args.out.open("a") as summary:
+            summary.write(markdown)
+    else:
+        sys.stdout.write(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
