@@ -32,23 +32,34 @@ class RegistryConfig(ConfigModel):
     """A private registry the hosts pull from; its password is the secret `rocm-stack:registryPassword`."""
 
     server: str
+    """The registry's host name (and port), as `docker login` takes it."""
     username: str
 
 
 class StackConfig(ConfigModel):
     environment: Literal["dev", "prod"]
+    """Selects the safe defaults and the stricter checks of prod. Unset: `prod` if the stack name starts with
+    `prod`, else `dev`."""
     hosts: list[HostConfig] = [HostConfig(name="local")]
+    """The GPU hosts running Docker. Unset: one host `local` on the local Docker socket with one container."""
     images: dict[str, str] = DEFAULT_IMAGES
+    """Image references by key (containers and workloads name a key); setting one keeps the other defaults.
+    Each must be pinned: an explicit version tag other than `latest`, or an `@sha256:` digest."""
     security: SecurityConfig = SecurityConfig()
+    """Privileges of the GPU containers: see docs/security.md."""
     registry: RegistryConfig | None = None
-    # Absent: no Kubernetes layer (a Docker-only stack).
+    """A private registry the hosts pull from; its password is the secret `registryPassword`."""
     kubernetes: KubernetesConfig | None = None
-    # The Kubernetes cluster's GPU nodes: Kubernetes workloads are checked against it (required in prod).
+    """The Kubernetes GPU layer (docs/kubernetes.md). Unset: no Kubernetes resources (a Docker-only stack)."""
     gpu_fleet: GpuFleet | None = None
-    # Absent: no workload. Each runs on Kubernetes, on Docker partitions of `hosts`, or both.
+    """The Kubernetes cluster's GPU nodes (the cluster cannot be asked offline): Kubernetes workloads are
+    checked against it. Required in prod when a workload runs on Kubernetes."""
     training: list[TrainingConfig] = []
+    """Training jobs (docs/workloads.md), each on Kubernetes, on Docker partitions of `hosts`, or both."""
     inference: list[InferenceConfig] = []
+    """vLLM servers (docs/workloads.md), each on Kubernetes, on Docker partitions of `hosts`, or both."""
     monitoring: MonitoringConfig = MonitoringConfig()
+    """GPU metrics exporter, alert rules and dashboard (docs/monitoring.md)."""
 
     @field_validator("images")
     @classmethod

@@ -13,5 +13,7 @@ class ConfigModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
+        # The docstring under a field is its description: docs/config-reference.md is generated from it.
+        use_attribute_docstrings=True,
         frozen=True,
     )
