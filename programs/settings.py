@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from programs.workload import ENTRYPOINT_FORMAT
-
+# Importing nothing else of programs/ (above all not torch): the Kubernetes Job's settings-check init container runs
+# parse_config() alone, and must fail fast on a bad value without paying for torch's import.
+ENTRYPOINT_FORMAT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = ("fp32", "bf16")
 

@@ -67,7 +67,9 @@ class SetupError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class Cluster:
+class World:
+    """This process's place in the distributed run (torchrun's RANK/WORLD_SIZE/LOCAL_RANK) and its device."""
+
     rank: int
     world_size: int
     local_rank: int
@@ -86,7 +88,7 @@ class Logger:
             print(json.dumps({"event": event, "time": round(time.time(), 3), **fields}), flush=True)
 
 
-def init_cluster(config: TrainConfig) -> Cluster:
+def init_world(config: TrainConfig) -> World:
     environ = os.environ
     launched_by_torchrun = "RANK" in environ and "WORLD_SIZE" in environ
     rank = int(environ.get("RANK", 0))
@@ -110,39 +112,39 @@ def init_cluster(config: TrainConfig) -> Cluster:
         dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
     else:  # a plain `python train.py`: a world of one needs no rendezvous
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-    return Cluster(rank, world_size, local_rank, backend, device)
+    return World(rank, world_size, local_rank, backend, device)
 
 
-def all_ranks_ok(ok: bool, cluster: Cluster) -> bool:
+def all_ranks_ok(ok: bool, world: World) -> bool:
     """True only if every rank says ok, so a failure on one rank stops all of them instead of hanging the rest."""
-    flag = torch.tensor([int(ok)], device=cluster.device)
+    flag = torch.tensor([int(ok)], device=world.device)
     dist.all_reduce(flag, op=dist.ReduceOp.MIN)
     return bool(flag.item())
 
 
-def broadcast_name(name: str, cluster: Cluster) -> str:
+def broadcast_name(name: str, world: World) -> str:
     """Rank 0's checkpoint file name (ASCII, fixed length, "" for none) to every rank.
 
     A byte tensor rather than broadcast_object_list, which needs numpy on the receiving side."""
     width = len("ckpt-000000000-") + 64 + len(".pt")
-    buffer = torch.zeros(width, dtype=torch.uint8, device=cluster.device)
-    if cluster.rank == 0 and name:
+    buffer = torch.zeros(width, dtype=torch.uint8, device=world.device)
+    if world.rank == 0 and name:
         buffer.copy_(torch.tensor(list(name.encode("ascii")), dtype=torch.uint8))
     dist.broadcast(buffer, src=0)
     return bytes(buffer.tolist()).rstrip(b"\0").decode("ascii")
 
 
-def resume(store: CheckpointStore, cluster: Cluster, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def resume(store: CheckpointStore, world: World, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
            log: Logger) -> int:
     """Load the newest valid checkpoint into model and optimizer on every rank; return its step (0 if none)."""
     name = ""
     state: dict[str, Any] | None = None
-    if cluster.rank == 0:
+    if world.rank == 0:
         store.remove_temp_files()
         found = store.latest_valid()  # on CPU: no GPU memory spike next to the model
         if found is not None:
             name, state = found[0].path.name, found[1]
-    name = broadcast_name(name, cluster)
+    name = broadcast_name(name, world)
     if not name:
         return 0
     error = ""
@@ -152,9 +154,9 @@ def resume(store: CheckpointStore, cluster: Cluster, model: torch.nn.Module, opt
         try:
             state = store.load(Checkpoint(store.directory / name, int(match["step"]), match["sha256"]))
         except InvalidCheckpoint as invalid:
-            error = f"rank {cluster.rank} cannot use {name} that rank 0 chose ({invalid}); " \
+            error = f"rank {world.rank} cannot use {name} that rank 0 chose ({invalid}); " \
                     "CHECKPOINT_DIR must be the same shared storage on every node"
-    if not all_ranks_ok(not error, cluster):
+    if not all_ranks_ok(not error, world):
         raise RuntimeError(error or f"another rank could not load checkpoint {name}")
     assert state is not None
     model.load_state_dict(state["model"])  # a shape mismatch (changed model settings) is an error, not a fresh start
@@ -164,29 +166,29 @@ def resume(store: CheckpointStore, cluster: Cluster, model: torch.nn.Module, opt
     return int(state["step"])
 
 
-def train(config: TrainConfig, cluster: Cluster) -> None:
-    log = Logger(cluster.rank)
-    workload: Workload = load_entrypoint(config.entrypoint)(config, cluster.device)
-    model = workload.model.to(cluster.device)
+def train(config: TrainConfig, world: World) -> None:
+    log = Logger(world.rank)
+    workload: Workload = load_entrypoint(config.entrypoint)(config, world.device)
+    model = workload.model.to(world.device)
     optimizer = (workload.make_optimizer or (lambda params: torch.optim.AdamW(params, lr=config.lr)))(
         model.parameters())
     store = CheckpointStore(config.checkpoint_dir, config.checkpoint_keep, log)
-    global_batch = config.batch_size * cluster.world_size
-    log("start", world_size=cluster.world_size, backend=cluster.backend, device=str(cluster.device),
-        device_name=torch.cuda.get_device_name(cluster.device) if cluster.device.type == "cuda" else "cpu",
+    global_batch = config.batch_size * world.world_size
+    log("start", world_size=world.world_size, backend=world.backend, device=str(world.device),
+        device_name=torch.cuda.get_device_name(world.device) if world.device.type == "cuda" else "cpu",
         torch=torch.__version__, parameters=sum(p.numel() for p in model.parameters()), global_batch=global_batch,
         config={key: str(value) if isinstance(value, Path) else value
                 for key, value in dataclasses.asdict(config).items()})
 
-    start_step = resume(store, cluster, model, optimizer, log) if config.checkpoint_every else 0
-    ddp = DistributedDataParallel(model, device_ids=[cluster.device.index] if cluster.device.type == "cuda" else None)
-    autocast = torch.autocast(cluster.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16")
+    start_step = resume(store, world, model, optimizer, log) if config.checkpoint_every else 0
+    ddp = DistributedDataParallel(model, device_ids=[world.device.index] if world.device.type == "cuda" else None)
+    autocast = torch.autocast(world.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16")
 
     window_start, window_steps = time.perf_counter(), 0
     timed_samples, timed_seconds, first_window = 0, 0.0, True
     loss_value: float | None = None  # stays None when a finished run is started again
     for step in range(start_step + 1, config.steps + 1):
-        inputs, targets = workload.batch(step, cluster.rank, cluster.world_size)
+        inputs, targets = workload.batch(step, world.rank, world.world_size)
         with autocast:
             loss = workload.loss(ddp(inputs), targets)
         optimizer.zero_grad(set_to_none=True)
@@ -196,7 +198,7 @@ def train(config: TrainConfig, cluster: Cluster) -> None:
         optimizer.step()
         window_steps += 1
 
-        if cluster.rank == 0 and (step % config.log_every == 0 or step == config.steps):
+        if world.rank == 0 and (step % config.log_every == 0 or step == config.steps):
             loss_value = loss.item()  # waits for the device, so the clock below covers the GPU work of the window
             now = time.perf_counter()
             elapsed = now - window_start
@@ -209,17 +211,17 @@ def train(config: TrainConfig, cluster: Cluster) -> None:
 
         if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps):
             saving_since = time.perf_counter()
-            if cluster.rank == 0:
+            if world.rank == 0:
                 saved = store.save(step, {"format": CHECKPOINT_FORMAT, "step": step, "model": model.state_dict(),
-                                          "optimizer": optimizer.state_dict(), "world_size": cluster.world_size,
+                                          "optimizer": optimizer.state_dict(), "world_size": world.world_size,
                                           "entrypoint": config.entrypoint})
                 log("checkpoint", step=step, path=str(saved.path),
                     seconds=round(time.perf_counter() - saving_since, 3))
             dist.barrier()  # after this, checkpoint `step` is durable for every rank (the failure drill relies on it)
             window_start += time.perf_counter() - saving_since  # keep checkpoint I/O out of samples/s
 
-        if step == config.fail_at_step and cluster.rank == config.fail_rank:
-            print(f"train.py: failure drill: rank {cluster.rank} kills itself after step {step}", file=sys.stderr,
+        if step == config.fail_at_step and world.rank == config.fail_rank:
+            print(f"train.py: failure drill: rank {world.rank} kills itself after step {step}", file=sys.stderr,
                   flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -230,11 +232,11 @@ def train(config: TrainConfig, cluster: Cluster) -> None:
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv, os.environ)
     try:
-        cluster = init_cluster(config)
+        world = init_world(config)
     except SetupError as error:
         print(f"train.py: error: {error}", file=sys.stderr)
         return 2
-    train(config, cluster)
+    train(config, world)
     dist.destroy_process_group()
     return 0
 

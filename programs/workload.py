@@ -20,16 +20,12 @@ can come from your own environment variables. The default entry point is `progra
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
 import torch
 
-if TYPE_CHECKING:
-    from programs.settings import TrainConfig
-
-ENTRYPOINT_FORMAT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+from programs.settings import ENTRYPOINT_FORMAT, TrainConfig
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -46,7 +42,7 @@ class Workload:
     make_optimizer: Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer] | None = None
 
 
-EntryPoint = Callable[["TrainConfig", torch.device], Workload]
+EntryPoint = Callable[[TrainConfig, torch.device], Workload]
 
 
 def load_entrypoint(spec: str) -> EntryPoint:

@@ -279,3 +279,16 @@ def test_single_process_with_a_user_entrypoint(tmp_path) -> None:
     assert again.returncode == 0, again.stderr[-3000:]
     assert events(again, "step") == []
     assert (events(again, "done")[0]["resumed_from"], events(again, "done")[0]["loss"]) == (4, None)
+
+
+def test_settings_check_runs_without_torch():
+    """The Job's `check-settings` init container parses settings only: it must not import torch (seconds of
+    start-up, and nothing it needs). `sys.modules["torch"] = None` makes any `import torch` raise ImportError."""
+    from components.workloads.training import SETTINGS_CHECK
+    blocked = "import sys; sys.modules['torch'] = None\n" + SETTINGS_CHECK
+    root = str(Path(__file__).resolve().parent.parent)
+    run = {"capture_output": True, "text": True, "timeout": 60}
+    ok = subprocess.run([sys.executable, "-c", blocked, root], env={"PATH": os.environ["PATH"]}, **run)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([sys.executable, "-c", blocked, root], env={"TRAIN_STEPS": "0"}, **run)
+    assert bad.returncode == 2 and "TRAIN_STEPS" in bad.stderr
