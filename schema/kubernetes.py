@@ -18,8 +18,12 @@ from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 
 CERT_MANAGER_REPOSITORY = "https://charts.jetstack.io"
-# v1.15.1 is the version the AMD GPU Operator install guide uses (`--version v1.15.1 --set crds.enabled=true`).
-CERT_MANAGER_CHART_VERSION = "v1.15.1"
+# A supported line: "All cert-manager releases are supported at least until the release of a second subsequent
+# version" (https://cert-manager.io/docs/releases/, table row `1.21 | Jul 08, 2026 | Release of 1.23`); 1.19 is
+# EOL since 1.21 shipped (cert-manager/testing#1218) and 1.20 ends with 1.22. v1.21.1 is the docs'
+# `cert_manager_latest_version` (website content/docs/variables.json, Aug 2026). 1.21 needs Kubernetes 1.33-1.36.
+# (The GPU Operator install guide still shows v1.15.1, long out of support.)
+CERT_MANAGER_CHART_VERSION = "v1.21.1"
 # cert-manager renamed the chart value `installCRDs` to `crds.enabled` in v1.15.0.
 CERT_MANAGER_CRDS_ENABLED_SINCE = (1, 15, 0)
 
@@ -33,10 +37,32 @@ NODE_LABELLER_IMAGE = "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.9"
 # The exporter the Docker hosts run too, so one set of alert rules (validated against v1.5.x metric names)
 # fits both; gpu-operator v1.5.1's own example pins v1.4.1.
 METRICS_EXPORTER_IMAGE = f"docker.io/{DEFAULT_EXPORTER_IMAGE}"
-# The tag of gpu-operator v1.5.1's own example/deviceconfig_example.yaml.
-TEST_RUNNER_IMAGE = "docker.io/rocm/test-runner:v1.4.1"
+# The operator release's own test runner: gpu-operator v1.5.1 docs/autoremediation/auto-remediation.md L254
+# "If unspecified, the default image is `docker.io/rocm/test-runner:v1.5.1`" (its example/ still shows v1.4.1).
+TEST_RUNNER_IMAGE = "docker.io/rocm/test-runner:v1.5.1"
+# The chart's DeviceConfig default is `docker.io/rocm/amd-gpu-operator-utils:latest` (values.yaml L118); the
+# operator's Makefile @ v1.5.1 builds it as $(DOCKER_REGISTRY)/amd-gpu-operator-utils:$(UTILS_IMAGE_TAG), released
+# with the operator's own tag (PROJECT_VERSION v1.5.1). It runs the driver-upgrade steps (upgrademgr.go L66).
+UTILS_IMAGE = "docker.io/rocm/amd-gpu-operator-utils:v1.5.1"
 
 GPU_RESOURCE_NAME = "amd.com/gpu"
+
+# The NFD worker's default tolerations in gpu-operator-charts v1.5.1 values.yaml L10-17. Helm replaces lists
+# ("Scalar values and arrays are replaced, maps are merged": helm pkg/chartutil/coalesce.go CoalesceValues),
+# so setting `node-feature-discovery.worker.tolerations` must repeat them.
+NFD_WORKER_DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},
+    {"key": "amd-gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+# JobSet (kubernetes-sigs/jobset v0.12.0): gang-started multi-node training. Install command of its docs
+# (site/content/en/docs/installation/_index.md L57): `helm install jobset oci://registry.k8s.io/jobset/charts/jobset
+# --version 0.12.0 --create-namespace --namespace=jobset-system`. The chart's values say `tag: main` (staging);
+# the release packaging rewrites it to registry.k8s.io/jobset/jobset:v0.12.0 (hack/helm-chart-package.sh L48):
+# pinned here explicitly so a mirrored chart cannot drift.
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_CHART_VERSION = "0.12.0"
+JOBSET_IMAGE_REPOSITORY = "registry.k8s.io/jobset/jobset"
 
 # Namespaces Kubernetes itself creates: the stack may deploy into them but never owns (creates/protects) them.
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
@@ -65,6 +91,9 @@ ObjectName = Annotated[
     str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253)
 ]
 ChartVersion = Annotated[str, StringConstraints(pattern=r"^v\d+\.\d+\.\d+$")]
+# A label key (optionally prefixed, as in `amd.com/gpu`): what a taint key must be.
+LabelKey = Annotated[str, StringConstraints(
+    pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
 Duration = Annotated[str, StringConstraints(pattern=r"^([0-9]+)(ms|s|m|h)$")]
 # Labels the node labeller can publish (gpu-operator values.yaml: defaults + the partitioning ones).
 NodeLabel = Literal[
@@ -97,9 +126,29 @@ class ProviderConfig(ConfigModel):
     context: str | None = None
 
 
+class GpuNodeTaint(ConfigModel):
+    """A taint the cluster's GPU nodes carry (`kubectl taint nodes N amd.com/gpu=present:NoSchedule`)."""
+
+    key: LabelKey
+    # None: the taint has no value (tolerated with operator Exists).
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    def toleration(self) -> dict[str, str]:
+        """The core/v1 Toleration (camelCase, as chart values and the DeviceConfig CRD spell it)."""
+        if self.value is None:
+            return {"key": self.key, "operator": "Exists", "effect": self.effect}
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
+
+def gpu_node_tolerations(taints: Iterable[GpuNodeTaint]) -> list[dict[str, str]]:
+    return [taint.toleration() for taint in taints]
+
+
 class CertManagerConfig(ConfigModel):
     # False: the cluster already runs cert-manager (the GPU Operator only needs its CRDs and webhook).
     install: bool = True
+    # Created by Helm when missing and left alone when it exists (never owned: see CertManager).
     namespace: NamespaceName = "cert-manager"
     repository: str = CERT_MANAGER_REPOSITORY
     chart_version: ChartVersion = CERT_MANAGER_CHART_VERSION
@@ -199,6 +248,22 @@ class GpuTestRunnerConfig(ConfigModel):
     image: Image = TEST_RUNNER_IMAGE
 
 
+class RemediationConfig(ConfigModel):
+    """The chart's Auto Node Remediation (an Argo Workflows controller, its CRDs and `argo-*` ClusterRoles).
+
+    Off by default (the chart defaults it on): its post-delete hook deletes the Argo CRDs cluster-wide
+    (ROCm/gpu-operator#324), and the Argo CRDs are a separate chart dependency gated by
+    `remediation.installCRDs` alone (Chart.yaml @ v1.5.1, `condition: remediation.installCRDs`)."""
+
+    enabled: bool = False
+    # None: follows `enabled`. True with `enabled` false installs only the Argo CRDs.
+    install_crds: bool | None = None
+
+    def chart_values(self) -> dict[str, bool]:
+        install_crds = self.enabled if self.install_crds is None else self.install_crds
+        return {"enabled": self.enabled, "installCRDs": install_crds}
+
+
 class DeviceConfigSettings(ConfigModel):
     # metadata.name of the DeviceConfig; the operator prefixes its operand pods with it.
     name: ObjectName = "gpu-operator"
@@ -208,6 +273,8 @@ class DeviceConfigSettings(ConfigModel):
     device_plugin: OperatorDevicePluginConfig = OperatorDevicePluginConfig()
     metrics_exporter: MetricsExporterConfig = MetricsExporterConfig()
     test_runner: GpuTestRunnerConfig = GpuTestRunnerConfig()
+    # commonConfig.utilsContainer.image: runs the operator's driver-upgrade and remediation steps.
+    utils_image: Image = UTILS_IMAGE
 
 
 class GpuOperatorConfig(ConfigModel):
@@ -217,7 +284,15 @@ class GpuOperatorConfig(ConfigModel):
     # The DeviceConfig is validated against this version's CRD: change both together.
     chart_version: ChartVersion = GPU_OPERATOR_CHART_VERSION
     node_feature_discovery: bool = True
+    # chart `installdefaultNFDRule` (a NodeFeatureRule, a CRD of the NFD subchart); None: follows
+    # nodeFeatureDiscovery. True with NFD off only when the cluster runs its own NFD.
+    install_default_nfd_rule: bool | None = None
     kmm: bool = True
+    # chart `kmm.watch` (the operator watches KMM Modules); None: follows kmm. True with kmm off: the
+    # cluster's own KMM (AMD's install doc: "Use existing KMM installation: --set kmm.enabled=false --set
+    # kmm.watch=true").
+    kmm_watch: bool | None = None
+    remediation: RemediationConfig = RemediationConfig()
     timeout_seconds: int = Field(900, gt=0)
     device_config: DeviceConfigSettings = DeviceConfigSettings()
 
@@ -237,21 +312,42 @@ class StandaloneDevicePluginConfig(ConfigModel):
     node_labeller: NodeLabellerConfig = NodeLabellerConfig()
 
 
+class JobSetConfig(ConfigModel):
+    """The JobSet controller, needed by multi-node Kubernetes training (installed only when one exists)."""
+
+    # False: the cluster already runs JobSet (jobset.x-k8s.io/v1alpha2), e.g. installed by Kueue's users.
+    install: bool = True
+    # Created by Helm when missing, like cert-manager's.
+    namespace: NamespaceName = "jobset-system"
+    chart_version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = JOBSET_CHART_VERSION
+    timeout_seconds: int = Field(600, gt=0)
+
+    def chart_values(self) -> dict[str, object]:
+        return {"image": {"repository": JOBSET_IMAGE_REPOSITORY, "tag": f"v{self.chart_version}",
+                          "pullPolicy": "IfNotPresent"}}
+
+
 class KubernetesConfig(ConfigModel):
     provider: ProviderConfig = ProviderConfig()
     mode: Literal["operator", "device-plugin"] = "operator"
     # Extra namespaces the stack owns (e.g. for workloads and monitoring), created beside the GPU layer's own.
     namespaces: list[NamespaceName] = []
+    # Taints of the GPU nodes: every GPU-stack DaemonSet (NFD worker, device plugin, labeller, exporter, driver,
+    # test runner) tolerates them. The operator sets none unless given (ROCm/gpu-operator#25, #149).
+    gpu_node_taints: list[GpuNodeTaint] = []
     cert_manager: CertManagerConfig = CertManagerConfig()
     gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
     device_plugin: StandaloneDevicePluginConfig = StandaloneDevicePluginConfig()
+    job_set: JobSetConfig = JobSetConfig()
+
+    def gpu_tolerations(self) -> list[dict[str, str]]:
+        return gpu_node_tolerations(self.gpu_node_taints)
 
     def owned_namespaces(self) -> list[str]:
-        """Namespaces this stack creates (and protects in prod), in a stable order, without duplicates."""
+        """Namespaces this stack creates (and protects in prod), in a stable order, without duplicates.
+        cert-manager's and JobSet's are Helm's (`createNamespace`), so an existing one is no error."""
         own: list[str] = []
         if self.mode == "operator":
-            if self.cert_manager.install:
-                own.append(self.cert_manager.namespace)
             own.append(self.gpu_operator.namespace)
         else:
             own.append(self.device_plugin.namespace)

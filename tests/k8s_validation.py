@@ -116,6 +116,13 @@ def validate_object(obj: Mapping[str, Any], crds: CrdSchemas | None = None,
         errors = custom_resource_errors(obj, schema)
         if errors:
             raise ManifestInvalid(f"{name} ({api_version}) violates its CRD:\n  " + "\n  ".join(errors))
+        # A JobSet embeds batch/v1 Job templates: checked against the built-in Job schema too (its CRD copy of
+        # the pod spec carries no formats, e.g. for quantities).
+        for index, replicated in enumerate(obj.get("spec", {}).get("replicatedJobs", []) if kind == "JobSet" else []):
+            template = replicated.get("template", {})
+            validate_object({"apiVersion": "batch/v1", "kind": "Job",
+                             "metadata": {**template.get("metadata", {}), "name": f"replicatedJobs-{index}"},
+                             "spec": template.get("spec", {})}, None, kubernetes_version)
         # CRD schemas leave metadata to the API server's ObjectMeta: check it as that of a built-in object.
         obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj.get("metadata", {})}
     try:
@@ -200,10 +207,11 @@ SERVICE_MONITOR_SUBSET = strict_structural_schema({
 
 
 def stack_crds() -> CrdSchemas:
-    """Schemas of every custom resource kind the program declares: the vendored CRDs of the GPU Operator and
-    the Prometheus Operator's PrometheusRule, and the ServiceMonitor subset above."""
+    """Schemas of every custom resource kind the program declares: the vendored CRDs of the GPU Operator,
+    JobSet and the Prometheus Operator's PrometheusRule, and the ServiceMonitor subset above."""
     data = Path(__file__).parent / "data"
     crds = CrdSchemas.from_files(data / "kubernetes" / "deviceconfig-crd.yaml",
+                                 data / "kubernetes" / "jobset.x-k8s.io_jobsets.yaml",
                                  data / "monitoring" / "crds" / "monitoring.coreos.com_prometheusrules.yaml")
     crds.schemas[("monitoring.coreos.com/v1", "ServiceMonitor")] = SERVICE_MONITOR_SUBSET
     return crds

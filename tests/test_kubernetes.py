@@ -17,11 +17,14 @@ from pulumi.runtime import settings
 from schema.kubernetes import (
     GPU_OPERATOR_CHART,
     GPU_OPERATOR_CHART_VERSION,
+    NFD_WORKER_DEFAULT_TOLERATIONS,
     CertManagerConfig,
+    DeviceConfigSettings,
+    GpuOperatorConfig,
     KubernetesConfig,
 )
 from components.k8s import build_kubernetes
-from components.k8s.gpu_operator import chart_values
+from components.k8s.gpu_operator import chart_values, device_config_spec
 from tools.synth import Plan, ProgramRefused, manifest_of, synthesize, write
 from conftest import stack_file, stack_without_kubernetes
 from k8s_validation import (
@@ -88,7 +91,7 @@ def plans() -> dict[str, Plan]:
 @pytest.mark.parametrize("case", ["dev-operator", "prod-operator", "dev-device-plugin", "prod-device-plugin"])
 def test_every_declared_object_is_valid(plans, case, version):
     objects = [manifest_of(r) for r in plans[case].kubernetes_objects()]
-    assert validate_all(objects, CRDS, version) == len(objects) >= 3
+    assert validate_all(objects, CRDS, version) == len(objects) >= 2
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -128,7 +131,7 @@ def test_full_device_config_from_typed_config_passes_the_crd():
     assert (exporter["serviceType"], exporter["nodePort"], exporter["port"]) == ("NodePort", 32500, 5001)
     assert exporter["prometheus"]["serviceMonitor"] == {
         "enable": True, "interval": "15s", "labels": {"release": "prom"}}
-    assert spec["testRunner"] == {"enable": True, "image": "docker.io/rocm/test-runner:v1.4.1"}
+    assert spec["testRunner"] == {"enable": True, "image": "docker.io/rocm/test-runner:v1.5.1"}
 
 
 def _renamed(obj: dict[str, Any], path: list[str], new_key: str) -> dict[str, Any]:
@@ -196,9 +199,32 @@ def test_strict_structural_schema():
 def test_cert_manager_release(plans):
     release = plans["dev-operator"].get(RELEASE, "cert-manager")["inputs"]
     assert {k: release[k] for k in ("name", "chart", "version", "namespace", "repositoryOpts", "values")} == {
-        "name": "cert-manager", "chart": "cert-manager", "version": "v1.15.1", "namespace": "cert-manager",
+        "name": "cert-manager", "chart": "cert-manager", "version": "v1.21.1", "namespace": "cert-manager",
         "repositoryOpts": {"repo": "https://charts.jetstack.io"}, "values": {"crds": {"enabled": True}}}
     assert (release["timeout"], release["atomic"], release["cleanupOnFail"]) == (600, True, True)
+
+
+def test_cert_manager_is_a_supported_release():
+    """https://cert-manager.io/docs/releases/ (website content/docs/releases/README.md, Aug 2026): "All
+    cert-manager releases are supported at least until the release of a second subsequent version"; supported
+    table `| [1.21][] | Jul 08, 2026 | Release of 1.23 |` and `| [1.20][] | Mar 10, 2026 | Release of 1.22 |`;
+    1.19 "is no longer supported since the release of 1.21" (cert-manager/testing#1218). 1.22 was planned for
+    ~Nov 2026, which ends 1.20: 1.21 is the line supported either way (update this when 1.23 ships)."""
+    major, minor, _ = CertManagerConfig().chart_version.removeprefix("v").split(".")
+    assert (int(major), int(minor)) == (1, 21)
+    # The v1.15.1 of the GPU Operator's install guide, the previous default, is long out of support.
+    assert CertManagerConfig().chart_version != "v1.15.1"
+
+
+def test_existing_cert_manager_namespace_is_no_error(plans):
+    """Helm's createNamespace creates the namespace or accepts an existing one (helm pkg/action/install.go:
+    `if _, err := i.cfg.KubeClient.Create(resourceList); err != nil && !apierrors.IsAlreadyExists(err)`), where a
+    Namespace resource fails with AlreadyExists since pulumi-kubernetes 4.29.0 ("When a resource already exists
+    in the cluster, the API server now returns an AlreadyExists error", CHANGELOG, #2926)."""
+    for case in ("dev-operator", "prod-operator"):
+        plan = plans[case]
+        assert plan.get(RELEASE, "cert-manager")["inputs"]["createNamespace"] is True
+        assert "cert-manager" not in [r["inputs"]["metadata"]["name"] for r in plan.of_type(NAMESPACE)]
 
 
 @pytest.mark.parametrize("version, values", [
@@ -217,18 +243,60 @@ def test_gpu_operator_release(plans):
     assert {k: inputs[k] for k in ("name", "chart", "version", "namespace", "repositoryOpts")} == {
         "name": "amd-gpu-operator", "chart": "gpu-operator-charts", "version": "v1.5.1",
         "namespace": "kube-amd-gpu", "repositoryOpts": {"repo": "https://rocm.github.io/gpu-operator"}}
-    assert inputs["values"] == {"node-feature-discovery": {"enabled": True}, "kmm": {"enabled": True},
-                                "crds": {"defaultCR": {"install": False, "upgrade": False}}}
-    assert (inputs["timeout"], inputs["atomic"], inputs["cleanupOnFail"]) == (900, True, True)
+    assert inputs["values"] == {
+        "node-feature-discovery": {"enabled": True, "worker": {"tolerations": list(NFD_WORKER_DEFAULT_TOLERATIONS)}},
+        "installdefaultNFDRule": True,
+        "kmm": {"enabled": True, "watch": True},
+        "remediation": {"enabled": False, "installCRDs": False},
+        "crds": {"defaultCR": {"install": False, "upgrade": False}}}
+    assert (inputs["timeout"], inputs["atomic"], inputs["cleanupOnFail"]) == (900, False, True)
     # Ordering: cert-manager, then the operator, then its DeviceConfig.
     assert plan.get(RELEASE, "cert-manager")["urn"] in release["depends_on"]
     assert release["urn"] in plan.of_type(DEVICE_CONFIG)[0]["depends_on"]
 
 
 def test_nfd_and_kmm_follow_config():
+    """`kmm.watch` follows `kmm.enabled`: AMD's install doc (docs/installation/kubernetes-helm.md L133-136 @ v1.5.1,
+    https://instinct.docs.amd.com/projects/gpu-operator/en/latest/installation/kubernetes-helm.html) pairs "Skip
+    KMM for alternative driver management: `--set kmm.enabled=false --set kmm.watch=false`" (the chart's
+    templates/deployment.yaml passes it as KMM_WATCH_ENABLED, default true). `installdefaultNFDRule` follows NFD:
+    templates/gpu-nfd-default-rule.yaml renders a `nfd.k8s-sigs.io/v1alpha1` NodeFeatureRule, whose CRD comes
+    with the NFD subchart; without NFD the install fails with "no matches for kind NodeFeatureRule"."""
     plan = synth("dev", {"gpuOperator": {"nodeFeatureDiscovery": False, "kmm": False}})
     values = plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]
-    assert values["node-feature-discovery"] == {"enabled": False} and values["kmm"] == {"enabled": False}
+    assert values["node-feature-discovery"]["enabled"] is False and values["installdefaultNFDRule"] is False
+    assert values["kmm"] == {"enabled": False, "watch": False}
+
+
+def test_existing_kmm_and_nfd_of_the_cluster():
+    """The doc's "Use existing KMM installation: `--set kmm.enabled=false --set kmm.watch=true`"."""
+    plan = synth("dev", {"gpuOperator": {"nodeFeatureDiscovery": False, "installDefaultNfdRule": True,
+                                         "kmm": False, "kmmWatch": True}})
+    values = plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]
+    assert values["kmm"] == {"enabled": False, "watch": True} and values["installdefaultNFDRule"] is True
+
+
+def test_remediation_is_off_with_its_argo_crds_unless_enabled():
+    """The chart defaults `remediation.enabled: true` (values.yaml L30-32), installing an Argo workflow
+    controller, `argo-*` ClusterRoles and a PriorityClass; its Argo CRDs are a separate dependency
+    (Chart.yaml @ v1.5.1 `condition: remediation.installCRDs`, default true), and the post-delete hook deletes
+    them cluster-wide (templates/post-delete-hook.yaml; ROCm/gpu-operator#324). Both switches off by default."""
+    defaults = yaml.safe_load((DATA / "gpu-operator-values.yaml").read_text())["remediation"]
+    assert (defaults["enabled"], defaults["installCRDs"]) == (True, True)  # why both must be set
+    assert chart_values(GpuOperatorConfig(), [])["remediation"] == {"enabled": False, "installCRDs": False}
+    plan = synth("dev", {"gpuOperator": {"remediation": {"enabled": True}}})
+    assert plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]["remediation"] == {
+        "enabled": True, "installCRDs": True}
+
+
+def test_operator_release_is_not_atomic():
+    """With `atomic` Helm uninstalls a failed first install (helm pkg/action/install.go failRelease: "Install
+    failed and atomic is set, uninstalling release"), which runs the chart's post-delete hook: it deletes the
+    NFD, KMM and Argo CRDs cluster-wide (templates/post-delete-hook.yaml L83-133 @ v1.5.1, ROCm/gpu-operator#324)
+    and its pre-delete hook every DeviceConfig in the cluster. cert-manager has no such hooks: it stays atomic."""
+    plan = synth("dev", {})
+    assert plan.get(RELEASE, "amd-gpu-operator")["inputs"]["atomic"] is False
+    assert plan.get(RELEASE, "cert-manager")["inputs"]["atomic"] is True
 
 
 def _leaf_paths(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -238,7 +306,7 @@ def _leaf_paths(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tupl
 
 def test_chart_values_are_keys_of_the_pinned_chart():
     chart_defaults = yaml.safe_load((DATA / "gpu-operator-values.yaml").read_text())
-    for path in _leaf_paths(chart_values(KubernetesConfig().gpu_operator)):
+    for path in _leaf_paths(chart_values(KubernetesConfig().gpu_operator, [])):
         node = chart_defaults
         for key in path:
             assert isinstance(node, dict) and key in node, f"{'.'.join(path)} is not a value of the chart"
@@ -257,11 +325,64 @@ def test_existing_cert_manager_is_not_installed():
 
 # --- protection, parents, providers, names --------------------------------------------------------------
 
-def test_prod_protects_releases_and_namespaces(plans):
+def test_prod_protects_releases_namespaces_and_the_device_config(plans):
     protected = {(r["type"], r["name"]) for r in k8s_resources(plans["prod-operator"]) if r["protect"]}
     assert protected == {(RELEASE, "cert-manager"), (RELEASE, "amd-gpu-operator"),
-                         (NAMESPACE, "k8s-cert-manager"), (NAMESPACE, "k8s-kube-amd-gpu")}
+                         (NAMESPACE, "k8s-kube-amd-gpu"), (DEVICE_CONFIG, "amd-gpu-operator-device-config")}
     assert not any(r["protect"] for r in k8s_resources(plans["dev-operator"]))
+
+
+def test_renaming_the_device_config_replaces_it_deleting_the_old_one_first():
+    """The operator refuses a DeviceConfig selecting nodes another one has: "node %s already assigned to
+    DeviceConfig %s, cannot re-assign to %s" (internal/controllers/device_config_reconciler.go L259-271,
+    L1629-1640 @ v1.5.1). The provider deletes first only when the name stays the same (pulumi-kubernetes
+    provider/pkg/provider/provider.go L1645-1660 @ v4.32.0), so a rename must be an explicit
+    deleteBeforeReplace of the same Pulumi resource (its URN does not follow metadata.name)."""
+    a, b = synth("dev", {}), synth("dev", _device_config(name="mi300x"))
+    [old], [new] = a.of_type(DEVICE_CONFIG), b.of_type(DEVICE_CONFIG)
+    assert old["urn"] == new["urn"]
+    assert (manifest_of(old)["metadata"]["name"], manifest_of(new)["metadata"]["name"]) == ("gpu-operator", "mi300x")
+    assert old["delete_before_replace"] is new["delete_before_replace"] is True
+
+
+def test_gpu_node_taints_are_tolerated_by_every_gpu_stack_daemon_set(plans):
+    """The operator sets no toleration unless the DeviceConfig gives one: `ds.Spec.Template.Spec.Tolerations =
+    ...DevicePluginTolerations` else `= nil` (internal/plugin/plugin.go L272-276 @ v1.5.1; same in
+    nodelabeller.go L240-243, metricsexporter.go L483-486); users asked for it in ROCm/gpu-operator#25 (device
+    plugin, taint `amd.com/gpu=present:NoSchedule`) and #149 (NFD workers). A NoSchedule-tainted node would get
+    no device plugin, hence no `amd.com/gpu`."""
+    taint = {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    # The committed prod stack declares its GPU nodes tainted.
+    assert stack_file("prod")[P + "kubernetes"]["gpuNodeTaints"] == [
+        {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    plan = synthesize("prod", stack_file("prod"))
+    spec = device_config(plan)["spec"]
+    for path in (("devicePlugin", "devicePluginTolerations"), ("devicePlugin", "nodeLabellerTolerations"),
+                 ("metricsExporter", "tolerations"), ("driver", "tolerations"), ("testRunner", "tolerations")):
+        assert spec[path[0]][path[1]] == [taint], path
+    validate_object(device_config(plan), CRDS)  # the CRD has each of these fields (strict)
+    nfd = plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]["node-feature-discovery"]
+    # Helm replaces lists ("Scalar values and arrays are replaced, maps are merged", helm pkg/chartutil
+    # coalesce.go): the chart's own NFD worker tolerations (values.yaml L10-17) are kept, ours appended.
+    chart_nfd = yaml.safe_load((DATA / "gpu-operator-values.yaml").read_text())["node-feature-discovery"]
+    assert nfd["worker"]["tolerations"] == [*chart_nfd["worker"]["tolerations"], taint]
+    # Without taints nothing changes: the chart defaults and no DeviceConfig tolerations.
+    spec = device_config(plans["prod-operator"])["spec"]
+    assert "devicePluginTolerations" not in spec["devicePlugin"] and "tolerations" not in spec["driver"]
+
+
+def test_standalone_device_plugin_and_labeller_tolerate_the_gpu_node_taints():
+    """Upstream's DaemonSets tolerate only CriticalAddonsOnly (k8s-ds-amdgpu-dp.yaml L19-21,
+    k8s-ds-amdgpu-labeller.yaml L51-53): kept, the GPU node taints appended."""
+    plan = synth("dev", {"mode": "device-plugin", "gpuNodeTaints": [
+        {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}, {"key": "gpu", "effect": "NoExecute"}]})
+    daemon_sets = [manifest_of(r) for r in plan.of_type(DAEMON_SET)]
+    assert len(daemon_sets) == 2
+    for daemon_set in daemon_sets:
+        assert daemon_set["spec"]["template"]["spec"]["tolerations"] == [
+            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+            {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+            {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}]
 
 
 def test_children_are_parented_and_use_the_stack_provider(plans):
@@ -329,8 +450,24 @@ def test_an_explicit_policy_replaces_the_dev_preset():
 def test_chart_default_device_config_is_off_and_images_are_pinned(plans):
     spec = device_config(plans["prod-operator"])["spec"]
     images = [spec["devicePlugin"]["devicePluginImage"], spec["devicePlugin"]["nodeLabellerImage"],
-              spec["metricsExporter"]["image"], spec["testRunner"]["image"]]
+              spec["metricsExporter"]["image"], spec["testRunner"]["image"],
+              spec["commonConfig"]["utilsContainer"]["image"]]
     assert all(":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest") for image in images)
+
+
+def test_operand_images_follow_the_operator_release():
+    """The chart's DeviceConfig defaults are `latest` (values.yaml L118 utils, L165 exporter, L226 test runner).
+    Pinned to the operator's line: test runner v1.5.1 ("If unspecified, the default image is
+    `docker.io/rocm/test-runner:v1.5.1`", docs/autoremediation/auto-remediation.md L254 @ v1.5.1), utils
+    v1.5.1 (Makefile @ v1.5.1 builds amd-gpu-operator-utils with the operator's PROJECT_VERSION), exporter of
+    the v1.5 line (the Docker hosts' one, so one set of alert rules fits both)."""
+    chart = yaml.safe_load((DATA / "gpu-operator-values.yaml").read_text())["deviceConfig"]["spec"]
+    assert chart["commonConfig"]["utilsContainer"]["image"].endswith(":latest")
+    line = GPU_OPERATOR_CHART_VERSION.rsplit(".", 1)[0]  # v1.5
+    spec = device_config_spec(DeviceConfigSettings(), "prod")
+    assert spec["testRunner"]["image"] == f"docker.io/rocm/test-runner:{GPU_OPERATOR_CHART_VERSION}"
+    assert spec["commonConfig"]["utilsContainer"]["image"].endswith(f"amd-gpu-operator-utils:{GPU_OPERATOR_CHART_VERSION}")
+    assert spec["metricsExporter"]["image"].rsplit(":", 1)[1].startswith(f"{line}.")
 
 
 # --- standalone device plugin ---------------------------------------------------------------------------
@@ -402,7 +539,7 @@ def test_build_kubernetes_returns_what_workloads_need(mode):
     assert layer.gpu_resource_name == "amd.com/gpu"
     assert layer.provider is layer.cluster.provider
     if mode == "operator":
-        assert set(layer.namespaces) == {"cert-manager", "kube-amd-gpu", "ml"}
+        assert set(layer.namespaces) == {"kube-amd-gpu", "ml"}
         assert layer.gpu_ready == [layer.gpu_operator.device_config]
     else:
         assert set(layer.namespaces) == {"ml"}
@@ -414,8 +551,7 @@ def test_build_kubernetes_returns_what_workloads_need(mode):
 def test_synth_writes_manifests_and_helm_releases(plans, tmp_path):
     write(plans["prod-operator"], tmp_path)
     manifests = {p.name for p in (tmp_path / "manifests").iterdir()}
-    assert {"DeviceConfig_kube-amd-gpu_gpu-operator.yaml", "Namespace_kube-amd-gpu.yaml",
-            "Namespace_cert-manager.yaml"} <= manifests
+    assert {"DeviceConfig_kube-amd-gpu_gpu-operator.yaml", "Namespace_kube-amd-gpu.yaml"} <= manifests
     validate_object(yaml.safe_load((tmp_path / "manifests" / "DeviceConfig_kube-amd-gpu_gpu-operator.yaml")
                                    .read_text()), CRDS)
     release = yaml.safe_load((tmp_path / "helm" / "amd-gpu-operator.yaml").read_text())
@@ -502,6 +638,10 @@ BAD_CONFIGS = {
     "kube-system as owned namespace": ("dev", {"namespaces": ["kube-system"]}, "kubernetes.namespaces[0]",
                                        "created by Kubernetes itself"),
     "duplicate namespace": ("dev", {"namespaces": ["ml", "ml"]}, "kubernetes.namespaces[1]", "listed twice"),
+    "taint key with a space": ("dev", {"gpuNodeTaints": [{"key": "amd gpu", "effect": "NoSchedule"}]},
+                               "kubernetes.gpuNodeTaints[0].key", "pattern"),
+    "taint without effect": ("dev", {"gpuNodeTaints": [{"key": "amd.com/gpu"}]},
+                             "kubernetes.gpuNodeTaints[0].effect", "Field required"),
     "bad namespace name": ("dev", {"gpuOperator": {"namespace": "Kube_AMD"}}, "kubernetes.gpuOperator.namespace",
                            "pattern"),
     "unpinned chart version": ("dev", {"certManager": {"chartVersion": "latest"}},

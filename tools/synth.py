@@ -3,9 +3,9 @@
     python -m tools.synth --stack dev --out out/dev
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
-protect and depends_on; secrets as "[secret]"), `manifests/` (one YAML per Kubernetes object),
-`helm/RELEASE.yaml` (one per Helm release), `docker/HOST.sh` (the equivalent docker commands) and
-`monitoring/prometheus.yml` (the scrape config of the Docker hosts' metrics exporters).
+protect, delete_before_replace, replace_on_changes and depends_on; secrets as "[secret]"), `manifests/`
+(one YAML per Kubernetes object), `helm/RELEASE.yaml` (one per Helm release), `docker/HOST.sh` (the equivalent
+docker commands) and `monitoring/prometheus.yml` (the scrape config of the Docker hosts' metrics exporters).
 This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s STACK`.
 
 In tests, `synthesize(stack, config)` returns the same `Plan` in-process.
@@ -122,6 +122,8 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
                     "provider": request.provider.rsplit("::", 1)[0] or None if request.provider else None,
                     "custom": bool(request.custom),
                     "protect": bool(request.protect),
+                    "delete_before_replace": bool(request.deleteBeforeReplace),
+                    "replace_on_changes": sorted(request.replaceOnChanges),
                     "depends_on": sorted(request.dependencies),
                     "inputs": _redact(this_call.inputs),
                 })

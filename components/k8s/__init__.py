@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .cert_manager import CertManager
     from .device_plugin import DevicePlugin
     from .gpu_operator import GpuOperator
+    from .jobset import JobSetController
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class KubernetesLayer:
     cert_manager: CertManager | None = None
     gpu_operator: GpuOperator | None = None
     device_plugin: DevicePlugin | None = None
+    # The JobSet controller when the stack installs it (multi-node training needs JobSet).
+    job_set: JobSetController | None = None
     # The extended resource both modes expose: request it in pod limits (`amd.com/gpu: 1`).
     gpu_resource_name: str = GPU_RESOURCE_NAME
 
@@ -44,9 +47,18 @@ class KubernetesLayer:
 
 
 def build_kubernetes(config: KubernetesConfig, environment: str,
-                     service_monitor: dict[str, Any] | None = None) -> KubernetesLayer:
-    """`service_monitor`: the DeviceConfig's metrics exporter ServiceMonitor, from the monitoring section."""
+                     service_monitor: dict[str, Any] | None = None, needs_job_set: bool = False) -> KubernetesLayer:
+    """`service_monitor`: the DeviceConfig's metrics exporter ServiceMonitor, from the monitoring section.
+    `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment))
+    job_set = None
+    if needs_job_set and config.job_set.install:
+        from .jobset import JobSetController, JobSetControllerArgs
+
+        job_set = JobSetController("jobset", JobSetControllerArgs(
+            config=config.job_set, environment=environment, provider=cluster.provider,
+            namespace=cluster.namespace_name(config.job_set.namespace),
+        ))
     # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
     if config.mode == "device-plugin":
         from .device_plugin import DevicePlugin, DevicePluginArgs
@@ -55,8 +67,10 @@ def build_kubernetes(config: KubernetesConfig, environment: str,
             config=config.device_plugin,
             provider=cluster.provider,
             namespace=cluster.namespace_name(config.device_plugin.namespace),
+            tolerations=config.gpu_tolerations(),
         ))
-        return KubernetesLayer(cluster=cluster, gpu_ready=[device_plugin], device_plugin=device_plugin)
+        return KubernetesLayer(cluster=cluster, gpu_ready=[device_plugin], device_plugin=device_plugin,
+                               job_set=job_set)
 
     from .cert_manager import CertManager, CertManagerArgs
     from .gpu_operator import GpuOperator, GpuOperatorArgs
@@ -76,8 +90,9 @@ def build_kubernetes(config: KubernetesConfig, environment: str,
         namespace=cluster.namespace_name(config.gpu_operator.namespace),
         cert_manager=cert_manager.release if cert_manager is not None else None,
         service_monitor=service_monitor,
+        tolerations=config.gpu_tolerations(),
     ))
     return KubernetesLayer(
         cluster=cluster, gpu_ready=[gpu_operator.device_config],
-        cert_manager=cert_manager, gpu_operator=gpu_operator,
+        cert_manager=cert_manager, gpu_operator=gpu_operator, job_set=job_set,
     )

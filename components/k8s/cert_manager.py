@@ -18,7 +18,8 @@ class CertManagerArgs:
     config: CertManagerConfig
     environment: str
     provider: Provider
-    # The owned namespace's name output (so the release waits for it), else a built-in namespace's name.
+    # Created by the release if missing (createNamespace); an owned namespace's name output when listed in
+    # `kubernetes.namespaces`, so the release waits for it.
     namespace: pulumi.Input[str]
 
 
@@ -33,5 +34,8 @@ class CertManager(pulumi.ComponentResource):
             name, release_name=CHART, chart=CHART, version=config.chart_version, repository=config.repository,
             namespace=args.namespace, values=config.crd_values(), timeout_seconds=config.timeout_seconds,
             environment=args.environment, parent=self, provider=args.provider,
+            # Clusters often have the namespace already: a Namespace resource would fail with AlreadyExists
+            # (client-side create since pulumi-kubernetes 4.29.0, #2926); Helm's createNamespace accepts it.
+            create_namespace=True,
         )
         self.register_outputs({"release": self.release.name, "version": self.release.version})

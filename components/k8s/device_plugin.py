@@ -6,6 +6,7 @@ differences are pinned images (upstream says `latest`), the configurable namespa
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -38,6 +39,8 @@ class DevicePluginArgs:
     provider: Provider
     # The namespace's name output when the stack owns it, else the plain name (kube-system).
     namespace: pulumi.Input[str]
+    # Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()), after upstream's own.
+    tolerations: Sequence[Mapping[str, str]] = ()
 
 
 def _host_path_volume(name: str, path: str, type_: str | None = None) -> core_v1.VolumeArgs:
@@ -52,6 +55,8 @@ class DevicePlugin(pulumi.ComponentResource):
         super().__init__("rocm-stack:k8s:DevicePlugin", name, None, opts)
         config = args.config
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        # Upstream tolerates CriticalAddonsOnly only: a tainted GPU node would never run the plugin.
+        tolerations = [_CRITICAL_ADDONS_TOLERATION, *(core_v1.TolerationArgs(**t) for t in args.tolerations)]
         labels = {"name": "amdgpu-dp-ds"}
         self.daemon_set = apps_v1.DaemonSet(
             f"{name}-daemonset",
@@ -64,7 +69,7 @@ class DevicePlugin(pulumi.ComponentResource):
                         restart_policy="Always",
                         node_selector=dict(config.node_selector),
                         priority_class_name="system-node-critical",
-                        tolerations=[_CRITICAL_ADDONS_TOLERATION],
+                        tolerations=tolerations,
                         containers=[core_v1.ContainerArgs(
                             image=config.image,
                             name="amdgpu-dp-cntr",
@@ -81,7 +86,7 @@ class DevicePlugin(pulumi.ComponentResource):
             opts=child,
         )
         self.labeller = (
-            self._labeller(name, config.node_labeller, config.node_selector, args.namespace, child)
+            self._labeller(name, config.node_labeller, config.node_selector, args.namespace, tolerations, child)
             if config.node_labeller.enable else None
         )
         self.register_outputs({
@@ -90,7 +95,8 @@ class DevicePlugin(pulumi.ComponentResource):
         })
 
     def _labeller(self, name: str, config: NodeLabellerConfig, node_selector: dict[str, str],
-                  namespace: pulumi.Input[str], child: pulumi.ResourceOptions) -> apps_v1.DaemonSet:
+                  namespace: pulumi.Input[str], tolerations: list[core_v1.TolerationArgs],
+                  child: pulumi.ResourceOptions) -> apps_v1.DaemonSet:
         service_account = core_v1.ServiceAccount(
             f"{name}-labeller-sa",
             metadata=meta_v1.ObjectMetaArgs(name=LABELLER_SERVICE_ACCOUNT, namespace=namespace),
@@ -128,7 +134,7 @@ class DevicePlugin(pulumi.ComponentResource):
                         service_account_name=service_account.metadata.name,
                         node_selector=dict(node_selector),
                         priority_class_name="system-node-critical",
-                        tolerations=[_CRITICAL_ADDONS_TOLERATION],
+                        tolerations=tolerations,
                         containers=[core_v1.ContainerArgs(
                             image=config.image,
                             name="amdgpu-lr-cntr",

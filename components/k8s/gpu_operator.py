@@ -1,7 +1,7 @@
 """The AMD GPU Operator Helm release and the one DeviceConfig this stack owns."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -10,35 +10,56 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.helm import v3 as helm_v3
 from pulumi_kubernetes.meta import v1 as meta_v1
 
-from schema.kubernetes import GPU_OPERATOR_CHART, DeviceConfigSettings, GpuOperatorConfig
+from schema.kubernetes import (
+    GPU_OPERATOR_CHART,
+    NFD_WORKER_DEFAULT_TOLERATIONS,
+    DeviceConfigSettings,
+    GpuOperatorConfig,
+)
 from components.k8s.helm import pinned_release
 
 DEVICE_CONFIG_API_VERSION = "amd.com/v1alpha1"
 DEVICE_CONFIG_KIND = "DeviceConfig"
 
 
-def chart_values(config: GpuOperatorConfig) -> dict[str, Any]:
-    """Values of gpu-operator-charts (keys as in its values.yaml)."""
+def chart_values(config: GpuOperatorConfig, tolerations: list[dict[str, str]]) -> dict[str, Any]:
+    """Values of gpu-operator-charts (keys as in its values.yaml); `tolerations`: those of the GPU node taints."""
+    nfd = config.node_feature_discovery
+    kmm = config.kmm
     return {
-        "node-feature-discovery": {"enabled": config.node_feature_discovery},
-        "kmm": {"enabled": config.kmm},
+        "node-feature-discovery": {
+            "enabled": nfd,
+            # Helm replaces lists: the chart's own defaults are repeated before ours.
+            "worker": {"tolerations": [*NFD_WORKER_DEFAULT_TOLERATIONS, *tolerations]},
+        },
+        # The rule is a NodeFeatureRule, whose CRD comes with the NFD subchart (templates/gpu-nfd-default-rule.yaml).
+        "installdefaultNFDRule": nfd if config.install_default_nfd_rule is None else config.install_default_nfd_rule,
+        # AMD's install doc pairs `kmm.enabled=false` with `kmm.watch=false` unless the cluster has its own KMM.
+        "kmm": {"enabled": kmm, "watch": kmm if config.kmm_watch is None else config.kmm_watch},
+        "remediation": config.remediation.chart_values(),
         # The chart's default DeviceConfig would compete with the stack's own: never install or patch it.
         "crds": {"defaultCR": {"install": False, "upgrade": False}},
     }
 
 
 def device_config_spec(settings: DeviceConfigSettings, environment: str,
-                       service_monitor: dict[str, Any] | None = None) -> dict[str, Any]:
+                       service_monitor: dict[str, Any] | None = None,
+                       tolerations: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """`spec` of the DeviceConfig (field names of the amd.com/v1alpha1 CRD).
 
     `service_monitor` replaces the configured `metricsExporter.prometheus.serviceMonitor` when the stack's
-    monitoring owns the scrape (its labels and relabelings are what the alert rules select on)."""
+    monitoring owns the scrape (its labels and relabelings are what the alert rules select on).
+    `tolerations` (of the GPU node taints) go to every operand: the operator sets the device plugin's and the
+    labeller's to nil when the field is empty (internal/plugin/plugin.go L272-276 @ v1.5.1)."""
+    tolerations = list(tolerations or [])
+    on_tainted_nodes = {"tolerations": tolerations} if tolerations else {}
     driver = settings.driver
     spec_driver: dict[str, Any] = {
         "enable": driver.enable,
         "blacklist": driver.blacklist,
         # The policy's config fields carry the CRD's names, so its camelCase dump is the CRD object.
         "upgradePolicy": driver.effective_upgrade_policy(environment).model_dump(by_alias=True),
+        **on_tainted_nodes,
     }
     if driver.version is not None:
         spec_driver["version"] = driver.version
@@ -54,6 +75,9 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str,
     }
     if plugin.node_labeller_arguments:
         device_plugin["nodeLabellerArguments"] = list(plugin.node_labeller_arguments)
+    if tolerations:
+        device_plugin["devicePluginTolerations"] = tolerations
+        device_plugin["nodeLabellerTolerations"] = tolerations
 
     exporter = settings.metrics_exporter
     if service_monitor is None:
@@ -69,6 +93,7 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str,
         "port": exporter.port,
         "serviceType": exporter.service_type,
         "prometheus": {"serviceMonitor": service_monitor},
+        **on_tainted_nodes,
     }
     if exporter.node_port is not None:
         metrics_exporter["nodePort"] = exporter.node_port
@@ -78,7 +103,10 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str,
         "driver": spec_driver,
         "devicePlugin": device_plugin,
         "metricsExporter": metrics_exporter,
-        "testRunner": {"enable": settings.test_runner.enable, "image": settings.test_runner.image},
+        "testRunner": {"enable": settings.test_runner.enable, "image": settings.test_runner.image,
+                       **on_tainted_nodes},
+        # The chart default is `amd-gpu-operator-utils:latest`: pinned to the operator's release instead.
+        "commonConfig": {"utilsContainer": {"image": settings.utils_image}},
     }
 
 
@@ -93,6 +121,8 @@ class GpuOperatorArgs:
     cert_manager: pulumi.Resource | None = None
     # The DeviceConfig's serviceMonitor when the stack's monitoring defines it (see device_config_spec).
     service_monitor: dict[str, Any] | None = None
+    # Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()).
+    tolerations: list[dict[str, str]] = field(default_factory=list)
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -104,19 +134,33 @@ class GpuOperator(pulumi.ComponentResource):
         config = args.config
         self.release = pinned_release(
             name, release_name=config.release_name, chart=GPU_OPERATOR_CHART, version=config.chart_version,
-            repository=config.repository, namespace=args.namespace, values=chart_values(config),
+            repository=config.repository, namespace=args.namespace,
+            values=chart_values(config, args.tolerations),
             timeout_seconds=config.timeout_seconds, environment=args.environment, parent=self,
             provider=args.provider, depends_on=[args.cert_manager] if args.cert_manager is not None else None,
+            # Never atomic: Helm uninstalls a failed atomic first install, running the chart's post-delete hook,
+            # which deletes the NFD, KMM and Argo CRDs cluster-wide (templates/post-delete-hook.yaml,
+            # ROCm/gpu-operator#324; helm pkg/action/install.go failRelease).
+            atomic=False,
         )
         settings = config.device_config
         # After the release: the chart installs the DeviceConfig CRD and the controller that reconciles it.
+        # Deleting it removes the driver, device plugin and labeller from every selected node: protected in
+        # prod. A rename (a new metadata.name) deletes the old one first: the operator refuses a second
+        # DeviceConfig selecting the same nodes ("node %s already assigned to DeviceConfig %s",
+        # internal/controllers/device_config_reconciler.go L259-271, L1629-1640 @ v1.5.1), and the provider
+        # creates-before-deleting a renamed object (provider.go L1645-1660 @ v4.32.0).
+        # The resource name does not follow metadata.name, so a rename is a replacement (where deleteBeforeReplace
+        # applies) rather than an unrelated create and delete; the alias keeps stacks deployed under the old name.
         self.device_config = CustomResource(
-            f"{name}-{settings.name}",
+            f"{name}-device-config",
             api_version=DEVICE_CONFIG_API_VERSION,
             kind=DEVICE_CONFIG_KIND,
             metadata=meta_v1.ObjectMetaArgs(name=settings.name, namespace=args.namespace),
-            spec=device_config_spec(settings, args.environment, args.service_monitor),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release]),
+            spec=device_config_spec(settings, args.environment, args.service_monitor, args.tolerations),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release],
+                                        protect=args.environment == "prod", delete_before_replace=True,
+                                        aliases=[pulumi.Alias(name=f"{name}-{settings.name}")]),
         )
         self.register_outputs({
             "release": self.release.name,
