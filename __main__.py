@@ -47,6 +47,7 @@ if cfg.kubernetes is not None:
     kubernetes = build_kubernetes(
         cfg.kubernetes, cfg.environment,
         service_monitor=device_config_service_monitor(monitoring) if monitoring is not None else None,
+        needs_job_set=any(t.kubernetes is not None and t.kubernetes.uses_job_set for t in cfg.training),
     )
     pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
     pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)

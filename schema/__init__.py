@@ -25,6 +25,7 @@ PROJECT = "rocm-stack"
 SECRET_KEYS = {
     "registryPassword": "the password or token of `rocm-stack:registry`",
     "huggingfaceToken": "the Hugging Face token vLLM uses to download gated models",
+    "vllmApiKey": "the API key vLLM requires on /v1 (Kubernetes inference; required in prod)",
 }
 
 
@@ -96,6 +97,7 @@ class StackSecrets:
 
     registry_password: Any = None
     huggingface_token: Any = None
+    vllm_api_key: Any = None
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:
@@ -212,5 +214,6 @@ def from_pulumi() -> tuple[StackConfig, StackSecrets]:
     secrets = StackSecrets(
         registry_password=project_config.get_secret("registryPassword"),
         huggingface_token=project_config.get_secret("huggingfaceToken"),
+        vllm_api_key=project_config.get_secret("vllmApiKey"),
     )
     return cfg, secrets

@@ -7,8 +7,9 @@
   `host/container`. A workload that claims a partition runs in that container: the workload decides the image,
   command, shared memory and restart policy (GpuHost no longer declares the container); the partition gives
   the GPUs (its `HIP_VISIBLE_DEVICES` split), host-specific `env` (which wins) and extra `volumes`.
-- Kubernetes: a training is an Indexed Job of `nodes` pods with `gpusPerNode` GPUs each; an inference is a
-  Deployment of `replicas` pods with `gpus` GPUs each. The cluster cannot be asked offline, so its GPU nodes
+- Kubernetes: a training of one node is a Job, of several nodes a JobSet (one pod per node, started and
+  restarted together); each pod has `gpusPerNode` GPUs; an inference is a Deployment of `replicas` pods with
+  `gpus` GPUs each. Every pod requests `cpu` and `memory` (+ /dev/shm) so it is never BestEffort. The cluster cannot be asked offline, so its GPU nodes
   are declared in `rocm-stack:gpuFleet`; problems() uses it to refuse workloads that could never be scheduled.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, StringCon
 
 from .base import ConfigModel
 from .docker import ContainerConfig, HostConfig
-from .kubernetes import BUILTIN_NAMESPACES, KubernetesConfig, NamespaceName
+from .kubernetes import BUILTIN_NAMESPACES, GpuNodeTaint, KubernetesConfig, NamespaceName
 from .monitoring import MonitoringConfig
 
 
@@ -46,6 +47,12 @@ EnvName = Annotated[str, _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment va
 # YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
 EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
 Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")]
+# CPU cores as a Kubernetes quantity: "16", "0.5" or "500m".
+CpuQuantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?|[0-9]+m", 'CPU cores, e.g. "16", "0.5" or "500m"')]
+# An extended resource `<domain>/<name>` (e.g. rdma/hca_shared_devices_a).
+ExtendedResource = Annotated[str, _matching(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
+                                            "an extended resource name '<prefix>/<name>', e.g. rdma/hca_shared_devices_a")]
+InterfaceName = Annotated[str, _matching(r"[A-Za-z0-9_.:-]{1,15}", "a network interface name, e.g. eth0 or net1")]
 AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/\S*$")]
 # A Hugging Face repository id (`org/name`).
 ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
@@ -78,7 +85,9 @@ VLLM_MANAGED_FLAGS = ("--host", "--port", "--tensor-parallel-size", "-tp", "--da
 # Environment variables the components set from other keys.
 TRAINING_MANAGED_ENV = ("CHECKPOINT_DIR", "TRAIN_STEPS", "BATCH_SIZE", "CHECKPOINT_EVERY", "CHECKPOINT_KEEP",
                         "TRAIN_PRECISION", "TRAIN_ENTRYPOINT", "TRAIN_BACKEND", "HIP_VISIBLE_DEVICES")
-INFERENCE_MANAGED_ENV = ("HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "HIP_VISIBLE_DEVICES")
+INFERENCE_MANAGED_ENV = ("HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "HIP_VISIBLE_DEVICES", "VLLM_API_KEY")
+# What `training[].kubernetes.network` sets: naming them in env/rcclEnv too would contradict it.
+NETWORK_MANAGED_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
 # Partition keys a claiming workload decides; setting them on the partition would be silently ignored.
 PARTITION_KEYS_DECIDED_BY_WORKLOAD = ("image", "command", "shm_size", "ports", "restart")
 
@@ -107,6 +116,15 @@ class Toleration(ConfigModel):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = Field(None, ge=0)
 
+    def tolerates(self, taint: GpuNodeTaint) -> bool:
+        """core/v1 Toleration semantics: an empty effect matches every effect, an empty key with Exists every
+        taint, Exists any value of the key, Equal only the same value."""
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key is None:
+            return self.operator == "Exists"
+        return self.key == taint.key and (self.operator == "Exists" or self.value == taint.value)
+
 
 # GPU nodes are commonly tainted so that only pods asking for GPUs land there.
 GPU_TOLERATIONS = [Toleration(key="amd.com/gpu", operator="Exists", effect="NoSchedule")]
@@ -131,6 +149,46 @@ class EmptyDirStorage(ConfigModel):
     size_limit: Quantity | None = None
 
 
+PodSecurityLevel = Literal["privileged", "baseline"]
+
+
+class RdmaResource(ConfigModel):
+    """The RDMA device plugin's resource (Mellanox/k8s-rdma-shared-dev-plugin: `<resourcePrefix>/<resourceName>`,
+    prefix default "rdma", README example resourceName "hca_shared_devices_a")."""
+
+    resource: ExtendedResource
+    count: int = Field(1, ge=1)
+
+
+class TrainingNetwork(ConfigModel):
+    """RDMA for RCCL between the pods of a multi-node training. Without it RCCL uses its socket (TCP) transport
+    over the pod network."""
+
+    rdma: RdmaResource
+    # The pods use the node's network namespace (the host's RDMA NICs directly); needs podSecurity privileged.
+    host_network: bool = False
+    # Multus secondary network(s): the pod annotation `k8s.v1.cni.cncf.io/networks` (e.g. "rdma-net").
+    networks: str | None = None
+    # NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (bootstrap and Gloo traffic): the pod's `eth0`, the secondary
+    # network's `net1`, or the host NIC with hostNetwork.
+    interface: InterfaceName
+    # NCCL_IB_HCA (RCCL src/transport/net_ib.cc `getenv("NCCL_IB_HCA")`), e.g. "mlx5_0,mlx5_1"; None: all HCAs.
+    ib_hca: str | None = None
+    # NCCL_IB_GID_INDEX; None leaves RCCL's default -1 = pick a RoCEv2 GID itself
+    # (net_ib.cc `NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1)`); 3 is the usual RoCEv2/IPv4 index, not a rule.
+    ib_gid_index: int | None = Field(None, ge=0)
+
+    def env(self) -> dict[str, str]:
+        """RCCL reads NCCL_* (AMD Primus multi-node networking guide: "most NCCL-prefixed environment variables
+        apply to RCCL as well"); Gloo reads GLOO_SOCKET_IFNAME (PyTorch distributed docs)."""
+        env = {"NCCL_SOCKET_IFNAME": self.interface, "GLOO_SOCKET_IFNAME": self.interface}
+        if self.ib_hca is not None:
+            env["NCCL_IB_HCA"] = self.ib_hca
+        if self.ib_gid_index is not None:
+            env["NCCL_IB_GID_INDEX"] = str(self.ib_gid_index)
+        return env
+
+
 CheckpointStorage = Annotated[PvcStorage | HostPathStorage, Field(discriminator="type")]
 ModelCacheStorage = Annotated[PvcStorage | HostPathStorage | EmptyDirStorage, Field(discriminator="type")]
 
@@ -139,15 +197,31 @@ class TrainingKubernetes(ConfigModel):
     namespace: NamespaceName = "default"
     nodes: int = Field(1, ge=1, le=1024)
     gpus_per_node: int = Field(1, ge=1, le=16)
+    # Requests = limits per pod (Guaranteed QoS: evicted last). `memory` is the working set besides /dev/shm:
+    # the container's memory is memory + shmSize, since tmpfs pages count against its limit.
+    cpu: CpuQuantity = "16"
+    memory: ByteSize = ByteSize(64 * 1024**3)
+    # The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK
+    # and hostNetwork are only allowed at `privileged`.
+    pod_security: PodSecurityLevel = "privileged"
     node_selector: dict[str, str] = {}
     tolerations: list[Toleration] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/checkpoints/<name> in dev, a 100Gi ReadWriteMany PVC in prod.
     checkpoints: CheckpointStorage | None = None
-    # Pod failures (not counting pods lost with their node) before the Job fails.
+    # Failures before the training fails for good (pods lost with their node do not count): pod retries of a
+    # one-node Job; restarts of the whole JobSet (failurePolicy.maxRestarts) for several nodes, each resuming
+    # from the newest checkpoint.
     backoff_limit: int = Field(6, ge=0)
-    # torchrun --max-restarts: surviving pods re-rendezvous with a replacement pod instead of failing.
+    # torchrun --max-restarts: the pods' workers re-rendezvous after a worker process fails.
     max_restarts: int = Field(3, ge=0)
     active_deadline_seconds: int | None = Field(None, gt=0)
+    # Kueue LocalQueue admitting the job (label kueue.x-k8s.io/queue-name); None: no Kueue.
+    queue_name: NamespaceName | None = None
+    network: TrainingNetwork | None = None
+
+    @property
+    def uses_job_set(self) -> bool:
+        return self.nodes > 1
 
     def effective_checkpoints(self, name: str, environment: str) -> PvcStorage | HostPathStorage:
         if self.checkpoints is not None:
@@ -216,6 +290,10 @@ class InferenceKubernetes(ConfigModel):
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     # PodDisruptionBudget minAvailable; None: replicas - 1 in prod (no PDB when that is 0), none in dev.
     min_available: int | None = Field(None, ge=1)
+    # Requests = limits per replica; `memory` is the working set besides /dev/shm (see TrainingKubernetes).
+    cpu: CpuQuantity = "8"
+    memory: ByteSize = ByteSize(64 * 1024**3)
+    pod_security: PodSecurityLevel = "privileged"
 
     def effective_replicas(self, environment: str) -> int:
         if self.replicas is not None:
@@ -339,6 +417,12 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
 
 def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> Iterable[tuple[str, str]]:
     """Secrets a workload needs; `secret_names` are the `rocm-stack:` secret keys set (without the prefix)."""
+    if cfg.environment == "prod" and "vllmApiKey" not in secret_names:
+        served = [i.name for i in cfg.inference if i.kubernetes is not None]
+        if served:
+            yield "vllmApiKey", (
+                f"prod serves {', '.join(served)} on Kubernetes, reachable by every pod of the cluster: set the API "
+                "key vLLM requires on /v1 with `pulumi config set --secret vllmApiKey <key>`")
     if "huggingfaceToken" in secret_names:
         return
     for inference in cfg.inference:
@@ -350,11 +434,25 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
 
 def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
     managed = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
+    if isinstance(workload, TrainingConfig) and workload.kubernetes and workload.kubernetes.network:
+        managed += NETWORK_MANAGED_ENV
     for key in ("env", "rccl_env" if isinstance(workload, TrainingConfig) else "rocm_env"):
         for name in getattr(workload, key):
             if name in managed:
                 alias = type(workload).model_fields[key].alias
                 yield f"{at}.{alias}.{name}", "is set by rocm-stack from the workload's other keys; remove it here"
+
+
+def _security_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes,
+                       at: str) -> Iterable[tuple[str, str]]:
+    """Pods must tolerate the GPU nodes' taints, or they never schedule there."""
+    if cfg.kubernetes is None:
+        return
+    for index, taint in enumerate(cfg.kubernetes.gpu_node_taints):
+        if not any(t.tolerates(taint) for t in k8s.tolerations):
+            yield f"{at}.tolerations", (
+                f"does not tolerate the GPU node taint {taint.key}={taint.value or ''}:{taint.effect} "
+                f"(kubernetes.gpuNodeTaints[{index}]): the pods could never run on a GPU node")
 
 
 def _namespace_problems(cfg: _StackWithWorkloads, namespace: str, at: str) -> Iterable[tuple[str, str]]:
@@ -371,6 +469,18 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
         return
     at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, at)
+    yield from _security_problems(cfg, k8s, at)
+    network = k8s.network
+    if network is not None:
+        if k8s.nodes == 1:
+            yield f"{at}.network", "a one-node training has no traffic between pods; remove it or raise nodes"
+        if network.host_network and network.networks is not None:
+            yield f"{at}.network.networks", "a hostNetwork pod has no secondary networks; set one of the two"
+        if k8s.pod_security != "privileged":
+            # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT;
+            # hostNetwork disallowed (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
+            yield f"{at}.podSecurity", (f"'{k8s.pod_security}' forbids IPC_LOCK (RDMA memory registration) and "
+                                        "hostNetwork, which `network` needs; run it in a privileged namespace")
     storage = k8s.effective_checkpoints(training.name, cfg.environment)
     if isinstance(storage, HostPathStorage):
         if cfg.environment == "prod":
@@ -397,6 +507,7 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
         return
     k_at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, k_at)
+    yield from _security_problems(cfg, k8s, k_at)
     gpus = k8s.gpus or tp
     if gpus % tp:
         yield f"{k_at}.gpus", (f"tensorParallelSize {tp} does not divide the {gpus} GPUs of a replica; use a multiple "
@@ -411,6 +522,28 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
         yield f"{k_at}.minAvailable", (
             f"{min_available} of {replicas} replica(s) must stay up, so no pod can ever be evicted and node drains "
             "(GPU driver upgrades) block; use at most replicas - 1")
+    if min_available is not None:
+        yield from _drain_problems(cfg, inference, at)
+
+
+def _drain_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
+    """A drain evicts a vLLM pod only once the budget allows it, i.e. after the replacement of the previously
+    evicted replica has started (up to startupTimeoutSeconds). The GPU Operator drains with the kubectl drain
+    helper, whose PDB refusals are retried until `nodeDrainPolicy.timeoutSeconds` (0 = forever)
+    (internal/controllers/upgrademgr.go L787-818 @ v1.5.1); a timed-out node is Drain-Failed, which uses up
+    maxUnavailableNodes and halts the fleet's driver rollout (L630-650, L892-897)."""
+    k8s = cfg.kubernetes
+    if k8s is None or k8s.mode != "operator":
+        return
+    driver = k8s.gpu_operator.device_config.driver
+    policy = driver.effective_upgrade_policy(cfg.environment)
+    timeout = policy.node_drain_policy.timeout_seconds
+    if driver.enable and policy.enable and 0 < timeout < inference.startup_timeout_seconds:
+        yield ("kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds", (
+            f"{timeout}s is shorter than the {inference.startup_timeout_seconds}s a replica of inference "
+            f"'{inference.name}' may take to start ({at}.startupTimeoutSeconds), and its disruption budget holds "
+            "each eviction until the previous replica is back: a drain would fail and halt the driver rollout; "
+            f"use at least {inference.startup_timeout_seconds}"))
 
 
 def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
@@ -488,6 +621,13 @@ def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
             yield "gpuFleet", ("prod runs GPU workloads on Kubernetes: declare the cluster's GPU nodes "
                                "({nodes: N, gpusPerNode: G}) so that jobs that can never be scheduled are refused")
         return
+    for index, inference in enumerate(cfg.inference):
+        k8s = inference.kubernetes
+        replicas = k8s.effective_replicas(cfg.environment) if k8s is not None else 0
+        # With a budget the replicas are spread one per node (topologySpreadConstraints, DoNotSchedule).
+        if k8s is not None and k8s.effective_min_available(cfg.environment) is not None and replicas > fleet.nodes:
+            yield f"inference[{index}].kubernetes.replicas", (
+                f"{replicas} replicas are spread one per node, but gpuFleet has {fleet.nodes}: some never start")
     for at, pods, gpus_at, gpus in demands:
         if gpus > fleet.gpus_per_node:
             yield gpus_at, (f"{gpus} GPUs per pod, but gpuFleet nodes have {fleet.gpus_per_node}: "

@@ -13,18 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from tools.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
 from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, program_files
 from conftest import CONTAINER, REMOTE_IMAGE, env_of, stack_file
-from k8s_validation import validate_all
+from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object
+
+DATA = Path(__file__).parent / "data"
+# Built once: the JobSet CRD's strict schema is large.
+CRDS = stack_crds()
 
 P = "rocm-stack:"
 TOKEN = {P + "huggingfaceToken": "hf_test_token"}
 
 JOB = "kubernetes:batch/v1:Job"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 SERVICE = "kubernetes:core/v1:Service"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -156,6 +162,8 @@ def workload_objects(plan: Plan) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("plan_name", ["dev", "prod"])
 def test_every_manifest_passes_strict_validation(plan_name, request):
+    """Built-in kinds strictly (kubernetes-validate); the JobSet against the vendored CRD of JobSet v0.12.0 made
+    strict, and its embedded Job template against the built-in batch/v1 Job schema (tests/k8s_validation.py)."""
     plan = request.getfixturevalue(plan_name)
     objects = workload_objects(plan)
     for obj in objects:
@@ -164,43 +172,151 @@ def test_every_manifest_passes_strict_validation(plan_name, request):
             assert "stringData" not in obj
             assert obj["metadata"]["annotations"]["rocm-stack/synth"] == "stringData hold a secret, not shown"
     kinds = {o["kind"] for o in objects}
-    assert {"Job", "Service", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Secret"} <= kinds
-    assert validate_all(objects) == len(objects)
+    assert {"JobSet", "Service", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Secret"} <= kinds
+    assert validate_all(objects, CRDS) == len(objects)
+
+
+def test_a_misspelled_jobset_field_is_caught(prod):
+    """kubernetes-validate skips custom resources: the JobSet is checked against its CRD, nothing silently."""
+    jobset = manifest(prod, JOBSET, "llm-pretrain")
+    validate_object(jobset, CRDS)
+    jobset["spec"]["failurePolicy"]["maxRestart"] = jobset["spec"]["failurePolicy"].pop("maxRestarts")
+    with pytest.raises(ManifestInvalid, match="maxRestart"):
+        validate_object(jobset, CRDS)
+    jobset = manifest(prod, JOBSET, "llm-pretrain")
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"][
+        "limits"]["memory"] = "lots"
+    with pytest.raises(ManifestInvalid, match="memory"):
+        validate_object(jobset, CRDS)
 
 
 # --- training on Kubernetes ------------------------------------------------------------------------------------
 
-def test_training_job_is_indexed_with_one_pod_per_node(prod):
-    job = manifest(prod, JOB, "llm-pretrain")
-    spec = job["spec"]
+def job_spec(plan: Plan, name: str) -> dict[str, Any]:
+    """The batch/v1 JobSpec a training runs: the JobSet's one replicated Job, or the plain Job's."""
+    jobsets = [r for r in plan.of_type(JOBSET) if r["name"] == name]
+    if jobsets:
+        [replicated] = manifest_of(jobsets[0])["spec"]["replicatedJobs"]
+        return copy.deepcopy(replicated["template"]["spec"])
+    return manifest(plan, JOB, name)["spec"]
+
+
+def training_pod(plan: Plan, name: str) -> dict[str, Any]:
+    return job_spec(plan, name)["template"]["spec"]
+
+
+def test_multi_node_training_is_a_jobset_of_one_indexed_job(prod):
+    """JobSet v1alpha2 (kubernetes-sigs/jobset v0.12.0): one replicated job (replicas 1) whose Job runs `nodes`
+    Indexed pods, as upstream's PyTorch example (site/static/examples/pytorch/cnn-mnist/mnist.yaml: parallelism =
+    completions = 4, backoffLimit 0). An Indexed Job alone does not start its pods together, and losing pod 0
+    (the c10d store) fails the others."""
+    jobset = manifest(prod, JOBSET, "llm-pretrain")
+    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["metadata"]["namespace"] == "ml"
+    [replicated] = jobset["spec"]["replicatedJobs"]
+    assert (replicated["name"], replicated["replicas"]) == ("workers", 1)
+    spec = replicated["template"]["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
-    assert spec["template"]["spec"]["restartPolicy"] == "Never"
-    assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-    assert job["metadata"]["namespace"] == "ml"
+    # A failed pod fails its Job at once, so the JobSet's failurePolicy restarts the whole set.
+    assert spec["backoffLimit"] == 0 and spec["template"]["spec"]["restartPolicy"] == "Never"
+    assert not prod.of_type(JOB)
 
 
-def test_torchrun_rendezvous_on_pod_zero_behind_headless_service(prod):
-    job = manifest(prod, JOB, "llm-pretrain")
-    pod = job["spec"]["template"]["spec"]
+def test_a_failed_pod_restarts_the_whole_set_from_the_checkpoint(prod):
+    """failurePolicy: "A JobSet failure is counted when ANY of its child Jobs fail. maxRestarts defines how many
+    times to automatically restart the JobSet. A restart is done by recreating all child jobs" (site/content/en/
+    docs/concepts/_index.md L174-177 @ v0.12.0); BlockingRecreate: "Ensures that all Jobs (and their Pods) from
+    the previous iteration are deleted before creating new Jobs" (jobset_types.go L497-508), so no old pod joins
+    the new rendezvous. train.py resumes from CHECKPOINT_DIR on the PVC. Invalid settings fail the Job through
+    its podFailurePolicy (Job failure reason PodFailurePolicy): FailJobSet, no restart."""
+    policy = manifest(prod, JOBSET, "llm-pretrain")["spec"]["failurePolicy"]
+    assert policy == {"maxRestarts": 6, "restartStrategy": "BlockingRecreate", "rules": [
+        {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+    env = env_dict(training_pod(prod, "llm-pretrain")["containers"][0])
+    assert env["CHECKPOINT_DIR"] == "/checkpoints"
+
+
+def test_training_creation_is_not_awaited_but_its_deletion_is(prod):
+    """pulumi-kubernetes provider/pkg/metadata/overrides.go L176, L186-208 @ v4.32.0: with
+    `pulumi.com/skipAwait: "true"` a batch/v1 Job ("legacy types which support buggy skipAwait behavior during
+    delete", see pulumi/pulumi-kubernetes#3154: "racy") is not awaited on delete either, and since 4.29.0 (#2926)
+    the replacement's create fails with AlreadyExists while the old Job is still being deleted (foreground by
+    default). `pulumi.com/waitFor: "jsonpath={.metadata.uid}"` (4.18.0 CHANGELOG: "ready when any value exists at
+    the given path") returns once the object exists and keeps the delete awaited; delete-before-replace since the
+    name is fixed; a JobSet's spec is immutable (CEL `self == oldSelf`), so any change is a replacement."""
+    jobset = prod.get(JOBSET, "llm-pretrain")
+    plan = synth("prod", _set(prod_config(), "training[0].kubernetes.nodes", 1), TOKEN)
+    job = plan.get(JOB, "llm-pretrain")
+    for resource in (jobset, job):
+        annotations = manifest_of(resource)["metadata"]["annotations"]
+        assert "pulumi.com/skipAwait" not in annotations
+        assert annotations["pulumi.com/waitFor"] == "jsonpath={.metadata.uid}"
+        assert resource["delete_before_replace"] is True
+    assert jobset["replace_on_changes"] == ["spec"]
+
+
+def test_one_node_training_is_a_plain_job_with_torchrun_standalone():
+    plan = synth("prod", _set(prod_config(), "training[0].kubernetes.nodes", 1), TOKEN)
+    job = manifest(plan, JOB, "llm-pretrain")
+    assert job["spec"]["backoffLimit"] == 6 and "completionMode" not in job["spec"]
+    [trainer] = job["spec"]["template"]["spec"]["containers"]
+    assert trainer["command"] == ["torchrun", "--standalone", "--nproc-per-node", "8",
+                                  "/opt/rocm-stack/programs/train.py"]
+    # No JobSet, no JobSet controller.
+    assert not plan.of_type(JOBSET)
+    assert "jobset" not in [r["name"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")]
+
+
+def test_torchrun_rendezvous_on_pod_zero_behind_the_jobsets_headless_service(prod):
+    """The JobSet controller creates the headless Service `<subdomain>` (default: the JobSet's name;
+    ClusterIP None, publishNotReadyAddresses true) owned by the JobSet (jobset_controller.go L790-830 @ v0.12.0);
+    pods resolve as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain> (jobset_types.go L378-394). The
+    stack declares no Service of its own for it (a second one of that name would clash)."""
+    pod = training_pod(prod, "llm-pretrain")
     [trainer] = pod["containers"]
     assert trainer["command"] == [
         "torchrun", "--nnodes", "2", "--nproc-per-node", "8", "--rdzv-backend", "c10d",
-        "--rdzv-endpoint", "llm-pretrain-0.llm-pretrain:29500", "--rdzv-id", "llm-pretrain",
+        "--rdzv-endpoint", "llm-pretrain-workers-0-0.llm-pretrain:29500", "--rdzv-id", "llm-pretrain",
         "--max-restarts", "3", "/opt/rocm-stack/programs/train.py"]
-    service = manifest(prod, SERVICE, "llm-pretrain-rendezvous")
-    # <job>-0.<subdomain> resolves only if the subdomain is a headless Service selecting the pods.
-    assert service["metadata"]["name"] == pod["subdomain"] == "llm-pretrain"
-    assert service["spec"]["clusterIP"] == "None"
-    assert service["spec"]["publishNotReadyAddresses"] is True
-    pod_labels = job["spec"]["template"]["metadata"]["labels"]
-    assert service["spec"]["selector"].items() <= pod_labels.items()
-    assert [p["port"] for p in service["spec"]["ports"]] == [29500]
+    network = manifest(prod, JOBSET, "llm-pretrain")["spec"]["network"]
+    assert network == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    assert [s["metadata"]["name"] for s in workload_objects(prod) if s["kind"] == "Service"] == ["llama"]
+
+
+def test_jobset_controller_is_a_pinned_release_or_declared_present(prod):
+    """JobSet's install doc (site/content/en/docs/installation/_index.md L57 @ v0.12.0): `helm install jobset
+    oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0 --create-namespace --namespace=jobset-system`.
+    The chart's values say `tag: main` of a staging registry (charts/jobset/values.yaml); the published chart's
+    image (hack/helm-chart-package.sh L48) is pinned explicitly."""
+    release = prod.get("kubernetes:helm.sh/v3:Release", "jobset")
+    inputs = release["inputs"]
+    assert {k: inputs[k] for k in ("name", "chart", "version", "namespace", "createNamespace")} == {
+        "name": "jobset", "chart": "oci://registry.k8s.io/jobset/charts/jobset", "version": "0.12.0",
+        "namespace": "jobset-system", "createNamespace": True}
+    chart_image = yaml.safe_load((DATA / "kubernetes" / "jobset-values.yaml").read_text())["image"]
+    assert set(inputs["values"]["image"]) <= set(chart_image) and chart_image["tag"] == "main"
+    assert inputs["values"]["image"]["tag"] == "v0.12.0"
+    assert release["urn"] in prod.get(JOBSET, "llm-pretrain")["depends_on"]
+    # A cluster that runs JobSet already: no release, the JobSet still declared.
+    config = prod_config()
+    config[P + "kubernetes"]["jobSet"] = {"install": False}
+    plan = synth("prod", config, TOKEN)
+    assert "jobset" not in [r["name"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")]
+    assert plan.of_type(JOBSET)
+
+
+def test_kueue_queue_label_on_the_jobset():
+    """Kueue: "The target local queue should be specified in the `metadata.labels` section of the JobSet
+    configuration" (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md)."""
+    plan = synth("prod", _set(prod_config(), "training[0].kubernetes.queueName", "gpu-queue"), TOKEN)
+    assert manifest(plan, JOBSET, "llm-pretrain")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
+    assert "kueue.x-k8s.io/queue-name" not in manifest_of(plan.get(JOBSET, "llm-pretrain"))["spec"][
+        "replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
 
 
 def test_training_pods_get_gpus_shm_env_and_placement(prod):
-    pod = pod_spec(prod, JOB, "llm-pretrain")
+    pod = training_pod(prod, "llm-pretrain")
     [trainer] = pod["containers"]
-    assert trainer["resources"] == {"limits": {"amd.com/gpu": "8"}, "requests": {"amd.com/gpu": "8"}}
+    assert trainer["resources"]["limits"]["amd.com/gpu"] == trainer["resources"]["requests"]["amd.com/gpu"] == "8"
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "65536Mi"}
     mounts = {m["mountPath"]: m["name"] for m in trainer["volumeMounts"]}
@@ -215,12 +331,99 @@ def test_training_pods_get_gpus_shm_env_and_placement(prod):
     assert pod["enableServiceLinks"] is False
 
 
+def _qos_class(pod: dict[str, Any]) -> str:
+    """The pod's QoS class by the rules of https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/:
+    Guaranteed when every container (init containers too) has CPU and memory limits equal to its requests;
+    BestEffort when no container has any CPU or memory request or limit ("Containers in a Pod can request other
+    resources (not CPU or memory) and still be classified as BestEffort"); Burstable otherwise."""
+    containers = [*pod.get("initContainers", []), *pod["containers"]]
+    amounts = [{(kind, k): c.get("resources", {}).get(kind, {}).get(k) for kind in ("requests", "limits")
+                for k in ("cpu", "memory")} for c in containers]
+    if all(v is None for a in amounts for v in a.values()):
+        return "BestEffort"
+    if all(None not in a.values() and all(a["requests", k] == a["limits", k] for k in ("cpu", "memory"))
+           for a in amounts):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _mebibytes(quantity: str) -> int:
+    assert quantity.endswith("Mi"), quantity
+    return int(quantity[:-2])
+
+
+def test_gpu_pods_are_guaranteed_and_their_memory_holds_shm_and_working_set(prod):
+    """A pod with only `amd.com/gpu` is BestEffort and "the kubelet prefers to evict BestEffort Pods"
+    (pod-qos docs). A memory-backed emptyDir counts against memory: "files you write count against the memory
+    limit of the container that wrote them" (https://kubernetes.io/docs/concepts/storage/volumes/#emptydir), so
+    the limit is the working set (`memory`, default 64GiB) plus shmSize (64GiB in prod)."""
+    for pod, shm_mib in ((training_pod(prod, "llm-pretrain"), 65536), (pod_spec(prod, DEPLOYMENT, "llama"), 16384)):
+        assert _qos_class(pod) == "Guaranteed"
+        memory = _mebibytes(pod["containers"][0]["resources"]["limits"]["memory"])
+        assert memory == 65536 + shm_mib
+        dshm = next(v for v in pod["volumes"] if v["name"] == "dshm")
+        assert _mebibytes(dshm["emptyDir"]["sizeLimit"]) == shm_mib < memory
+    # What a GPU-only pod was before: BestEffort by the same rules.
+    assert _qos_class({"containers": [{"resources": {"limits": {"amd.com/gpu": "8"}}}]}) == "BestEffort"
+    plan = synth("prod", _set(_set(prod_config(), "training[0].kubernetes.cpu", "96"),
+                              "training[0].kubernetes.memory", "512GiB"), TOKEN)
+    limits = training_pod(plan, "llm-pretrain")["containers"][0]["resources"]["limits"]
+    assert (limits["cpu"], limits["memory"]) == ("96", f"{512 * 1024 + 65536}Mi")
+
+
+def test_sys_nice_where_pod_security_allows_it(prod):
+    """The runtime's default seccomp profile allows mbind/set_mempolicy only with CAP_SYS_NICE (containerd
+    contrib/seccomp/seccomp_default.go `case "CAP_SYS_NICE":` ... "mbind", "set_mempolicy", since v1.7.0; moby
+    profiles/seccomp/default.json `"includes": {"caps": ["CAP_SYS_NICE"]}`), as on the Docker hosts. Pod Security
+    baseline allows only AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP,
+    SETGID, SETPCAP, SETUID, SYS_CHROOT (https://kubernetes.io/docs/concepts/security/pod-security-standards/)."""
+    for pod in (training_pod(prod, "llm-pretrain"), pod_spec(prod, DEPLOYMENT, "llama")):
+        assert pod["containers"][0]["securityContext"] == {"capabilities": {"add": ["SYS_NICE"]}}
+    config = _set(prod_config(), "training[0].kubernetes.podSecurity", "baseline")
+    plan = synth("prod", _set(config, "inference[0].kubernetes.podSecurity", "baseline"), TOKEN)
+    for pod in (training_pod(plan, "llm-pretrain"), pod_spec(plan, DEPLOYMENT, "llama")):
+        assert "securityContext" not in pod["containers"][0]
+
+
+RDMA = {"rdma": {"resource": "rdma/hca_shared_devices_a", "count": 1}, "interface": "net1",
+        "networks": "rdma-net", "ibHca": "mlx5_0,mlx5_1", "ibGidIndex": 3}
+
+
+def test_rdma_network_for_rccl_across_nodes():
+    """Mellanox/k8s-rdma-shared-dev-plugin: resource `<resourcePrefix>/<resourceName>` (prefix default "rdma",
+    README example "hca_shared_devices_a"; example/test-hca-pod.yaml adds IPC_LOCK and limits
+    `rdma/hca_shared_devices_a: 1`). IPC_LOCK lifts the memlock limit for memory registration ("This limit is not
+    enforced if the process is privileged (CAP_IPC_LOCK)", man 2 mlock). RCCL reads NCCL_SOCKET_IFNAME
+    (src/misc/socket.cc), NCCL_IB_HCA (src/transport/net_ib.cc L415), NCCL_IB_GID_INDEX (net_ib.cc L83, default
+    -1 = auto); Gloo GLOO_SOCKET_IFNAME (PyTorch distributed docs). Multus reads `k8s.v1.cni.cncf.io/networks`."""
+    config = _set(prod_config(), "training[0].rcclEnv", {})
+    plan = synth("prod", _set(config, "training[0].kubernetes.network", RDMA), TOKEN)
+    validate_all(workload_objects(plan), CRDS)
+    template = job_spec(plan, "llm-pretrain")["template"]
+    [trainer] = template["spec"]["containers"]
+    assert trainer["resources"]["limits"]["rdma/hca_shared_devices_a"] == "1"
+    assert trainer["resources"]["requests"]["rdma/hca_shared_devices_a"] == "1"
+    assert trainer["securityContext"]["capabilities"]["add"] == ["SYS_NICE", "IPC_LOCK"]
+    env = env_dict(trainer)
+    assert {k: env[k] for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")} == {
+        "NCCL_SOCKET_IFNAME": "net1", "GLOO_SOCKET_IFNAME": "net1", "NCCL_IB_HCA": "mlx5_0,mlx5_1",
+        "NCCL_IB_GID_INDEX": "3"}
+    assert template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "rdma-net"
+    # Host networking instead: the node's NICs, cluster DNS kept for the JobSet's pod names.
+    host = {**RDMA, "hostNetwork": True, "interface": "ens1f0"}
+    del host["networks"], host["ibGidIndex"]
+    plan = synth("prod", _set(config, "training[0].kubernetes.network", host), TOKEN)
+    pod = training_pod(plan, "llm-pretrain")
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    assert "NCCL_IB_GID_INDEX" not in env_dict(pod["containers"][0])  # RCCL picks a RoCEv2 GID itself
+
+
 def test_checkpoints_on_pvc_in_prod_and_hostpath_by_default_in_dev(prod):
     claim = prod.get(PVC, "llm-pretrain-checkpoints")
     assert claim["protect"] is True
     assert manifest_of(claim)["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "cephfs",
                                           "resources": {"requests": {"storage": "2Ti"}}}
-    volumes = {v["name"]: v for v in pod_spec(prod, JOB, "llm-pretrain")["volumes"]}
+    volumes = {v["name"]: v for v in training_pod(prod, "llm-pretrain")["volumes"]}
     assert volumes["checkpoints"]["persistentVolumeClaim"] == {"claimName": "llm-pretrain-checkpoints"}
 
     config = dev_config()
@@ -228,14 +431,13 @@ def test_checkpoints_on_pvc_in_prod_and_hostpath_by_default_in_dev(prod):
     config[P + "training"][0]["kubernetes"]["nodes"] = 1
     plan = synth("dev", config, TOKEN)
     assert "PersistentVolumeClaim" not in {o["kind"] for o in workload_objects(plan)}
-    volumes = {v["name"]: v for v in pod_spec(plan, JOB, "tiny")["volumes"]}
+    volumes = {v["name"]: v for v in training_pod(plan, "tiny")["volumes"]}
     assert volumes["checkpoints"]["hostPath"] == {"path": "/var/lib/rocm-stack/checkpoints/tiny",
                                                   "type": "DirectoryOrCreate"}
 
 
 def test_pod_failure_policy_ignores_lost_nodes_and_fails_fast_on_invalid_settings(prod):
-    spec = manifest(prod, JOB, "llm-pretrain")["spec"]
-    assert spec["backoffLimit"] == 6
+    spec = job_spec(prod, "llm-pretrain")
     assert spec["podReplacementPolicy"] == "Failed"
     rules = spec["podFailurePolicy"]["rules"]
     assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
@@ -255,7 +457,7 @@ def test_program_ships_as_configmap_mounted_where_torchrun_runs_it(prod):
     from components.workloads.training import program_digest
     assert config_map["metadata"]["name"] == f"llm-pretrain-program-{program_digest(files)[:10]}"
     assert config_map["immutable"] is True
-    pod = pod_spec(prod, JOB, "llm-pretrain")
+    pod = training_pod(prod, "llm-pretrain")
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["program"]["configMap"]["name"] == config_map["metadata"]["name"]
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
@@ -276,7 +478,7 @@ def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(pro
     """What the init container and the trainer run, from the ConfigMap's files alone (CPU, gloo)."""
     program = tmp_path / "rocm-stack" / "programs"
     mount_config_map(manifest(prod, CONFIG_MAP, "llm-pretrain-program")["data"], program)
-    pod = pod_spec(prod, JOB, "llm-pretrain")
+    pod = training_pod(prod, "llm-pretrain")
     [check] = pod["initContainers"]
     assert check["command"][:3] == ["python3", "-c", SETTINGS_CHECK]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env_dict(pod["containers"][0])}
@@ -296,7 +498,7 @@ def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(pro
 
 
 def test_new_program_version_changes_the_pod_template(prod, dev):
-    digests = {manifest(p, JOB, n)["spec"]["template"]["metadata"]["annotations"]["rocm-stack/program-sha256"]
+    digests = {job_spec(p, n)["template"]["metadata"]["annotations"]["rocm-stack/program-sha256"]
                for p, n in ((prod, "llm-pretrain"), (dev, "tiny"))}
     assert len(digests) == 1  # same program in both stacks
     from components.workloads.training import program_digest
@@ -306,7 +508,7 @@ def test_new_program_version_changes_the_pod_template(prod, dev):
 
 
 def test_training_waits_for_the_gpu_layer(prod):
-    job = prod.get(JOB, "llm-pretrain")
+    job = prod.get(JOBSET, "llm-pretrain")
     device_config = next(r for r in prod.resources if r["type"] == "kubernetes:amd.com/v1alpha1:DeviceConfig")
     assert device_config["urn"] in job["depends_on"]
 
@@ -388,8 +590,22 @@ def test_vllm_deployment_serves_the_model_with_tensor_and_data_parallel_ranks(pr
         "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "8000",
         "--tensor-parallel-size", "2", "--data-parallel-size", "2",
         "--revision", "0e9e39f249a16976918f6564b8830bc894c89659", "--max-model-len", "8192"]
-    assert server["resources"] == {"limits": {"amd.com/gpu": "4"}, "requests": {"amd.com/gpu": "4"}}
+    assert server["resources"]["limits"]["amd.com/gpu"] == server["resources"]["requests"]["amd.com/gpu"] == "4"
     assert pod["enableServiceLinks"] is False
+
+
+def test_vllm_replicas_spread_over_nodes(prod, dev):
+    """maxSkew 1 over kubernetes.io/hostname: with a disruption budget strictly (DoNotSchedule), so one node's
+    drain or loss never takes every replica; without one only preferred ("ScheduleAnyway tells the scheduler to
+    schedule the pod in any location, but giving higher precedence to topologies that would help reduce the
+    skew", core/v1 TopologySpreadConstraint; https://kubernetes.io/docs/concepts/scheduling-eviction/
+    topology-spread-constraints/)."""
+    labels = manifest(prod, DEPLOYMENT, "llama")["spec"]["template"]["metadata"]["labels"]
+    assert pod_spec(prod, DEPLOYMENT, "llama")["topologySpreadConstraints"] == [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels}}]
+    [constraint] = pod_spec(dev, DEPLOYMENT, "chat")["topologySpreadConstraints"]
+    assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
 
 
 def test_vllm_rocm_environment_and_token_from_the_secret(prod):
@@ -409,13 +625,63 @@ def test_single_gpu_server_gets_no_multi_gpu_rccl_setting(dev):
     assert "NCCL_MIN_NCHANNELS" not in env and env["VLLM_ROCM_USE_AITER"] == "1"
 
 
-def test_vllm_probes_health_and_startup_allows_model_download(prod):
-    [server] = pod_spec(prod, DEPLOYMENT, "llama")["containers"]
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+def test_vllm_probes_health_and_startup_allows_model_download(dev):
+    """Ready = the model is served (GET /v1/models lists it); alive = the server answers /health (a busy engine
+    must not be restarted). Without an API key both are plain httpGet probes."""
+    [server] = pod_spec(dev, DEPLOYMENT, "chat")["containers"]
+    assert server["readinessProbe"]["httpGet"] == {"path": "/v1/models", "port": "http"}
+    for probe in ("startupProbe", "livenessProbe"):
         assert server[probe]["httpGet"] == {"path": "/health", "port": "http"}
     startup = server["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
     assert server["ports"] == [{"name": "http", "containerPort": 8000}]
+
+
+def test_prod_vllm_requires_the_api_key_from_a_pulumi_secret(prod):
+    """vLLM's server requires `Authorization: Bearer <key>` on every path under /v1 when VLLM_API_KEY (or
+    --api-key) is set, and on nothing else (vllm/entrypoints/openai/api_server.py build_app: `if token :=
+    envs.VLLM_API_KEY or args.api_key:` ... `if not url_path.startswith("/v1"): return await call_next(request)`).
+    So /health stays a plain probe, and the /v1/models readiness check sends the key from the container's env
+    (an httpGet probe's headers are literal: the key would sit in the Deployment)."""
+    [server] = pod_spec(prod, DEPLOYMENT, "llama")["containers"]
+    assert env_dict(server)["VLLM_API_KEY"] == {"secretKeyRef": {"name": "llama-api-key", "key": "api-key"}}
+    secret = prod.get(SECRET_KIND, "llama-api-key")
+    assert secret["inputs"]["stringData"] == SECRET
+    readiness = server["readinessProbe"]
+    assert "httpGet" not in readiness
+    check = readiness["exec"]["command"]
+    assert check[:2] == ["python3", "-c"] and "/v1/models" in check[2] and "VLLM_API_KEY" in check[2]
+    assert server["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    # The check itself, against a stand-in server that answers like vLLM's middleware.
+    _run_models_check(check[2])
+    # Prod without the secret is refused.
+    config = prod_config()
+    del config[P + "vllmApiKey"]
+    assert "rocm-stack:vllmApiKey: prod serves llama on Kubernetes" in refusal("prod", config)
+
+
+def _run_models_check(code: str) -> None:
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            ok = self.path == "/v1/models" and self.headers.get("Authorization") == "Bearer k3y"
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code = code.replace("127.0.0.1:8000", f"127.0.0.1:{server.server_port}")
+        run = {"capture_output": True, "text": True, "timeout": 30}
+        assert subprocess.run([sys.executable, "-c", code], env={"VLLM_API_KEY": "k3y"}, **run).returncode == 0
+        assert subprocess.run([sys.executable, "-c", code], env={"VLLM_API_KEY": "wrong"}, **run).returncode != 0
+    finally:
+        server.shutdown()
 
 
 def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch):
@@ -531,6 +797,36 @@ BAD = {
                                   "the 2 pods"),
     "pdb-blocks-drains": ("prod", "inference[0].kubernetes.minAvailable", 2,
                           "inference[0].kubernetes.minAvailable: 2 of 2 replica(s) must stay up"),
+    # upgrademgr.go @ v1.5.1 L787-818 (drain helper, timeout = nodeDrainPolicy.timeoutSeconds), L630-650 and
+    # L892-897 (a Drain-Failed node uses up maxUnavailableNodes: the rollout stops).
+    "drain-shorter-than-vllm-start": ("prod", "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy"
+                                              ".nodeDrainPolicy.timeoutSeconds", 300,
+                                      "nodeDrainPolicy.timeoutSeconds: 300s is shorter than the 1800s a replica of "
+                                      "inference 'llama' may take to start"),
+    "spread-replicas-exceed-nodes": ("prod", "inference[0].kubernetes.replicas", 5,
+                                     "inference[0].kubernetes.replicas: 5 replicas are spread one per node, but "
+                                     "gpuFleet has 4"),
+    "untolerated-gpu-taint": ("prod", "training[0].kubernetes.tolerations", [{"key": "other", "operator": "Exists"}],
+                              "training[0].kubernetes.tolerations: does not tolerate the GPU node taint "
+                              "amd.com/gpu=present:NoSchedule (kubernetes.gpuNodeTaints[0])"),
+    "equal-toleration-other-value": ("prod", "inference[0].kubernetes.tolerations",
+                                     [{"key": "amd.com/gpu", "operator": "Equal", "value": "yes"}],
+                                     "inference[0].kubernetes.tolerations: does not tolerate the GPU node taint"),
+    "memory-not-a-size": ("prod", "training[0].kubernetes.memory", "lots", "training[0].kubernetes.memory"),
+    "cpu-not-a-quantity": ("prod", "inference[0].kubernetes.cpu", "eight",
+                           "inference[0].kubernetes.cpu: Value error, expected CPU cores"),
+    "rdma-on-baseline": ("prod", "training[0].kubernetes", {"namespace": "ml", "nodes": 2, "gpusPerNode": 8,
+                                                            "podSecurity": "baseline", "network": RDMA,
+                                                            "checkpoints": {"type": "pvc", "size": "1Ti"}},
+                         "training[0].kubernetes.podSecurity: 'baseline' forbids IPC_LOCK"),
+    "rdma-env-contradiction": ("prod", "training[0].kubernetes.network", RDMA,
+                               "training[0].rcclEnv.NCCL_SOCKET_IFNAME: is set by rocm-stack"),
+    "rdma-one-node": ("dev", "training[0].kubernetes", {"namespace": "ml", "network": RDMA},
+                      "training[0].kubernetes.network: a one-node training has no traffic between pods"),
+    "rdma-bad-resource": ("prod", "training[0].kubernetes.network", {**RDMA, "rdma": {"resource": "hca"}},
+                          "training[0].kubernetes.network.rdma.resource: Value error, expected an extended resource"),
+    "rdma-host-and-multus": ("prod", "training[0].kubernetes.network", {**RDMA, "hostNetwork": True},
+                             "training[0].kubernetes.network.networks: a hostNetwork pod has no secondary networks"),
     "managed-vllm-flag": ("prod", "inference[0].extraArgs[0]", "--tensor-parallel-size=4",
                           "inference[0].extraArgs[0]: '--tensor-parallel-size=4' is derived"),
     "managed-vllm-flag-snake-case": ("prod", "inference[0].extraArgs[0]", "--tensor_parallel_size",

@@ -37,7 +37,7 @@ class Workloads:
     def outputs(self) -> dict[str, Any]:
         """What `pulumi stack output workloads` shows: where each workload runs."""
         return {
-            "training": {name: {"kubernetes": job.job.metadata.name if job else None,
+            "training": {name: {"kubernetes": job.object_name if job else None,
                                 "docker": sorted(d.containers) if d else []}
                          for name, job, d in _pairs(self.training_jobs, self.docker_training)},
             "inference": {name: {"kubernetes": server.service.metadata.name if server else None,
@@ -81,6 +81,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                     training=training, environment=cfg.environment, image=image, provider=kubernetes.provider,
                     namespace=_namespace(kubernetes, training.kubernetes.namespace), files=files,
                     gpu_ready=kubernetes.gpu_ready,
+                    job_set_controller=kubernetes.job_set.release if kubernetes.job_set is not None else None,
                 ))
             if training.docker is not None:
                 workloads.docker_training[training.name] = DockerTraining(training.name, DockerTrainingArgs(
@@ -98,7 +99,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 workloads.vllm_servers[inference.name] = VllmServer(inference.name, VllmServerArgs(
                     inference=inference, environment=cfg.environment, image=image, provider=kubernetes.provider,
                     namespace=_namespace(kubernetes, inference.kubernetes.namespace), huggingface_token=token,
-                    gpu_ready=kubernetes.gpu_ready,
+                    gpu_ready=kubernetes.gpu_ready, api_key=secrets.vllm_api_key,
                 ))
             if inference.docker is not None:
                 workloads.docker_vllm[inference.name] = DockerVllm(inference.name, DockerVllmArgs(

@@ -16,14 +16,26 @@ from pulumi_kubernetes.policy import v1 as policy_v1
 from schema.docker import SecurityProfile
 from schema.workloads import InferenceConfig
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
-from .pods import gpu_resources, labels_of, shm_volume, storage_volume, tolerations_of
+from .pods import labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
 
 # The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
 MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
 TOKEN_KEY = "token"
 DOCKER_TOKEN_FILE = "/run/secrets/huggingface-token"
 HEALTH_PATH = "/health"
+# Lists the served model, so it answers only once the model is loaded. vLLM's API key guards every path under
+# /v1 and nothing else (vllm/entrypoints/openai/api_server.py build_app: `if token := envs.VLLM_API_KEY or
+# args.api_key:` ... `if not url_path.startswith("/v1"): return await call_next(request)` ... `"Bearer " + token`).
+MODELS_PATH = "/v1/models"
 PROBE_PERIOD_SECONDS = 10
+API_KEY_KEY = "api-key"
+# The readiness probe with an API key: an httpGet probe's headers are literal (the key would sit in the
+# Deployment spec), so the container's own VLLM_API_KEY is read by a small Python check instead.
+MODELS_CHECK = (
+    "import os, urllib.request; urllib.request.urlopen(urllib.request.Request("
+    "'http://127.0.0.1:{port}" + MODELS_PATH + "', "
+    "headers={{'Authorization': 'Bearer ' + os.environ['VLLM_API_KEY']}}), timeout=5)"
+)
 
 
 def serve_command(inference: InferenceConfig, gpus: int) -> list[str]:
@@ -40,18 +52,22 @@ class VllmServerArgs:
     # The secret `rocm-stack:huggingfaceToken`, or None: no Kubernetes Secret, no HF_TOKEN.
     huggingface_token: pulumi.Input[str] | None = None
     gpu_ready: Sequence[pulumi.Resource] = ()
+    # The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API is open to the cluster.
+    api_key: pulumi.Input[str] | None = None
 
 
 class VllmServer(pulumi.ComponentResource):
     """A Deployment serving one model, its Service, the token Secret, the model cache and (prod) a PDB.
 
     Rolling updates replace one replica at a time without a surge pod (maxSurge 0): a surge pod would need
-    GPUs that a fully used fleet does not have, and the rollout would hang.
+    GPUs that a fully used fleet does not have, and the rollout would hang. Replicas spread over nodes, strictly
+    where a budget exists (one node's drain or failure never takes every replica).
     """
 
     deployment: apps_v1.Deployment
     service: core_v1.Service
     token: core_v1.Secret | None
+    api_key: core_v1.Secret | None
     cache_claim: core_v1.PersistentVolumeClaim | None
     disruption_budget: policy_v1.PodDisruptionBudget | None
 
@@ -81,6 +97,18 @@ class VllmServer(pulumi.ComponentResource):
             env.append(core_v1.EnvVarArgs(name="HF_TOKEN", value_from=core_v1.EnvVarSourceArgs(
                 secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.token.metadata.name, key=TOKEN_KEY))))
 
+        self.api_key = None
+        if args.api_key is not None:
+            self.api_key = core_v1.Secret(
+                f"{name}-api-key",
+                metadata=metadata(f"{name}-api-key"),
+                type="Opaque",
+                string_data={API_KEY_KEY: pulumi.Output.secret(args.api_key)},
+                opts=child,
+            )
+            env.append(core_v1.EnvVarArgs(name="VLLM_API_KEY", value_from=core_v1.EnvVarSourceArgs(
+                secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.api_key.metadata.name, key=API_KEY_KEY))))
+
         cache = k8s.effective_model_cache(args.environment)
         cache_volume, self.cache_claim = storage_volume(
             "model-cache", cache, f"{name}-model-cache", metadata(f"{name}-model-cache"), child)
@@ -90,17 +118,25 @@ class VllmServer(pulumi.ComponentResource):
                 http_get=core_v1.HTTPGetActionArgs(path=HEALTH_PATH, port="http"),
                 period_seconds=period, timeout_seconds=5, failure_threshold=failures)
 
+        # Ready = serving the model; alive = the server process answers (a busy engine must not be restarted).
+        models = core_v1.ProbeArgs(
+            http_get=core_v1.HTTPGetActionArgs(path=MODELS_PATH, port="http") if self.api_key is None else None,
+            exec_=core_v1.ExecActionArgs(command=["python3", "-c", MODELS_CHECK.format(port=inference.port)])
+            if self.api_key is not None else None,
+            period_seconds=5, timeout_seconds=10, failure_threshold=3)
+
         server = core_v1.ContainerArgs(
             name="vllm",
             image=args.image,
             command=serve_command(inference, gpus),
             env=env,
             ports=[core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
-            resources=gpu_resources(gpus),
+            resources=pod_resources(gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size)),
+            security_context=security_context(k8s.pod_security),
             # Liveness and readiness only start once the model is loaded and /health answered.
             startup_probe=health(PROBE_PERIOD_SECONDS,
                                  math.ceil(inference.startup_timeout_seconds / PROBE_PERIOD_SECONDS)),
-            readiness_probe=health(5, 3),
+            readiness_probe=models,
             liveness_probe=health(PROBE_PERIOD_SECONDS, 3),
             volume_mounts=[
                 core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
@@ -112,6 +148,14 @@ class VllmServer(pulumi.ComponentResource):
         start_minutes = math.ceil(inference.startup_timeout_seconds / 60)
         rollout_timeouts = pulumi.CustomTimeouts(create=f"{start_minutes + 10}m",
                                                  update=f"{replicas * start_minutes + 10}m")
+        min_available = k8s.effective_min_available(args.environment)
+        # maxSkew 1 over hostnames; DoNotSchedule with a budget (config checks replicas <= gpuFleet.nodes),
+        # else only preferred ("ScheduleAnyway ... giving higher precedence to topologies that would help reduce
+        # the skew", core/v1 TopologySpreadConstraint).
+        spread = core_v1.TopologySpreadConstraintArgs(
+            max_skew=1, topology_key="kubernetes.io/hostname",
+            when_unsatisfiable="DoNotSchedule" if min_available is not None else "ScheduleAnyway",
+            label_selector=meta_v1.LabelSelectorArgs(match_labels=labels))
         self.deployment = apps_v1.Deployment(
             name,
             metadata=metadata(name),
@@ -129,6 +173,7 @@ class VllmServer(pulumi.ComponentResource):
                         enable_service_links=False,
                         node_selector=k8s.node_selector or None,
                         tolerations=tolerations_of(k8s.tolerations),
+                        topology_spread_constraints=[spread],
                         containers=[server],
                         volumes=[shm_volume(inference.shm_size), cache_volume],
                     ),
@@ -148,7 +193,6 @@ class VllmServer(pulumi.ComponentResource):
             opts=child,
         )
         self.disruption_budget = None
-        min_available = k8s.effective_min_available(args.environment)
         if min_available is not None:
             self.disruption_budget = policy_v1.PodDisruptionBudget(
                 f"{name}-pdb",

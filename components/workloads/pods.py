@@ -1,6 +1,8 @@
 """Pod-spec pieces the Kubernetes workloads (TrainingJob, VllmServer) share."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
@@ -20,10 +22,30 @@ def labels_of(name: str, app: str) -> dict[str, str]:
     }
 
 
-def gpu_resources(gpus: int) -> core_v1.ResourceRequirementsArgs:
-    # Extended resources cannot be overcommitted: requests must equal limits (set both, explicitly).
-    return core_v1.ResourceRequirementsArgs(limits={GPU_RESOURCE_NAME: str(gpus)},
-                                            requests={GPU_RESOURCE_NAME: str(gpus)})
+def pod_resources(gpus: int, cpu: str, memory_bytes: int, shm_bytes: int,
+                  extra: Mapping[str, int] | None = None) -> core_v1.ResourceRequirementsArgs:
+    """Requests equal to limits for every resource: Guaranteed QoS, evicted last. A pod asking only for
+    `amd.com/gpu` is BestEffort ("Containers in a Pod can request other resources (not CPU or memory) and
+    still be classified as BestEffort", https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/) and "the
+    kubelet prefers to evict BestEffort Pods". Memory covers the working set and the memory-backed /dev/shm:
+    "files you write count against the memory limit of the container that wrote them"
+    (https://kubernetes.io/docs/concepts/storage/volumes/#emptydir). Extended resources (GPUs, RDMA) cannot be
+    overcommitted anyway."""
+    amounts = {"cpu": cpu, "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi", GPU_RESOURCE_NAME: str(gpus),
+               **{name: str(count) for name, count in (extra or {}).items()}}
+    return core_v1.ResourceRequirementsArgs(limits=amounts, requests=dict(amounts))
+
+
+def security_context(pod_security: str, ipc_lock: bool = False) -> core_v1.SecurityContextArgs | None:
+    """SYS_NICE lets libnuma/numactl bind memory: the runtime's default seccomp profile allows mbind and
+    set_mempolicy only with CAP_SYS_NICE (containerd contrib/seccomp/seccomp_default.go, since v1.7.0; moby
+    profiles/seccomp/default.json), as on the Docker hosts. IPC_LOCK lets RDMA pin (register) memory
+    without the memlock limit ("This limit is not enforced if the process is privileged (CAP_IPC_LOCK)", man 2
+    mlock). Pod Security baseline allows neither, so both need a `privileged` namespace."""
+    if pod_security != "privileged":
+        return None
+    return core_v1.SecurityContextArgs(capabilities=core_v1.CapabilitiesArgs(
+        add=["SYS_NICE", *(["IPC_LOCK"] if ipc_lock else [])]))
 
 
 def shm_volume(size_bytes: int) -> core_v1.VolumeArgs:

@@ -1,4 +1,5 @@
-"""Distributed training of programs/train.py: an Indexed Job on Kubernetes, containers on Docker partitions.
+"""Distributed training of programs/train.py: a Job (one node) or a JobSet (several nodes) on Kubernetes,
+containers on Docker partitions.
 
 The rocm/pytorch image does not contain the program: its files (programs/*.py, read when the Pulumi program
 runs) are shipped as a ConfigMap on Kubernetes and as container uploads on Docker, both at PROGRAM_DIR.
@@ -10,18 +11,20 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_docker as docker
 from pulumi_kubernetes import Provider
+from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.batch import v1 as batch_v1
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.docker import SecurityProfile
-from schema.workloads import TrainingConfig
+from schema.workloads import TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
-from .pods import gpu_resources, labels_of, shm_volume, storage_volume, tolerations_of
+from .pods import labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
 
 PROGRAM_SOURCE = Path(__file__).resolve().parents[2] / "programs"
 PROGRAM_DIR = "/opt/rocm-stack/programs"
@@ -37,6 +40,25 @@ SETTINGS_CHECK = (
     "import os, sys; sys.path.insert(0, sys.argv[1]); "
     "from programs.settings import parse_config; parse_config([], os.environ)"
 )
+
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+JOBSET_KIND = "JobSet"
+# The JobSet's one replicated job: one Indexed Job of `nodes` pods.
+WORKERS = "workers"
+# Kueue admits a Job or JobSet labelled with its LocalQueue (https://kueue.sigs.k8s.io/docs/tasks/run/jobsets/:
+# "The target local queue should be specified in the `metadata.labels` section").
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Ready as soon as the object exists: `pulumi up` does not wait hours for the training to complete (the Job
+# awaiter waits for condition Complete), and unlike `pulumi.com/skipAwait` it leaves the delete awaited, so a
+# replacement is created only once the old object is gone. skipAwait on a batch/v1 Job also skips the delete
+# wait (pulumi-kubernetes provider/pkg/metadata/overrides.go L176, L186-208 @ v4.32.0, "legacy types which
+# support buggy skipAwait behavior during delete"; pulumi/pulumi-kubernetes#3154: "racy"), and since 4.29.0
+# (#2926, client-side create) the new Job then fails with AlreadyExists while the old one is still terminating.
+# waitFor: pulumi-kubernetes 4.18.0 CHANGELOG ("the resource will be considered ready when any value exists at
+# the given path"). The SDK pins provider plugin 4.34.2.
+AWAIT_CREATION = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
+# Multus attaches the secondary networks named in this pod annotation.
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
 
 def program_files(source: Path = PROGRAM_SOURCE) -> dict[str, str]:
@@ -54,11 +76,18 @@ def program_digest(files: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def torchrun_multinode(name: str, service: str, nodes: int, gpus_per_node: int, max_restarts: int) -> list[str]:
+def rendezvous_endpoint(job_set: str) -> str:
+    """Pod 0 of the JobSet's one Job, through the headless Service the JobSet controller creates for it: pods
+    resolve as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>, the subdomain defaulting to the JobSet's
+    name (jobset_types.go Network.enableDNSHostnames/subdomain @ v0.12.0)."""
+    return f"{job_set}-{WORKERS}-0-0.{job_set}:{RENDEZVOUS_PORT}"
+
+
+def torchrun_multinode(job_set: str, nodes: int, gpus_per_node: int, max_restarts: int) -> list[str]:
     # Every pod runs the same command; c10d rendezvous on pod 0's stable DNS name assigns the ranks.
     return ["torchrun", "--nnodes", str(nodes), "--nproc-per-node", str(gpus_per_node),
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{name}-0.{service}:{RENDEZVOUS_PORT}",
-            "--rdzv-id", name, "--max-restarts", str(max_restarts), ENTRY]
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", rendezvous_endpoint(job_set),
+            "--rdzv-id", job_set, "--max-restarts", str(max_restarts), ENTRY]
 
 
 def torchrun_standalone(gpus: int) -> list[str]:
@@ -76,18 +105,24 @@ class TrainingJobArgs:
     files: Mapping[str, str]
     # Objects that must exist before GPU pods can schedule (the GPU Operator's DeviceConfig, the device plugin).
     gpu_ready: Sequence[pulumi.Resource] = ()
+    # The JobSet controller's release when the stack installs it (multi-node training needs its CRD).
+    job_set_controller: pulumi.Resource | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):
-    """`nodes` pods (an Indexed Job) of `gpusPerNode` GPUs each, found by each other through a headless Service.
+    """`nodes` pods of `gpusPerNode` GPUs each: a Job for one node, a JobSet for several.
 
-    Failure handling: a pod lost with its node (condition DisruptionTarget: drain, preemption, taint eviction)
-    is replaced without counting toward backoffLimit; the surviving pods' torchrun re-rendezvous with it
-    (--max-restarts) and train.py resumes from the newest checkpoint. Invalid settings fail the Job at once.
+    A JobSet starts the pods together, gives them a headless Service (named after it) for the c10d rendezvous
+    on pod 0, and restarts the whole set when any pod fails (failurePolicy, BlockingRecreate: all old pods are
+    gone before new ones start); train.py resumes from the newest checkpoint. An Indexed Job cannot do that:
+    it does not schedule its pods together, losing pod 0 (the c10d store) fails the others, and backoffLimit
+    counts per pod. Pods lost with their node (condition DisruptionTarget) are replaced without counting as a
+    failure; invalid settings fail the run at once.
     """
 
-    job: batch_v1.Job
-    service: core_v1.Service
+    job: batch_v1.Job | CustomResource
+    # metadata.name of the Job or JobSet (fixed: the workload's name).
+    object_name: str
     program: core_v1.ConfigMap
     claim: core_v1.PersistentVolumeClaim | None
 
@@ -97,120 +132,172 @@ class TrainingJob(pulumi.ComponentResource):
         assert k8s is not None, "TrainingJob needs training.kubernetes"
         labels = labels_of(name, "training")
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.object_name = name
 
         def metadata(object_name: str) -> meta_v1.ObjectMetaArgs:
             return meta_v1.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)
 
-        self.service = core_v1.Service(
-            f"{name}-rendezvous",
-            metadata=metadata(name),
-            spec=core_v1.ServiceSpecArgs(
-                cluster_ip="None",
-                selector=labels,
-                # Pods rendezvous before they are Ready: their DNS names must resolve from the start.
-                publish_not_ready_addresses=True,
-                ports=[core_v1.ServicePortArgs(name="c10d", port=RENDEZVOUS_PORT, target_port=RENDEZVOUS_PORT)],
-            ),
-            opts=child,
-        )
         # Named after its content and immutable: a new program version is a new ConfigMap, so pods of the
-        # running Job never see files change under them; Pulumi replaces the Job, then deletes the old one.
+        # running job never see files change under them; Pulumi replaces the job, then deletes the old one.
         self.program = core_v1.ConfigMap(
             f"{name}-program", metadata=metadata(f"{name}-program-{program_digest(args.files)[:10]}"),
             data=dict(args.files), immutable=True, opts=child)
 
         storage = k8s.effective_checkpoints(name, args.environment)
-        # Checkpoints outlive the Job (and a prod `pulumi destroy` of it) unless unprotected on purpose;
-        # with a WaitForFirstConsumer class the claim binds only once the Job's pods exist.
+        # Checkpoints outlive the job (and a prod `pulumi destroy` of it) unless unprotected on purpose;
+        # with a WaitForFirstConsumer class the claim binds only once the job's pods exist.
         checkpoints, self.claim = storage_volume(
             "checkpoints", storage, f"{name}-checkpoints", metadata(f"{name}-checkpoints"),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=args.environment == "prod")))
 
-        env = [core_v1.EnvVarArgs(name=k, value=v)
-               for k, v in sorted(training.program_env(CHECKPOINT_MOUNT).items())]
+        template = self._pod_template(name, training, k8s, labels, args.image, args.files, checkpoints)
+        failure_policy = batch_v1.PodFailurePolicyArgs(rules=[
+            batch_v1.PodFailurePolicyRuleArgs(
+                action="FailJob",
+                on_exit_codes=batch_v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                    container_name=SETTINGS_CHECK_CONTAINER, operator="In", values=[INVALID_SETTINGS_EXIT_CODE]),
+            ),
+            batch_v1.PodFailurePolicyRuleArgs(
+                action="Ignore",
+                on_pod_conditions=[batch_v1.PodFailurePolicyOnPodConditionsPatternArgs(
+                    type="DisruptionTarget", status="True")],
+            ),
+        ])
+        object_metadata = meta_v1.ObjectMetaArgs(
+            name=name, namespace=args.namespace, annotations=AWAIT_CREATION,
+            labels={**labels, **({KUEUE_QUEUE_LABEL: k8s.queue_name} if k8s.queue_name else {})})
+        # Any spec change replaces the job, and its fixed name means the old one must go first. The new pods
+        # resume from the checkpoints, which live outside the job.
+        replace = pulumi.ResourceOptions(delete_before_replace=True, depends_on=list(args.gpu_ready))
+        if not k8s.uses_job_set:
+            self.job = batch_v1.Job(
+                name,
+                metadata=object_metadata,
+                spec=batch_v1.JobSpecArgs(
+                    backoff_limit=k8s.backoff_limit,
+                    active_deadline_seconds=k8s.active_deadline_seconds,
+                    # A replacement pod starts only once the failed one is gone (its GPUs are free again).
+                    pod_replacement_policy="Failed",
+                    pod_failure_policy=failure_policy,
+                    template=template,
+                ),
+                opts=pulumi.ResourceOptions.merge(child, replace),
+            )
+            rendezvous = None
+        else:
+            workers = batch_v1.JobTemplateSpecArgs(
+                metadata=meta_v1.ObjectMetaArgs(labels=labels),
+                spec=batch_v1.JobSpecArgs(
+                    completion_mode="Indexed",
+                    completions=k8s.nodes,
+                    parallelism=k8s.nodes,
+                    # Any failed pod fails its Job, which the JobSet's failurePolicy turns into a restart of all.
+                    backoff_limit=0,
+                    active_deadline_seconds=k8s.active_deadline_seconds,
+                    pod_replacement_policy="Failed",
+                    pod_failure_policy=failure_policy,
+                    template=template,
+                ),
+            )
+            spec: dict[str, Any] = {
+                # The controller creates the headless Service <name> (ClusterIP None, publishNotReadyAddresses:
+                # pods rendezvous before they are Ready), owned by the JobSet (jobset_controller.go L790-830).
+                "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+                # "A restart is done by recreating all child jobs" (JobSet concepts doc); BlockingRecreate
+                # deletes every old pod first, so no straggler joins the new rendezvous.
+                "failurePolicy": {
+                    "maxRestarts": k8s.backoff_limit,
+                    "restartStrategy": "BlockingRecreate",
+                    # Invalid settings fail the Job through its podFailurePolicy (reason PodFailurePolicy):
+                    # restarting would only fail again.
+                    "rules": [{"name": "invalidSettings", "action": "FailJobSet",
+                               "onJobFailureReasons": ["PodFailurePolicy"]}],
+                },
+                "replicatedJobs": [{"name": WORKERS, "replicas": 1, "template": workers}],
+            }
+            self.job = CustomResource(
+                name,
+                api_version=JOBSET_API_VERSION,
+                kind=JOBSET_KIND,
+                metadata=object_metadata,
+                spec=spec,
+                # A JobSet's spec is immutable (CEL `self == oldSelf`, webhook ValidateUpdate): the provider would
+                # try an in-place patch of a custom resource, so every spec change is declared a replacement.
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions.merge(replace, pulumi.ResourceOptions(
+                    replace_on_changes=["spec"],
+                    depends_on=[*args.gpu_ready, *filter(None, [args.job_set_controller])]))),
+            )
+            rendezvous = rendezvous_endpoint(name)
+        self.register_outputs({
+            "job": f"{'JobSet' if k8s.uses_job_set else 'Job'}/{name}",
+            "rendezvous": rendezvous,
+            "checkpoints": self.claim.metadata.name if self.claim is not None else storage.path,
+        })
+
+    def _pod_template(self, name: str, training: TrainingConfig, k8s: TrainingKubernetes, labels: dict[str, str],
+                      image: str, files: Mapping[str, str],
+                      checkpoints: core_v1.VolumeArgs) -> core_v1.PodTemplateSpecArgs:
+        network = k8s.network
+        env_map = training.program_env(CHECKPOINT_MOUNT)
+        if network is not None:
+            env_map |= network.env()
+        env = [core_v1.EnvVarArgs(name=k, value=v) for k, v in sorted(env_map.items())]
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
+        resources = pod_resources(k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(training.shm_size),
+                                  {network.rdma.resource: network.rdma.count} if network is not None else None)
+        command = (torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node, k8s.max_restarts) if k8s.uses_job_set
+                   else torchrun_standalone(k8s.gpus_per_node))
         trainer = core_v1.ContainerArgs(
             name="trainer",
-            image=args.image,
-            command=torchrun_multinode(name, name, k8s.nodes, k8s.gpus_per_node, k8s.max_restarts),
+            image=image,
+            command=command,
             env=env,
-            ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)],
-            resources=gpu_resources(k8s.gpus_per_node),
+            ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)] if k8s.uses_job_set else None,
+            resources=resources,
+            security_context=security_context(k8s.pod_security, ipc_lock=network is not None),
             volume_mounts=[
                 program_mount,
                 core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
                 core_v1.VolumeMountArgs(name="checkpoints", mount_path=CHECKPOINT_MOUNT),
             ],
         )
+        # Same CPU and memory as the trainer (the pod's request is the larger of the two, so it stays the
+        # trainer's): a container without them would make the pod Burstable instead of Guaranteed.
         check_settings = core_v1.ContainerArgs(
             name=SETTINGS_CHECK_CONTAINER,
-            image=args.image,
+            image=image,
             command=["python3", "-c", SETTINGS_CHECK, str(Path(PROGRAM_DIR).parent)],
             env=env,
+            resources=core_v1.ResourceRequirementsArgs(
+                limits={k: resources.limits[k] for k in ("cpu", "memory")},
+                requests={k: resources.requests[k] for k in ("cpu", "memory")}),
             volume_mounts=[program_mount],
         )
-        self.job = batch_v1.Job(
-            name,
-            metadata=meta_v1.ObjectMetaArgs(
-                name=name, namespace=args.namespace, labels=labels,
-                # A training run takes hours: `pulumi up` declares it and returns instead of awaiting completion.
-                annotations={"pulumi.com/skipAwait": "true"},
+        annotations = {"rocm-stack/program-sha256": program_digest(files)}
+        if network is not None and network.networks is not None:
+            annotations[MULTUS_NETWORKS_ANNOTATION] = network.networks
+        host_network = network is not None and network.host_network
+        return core_v1.PodTemplateSpecArgs(
+            # A new program version replaces the job; the run resumes from its checkpoints.
+            metadata=meta_v1.ObjectMetaArgs(labels=labels, annotations=annotations),
+            spec=core_v1.PodSpecArgs(
+                restart_policy="Never",
+                enable_service_links=False,
+                host_network=host_network or None,
+                # A hostNetwork pod still resolves the JobSet's pod names through cluster DNS.
+                dns_policy="ClusterFirstWithHostNet" if host_network else None,
+                node_selector=k8s.node_selector or None,
+                tolerations=tolerations_of(k8s.tolerations),
+                init_containers=[check_settings],
+                containers=[trainer],
+                volumes=[
+                    core_v1.VolumeArgs(name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(
+                        name=self.program.metadata.name)),
+                    shm_volume(training.shm_size),
+                    checkpoints,
+                ],
             ),
-            spec=batch_v1.JobSpecArgs(
-                completion_mode="Indexed",
-                completions=k8s.nodes,
-                parallelism=k8s.nodes,
-                backoff_limit=k8s.backoff_limit,
-                active_deadline_seconds=k8s.active_deadline_seconds,
-                # A replacement pod starts only once the failed one is gone: never two pods named <job>-0.
-                pod_replacement_policy="Failed",
-                pod_failure_policy=batch_v1.PodFailurePolicyArgs(rules=[
-                    batch_v1.PodFailurePolicyRuleArgs(
-                        action="FailJob",
-                        on_exit_codes=batch_v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                            container_name=SETTINGS_CHECK_CONTAINER, operator="In",
-                            values=[INVALID_SETTINGS_EXIT_CODE]),
-                    ),
-                    batch_v1.PodFailurePolicyRuleArgs(
-                        action="Ignore",
-                        on_pod_conditions=[batch_v1.PodFailurePolicyOnPodConditionsPatternArgs(
-                            type="DisruptionTarget", status="True")],
-                    ),
-                ]),
-                template=core_v1.PodTemplateSpecArgs(
-                    metadata=meta_v1.ObjectMetaArgs(
-                        labels=labels,
-                        # A new program version replaces the Job; the run resumes from its checkpoints.
-                        annotations={"rocm-stack/program-sha256": program_digest(args.files)},
-                    ),
-                    spec=core_v1.PodSpecArgs(
-                        restart_policy="Never",
-                        # Indexed Job pods are named <job>-<index>: with this subdomain, <job>-0.<service> resolves.
-                        subdomain=name,
-                        enable_service_links=False,
-                        node_selector=k8s.node_selector or None,
-                        tolerations=tolerations_of(k8s.tolerations),
-                        init_containers=[check_settings],
-                        containers=[trainer],
-                        volumes=[
-                            core_v1.VolumeArgs(name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(
-                                name=self.program.metadata.name)),
-                            shm_volume(training.shm_size),
-                            checkpoints,
-                        ],
-                    ),
-                ),
-            ),
-            # spec.template is immutable: any change replaces the Job, and its fixed name means the old one must
-            # go first. The new pods resume from the checkpoints, which live outside the Job.
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[self.service, *args.gpu_ready], delete_before_replace=True)),
         )
-        self.register_outputs({
-            "job": self.job.metadata.name,
-            "rendezvous": f"{name}-0.{name}:{RENDEZVOUS_PORT}",
-            "checkpoints": self.claim.metadata.name if self.claim is not None else storage.path,
-        })
 
 
 @dataclass(frozen=True)
