@@ -130,9 +130,11 @@ class GpuNodeTaint(ConfigModel):
     """A taint the cluster's GPU nodes carry (`kubectl taint nodes N amd.com/gpu=present:NoSchedule`)."""
 
     key: LabelKey
-    # None: the taint has no value (tolerated with operator Exists).
+    """The taint's key, e.g. `amd.com/gpu`."""
     value: str | None = None
+    """The taint's value; unset: a taint without value (tolerated with operator Exists)."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    """The taint's effect."""
 
     def toleration(self) -> dict[str, str]:
         """The core/v1 Toleration (camelCase, as chart values and the DeviceConfig CRD spell it)."""
@@ -256,8 +258,9 @@ class RemediationConfig(ConfigModel):
     `remediation.installCRDs` alone (Chart.yaml @ v1.5.1, `condition: remediation.installCRDs`)."""
 
     enabled: bool = False
-    # None: follows `enabled`. True with `enabled` false installs only the Argo CRDs.
+    """Chart `remediation.enabled`: install the remediation workflow controller (Argo)."""
     install_crds: bool | None = None
+    """Chart `remediation.installCRDs` (the Argo CRDs); unset: follows `enabled`."""
 
     def chart_values(self) -> dict[str, bool]:
         install_crds = self.enabled if self.install_crds is None else self.install_crds
@@ -273,8 +276,9 @@ class DeviceConfigSettings(ConfigModel):
     device_plugin: OperatorDevicePluginConfig = OperatorDevicePluginConfig()
     metrics_exporter: MetricsExporterConfig = MetricsExporterConfig()
     test_runner: GpuTestRunnerConfig = GpuTestRunnerConfig()
-    # commonConfig.utilsContainer.image: runs the operator's driver-upgrade and remediation steps.
     utils_image: Image = UTILS_IMAGE
+    """`commonConfig.utilsContainer.image`: runs the operator's driver-upgrade and remediation steps (the chart
+    default is `latest`)."""
 
 
 class GpuOperatorConfig(ConfigModel):
@@ -284,15 +288,15 @@ class GpuOperatorConfig(ConfigModel):
     # The DeviceConfig is validated against this version's CRD: change both together.
     chart_version: ChartVersion = GPU_OPERATOR_CHART_VERSION
     node_feature_discovery: bool = True
-    # chart `installdefaultNFDRule` (a NodeFeatureRule, a CRD of the NFD subchart); None: follows
-    # nodeFeatureDiscovery. True with NFD off only when the cluster runs its own NFD.
     install_default_nfd_rule: bool | None = None
+    """Chart `installdefaultNFDRule` (a NodeFeatureRule, whose CRD comes with the NFD subchart); unset: follows
+    `nodeFeatureDiscovery`. True with NFD off only when the cluster runs its own NFD."""
     kmm: bool = True
-    # chart `kmm.watch` (the operator watches KMM Modules); None: follows kmm. True with kmm off: the
-    # cluster's own KMM (AMD's install doc: "Use existing KMM installation: --set kmm.enabled=false --set
-    # kmm.watch=true").
     kmm_watch: bool | None = None
+    """Chart `kmm.watch` (the operator watches KMM Modules); unset: follows `kmm`. True with `kmm` false: the
+    cluster's own KMM (AMD's install doc: `--set kmm.enabled=false --set kmm.watch=true`)."""
     remediation: RemediationConfig = RemediationConfig()
+    """Auto Node Remediation; off by default (the chart defaults it on)."""
     timeout_seconds: int = Field(900, gt=0)
     device_config: DeviceConfigSettings = DeviceConfigSettings()
 
@@ -315,11 +319,12 @@ class StandaloneDevicePluginConfig(ConfigModel):
 class JobSetConfig(ConfigModel):
     """The JobSet controller, needed by multi-node Kubernetes training (installed only when one exists)."""
 
-    # False: the cluster already runs JobSet (jobset.x-k8s.io/v1alpha2), e.g. installed by Kueue's users.
     install: bool = True
-    # Created by Helm when missing, like cert-manager's.
+    """False: the cluster already runs JobSet (jobset.x-k8s.io/v1alpha2)."""
     namespace: NamespaceName = "jobset-system"
+    """Created by Helm when missing (an existing one is fine)."""
     chart_version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = JOBSET_CHART_VERSION
+    """Version of the chart oci://registry.k8s.io/jobset/charts/jobset (its image is pinned to the same)."""
     timeout_seconds: int = Field(600, gt=0)
 
     def chart_values(self) -> dict[str, object]:
@@ -332,13 +337,14 @@ class KubernetesConfig(ConfigModel):
     mode: Literal["operator", "device-plugin"] = "operator"
     # Extra namespaces the stack owns (e.g. for workloads and monitoring), created beside the GPU layer's own.
     namespaces: list[NamespaceName] = []
-    # Taints of the GPU nodes: every GPU-stack DaemonSet (NFD worker, device plugin, labeller, exporter, driver,
-    # test runner) tolerates them. The operator sets none unless given (ROCm/gpu-operator#25, #149).
     gpu_node_taints: list[GpuNodeTaint] = []
+    """Taints of the GPU nodes: every GPU-stack DaemonSet (NFD worker, device plugin, labeller, exporter, driver,
+    test runner) tolerates them; the operator sets none unless given (ROCm/gpu-operator#25, #149)."""
     cert_manager: CertManagerConfig = CertManagerConfig()
     gpu_operator: GpuOperatorConfig = GpuOperatorConfig()
     device_plugin: StandaloneDevicePluginConfig = StandaloneDevicePluginConfig()
     job_set: JobSetConfig = JobSetConfig()
+    """The JobSet controller multi-node training needs; installed only when such a training exists."""
 
     def gpu_tolerations(self) -> list[dict[str, str]]:
         return gpu_node_tolerations(self.gpu_node_taints)

@@ -157,7 +157,9 @@ class RdmaResource(ConfigModel):
     prefix default "rdma", README example resourceName "hca_shared_devices_a")."""
 
     resource: ExtendedResource
+    """The RDMA device plugin's extended resource, e.g. `rdma/hca_shared_devices_a`."""
     count: int = Field(1, ge=1)
+    """How many of it each training pod requests."""
 
 
 class TrainingNetwork(ConfigModel):
@@ -165,18 +167,19 @@ class TrainingNetwork(ConfigModel):
     over the pod network."""
 
     rdma: RdmaResource
-    # The pods use the node's network namespace (the host's RDMA NICs directly); needs podSecurity privileged.
+    """The RDMA resource every training pod requests."""
     host_network: bool = False
-    # Multus secondary network(s): the pod annotation `k8s.v1.cni.cncf.io/networks` (e.g. "rdma-net").
+    """The pods use the node's network namespace (its RDMA NICs directly); needs podSecurity privileged."""
     networks: str | None = None
-    # NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (bootstrap and Gloo traffic): the pod's `eth0`, the secondary
-    # network's `net1`, or the host NIC with hostNetwork.
+    """Multus secondary network(s): the pod annotation `k8s.v1.cni.cncf.io/networks`, e.g. `rdma-net`."""
     interface: InterfaceName
-    # NCCL_IB_HCA (RCCL src/transport/net_ib.cc `getenv("NCCL_IB_HCA")`), e.g. "mlx5_0,mlx5_1"; None: all HCAs.
+    """NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME: the pod's `eth0`, the secondary network's `net1`, or the host
+    NIC with hostNetwork."""
     ib_hca: str | None = None
-    # NCCL_IB_GID_INDEX; None leaves RCCL's default -1 = pick a RoCEv2 GID itself
-    # (net_ib.cc `NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1)`); 3 is the usual RoCEv2/IPv4 index, not a rule.
+    """NCCL_IB_HCA (RCCL src/transport/net_ib.cc), e.g. `mlx5_0,mlx5_1`; unset: every HCA."""
     ib_gid_index: int | None = Field(None, ge=0)
+    """NCCL_IB_GID_INDEX; unset leaves RCCL's default -1, which picks a RoCEv2 GID itself (net_ib.cc
+    `NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1)`); 3 is the usual RoCEv2/IPv4 index, not a rule."""
 
     def env(self) -> dict[str, str]:
         """RCCL reads NCCL_* (AMD Primus multi-node networking guide: "most NCCL-prefixed environment variables
@@ -197,13 +200,14 @@ class TrainingKubernetes(ConfigModel):
     namespace: NamespaceName = "default"
     nodes: int = Field(1, ge=1, le=1024)
     gpus_per_node: int = Field(1, ge=1, le=16)
-    # Requests = limits per pod (Guaranteed QoS: evicted last). `memory` is the working set besides /dev/shm:
-    # the container's memory is memory + shmSize, since tmpfs pages count against its limit.
     cpu: CpuQuantity = "16"
+    """CPU request = limit of each pod (Guaranteed QoS: evicted last)."""
     memory: ByteSize = ByteSize(64 * 1024**3)
-    # The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK
-    # and hostNetwork are only allowed at `privileged`.
+    """Working set of each pod besides /dev/shm: its memory request = limit is this + shmSize (tmpfs pages count
+    against the container's memory)."""
     pod_security: PodSecurityLevel = "privileged"
+    """The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK and
+    hostNetwork are only added at `privileged`."""
     node_selector: dict[str, str] = {}
     tolerations: list[Toleration] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/checkpoints/<name> in dev, a 100Gi ReadWriteMany PVC in prod.
@@ -215,9 +219,10 @@ class TrainingKubernetes(ConfigModel):
     # torchrun --max-restarts: the pods' workers re-rendezvous after a worker process fails.
     max_restarts: int = Field(3, ge=0)
     active_deadline_seconds: int | None = Field(None, gt=0)
-    # Kueue LocalQueue admitting the job (label kueue.x-k8s.io/queue-name); None: no Kueue.
     queue_name: NamespaceName | None = None
+    """Kueue LocalQueue admitting the job (label `kueue.x-k8s.io/queue-name`); unset: no Kueue."""
     network: TrainingNetwork | None = None
+    """RDMA for RCCL between the pods (multi-node); unset: RCCL falls back to TCP sockets on the pod network."""
 
     @property
     def uses_job_set(self) -> bool:
@@ -290,10 +295,12 @@ class InferenceKubernetes(ConfigModel):
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     # PodDisruptionBudget minAvailable; None: replicas - 1 in prod (no PDB when that is 0), none in dev.
     min_available: int | None = Field(None, ge=1)
-    # Requests = limits per replica; `memory` is the working set besides /dev/shm (see TrainingKubernetes).
     cpu: CpuQuantity = "8"
+    """CPU request = limit of each replica."""
     memory: ByteSize = ByteSize(64 * 1024**3)
+    """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
     pod_security: PodSecurityLevel = "privileged"
+    """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
 
     def effective_replicas(self, environment: str) -> int:
         if self.replicas is not None:
