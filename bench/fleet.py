@@ -30,6 +30,8 @@ def host(index: int) -> dict[str, Any]:
         "docker": {"host": f"ssh://deploy@{name}.example.internal", "sshOpts": ["-o", "StrictHostKeyChecking=yes"]},
         "gpus": GPUS_PER_HOST,
         "gpuModel": "MI300X",
+        "gpuAccess": "renderNodes",
+        "renderNodes": "hosts/mi300x-8gpu.render-nodes.json",
         "containers": [
             {"name": "train-a", "image": "pytorch", "gpus": list(range(half)),
              "command": ["sleep", "infinity"], "shmSize": "64GiB"},

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError, field_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from . import docker, kubernetes, monitoring, workloads
 from .base import ConfigModel
@@ -25,7 +25,7 @@ PROJECT = "rocm-stack"
 SECRET_KEYS = {
     "registryPassword": "the password or token of `rocm-stack:registry`",
     "huggingfaceToken": "the Hugging Face token vLLM uses to download gated models",
-    "vllmApiKey": "the API key vLLM requires on /v1 (Kubernetes inference; required in prod)",
+    "vllmApiKey": "the API key vLLM requires on /v1 (Kubernetes and Docker inference; required in prod)",
 }
 
 
@@ -61,6 +61,11 @@ class StackConfig(ConfigModel):
     """vLLM servers (docs/workloads.md), each on Kubernetes, on Docker partitions of `hosts`, or both."""
     monitoring: MonitoringConfig = MonitoringConfig()
     """GPU metrics exporter, alert rules and dashboard (docs/monitoring.md)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_gpu_access(cls, data: Any) -> Any:
+        return docker.with_default_gpu_access(data)
 
     @field_validator("images")
     @classmethod
@@ -180,6 +185,9 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ())
             host, placement_problems = docker.place_partitions(host, f"hosts[{index}]")
             hosts.append(host)
             problems += [ConfigProblem(path, message) for path, message in placement_problems]
+            if not placement_problems:
+                problems += [ConfigProblem(path, message) for path, message in
+                             docker.isolation_problems(host, f"hosts[{index}]", cfg.environment)]
         cfg = cfg.model_copy(update={"hosts": hosts})
     secret_names = {key[len(prefix):] for key in secret_keys if key.startswith(prefix)}
     problems += [ConfigProblem(path, message) for path, message in workloads.secret_problems(cfg, secret_names)]

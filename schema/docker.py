@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import ByteSize, Field, field_validator
+from pydantic import BeforeValidator, ByteSize, Field, field_validator
 
 from .base import ConfigModel
 
@@ -14,6 +15,23 @@ from .base import ConfigModel
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
 CpuList = Annotated[str, Field(pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")]
+AbsolutePath = Annotated[str, Field(pattern=r"^/\S*$")]
+
+
+def _numeric_gid(value: object) -> object:
+    # Docker resolves a group *name* in the image's /etc/group, not the host's (moby daemon/oci_linux.go getUser ->
+    # user.GetAdditionalGroupsPath): recent rocm/pytorch images have no `render` group, so `--group-add render`
+    # stops the container ("Unable to find group render", ROCm/rocm-libraries PR #6563), and where an image has
+    # one its GID rarely equals the host's. A numeric GID passes through as-is.
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise ValueError(
+            f"'{value}' is a group name, which Docker looks up in the image's /etc/group, not the host's; give the "
+            "numeric GID that owns the device nodes on the host (`stat -c %g /dev/kfd /dev/dri/renderD*`)")
+    return value
+
+
+# A host group ID for `--group-add` (moby/sys/user accepts 0 .. 2^31-1).
+Gid = Annotated[int, BeforeValidator(_numeric_gid), Field(ge=0, le=2**31 - 1)]
 
 # docker/distribution reference grammar, reduced to what pinning needs: repository[:tag][@digest].
 _IMAGE_REF = re.compile(
@@ -38,6 +56,27 @@ def image_pin_problem(ref: str) -> str | None:
     if match["tag"] is None or match["tag"] == "latest":
         return f"'{ref}' is not pinned: use an explicit version tag (not 'latest') or an @sha256 digest"
     return None
+
+
+class GpuAccess(str, Enum):
+    """How a container reaches its GPUs. ROCm's "GPU isolation techniques": environment variables "shouldn't be
+    used for isolating untrusted applications, as an application can reset them"; the kernel (KFD) checks the
+    device cgroup for each GPU's render node, so mapping only some render nodes is real isolation."""
+
+    # /dev/kfd plus only the partition's /dev/dri/renderD<minor> nodes, from the host's saved render-node map.
+    render_nodes = "renderNodes"
+    # The AMD Container Toolkit's CDI devices `amd.com/gpu=<index>` (host prerequisite: `amd-ctk cdi generate`).
+    cdi = "cdi"
+    # /dev/kfd and all of /dev/dri, a visibility variable picks the GPUs: single-tenant workstations only.
+    all = "all"
+
+
+class DevicePaths(ConfigModel):
+    """Where the host keeps its GPU device nodes; containers always see them at /dev/kfd and /dev/dri/.
+    Only the end-to-end tests move them (stand-in nodes made with mknod in a temporary directory)."""
+
+    kfd: AbsolutePath = "/dev/kfd"
+    dri: AbsolutePath = "/dev/dri"
 
 
 class SecurityProfile(str, Enum):
@@ -109,7 +148,72 @@ class HostConfig(ConfigModel):
     topology: str | None = None
     # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.
     numa_cpus: dict[int, CpuList] = {}
+    # How containers reach their GPUs. The stack's loader defaults it by environment: renderNodes in prod, all in dev.
+    gpu_access: GpuAccess = GpuAccess.all
+    # Saved GPU-index -> render-node map of the host (domain/render_nodes.py lists the accepted formats), relative
+    # to the project directory; required by gpuAccess renderNodes. Never derived as 128 + index.
+    render_nodes: str | None = None
+    # Numeric host GIDs added to every GPU container (`--group-add`). Empty (the default): none, because the ROCm
+    # images run as root, which opens the device nodes whatever their group; needed only for a non-root image.
+    device_groups: list[Gid] = []
+    device_paths: DevicePaths = DevicePaths()
     containers: list[ContainerConfig] = [ContainerConfig(name="rocm-dev")]
+
+
+# What selects GPUs by environment (HIP, the ROCr runtime below it, and CUDA_VISIBLE_DEVICES, which vLLM on ROCm
+# reads): rocm-stack sets them from `gpus`/`gpuCount` and `gpuAccess`, nobody else.
+VISIBILITY_VARIABLES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+# The container side of the device nodes, whatever the host paths (DevicePaths).
+KFD, DRI = "/dev/kfd", "/dev/dri"
+# The CDI device kind the AMD Container Toolkit generates (`amd-ctk cdi generate`: amd.com/gpu=<index>).
+CDI_GPU_KIND = "amd.com/gpu"
+
+
+@dataclass(frozen=True)
+class GpuDevices:
+    """How one container reaches its GPUs: one definition for GpuHost, workload containers and the config checks."""
+
+    # (host path, container path) of each device node mapped.
+    devices: tuple[tuple[str, str], ...]
+    # CDI device names (`amd.com/gpu=<index>`) for a `cdi` device request.
+    cdi_devices: tuple[str, ...] = ()
+    # Host GPU indices a visibility variable has to select, or None: the container sees exactly its own GPUs,
+    # numbered 0..N-1 (device-level isolation, or all GPUs of the host), so no variable is set.
+    visible: tuple[int, ...] | None = None
+
+
+def partition_gpus(host: HostConfig, container: ContainerConfig) -> list[int]:
+    """The host GPU indices of a placed container (every GPU when it names none)."""
+    return list(container.gpus) if container.gpus is not None else list(range(host.gpus))
+
+
+def gpu_devices(host: HostConfig, container: ContainerConfig) -> GpuDevices:
+    """The device access of a placed container under its host's `gpuAccess`."""
+    from domain.render_nodes import load_render_nodes
+
+    gpus = partition_gpus(host, container)
+    kfd = (host.device_paths.kfd, KFD)
+    if host.gpu_access is GpuAccess.cdi:
+        # The toolkit's spec maps /dev/kfd and the GPU's render node itself.
+        return GpuDevices((), tuple(f"{CDI_GPU_KIND}={g}" for g in gpus))
+    if host.gpu_access is GpuAccess.render_nodes:
+        assert host.render_nodes is not None, "problems() requires renderNodes with gpuAccess renderNodes"
+        minors = load_render_nodes(host.render_nodes)
+        nodes = [f"renderD{minor}" for g in gpus for minor in minors[g]]
+        return GpuDevices((kfd, *((f"{host.device_paths.dri}/{n}", f"{DRI}/{n}") for n in nodes)))
+    every_gpu = sorted(gpus) == list(range(host.gpus))
+    return GpuDevices((kfd, (host.device_paths.dri, DRI)), visible=None if every_gpu else tuple(gpus))
+
+
+def with_default_gpu_access(data: object) -> object:
+    """Raw stack config with each host's gpuAccess defaulted by environment: prod isolates partitions by device
+    (renderNodes), dev keeps a workstation simple (all)."""
+    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
+        return data
+    default = GpuAccess.render_nodes.value if data.get("environment") == "prod" else GpuAccess.all.value
+    hosts = [{"gpuAccess": default, **h} if isinstance(h, dict) and not {"gpuAccess", "gpu_access"} & set(h) else h
+             for h in data["hosts"]]
+    return {**data, "hosts": hosts}
 
 
 def _duplicates(names: Iterable[str]) -> set[str]:
@@ -175,6 +279,55 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
         for node in host.numa_cpus:
             if node < 0:
                 yield f"{at}.numaCpus", f"NUMA node {node} is not a node number (0, 1, ...)"
+        for c_index, container in enumerate(host.containers):
+            for name in sorted(set(container.env) & set(VISIBILITY_VARIABLES)):
+                yield f"{at}.containers[{c_index}].env.{name}", (
+                    "GPU visibility is set by rocm-stack from gpus/gpuCount and the host's gpuAccess (with "
+                    "device-level isolation the container sees its GPUs as 0..N-1); remove it here")
+        yield from _render_node_problems(host, at)
+
+
+def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
+    from domain.render_nodes import RenderNodesError, load_render_nodes
+
+    if host.render_nodes is None:
+        if host.gpu_access is GpuAccess.render_nodes:
+            yield f"{at}.renderNodes", (
+                f"gpuAccess renderNodes needs host '{host.name}''s GPU -> render-node map (the render minor is "
+                "not 128 + index): save `amd-smi list -e --json` (or `amd-ctk cdi list`, or the KFD topology "
+                "properties) from the host under hosts/ and set renderNodes to that file; or set gpuAccess: all "
+                "on a single-tenant host")
+        return
+    try:
+        minors = load_render_nodes(host.render_nodes)
+    except RenderNodesError as error:
+        yield f"{at}.renderNodes", str(error)
+        return
+    missing = sorted(set(range(host.gpus)) - set(minors))
+    if missing:
+        yield f"{at}.renderNodes", (f"the file has no render node for GPU(s) {missing} of host '{host.name}' "
+                                    f"({host.gpus} GPUs); save it again on the host")
+    owners: dict[int, int] = {}
+    for gpu, node_minors in sorted(minors.items()):
+        for minor in node_minors:
+            if minor in owners:
+                yield f"{at}.renderNodes", (f"renderD{minor} is listed for GPU {owners[minor]} and GPU {gpu}; "
+                                            "render-node sets of GPUs are disjoint on a real host")
+            owners.setdefault(minor, gpu)
+
+
+def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tuple[str, str]]:
+    """The placed host's partitions against the pack's isolation rule (policy/rocm_policy/rules.py): the same
+    function judges the config here and the declared containers in the policy pack."""
+    from policy.rocm_policy.rules import GpuReach, isolation_problems as rule
+
+    reach = {}
+    for container in host.containers:
+        devices = gpu_devices(host, container)
+        reach[container.name] = GpuReach.of([host_path for host_path, _ in devices.devices],
+                                            [container_path for _, container_path in devices.devices],
+                                            devices.cdi_devices)
+    return [(f"{at}.gpuAccess", f"{message}") for message in rule(reach, prod=environment == "prod")]
 
 
 def place_partitions(host: HostConfig, at: str) -> tuple[HostConfig, list[tuple[str, str]]]:

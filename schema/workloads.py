@@ -21,7 +21,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, StringConstraints
 
 from .base import ConfigModel
-from .docker import ContainerConfig, HostConfig
+from .docker import VISIBILITY_VARIABLES, ContainerConfig, HostConfig
 from .kubernetes import BUILTIN_NAMESPACES, GpuNodeTaint, KubernetesConfig, NamespaceName
 from .monitoring import MonitoringConfig
 
@@ -75,6 +75,10 @@ INFERENCE_ROCM_ENV: dict[str, str] = {
 }
 # Same guide: 112 RCCL channels on MI300X help only multi-GPU (tensor/pipeline/data-parallel) serving.
 MULTI_GPU_INFERENCE_ENV: dict[str, str] = {"NCCL_MIN_NCHANNELS": "112"}
+# Same guide, "Data parallelism": "For ROCm, currently use VLLM_ALL2ALL_BACKEND="allgather_reducescatter" and
+# --disable-nccl-for-dp-synchronization with data parallelism."
+DATA_PARALLEL_INFERENCE_ENV: dict[str, str] = {"VLLM_ALL2ALL_BACKEND": "allgather_reducescatter"}
+DATA_PARALLEL_VLLM_FLAGS = ("--disable-nccl-for-dp-synchronization",)
 
 # Hugging Face repositories whose models are all gated (licence to accept): a token is required.
 KNOWN_GATED_MODEL_PREFIXES = ("meta-llama/", "google/gemma")
@@ -84,8 +88,8 @@ VLLM_MANAGED_FLAGS = ("--host", "--port", "--tensor-parallel-size", "-tp", "--da
                       "--revision")
 # Environment variables the components set from other keys.
 TRAINING_MANAGED_ENV = ("CHECKPOINT_DIR", "TRAIN_STEPS", "BATCH_SIZE", "CHECKPOINT_EVERY", "CHECKPOINT_KEEP",
-                        "TRAIN_PRECISION", "TRAIN_ENTRYPOINT", "TRAIN_BACKEND", "HIP_VISIBLE_DEVICES")
-INFERENCE_MANAGED_ENV = ("HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "HIP_VISIBLE_DEVICES", "VLLM_API_KEY")
+                        "TRAIN_PRECISION", "TRAIN_ENTRYPOINT", "TRAIN_BACKEND", *VISIBILITY_VARIABLES)
+INFERENCE_MANAGED_ENV = ("HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "VLLM_API_KEY", *VISIBILITY_VARIABLES)
 # What `training[].kubernetes.network` sets: naming them in env/rcclEnv too would contradict it.
 NETWORK_MANAGED_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
 # Partition keys a claiming workload decides; setting them on the partition would be silently ignored.
@@ -323,11 +327,13 @@ class InferenceKubernetes(ConfigModel):
 
 
 class InferenceDocker(ConfigModel):
-    # `host/container` partitions; each runs one vLLM server on the partition's GPUs.
+    # `host/container` partitions; each runs one vLLM server on the partition's GPUs. For dense models several
+    # single-GPU partitions usually serve more than one partition of as many GPUs (see the README).
     partitions: list[PartitionRef] = Field(min_length=1)
     # Host port of the API; None: the same as `port`.
     published_port: int | None = Field(None, ge=1, le=65535)
-    # Host address the port is published on.
+    # Host address the port is published on (127.0.0.1: only the host itself, behind its own proxy). In prod the
+    # API needs the key `rocm-stack:vllmApiKey` on any address.
     ip: str = "0.0.0.0"
     # Host directory of the Hugging Face cache, shared by the servers of a host.
     model_cache_dir: AbsolutePath = "/var/lib/rocm-stack/huggingface"
@@ -357,15 +363,19 @@ class InferenceConfig(ConfigModel):
     def needs_token(self) -> bool:
         return self.gated or self.model.startswith(KNOWN_GATED_MODEL_PREFIXES)
 
+    def data_parallel_size(self, gpus: int) -> int:
+        return max(1, gpus // self.tensor_parallel_size)
+
     def server_env(self, gpus: int) -> dict[str, str]:
-        defaults = {**INFERENCE_ROCM_ENV, **(MULTI_GPU_INFERENCE_ENV if gpus > 1 else {})}
+        defaults = {**INFERENCE_ROCM_ENV, **(MULTI_GPU_INFERENCE_ENV if gpus > 1 else {}),
+                    **(DATA_PARALLEL_INFERENCE_ENV if self.data_parallel_size(gpus) > 1 else {})}
         return {**merged_env(defaults, self.rocm_env), **self.env}
 
     def vllm_args(self, gpus: int) -> list[str]:
         """`vllm serve` arguments after the model: TP ranks per replica, the remaining factor as data parallel."""
         args = ["--host", "0.0.0.0", "--port", str(self.port), "--tensor-parallel-size", str(self.tensor_parallel_size)]
-        if gpus > self.tensor_parallel_size:
-            args += ["--data-parallel-size", str(gpus // self.tensor_parallel_size)]
+        if self.data_parallel_size(gpus) > 1:
+            args += ["--data-parallel-size", str(self.data_parallel_size(gpus)), *DATA_PARALLEL_VLLM_FLAGS]
         if self.revision is not None:
             args += ["--revision", self.revision]
         return args + self.extra_args
@@ -430,9 +440,12 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
             yield "vllmApiKey", (
                 f"prod serves {', '.join(served)} on Kubernetes, reachable by every pod of the cluster: set the API "
                 "key vLLM requires on /v1 with `pulumi config set --secret vllmApiKey <key>`")
-    if "huggingfaceToken" in secret_names:
-        return
-    for inference in cfg.inference:
+        for index, inference in enumerate(cfg.inference):
+            if inference.docker is not None:
+                yield "vllmApiKey", (
+                    f"inference[{index}] ('{inference.name}') publishes vLLM's API on Docker hosts, which prod "
+                    "protects with an API key: run `pulumi config set --secret vllmApiKey <key>`")
+    for inference in cfg.inference if "huggingfaceToken" not in secret_names else ():
         if inference.needs_token:
             yield "huggingfaceToken", (
                 f"inference '{inference.name}' serves the gated model '{inference.model}', which needs a Hugging Face "

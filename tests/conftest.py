@@ -49,9 +49,24 @@ def on_gpu_hosts(plan: Plan, type_token: str) -> list[dict[str, Any]]:
     return [r for r in plan.of_type(type_token) if r["parent"] in hosts]
 
 
+PARTITION_LABEL = "rocm-stack.partition"
+
+
+def partition_of(container: dict[str, Any]) -> str | None:
+    """`host/container` from the partition label, or None for a container that is no GPU partition (the exporter)."""
+    labels = {label["label"]: label["value"] for label in container["inputs"].get("labels", [])}
+    return labels.get(PARTITION_LABEL)
+
+
 def gpu_containers(plan: Plan) -> list[dict[str, Any]]:
-    """Every Docker container that runs GPU work (a partition's shell or a workload): it selects its GPUs."""
-    return [c for c in plan.of_type(CONTAINER) if "HIP_VISIBLE_DEVICES" in env_of(c)]
+    """Every Docker container that runs GPU work (a partition's shell or a workload): it carries the partition label."""
+    return [c for c in plan.of_type(CONTAINER) if partition_of(c) is not None]
+
+
+def render_nodes_of(container: dict[str, Any]) -> list[str]:
+    """The container paths of the render nodes a container maps."""
+    return [d["containerPath"] for d in container["inputs"].get("devices", [])
+            if d["containerPath"].startswith("/dev/dri/renderD")]
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:

@@ -131,7 +131,7 @@ def test_every_problem_is_reported_at_once():
         load("prod", {P + "images": {"pytorch": "rocm/pytorch:latest", "vllm": "rocm/vllm"},
                       P + "hosts": [host(containers=[{"name": "a", "gpus": [9]}])]})
     assert [p.path for p in error.value.problems] == [
-        "images.pytorch", "images.vllm", "hosts[0].containers[0].gpus[0]"]
+        "images.pytorch", "images.vllm", "hosts[0].containers[0].gpus[0]", "hosts[0].renderNodes"]
 
 
 def test_latest_is_allowed_in_dev():

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from tools.synth import SECRET, synthesize
-from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, gpu_containers, on_gpu_hosts, stack_file
+from conftest import (CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, gpu_containers, on_gpu_hosts, render_nodes_of,
+                      stack_file)
 
 P = "rocm-stack:"
 
@@ -43,19 +44,27 @@ def test_every_container_gets_rocm_device_access(plan_name, request):
     assert len(containers) == {"dev_plan": 2, "prod_plan": 8}[plan_name]
     for c in containers:
         i = c["inputs"]
-        assert [(d["hostPath"], d["containerPath"]) for d in i["devices"]] == [
-            ("/dev/kfd", "/dev/kfd"), ("/dev/dri", "/dev/dri")]
-        assert i["groupAdds"] == ["video", "render"]
+        devices = [(d["hostPath"], d["containerPath"]) for d in i["devices"]]
+        assert devices[0] == ("/dev/kfd", "/dev/kfd")
+        if plan_name == "dev_plan":  # one workstation: all of /dev/dri, a visibility variable splits it
+            assert devices[1:] == [("/dev/dri", "/dev/dri")]
+        else:  # prod: only the partition's 4 render nodes (gpuAccess renderNodes)
+            assert len(devices) == 5 and all(c.startswith("/dev/dri/renderD") and h == c for h, c in devices[1:])
+        assert "groupAdds" not in i  # root containers: no supplementary groups, never group names
         assert i["ipcMode"] == "host"
         assert i["shmSize"] >= 1024
     # A partition's own shell always runs (workloads decide their restart behaviour themselves).
     assert all(c["inputs"]["mustRun"] is True for c in on_gpu_hosts(plan, CONTAINER))
 
 
-def test_prod_partitions_match_hip_visible_devices(prod_plan):
-    seen = {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in gpu_containers(prod_plan)}
+def test_prod_partitions_get_the_render_nodes_of_their_gpus(prod_plan):
+    """GPUs 0-3 and 4-7 of an 8x MI300X host: its primary render minors step by 8 (each GPU reserves 8 for its
+    partitions; a real MI300X host in ROCm/k8s-gpu-dra-driver issue #20 has renderD128, renderD136, renderD144),
+    so `128 + index` would hand GPU 1's partition GPU 0's node."""
+    seen = {c["name"]: _gpus(c) for c in gpu_containers(prod_plan)}
     assert seen == {f"gpu-node-{i}-{name}": devices for i in range(1, 5)
-                    for name, devices in (("serve-b", "0,1,2,3"), ("train-a", "4,5,6,7"))}
+                    for name, devices in (("serve-b", "renderD128,renderD136,renderD144,renderD152"),
+                                          ("train-a", "renderD160,renderD168,renderD176,renderD184"))}
 
 
 def test_prod_is_hardened(prod_plan):
@@ -69,8 +78,9 @@ def test_prod_is_hardened(prod_plan):
 
 def test_dev_has_debug_flags(dev_plan):
     containers = {c["name"]: c for c in gpu_containers(dev_plan)}
-    assert {name: env_of(c)["HIP_VISIBLE_DEVICES"] for name, c in containers.items()} == {
-        "workstation-train": "0", "workstation-serve": "1"}
+    # vLLM reads CUDA_VISIBLE_DEVICES (AMD's vLLM V1 optimization guide), the training HIP's variable.
+    assert {name: env_of(c).get("HIP_VISIBLE_DEVICES", env_of(c).get("CUDA_VISIBLE_DEVICES"))
+            for name, c in containers.items()} == {"workstation-train": "0", "workstation-serve": "1"}
     for c in containers.values():
         assert c["inputs"]["capabilities"] == {"adds": ["SYS_PTRACE"]}
         assert c["inputs"]["securityOpts"] == ["seccomp=unconfined"]
@@ -79,7 +89,8 @@ def test_dev_has_debug_flags(dev_plan):
 def test_a_host_without_workloads_runs_a_shell_on_every_gpu():
     plan = synthesize("dev", {P + "hosts": [{"name": "workstation", "gpus": 2}]})
     (c,) = on_gpu_hosts(plan, CONTAINER)
-    assert (c["name"], env_of(c)["HIP_VISIBLE_DEVICES"]) == ("workstation-rocm-dev", "0,1")
+    # Every GPU of the host: nothing to select, so no visibility variable.
+    assert (c["name"], _gpus(c)) == ("workstation-rocm-dev", "all")
 
 
 def test_split_8x1_gives_one_gpu_each():
@@ -113,7 +124,7 @@ def test_reordering_hosts_renames_nothing(prod_plan):
 def test_adding_a_host_keeps_existing_resources(prod_plan):
     config = stack_file("prod")
     config[P + "hosts"].insert(0, {"name": "gpu-node-0", "gpus": 8, "docker": {"host": "ssh://deploy@gpu-node-0"},
-                                   "containers": [{"name": "train-a", "image": "pytorch"}]})
+                                   "gpuAccess": "all", "containers": [{"name": "train-a", "image": "pytorch"}]})
     after = _identity(synthesize("prod", config))
     before = _identity(prod_plan)
     assert {urn: after[urn] for urn in before} == before
@@ -132,16 +143,26 @@ def test_registry_password_reaches_the_provider_as_a_secret():
     assert "s3cret" not in str(plan.to_json())
 
 
+def _gpus(container):
+    """HIP_VISIBLE_DEVICES where a partition shares /dev/dri (gpuAccess all), else its render nodes."""
+    env = env_of(container)
+    if "HIP_VISIBLE_DEVICES" in env:
+        return env["HIP_VISIBLE_DEVICES"]
+    return ",".join(path.rsplit("/", 1)[1] for path in render_nodes_of(container)) or "all"
+
+
 def _partitions(plan):
-    return {c["name"]: (env_of(c)["HIP_VISIBLE_DEVICES"], c["inputs"].get("cpuSet")) for c in gpu_containers(plan)}
+    return {c["name"]: (_gpus(c), c["inputs"].get("cpuSet")) for c in gpu_containers(plan)}
 
 
 def test_prod_partitions_are_numa_local_with_their_cpus(prod_plan):
     """prod asks for two gpuCount: 4 partitions per host; the saved MI300X topology puts each on one NUMA node
     (in container-name order: serve-b first)."""
     for i in range(1, 5):
-        assert _partitions(prod_plan)[f"gpu-node-{i}-serve-b"] == ("0,1,2,3", "0-95,192-287")
-        assert _partitions(prod_plan)[f"gpu-node-{i}-train-a"] == ("4,5,6,7", "96-191,288-383")
+        assert _partitions(prod_plan)[f"gpu-node-{i}-serve-b"] == ("renderD128,renderD136,renderD144,renderD152",
+                                                                   "0-95,192-287")
+        assert _partitions(prod_plan)[f"gpu-node-{i}-train-a"] == ("renderD160,renderD168,renderD176,renderD184",
+                                                                   "96-191,288-383")
 
 
 def test_mi250_gcd_pairs_stay_together():

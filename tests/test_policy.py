@@ -36,9 +36,9 @@ def upstream(name: str) -> dict:
 def gpu_container(**overrides) -> dict:
     """A Docker GPU container as the GpuHost component declares it for prod."""
     props = {"name": "train-a", "image": "sha256:" + "ab" * 32, "ipcMode": "host", "shmSize": 65536,
-             "devices": [{"hostPath": "/dev/kfd", "containerPath": "/dev/kfd", "permissions": "rwm"},
-                         {"hostPath": "/dev/dri", "containerPath": "/dev/dri", "permissions": "rwm"}],
-             "groupAdds": ["video", "render"], "envs": ["HIP_VISIBLE_DEVICES=0,1,2,3"],
+             "devices": [{"hostPath": p, "containerPath": p, "permissions": "rwm"}
+                         for p in ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD136")],
+             "labels": [{"label": rules.PARTITION_LABEL, "value": "gpu-node-1/train-a"}], "envs": [],
              "capabilities": {"adds": ["SYS_NICE"]}, "securityOpts": ["no-new-privileges:true"]}
     props.update(overrides)
     return props
@@ -131,7 +131,7 @@ def test_gpu_container_missing_devices_or_host_ipc_fails(prod_env):
     problems = validate("docker-gpu-container-devices", CONTAINER,
                         gpu_container(devices=[{"hostPath": "/dev/kfd"}], ipcMode="private"))
     assert len(problems) == 2
-    assert "/dev/dri" in problems[0] and "ipcMode 'private'" in problems[1]
+    assert "render node" in problems[0] and "ipcMode 'private'" in problems[1]
     (no_kfd,) = rules.docker_gpu_container_problems(CONTAINER, gpu_container(devices=[{"hostPath": "/dev/dri"}]))
     assert "/dev/kfd" in no_kfd
 
@@ -142,7 +142,7 @@ def test_gpu_reader_needs_devices_but_not_host_ipc():
                 "devices": [{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri"}]}
     assert rules.docker_gpu_container_problems(CONTAINER, exporter) == []
     (no_dri,) = rules.docker_gpu_container_problems(CONTAINER, {**exporter, "devices": [{"hostPath": "/dev/kfd"}]})
-    assert "/dev/dri" in no_dri
+    assert "render node" in no_dri
 
 
 def test_container_without_gpus_is_not_a_gpu_container():

@@ -46,11 +46,12 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert len(runs) == 3 and len(pulls) == 3  # two partitions and the metrics exporter
     train = next(r for r in runs if "train-a" in r)
     # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
-    for flag in ["--device=/dev/kfd", "--device=/dev/dri", "--ipc=host", "--cap-add=SYS_NICE",
-                 "HIP_VISIBLE_DEVICES=4,5,6,7", "--cpuset-cpus=96-191,288-383", "--shm-size=65536m"]:
+    # ... with only the partition's render nodes (GPUs 4-7 of the saved MI300X map; "Restricting GPU access").
+    for flag in ["--device=/dev/kfd", *(f"--device=/dev/dri/renderD{m}" for m in (160, 168, 176, 184)), "--ipc=host",
+                 "--cap-add=SYS_NICE", "--cpuset-cpus=96-191,288-383", "--shm-size=65536m"]:
         assert flag in train
-    assert train[train.index("--group-add") + 1] == "video"
-    assert "render" in train
+    assert "--device=/dev/dri" not in train and "--group-add" not in train
+    assert not any(arg.startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES=")) for arg in train)
     assert "--cap-add=SYS_PTRACE" not in train and "--security-opt=seccomp=unconfined" not in train
     # gpu-node-2's train-a partition runs the training workload on its 4 GPUs.
     assert train[-6:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "torchrun", "--standalone",

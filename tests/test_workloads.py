@@ -19,7 +19,7 @@ from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from tools.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
 from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, program_files
-from conftest import CONTAINER, REMOTE_IMAGE, env_of, stack_file
+from conftest import CONTAINER, REMOTE_IMAGE, env_of, render_nodes_of, stack_file
 from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object
 
 DATA = Path(__file__).parent / "data"
@@ -142,13 +142,18 @@ def partition_containers(plan: Plan) -> dict[str, dict[str, Any]]:
             if any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))}
 
 
-def gpus_of_partition(plan: Plan, host: str, partition: str) -> str:
-    """The partition's 4 GPUs: disjoint from, and together with, the host's other partition all 8 of its GPUs."""
+# The primary render nodes of an 8x MI300X host: MI300-class GPUs reserve 8 render minors each (ROCm/k8s-gpu-dra-driver
+# issue #20, a real MI300X host: renderD128, renderD136, renderD144 for consecutive GPUs).
+MI300X_RENDER_NODES = [f"/dev/dri/renderD{128 + 8 * i}" for i in range(8)]
+
+
+def gpus_of_partition(plan: Plan, host: str, partition: str) -> list[str]:
+    """The partition's 4 GPUs' render nodes: disjoint from, and together with, the host's other partition all 8."""
     containers = partition_containers(plan)
-    mine = env_of(containers[f"{host}-{partition}"])["HIP_VISIBLE_DEVICES"]
-    [other] = [env_of(c)["HIP_VISIBLE_DEVICES"] for name, c in containers.items()
+    mine = render_nodes_of(containers[f"{host}-{partition}"])
+    [other] = [render_nodes_of(c) for name, c in containers.items()
                if name.startswith(f"{host}-") and name != f"{host}-{partition}"]
-    assert sorted(int(g) for g in f"{mine},{other}".split(",")) == list(range(8)) and len(mine.split(",")) == 4
+    assert sorted(mine + other) == MI300X_RENDER_NODES and len(mine) == 4
     return mine
 
 
@@ -524,7 +529,8 @@ def test_docker_training_runs_standalone_per_partition(prod):
         assert i["command"] == ["torchrun", "--standalone", "--nproc-per-node", "4",
                                 "/opt/rocm-stack/programs/train.py"]
         env = env_of(c)
-        assert env["HIP_VISIBLE_DEVICES"] == gpus_of_partition(prod, host, "train-a")
+        # Only its own render nodes: the container sees its 4 GPUs as 0..3, so no visibility variable.
+        assert gpus_of_partition(prod, host, "train-a") and not {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"} & set(env)
         assert env["CHECKPOINT_DIR"] == "/checkpoints" and env["TRAIN_STEPS"] == "100000"
         assert (i["restart"], i["maxRetryCount"], i["mustRun"]) == ("on-failure", 5, False)
         assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/checkpoints/llm-pretrain/train-a",
@@ -538,8 +544,11 @@ def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod
         for name in ("gpu-node-1-train-a", "gpu-node-3-serve-b") if plan is prod else ("workstation-train",
                                                                                         "workstation-serve"):
             i = docker_container(plan, name)["inputs"]
-            assert [d["hostPath"] for d in i["devices"]] == ["/dev/kfd", "/dev/dri"]
-            assert (i["groupAdds"], i["ipcMode"]) == (["video", "render"], "host")
+            devices = [d["hostPath"] for d in i["devices"]]
+            # prod: renderNodes isolation; dev: one workstation, all of /dev/dri.
+            assert devices[0] == "/dev/kfd" and (len(devices) == 5 if plan is prod else devices[1:] == ["/dev/dri"])
+            # Root containers need no supplementary group (never a name: the image's /etc/group resolves it).
+            assert ("groupAdds" not in i, i["ipcMode"]) == (True, "host")
             assert (i["capabilities"]["adds"], i["securityOpts"]) == (caps, opts)
 
 
@@ -588,7 +597,7 @@ def test_vllm_deployment_serves_the_model_with_tensor_and_data_parallel_ranks(pr
     assert server["image"].startswith("rocm/vllm:rocm")
     assert server["command"] == [
         "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "8000",
-        "--tensor-parallel-size", "2", "--data-parallel-size", "2",
+        "--tensor-parallel-size", "2", "--data-parallel-size", "2", "--disable-nccl-for-dp-synchronization",
         "--revision", "0e9e39f249a16976918f6564b8830bc894c89659", "--max-model-len", "8192"]
     assert server["resources"]["limits"]["amd.com/gpu"] == server["resources"]["requests"]["amd.com/gpu"] == "4"
     assert pod["enableServiceLinks"] is False
@@ -733,13 +742,14 @@ def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     c = docker_container(prod, "gpu-node-3-serve-b")
     i = c["inputs"]
     assert i["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0"}]
-    assert i["command"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    # prod's API key: `sh -c` reads the uploaded key file into VLLM_API_KEY, then execs `vllm serve`.
+    assert i["command"][:2] == ["sh", "-c"] and i["command"][4:7] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
     assert i["command"][i["command"].index("--data-parallel-size") + 1] == "2"  # 4 GPUs / TP 2
     assert "/health" in " ".join(i["healthcheck"]["tests"])
     assert (i["restart"], i["mustRun"]) == ("unless-stopped", True)
     assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/huggingface", "containerPath": MODEL_CACHE_MOUNT}]
     env = env_of(c)
-    assert env["HIP_VISIBLE_DEVICES"] == gpus_of_partition(prod, "gpu-node-3", "serve-b")
+    assert gpus_of_partition(prod, "gpu-node-3", "serve-b") and not {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"} & set(env)
     # The token is a file upload (secret); the environment stays readable in previews.
     assert env["HF_TOKEN_PATH"] == DOCKER_TOKEN_FILE and "HF_TOKEN" not in env
     assert i["uploads"] == SECRET

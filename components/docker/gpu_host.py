@@ -7,13 +7,9 @@ from typing import Any
 import pulumi
 import pulumi_docker as docker
 
+from policy.rocm_policy.rules import PARTITION_LABEL
 from schema import RegistryConfig
-from schema.docker import HostConfig, SecurityProfile, ContainerConfig
-
-# What every ROCm container needs (ROCm docs, "Running ROCm Docker containers"): the compute
-# interface and the render nodes, and the groups that own them on the host.
-ROCM_DEVICES = ("/dev/kfd", "/dev/dri")
-ROCM_GROUPS = ("video", "render")
+from schema.docker import HostConfig, SecurityProfile, ContainerConfig, gpu_devices, partition_gpus
 
 # debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
 # profile only allows mbind/set_mempolicy (used by ROCm's NUMA-aware allocator) with CAP_SYS_NICE.
@@ -33,18 +29,28 @@ class GpuHostArgs:
     registry_password: pulumi.Input[str] | None = None
 
 
-def visible_devices(container: ContainerConfig, host: HostConfig) -> str:
-    gpus = container.gpus if container.gpus is not None else range(host.gpus)
-    return ",".join(str(g) for g in gpus)
+def visibility_env(host: HostConfig, container: ContainerConfig, variable: str) -> dict[str, str]:
+    """The visibility variable a partition needs, or none: with device-level isolation (or every GPU of the host)
+    the container sees exactly its GPUs as 0..N-1, and host indices there would select the wrong ones or none."""
+    visible = gpu_devices(host, container).visible
+    return {} if visible is None else {variable: ",".join(str(g) for g in visible)}
 
 
-def rocm_access(container: ContainerConfig, profile: SecurityProfile, shm_size_bytes: int) -> dict[str, Any]:
-    """The `docker.Container` arguments every ROCm GPU container gets, whoever declares it."""
+def rocm_access(host: HostConfig, container: ContainerConfig, profile: SecurityProfile,
+                shm_size_bytes: int) -> dict[str, Any]:
+    """The `docker.Container` arguments every ROCm GPU partition gets, whoever declares it."""
+    access = gpu_devices(host, container)
     return {
         "shm_size": shm_size_bytes // (1024 * 1024),  # the provider takes MiB
-        "devices": [docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
-                    for d in ROCM_DEVICES],
-        "group_adds": list(ROCM_GROUPS),
+        # /dev/kfd and the render nodes the host's gpuAccess gives (ROCm docs, "Running ROCm Docker containers"
+        # and "Restricting GPU access"), or the AMD Container Toolkit's CDI devices.
+        "devices": [docker.ContainerDeviceArgs(host_path=h, container_path=c, permissions="rwm")
+                    for h, c in access.devices] or None,
+        "device_requests": [docker.ContainerDeviceRequestArgs(driver="cdi", device_ids=list(access.cdi_devices))]
+                           if access.cdi_devices else None,
+        # Numeric host GIDs only (see schema.docker.Gid); none by default, the ROCm images run as root.
+        "group_adds": [str(g) for g in host.device_groups] or None,
+        "labels": [docker.ContainerLabelArgs(label=PARTITION_LABEL, value=f"{host.name}/{container.name}")],
         # RCCL moves data between ranks through host shared memory and IPC handles.
         "ipc_mode": "host",
         # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
@@ -96,19 +102,19 @@ class GpuHost(pulumi.ComponentResource):
         self.register_outputs({
             "dockerHost": host.docker.host,
             "containers": {name: c.name for name, c in self.containers.items()},
-            "hipVisibleDevices": {c.name: visible_devices(c, host) for c in host.containers},
+            "gpus": {c.name: partition_gpus(host, c) for c in host.containers},
         })
 
     def _container(self, host: HostConfig, c: ContainerConfig, profile: SecurityProfile,
                    opts: pulumi.ResourceOptions) -> docker.Container:
-        env: dict[str, Any] = {**c.env, "HIP_VISIBLE_DEVICES": visible_devices(c, host)}
+        env: dict[str, Any] = {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")}
         return docker.Container(
             f"{host.name}-{c.name}",
             name=c.name,
             image=self.images[c.image].image_id,
             command=c.command or None,
             envs=[f"{k}={v}" for k, v in sorted(env.items())],
-            **rocm_access(c, profile, c.shm_size),
+            **rocm_access(host, c, profile, c.shm_size),
             ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip)
                    for p in c.ports] or None,
             volumes=[docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,

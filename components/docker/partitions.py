@@ -1,7 +1,7 @@
 """A workload's container on a Docker GPU-host partition, with the device access GpuHost gives its own.
 
 The ROCm device access, groups, IPC mode, cpuset and security profile come from components.docker.gpu_host's
-`rocm_access` and `visible_devices`, so a workload container gets exactly what a GpuHost container gets.
+`rocm_access` and `visibility_env`, so a workload container gets exactly what a GpuHost container gets.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pulumi_docker as docker
 
 from schema.docker import ContainerConfig, HostConfig, SecurityProfile
 from schema.workloads import partition_size
-from .gpu_host import rocm_access, visible_devices
+from .gpu_host import rocm_access, visibility_env
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,8 @@ class Partition:
     def gpu_count(self) -> int:
         return partition_size(self.host, self.container)
 
-    @property
-    def hip_visible_devices(self) -> str:
-        return visible_devices(self.container, self.host)
+    def visibility_env(self, variable: str) -> dict[str, str]:
+        return visibility_env(self.host, self.container, variable)
 
 
 def pull_on_hosts(workload: str, image: str, partitions: Sequence[Partition],
@@ -56,7 +55,7 @@ class WorkloadContainerArgs:
     image: pulumi.Input[str]
     command: Sequence[str]
     # The workload's environment; the partition's own `env` wins (host-specific settings such as
-    # NCCL_SOCKET_IFNAME), and HIP_VISIBLE_DEVICES always matches the partition.
+    # NCCL_SOCKET_IFNAME), and the visibility variable, where one is needed, always matches the partition.
     env: Mapping[str, pulumi.Input[str]]
     shm_size_bytes: int
     security_profile: SecurityProfile
@@ -67,13 +66,15 @@ class WorkloadContainerArgs:
     ports: Sequence[docker.ContainerPortArgs] = ()
     uploads: Sequence[docker.ContainerUploadArgs] = ()
     healthcheck: docker.ContainerHealthcheckArgs | None = None
+    # The variable the workload's runtime reads to select GPUs when the partition needs one (gpuAccess all).
+    visibility_variable: str = "HIP_VISIBLE_DEVICES"
 
 
 def workload_container(partition: Partition, args: WorkloadContainerArgs,
                        opts: pulumi.ResourceOptions) -> docker.Container:
     """The partition's container running a workload, named like GpuHost names it (same Docker name too)."""
     c = partition.container
-    env = {**args.env, **c.env, "HIP_VISIBLE_DEVICES": partition.hip_visible_devices}
+    env = {**args.env, **c.env, **partition.visibility_env(args.visibility_variable)}
     volumes = [*args.volumes, *(docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,
                                                            read_only=v.read_only) for v in c.volumes)]
     return docker.Container(
@@ -82,7 +83,7 @@ def workload_container(partition: Partition, args: WorkloadContainerArgs,
         image=args.image,
         command=list(args.command),
         envs=[pulumi.Output.concat(k, "=", v) for k, v in sorted(env.items())],
-        **rocm_access(c, args.security_profile, args.shm_size_bytes),
+        **rocm_access(partition.host, c, args.security_profile, args.shm_size_bytes),
         ports=list(args.ports) or None,
         volumes=volumes or None,
         uploads=list(args.uploads) or None,

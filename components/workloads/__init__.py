@@ -105,6 +105,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 workloads.docker_vllm[inference.name] = DockerVllm(inference.name, DockerVllmArgs(
                     inference=inference, image=image, security_profile=cfg.security_profile,
                     partitions=[partitions[ref] for ref in inference.docker.partitions], huggingface_token=token,
+                    api_key=secrets.vllm_api_key,
                 ))
     return workloads
 

@@ -22,6 +22,7 @@ from .pods import labels_of, pod_resources, security_context, shm_volume, storag
 MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
 TOKEN_KEY = "token"
 DOCKER_TOKEN_FILE = "/run/secrets/huggingface-token"
+DOCKER_API_KEY_FILE = "/run/secrets/vllm-api-key"
 HEALTH_PATH = "/health"
 # Lists the served model, so it answers only once the model is loaded. vLLM's API key guards every path under
 # /v1 and nothing else (vllm/entrypoints/openai/api_server.py build_app: `if token := envs.VLLM_API_KEY or
@@ -211,6 +212,16 @@ class VllmServer(pulumi.ComponentResource):
         })
 
 
+def with_api_key_from_file(command: Sequence[str]) -> list[str]:
+    """`command` started with VLLM_API_KEY read from the uploaded key file. vLLM takes the key from --api-key or
+    VLLM_API_KEY (vllm/entrypoints/openai/api_server.py, build_app: `args.api_key or [envs.VLLM_API_KEY]`) and
+    has no key-file flag; `--api-key $(cat ...)` would show the key in `ps` on the host, and a secret in `envs`
+    in `docker inspect` (and would hide every variable from `pulumi preview`). Without a readable, non-empty
+    file the shell exits instead of starting a server without authentication."""
+    script = f'key="$(cat {DOCKER_API_KEY_FILE})" && [ -n "$key" ] && VLLM_API_KEY="$key" exec "$@"'
+    return ["sh", "-c", script, "vllm", *command]
+
+
 @dataclass(frozen=True)
 class DockerVllmArgs:
     inference: InferenceConfig
@@ -218,6 +229,8 @@ class DockerVllmArgs:
     partitions: Sequence[Partition]
     security_profile: SecurityProfile
     huggingface_token: pulumi.Input[str] | None = None
+    # The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API takes no key.
+    api_key: pulumi.Input[str] | None = None
 
 
 class DockerVllm(pulumi.ComponentResource):
@@ -243,9 +256,14 @@ class DockerVllm(pulumi.ComponentResource):
                 env["HF_TOKEN_PATH"] = DOCKER_TOKEN_FILE
                 uploads.append(docker.ContainerUploadArgs(
                     file=DOCKER_TOKEN_FILE, content=pulumi.Output.secret(args.huggingface_token), permissions="0400"))
+            command = serve_command(inference, partition.gpu_count)
+            if args.api_key is not None:
+                uploads.append(docker.ContainerUploadArgs(
+                    file=DOCKER_API_KEY_FILE, content=pulumi.Output.secret(args.api_key), permissions="0400"))
+                command = with_api_key_from_file(command)
             self.containers[partition.ref] = workload_container(partition, WorkloadContainerArgs(
                 image=images[partition.host.name].image_id,
-                command=serve_command(inference, partition.gpu_count),
+                command=command,
                 env=env,
                 shm_size_bytes=int(inference.shm_size),
                 security_profile=args.security_profile,
@@ -259,5 +277,9 @@ class DockerVllm(pulumi.ComponentResource):
                 healthcheck=docker.ContainerHealthcheckArgs(
                     tests=["CMD", "python3", "-c", probe], interval="30s", timeout="10s", retries=3,
                     start_period=f"{inference.startup_timeout_seconds}s"),
+                # vLLM on ROCm reads CUDA_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES beside it makes vLLM's ROCm platform
+                # assert both agree, which data-parallel engine cores (started with a narrowed
+                # CUDA_VISIBLE_DEVICES) break. AMD's vLLM V1 optimization guide: "Keep HIP_VISIBLE_DEVICES unset".
+                visibility_variable="CUDA_VISIBLE_DEVICES",
             ), on_host)
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})

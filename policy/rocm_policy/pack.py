@@ -94,6 +94,12 @@ def _validate_protection(args: StackValidationArgs, report_violation: ReportViol
         report_violation(message, urn)
 
 
+def _validate_isolation(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    containers = [r.props for r in args.resources if r.resource_type == rules.CONTAINER]
+    for message in rules.host_isolation_problems(containers, prod=stack_context().prod):
+        report_violation(message, None)
+
+
 def _validate_config_secrets(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     # Only the stack file says which values are `secure:`; the engine hands the pack decrypted values.
     context = stack_context()
@@ -117,7 +123,8 @@ POLICIES = [
         rules.unpinned_images),
     _resource_policy(
         "docker-gpu-container-devices",
-        "Docker GPU containers map /dev/kfd and /dev/dri and share the host's IPC namespace (RCCL).",
+        "Docker GPU containers map /dev/kfd and render nodes (or CDI GPUs), share the host's IPC namespace (RCCL) "
+        "and add only numeric groups.",
         rules.docker_gpu_container_problems),
     _resource_policy(
         "no-debug-privileges-in-prod",
@@ -131,6 +138,11 @@ POLICIES = [
         "gpu-operator-drains-before-driver-upgrade",
         "In prod the GPU Operator cordons and drains nodes, a bounded number at a time, before a driver upgrade.",
         rules.driver_upgrade_problems, prod_only=True),
+    StackValidationPolicy(
+        name="gpu-partitions-isolated",
+        description="The partitions of a Docker host have disjoint render nodes; in prod none maps the whole /dev/dri "
+                    "beside another partition.",
+        validate=_validate_isolation),
     StackValidationPolicy(
         name="no-plaintext-secrets-in-config",
         description="Stack config keys that hold credentials (password, token, api key...) are Pulumi secrets.",

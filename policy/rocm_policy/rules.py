@@ -10,6 +10,7 @@ and the GPU Operator CRD `amd.com/v1alpha1` DeviceConfig (helm-charts-k8s/crds/d
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,9 @@ DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 GPU_RESOURCE = "amd.com/gpu"
+# Docker label on every GPU partition's container (a partition's shell or the workload running in it): host/container.
+PARTITION_LABEL = "rocm-stack.partition"
+DRI = "/dev/dri"
 # The GPU Operator's chart and the cert-manager it needs (chart names as in their Helm repositories).
 DEFAULT_PROTECTED_CHARTS = ("gpu-operator-charts", "cert-manager")
 
@@ -98,35 +102,105 @@ def unpinned_images(resource_type: str, props: Mapping[str, Any]) -> list[str]:
 
 # --- Docker GPU containers --------------------------------------------------------------------------------
 
-def _device_paths(props: Mapping[str, Any]) -> list[str]:
-    return [str(_mapping(d).get("hostPath", "")) for d in _sequence(props.get("devices"))]
+def _devices(props: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(host path, container path) of each mapped device; Docker uses the host path when no container path is given."""
+    devices = [_mapping(d) for d in _sequence(props.get("devices"))]
+    return [(str(d.get("hostPath", "")), str(d.get("containerPath") or d.get("hostPath", ""))) for d in devices]
 
 
-def selects_gpus(props: Mapping[str, Any]) -> bool:
-    """A container that runs GPU work: it picks its GPUs (the metrics exporter only reads them)."""
-    return any(str(e).startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="))
-               for e in _sequence(props.get("envs")))
+def _cdi_devices(props: Mapping[str, Any]) -> list[str]:
+    return [str(i) for r in map(_mapping, _sequence(props.get("deviceRequests"))) if r.get("driver") == "cdi"
+            for i in _sequence(r.get("deviceIds"))]
+
+
+def partition_of(props: Mapping[str, Any]) -> str | None:
+    """`host/container` of a GPU partition's container, from its label; None for any other container."""
+    for label in map(_mapping, _sequence(props.get("labels"))):
+        if label.get("label") == PARTITION_LABEL:
+            return str(label.get("value"))
+    return None
 
 
 def is_gpu_container(props: Mapping[str, Any]) -> bool:
-    """A container that selects GPUs or maps a GPU device node."""
-    return selects_gpus(props) or any(p == "/dev/kfd" or p.startswith("/dev/dri") for p in _device_paths(props))
+    """A partition, or a container that maps a GPU device node or CDI GPU (the metrics exporter too)."""
+    return (partition_of(props) is not None or bool(_cdi_devices(props))
+            or any(c == "/dev/kfd" or c == DRI or c.startswith(DRI + "/") for _, c in _devices(props)))
 
 
 def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """ROCm in a container needs the KFD and DRI device nodes, and RCCL needs the host's IPC namespace."""
+    """ROCm in a container needs the KFD and a render node (or the toolkit's CDI GPU, which maps both), RCCL the
+    host's IPC namespace, and supplementary groups are numeric host GIDs."""
     if resource_type != CONTAINER or not is_gpu_container(props):
         return []
-    devices = _device_paths(props)
+    paths = [c for _, c in _devices(props)]
     problems = []
-    if "/dev/kfd" not in devices:
-        problems.append("GPU container without device /dev/kfd (ROCm's compute interface): add --device=/dev/kfd")
-    if not any(p == "/dev/dri" or p.startswith("/dev/dri/") for p in devices):
-        problems.append("GPU container without device /dev/dri (the GPU render nodes): add --device=/dev/dri")
-    if selects_gpus(props) and props.get("ipcMode") != "host":
+    if not _cdi_devices(props):
+        if "/dev/kfd" not in paths:
+            problems.append("GPU container without device /dev/kfd (ROCm's compute interface): add --device=/dev/kfd")
+        if not any(p == DRI or p.startswith(DRI + "/renderD") for p in paths):
+            problems.append("GPU container without a render node: add its --device=/dev/dri/renderD<minor> nodes "
+                            "(or --device=/dev/dri on a single-tenant host)")
+    if partition_of(props) is not None and props.get("ipcMode") != "host":
         problems.append(f"GPU container with ipcMode {props.get('ipcMode')!r}: RCCL needs ipcMode 'host' "
                         "(--ipc=host) to share memory between GPU processes")
+    for group in _sequence(props.get("groupAdds")):
+        # moby resolves a group name in the image's /etc/group (daemon/oci_linux.go getUser); recent rocm/pytorch
+        # images have no `render` group, and the container fails to start (ROCm/rocm-libraries PR #6563).
+        if not str(group).isdigit():
+            problems.append(f"--group-add '{group}' is a group name, looked up in the image's /etc/group rather "
+                            "than the host's: use the numeric host GID (`stat -c %g /dev/kfd /dev/dri/renderD*`)")
     return problems
+
+
+# --- GPU isolation between the partitions of a host -------------------------------------------------------
+
+@dataclass(frozen=True)
+class GpuReach:
+    """What of a host's GPUs one container can open."""
+
+    whole_dri: bool
+    # Host render-node paths and CDI device names.
+    nodes: frozenset[str]
+
+    @classmethod
+    def of(cls, host_paths: Sequence[str], container_paths: Sequence[str], cdi_devices: Sequence[str]) -> GpuReach:
+        whole = any(c.rstrip("/") == DRI for c in container_paths)
+        nodes = {h for h, c in zip(host_paths, container_paths) if c.startswith(DRI + "/")}
+        return cls(whole, frozenset(nodes | set(cdi_devices)))
+
+
+def isolation_problems(partitions: Mapping[str, GpuReach], prod: bool) -> list[str]:
+    """One host's partitions (name -> reach). The config loader (schema/docker.py) and the policy pack both judge
+    with this function. KFD checks the device cgroup for each GPU's render node (drivers/gpu/drm/amd/amdkfd/
+    kfd_priv.h kfd_devcgroup_check_permission), so render nodes isolate; environment variables do not (ROCm "GPU
+    isolation techniques": an application "can reset them")."""
+    problems = []
+    if prod and len(partitions) > 1:
+        problems += [f"partition '{name}' maps the whole {DRI} (every GPU of the host) beside {len(partitions) - 1} "
+                     "other partition(s): prod isolates partitions by device; use gpuAccess renderNodes (or cdi)"
+                     for name, reach in sorted(partitions.items()) if reach.whole_dri]
+    names = sorted(partitions)
+    for index, first in enumerate(names):
+        for second in names[index + 1:]:
+            shared = partitions[first].nodes & partitions[second].nodes
+            if shared:
+                problems.append(f"partitions '{first}' and '{second}' share {sorted(shared)}: the render-node "
+                                "sets of a host's partitions must be disjoint")
+    return problems
+
+
+def host_isolation_problems(containers: Iterable[Mapping[str, Any]], prod: bool) -> list[str]:
+    """`isolation_problems` for the declared Docker containers, grouped by host through their partition label."""
+    by_host: dict[str, dict[str, GpuReach]] = defaultdict(dict)
+    for props in containers:
+        partition = partition_of(props)
+        if partition is None:
+            continue
+        host, _, name = partition.partition("/")
+        devices = _devices(props)
+        by_host[host][name] = GpuReach.of([h for h, _ in devices], [c for _, c in devices], _cdi_devices(props))
+    return [f"host '{host}': {message}" for host, partitions in sorted(by_host.items())
+            for message in isolation_problems(partitions, prod)]
 
 
 # --- debugging privileges (prod) --------------------------------------------------------------------------
