@@ -76,7 +76,9 @@ class DevicePaths(ConfigModel):
     Only the end-to-end tests move them (stand-in nodes made with mknod in a temporary directory)."""
 
     kfd: AbsolutePath = "/dev/kfd"
+    """Host path of the KFD compute interface."""
     dri: AbsolutePath = "/dev/dri"
+    """Host directory of the render nodes."""
 
 
 class SecurityProfile(str, Enum):
@@ -148,15 +150,19 @@ class HostConfig(ConfigModel):
     topology: str | None = None
     # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.
     numa_cpus: dict[int, CpuList] = {}
-    # How containers reach their GPUs. The stack's loader defaults it by environment: renderNodes in prod, all in dev.
     gpu_access: GpuAccess = GpuAccess.all
-    # Saved GPU-index -> render-node map of the host (domain/render_nodes.py lists the accepted formats), relative
-    # to the project directory; required by gpuAccess renderNodes. Never derived as 128 + index.
+    """How containers reach their GPUs: `renderNodes` (/dev/kfd and only the partition's render nodes), `cdi`
+    (the AMD Container Toolkit's `amd.com/gpu=<index>`) or `all` (all of /dev/dri, a visibility variable picks
+    the GPUs). Unset: `renderNodes` in prod, `all` in dev."""
     render_nodes: str | None = None
-    # Numeric host GIDs added to every GPU container (`--group-add`). Empty (the default): none, because the ROCm
-    # images run as root, which opens the device nodes whatever their group; needed only for a non-root image.
+    """The host's saved GPU -> render-node map (`amd-smi list -e --json`, `amd-ctk cdi list` or the KFD topology's
+    `drm_render_minor`; hosts/README.md), relative to the project directory. Required by `renderNodes`: a render
+    minor is not 128 + index."""
     device_groups: list[Gid] = []
+    """Numeric host GIDs for `--group-add` (`stat -c %g /dev/kfd /dev/dri/renderD*`). Empty: none, as the ROCm
+    images run as root; group names are refused (Docker looks them up in the image's /etc/group)."""
     device_paths: DevicePaths = DevicePaths()
+    """Where the host keeps /dev/kfd and /dev/dri; only tests move them (stand-in nodes)."""
     containers: list[ContainerConfig] = [ContainerConfig(name="rocm-dev")]
 
 
