@@ -333,7 +333,7 @@ def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tupl
         reach[container.name] = GpuReach.of([host_path for host_path, _ in devices.devices],
                                             [container_path for _, container_path in devices.devices],
                                             devices.cdi_devices)
-    return [(f"{at}.gpuAccess", f"{message}") for message in rule(reach, prod=environment == "prod")]
+    return [(f"{at}.gpuAccess", message) for message in rule(reach, prod=environment == "prod")]
 
 
 def place_partitions(host: HostConfig, at: str) -> tuple[HostConfig, list[tuple[str, str]]]:
