@@ -3,7 +3,7 @@ import pulumi
 
 from schema import ConfigError, from_pulumi
 from components.docker.gpu_host import GpuHost, GpuHostArgs
-from components.k8s import build_kubernetes
+from components.k8s import build_kubernetes, gpu_stack_workloads
 from components.monitoring import (
     DockerExporter,
     DockerExporterArgs,
@@ -60,6 +60,8 @@ if cfg.kubernetes is not None:
             provider=kubernetes.provider,
             namespace=owned.metadata.name if owned is not None else "monitoring",
             exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
+            exporter_tolerations=cfg.kubernetes.gpu_tolerations(),
+            gpu_stack_workloads=gpu_stack_workloads(cfg.kubernetes),
         ), opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready))
 
 workloads = build_workloads(cfg, secrets, kubernetes, hosts)

@@ -11,18 +11,27 @@ lower-cased field names from docs/configuration/metrics-support-matrix.yaml:
   per compute die: label xcc_index, as in grafana/dashboard_gpu.json), gpu_gfx_activity (MI2xx; the upstream
   dashboards read it only on MI2xx cards), gpu_used_vram, gpu_total_vram, gpu_ecc_correct_total,
   gpu_ecc_uncorrect_total.
-Labels: hostname, gpu_id, gpu_partition_id, pod, job_id are always set by the exporter
+Labels: hostname, gpu_id, gpu_partition_id, pod, namespace, job_id are always set by the exporter
 (docs/configuration/configmap.md; example/config-gpu.json "Labels"); `pod` is non-empty when Kubernetes has
-allocated the GPU to a pod, `job_id` when Slurm has allocated it to a job.
+allocated the GPU to a pod, `job_id` when Slurm has allocated it to a job. `gpu_health` is 1 healthy, 0
+unhealthy (pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go @ v1.5.1: "Health of the GPU (0 = Unhealthy | 1 =
+Healthy)").
+
+On Kubernetes a second group watches the GPU stack itself through kube-state-metrics (which
+kube-prometheus-stack runs): the operator Deployment, the device plugin / labeller / exporter DaemonSets and
+each node's allocatable `amd.com/gpu` (docs/metrics/{workload,cluster}/*-metrics.md, all STABLE).
 """
 from __future__ import annotations
 
 import argparse
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from schema.kubernetes import GPU_RESOURCE_NAME
 from schema.monitoring import MonitoringConfig, Thresholds
 
 # Every scrape of the exporter (Docker scrape config, our ServiceMonitor, the DeviceConfig's via relabeling)
@@ -46,6 +55,24 @@ _FAMILY_METRICS = {
     },
 }
 _WHERE = "{{ $labels.hostname }} GPU {{ $labels.gpu_id }}"
+# kube-state-metrics' label value of an extended resource: invalid label characters become `_`
+# (internal/store/utils.go `invalidLabelCharRE = regexp.MustCompile(`[^a-zA-Z0-9_]`)`, SanitizeLabelName):
+# kube_node_status_allocatable{resource="amd_com_gpu", unit="integer"} (internal/store/node.go).
+KSM_GPU_RESOURCE = re.sub(r"[^a-zA-Z0-9_]", "_", GPU_RESOURCE_NAME)
+# How far back a node's allocatable GPUs are remembered: a drop is measured against the most it had.
+ALLOCATABLE_MEMORY = "1d"
+# Pods of a Deployment are owned by its ReplicaSet (kube_pod_owner, docs/metrics/workload/pod-metrics.md):
+# serving replicas, idle whenever nobody sends requests, which is no reason to page.
+SERVING_OWNER_KIND = "ReplicaSet"
+
+
+@dataclass(frozen=True)
+class GpuStackWorkloads:
+    """The Kubernetes objects that expose and measure the GPUs, as (namespace, name); a None namespace matches
+    the name in any namespace."""
+
+    deployments: tuple[tuple[str | None, str], ...] = ()
+    daemon_sets: tuple[tuple[str | None, str], ...] = ()
 
 
 def _num(value: float) -> str:
@@ -69,10 +96,12 @@ def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
     cap = t.power_cap_watts * t.power_cap_fraction
     key = ", ".join(GPU_KEY)
     # A workload holds the GPU when a scheduler label names it (Kubernetes pod, Slurm job) or, on plain Docker
-    # hosts where the exporter sees no scheduler, when it holds a real share of the VRAM.
+    # hosts where the exporter sees no scheduler, when it holds a real share of the VRAM. Serving pods (owned by
+    # a Deployment's ReplicaSet) are left out: an inference replica nobody queries is idle by design.
     workload = (
-        f'gpu_used_vram{{pod!=""}} or gpu_used_vram{{job_id!=""}}'
-        f" or (gpu_used_vram / gpu_total_vram > {_num(t.idle_vram_in_use_fraction)})"
+        f'(gpu_used_vram{{pod!=""}} unless on (namespace, pod) kube_pod_owner{{owner_kind="{SERVING_OWNER_KIND}"}})'
+        f' or gpu_used_vram{{job_id!=""}}'
+        f' or (gpu_used_vram{{pod="", job_id=""}} / gpu_total_vram > {_num(t.idle_vram_in_use_fraction)})'
     )
     temperature_name = "GpuJunctionTemperatureHigh" if cfg.family == "MI3xx" else "GpuEdgeTemperatureHigh"
     return [
@@ -123,6 +152,11 @@ def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
             f"(more than {t.ecc_correctable_max_increase}): memory may be degrading.",
         ),
         _alert(
+            "GpuUnhealthy", "gpu_health == 0", t.sustained_for, "critical", "GPU reports itself unhealthy",
+            f"{_WHERE} has reported gpu_health 0 (unhealthy) for {t.sustained_for}: drain it and check its RAS "
+            "events before scheduling work there again.",
+        ),
+        _alert(
             "GpuMetricsExporterDown", f'up{{job="{EXPORTER_JOB}"}} == 0', t.exporter_down_for, "warning",
             "AMD device metrics exporter down",
             f"Prometheus has failed to scrape the exporter at {{{{ $labels.instance }}}} for {t.exporter_down_for}: "
@@ -137,13 +171,72 @@ def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
     ]
 
 
-def rule_groups(cfg: MonitoringConfig) -> list[dict[str, Any]]:
-    return [{"name": f"rocm-gpu-{cfg.gpu_model.lower()}", "rules": alert_rules(cfg)}]
+def _selector(namespace: str | None, names: list[str], label: str) -> str:
+    matchers = [f'namespace="{namespace}"'] if namespace is not None else []
+    matchers.append(f'{label}="{names[0]}"' if len(names) == 1 else f'{label}=~"{"|".join(names)}"')
+    return "{" + ", ".join(matchers) + "}"
 
 
-def prometheus_rule_spec(cfg: MonitoringConfig) -> dict[str, Any]:
+def _by_namespace(objects: tuple[tuple[str | None, str], ...]) -> dict[str | None, list[str]]:
+    grouped: dict[str | None, list[str]] = {}
+    for namespace, name in objects:
+        grouped.setdefault(namespace, []).append(name)
+    return grouped
+
+
+def kubernetes_alert_rules(cfg: MonitoringConfig, stack: GpuStackWorkloads) -> list[dict[str, Any]]:
+    """Rules on the GPU stack's Kubernetes objects and the nodes' allocatable GPUs (kube-state-metrics)."""
+    t: Thresholds = cfg.effective_thresholds()
+    rules = []
+    if stack.deployments:
+        available = " or ".join(
+            f"kube_deployment_status_replicas_available{_selector(ns, names, 'deployment')} < 1"
+            for ns, names in _by_namespace(stack.deployments).items())
+        missing = " or ".join(
+            f"absent(kube_deployment_status_replicas_available{_selector(ns, [name], 'deployment')})"
+            for ns, name in stack.deployments)
+        rules.append(_alert(
+            "GpuOperatorDown", f"{available} or {missing}", t.exporter_down_for, "critical",
+            "AMD GPU Operator not running",
+            f"Deployment {{{{ $labels.namespace }}}}/{{{{ $labels.deployment }}}} has had no available replica for "
+            f"{t.exporter_down_for}: DeviceConfig changes, driver upgrades and failed operands are not handled.",
+        ))
+    if stack.daemon_sets:
+        unavailable = " or ".join(
+            f"kube_daemonset_status_number_unavailable{_selector(ns, names, 'daemonset')} > 0"
+            for ns, names in _by_namespace(stack.daemon_sets).items())
+        rules.append(_alert(
+            "GpuStackDaemonSetUnavailable", unavailable, t.exporter_down_for, "critical",
+            "GPU device plugin, labeller or metrics exporter pods unavailable",
+            f"{{{{ $value }}}} pod(s) of DaemonSet {{{{ $labels.namespace }}}}/{{{{ $labels.daemonset }}}} have been "
+            f"unavailable for {t.exporter_down_for}: their nodes advertise no {GPU_RESOURCE_NAME} (device plugin) "
+            "or report no GPU metrics (exporter).",
+        ))
+    allocatable = f'kube_node_status_allocatable{{resource="{KSM_GPU_RESOURCE}", unit="integer"}}'
+    rules.append(_alert(
+        "GpuAllocatableDropped",
+        f"{allocatable}\n< max_over_time({allocatable}[{ALLOCATABLE_MEMORY}])\n"
+        # A cordoned node is being drained on purpose (driver upgrade: the operator removes the device plugin).
+        "unless on (node) kube_node_spec_unschedulable == 1",
+        t.exporter_down_for, "warning", f"Node lost allocatable {GPU_RESOURCE_NAME}",
+        f"Node {{{{ $labels.node }}}} offers {{{{ $value }}}} {GPU_RESOURCE_NAME} for {t.exporter_down_for}, fewer "
+        f"than it had in the last {ALLOCATABLE_MEMORY}: a GPU fell off the bus, failed health checks, or the device "
+        "plugin lost it.",
+    ))
+    return rules
+
+
+def rule_groups(cfg: MonitoringConfig, stack: GpuStackWorkloads | None = None) -> list[dict[str, Any]]:
+    """The GPU rules; with `stack` (Kubernetes) also the group watching the GPU stack's objects."""
+    groups = [{"name": f"rocm-gpu-{cfg.gpu_model.lower()}", "rules": alert_rules(cfg)}]
+    if stack is not None:
+        groups.append({"name": "rocm-gpu-kubernetes", "rules": kubernetes_alert_rules(cfg, stack)})
+    return groups
+
+
+def prometheus_rule_spec(cfg: MonitoringConfig, stack: GpuStackWorkloads | None = None) -> dict[str, Any]:
     """`spec` of a monitoring.coreos.com/v1 PrometheusRule."""
-    return {"groups": rule_groups(cfg)}
+    return {"groups": rule_groups(cfg, stack)}
 
 
 class _RulesDumper(yaml.SafeDumper):

@@ -3,6 +3,7 @@ tests/data/monitoring/reference (see its SOURCE.md), and a PromQL name extractor
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import promql_parser
@@ -29,6 +30,17 @@ def exporter_labels() -> set[str]:
     dashboard = (REFERENCE / "dashboard_gpu.json").read_text(encoding="utf-8")
     assert "{{xcc_index}}" in dashboard
     return {label.lower() for label in config["GPUConfig"]["Labels"]} | {"xcc_index"}
+
+
+def kube_state_metrics() -> dict[str, set[str]]:
+    """kube-state-metrics metric -> its label names, read from the vendored docs tables
+    (reference/ksm-*-metrics.md: rows `| kube_... | Gauge | ... | `label`=&lt;...&gt; ... | STABLE |`)."""
+    metrics: dict[str, set[str]] = {}
+    for path in sorted(REFERENCE.glob("ksm-*-metrics.md")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if match := re.match(r"^\|\s*(kube_[a-z_]+)\s*\|", line):
+                metrics[match.group(1)] = set(re.findall(r"`([a-z_]+)`=", line))
+    return metrics
 
 
 def promql_names(expr: str) -> tuple[set[str], set[str]]:

@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from domain import alerts, dashboard
+from schema.kubernetes import KubernetesConfig
 from schema.monitoring import MonitoringConfig
+from components.k8s import gpu_stack_workloads
 from components.monitoring import (
     EXPORTER_JOB,
     device_config_service_monitor,
@@ -174,7 +176,9 @@ def dev_device_plugin() -> Plan:
 def test_prometheus_rule_is_valid_and_carries_the_alert_rules(dev_operator: Plan) -> None:
     rule = manifest_of(only(dev_operator, RULE))
     validate_object(rule, PROMETHEUS_RULE_CRD)
-    assert rule["spec"] == alerts.prometheus_rule_spec(MonitoringConfig())
+    watched = gpu_stack_workloads(KubernetesConfig(namespaces=["monitoring"]))
+    assert rule["spec"] == alerts.prometheus_rule_spec(MonitoringConfig(), watched)
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["rocm-gpu-mi300x", "rocm-gpu-kubernetes"]
     assert rule["metadata"]["namespace"] == "monitoring"
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
@@ -331,3 +335,22 @@ def test_device_plugin_exporter_runs_on_the_device_plugins_nodes() -> None:
                       for r in plan.of_type(DAEMON_SET)}
     assert node_selectors == {"amdgpu-device-plugin-daemonset": selector, "amdgpu-device-plugin-labeller": selector,
                               "monitoring-amd-device-metrics-exporter": selector}
+
+
+def test_device_plugin_exporter_tolerates_the_gpu_node_taints() -> None:
+    """Like the device plugin: a NoSchedule taint on the GPU nodes would otherwise keep the exporter off them."""
+    taint = {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}
+    plan = synth("dev", kubernetes={"mode": "device-plugin", "namespaces": ["monitoring"], "gpuNodeTaints": [taint]})
+    exporter = plan.get(DAEMON_SET, "monitoring-amd-device-metrics-exporter")
+    assert exporter["inputs"]["spec"]["template"]["spec"]["tolerations"] == [{**taint, "operator": "Equal"}]
+
+
+def test_device_plugin_mode_alerts_watch_its_daemon_sets_and_the_exporter(dev_device_plugin: Plan) -> None:
+    rule = manifest_of(only(dev_device_plugin, RULE))
+    [group] = [g for g in rule["spec"]["groups"] if g["name"] == "rocm-gpu-kubernetes"]
+    rules = {r["alert"]: r["expr"] for r in group["rules"]}
+    assert "GpuOperatorDown" not in rules
+    assert rules["GpuStackDaemonSetUnavailable"] == (
+        'kube_daemonset_status_number_unavailable{namespace="kube-system", '
+        'daemonset=~"amdgpu-device-plugin-daemonset|amdgpu-labeller-daemonset"} > 0 '
+        'or kube_daemonset_status_number_unavailable{daemonset="amd-device-metrics-exporter"} > 0')

@@ -12,7 +12,19 @@ from pydantic import ValidationError
 
 from domain import alerts
 from schema.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
-from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
+from monitoring_reference import (
+    PROMETHEUS_LABELS,
+    PROMETHEUS_METRICS,
+    exporter_labels,
+    kube_state_metrics,
+    promql_names,
+    support_matrix,
+)
+from schema.kubernetes import KubernetesConfig
+from components.k8s import gpu_stack_workloads
+
+# The GPU stack of the default operator mode, as the PrometheusRule watches it.
+OPERATOR_STACK = gpu_stack_workloads(KubernetesConfig())
 
 DATA = Path(__file__).parent / "data" / "monitoring"
 PROMTOOL_TESTS = DATA / "promtool"
@@ -120,15 +132,53 @@ def test_thresholds_reach_the_expressions() -> None:
 def test_rules_use_only_metrics_the_exporter_emits_for_the_family(model: str) -> None:
     cfg = MonitoringConfig(gpu_model=model)
     matrix = support_matrix()
-    allowed_labels = exporter_labels() | PROMETHEUS_LABELS
+    ksm = kube_state_metrics()
     for rule in alerts.alert_rules(cfg):
         metrics, labels = promql_names(rule["expr"])
+        allowed_labels = exporter_labels() | PROMETHEUS_LABELS
         for metric in metrics - PROMETHEUS_METRICS:
+            if metric in ksm:  # kube-state-metrics (Kubernetes only; an empty match elsewhere)
+                allowed_labels |= ksm[metric]
+                continue
             assert metric in matrix, f"{rule['alert']}: {metric} is not an exporter metric"
             assert cfg.family in matrix[metric], f"{rule['alert']}: {metric} is not emitted on {cfg.family}"
         assert labels <= allowed_labels, rule["alert"]
         templated = {part.split("}}")[0].strip() for part in rule["annotations"]["description"].split("$labels.")[1:]}
         assert templated <= allowed_labels, rule["alert"]
+
+
+def test_kubernetes_rules_use_kube_state_metrics_names_and_labels() -> None:
+    """Metric and label names as kube-state-metrics documents them (vendored docs/metrics tables)."""
+    ksm = kube_state_metrics()
+    rules = alerts.kubernetes_alert_rules(MonitoringConfig(), OPERATOR_STACK)
+    assert [r["alert"] for r in rules] == ["GpuOperatorDown", "GpuStackDaemonSetUnavailable", "GpuAllocatableDropped"]
+    for rule in rules:
+        metrics, labels = promql_names(rule["expr"])
+        assert metrics <= set(ksm), rule["alert"]
+        assert labels <= set().union(*(ksm[m] for m in metrics)), rule["alert"]
+
+
+def test_gpu_resource_label_value_is_the_one_kube_state_metrics_writes() -> None:
+    """kube-state-metrics internal/store/node.go: an extended resource's label value is
+    SanitizeLabelName(resourceName), which replaces `invalidLabelCharRE = regexp.MustCompile(`[^a-zA-Z0-9_]`)`
+    with `_` (internal/store/utils.go L38, L148-149), unit `integer`."""
+    assert alerts.KSM_GPU_RESOURCE == "amd_com_gpu"
+    assert 'resource="amd_com_gpu", unit="integer"' in alerts.kubernetes_alert_rules(
+        MonitoringConfig(), OPERATOR_STACK)[-1]["expr"]
+
+
+def test_operator_stack_names_follow_the_chart_and_the_operator() -> None:
+    """Chart templates/deployment.yaml: `{{ include "helm-charts-k8s.fullname" . }}-controller-manager`, fullname =
+    "<release>-<chart>" unless the release name contains the chart name (_helpers.tpl); operands are
+    `<DeviceConfig>-device-plugin`, `-node-labeller` (internal/utils.go L77-79) and `-metrics-exporter`
+    (metricsexporter.go L61, device_config_reconciler.go L763) @ v1.5.1."""
+    assert OPERATOR_STACK.deployments == (("kube-amd-gpu", "amd-gpu-operator-gpu-operator-charts-controller-manager"),)
+    assert OPERATOR_STACK.daemon_sets == tuple(("kube-amd-gpu", f"gpu-operator-{s}")
+                                               for s in ("device-plugin", "node-labeller", "metrics-exporter"))
+    renamed = gpu_stack_workloads(KubernetesConfig.model_validate(
+        {"gpuOperator": {"releaseName": "gpu-operator-charts", "deviceConfig": {"name": "mi300x"}}}))
+    assert renamed.deployments == (("kube-amd-gpu", "gpu-operator-charts-controller-manager"),)
+    assert renamed.daemon_sets[0] == ("kube-amd-gpu", "mi300x-device-plugin")
 
 
 def test_promql_names_sees_every_name() -> None:
@@ -165,6 +215,22 @@ def test_promtool_unit_tests_of_the_mi250_rules(promtool: str, tmp_path: Path) -
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_promtool_unit_tests_of_the_kubernetes_rules(promtool: str, tmp_path: Path) -> None:
+    rules = yaml.safe_dump({"groups": alerts.rule_groups(MonitoringConfig(), OPERATOR_STACK)[1:]})
+    result = _unit_test(promtool, tmp_path, rules, "kubernetes.test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_idle_alert_skips_serving_replicas_only_through_kube_pod_owner(promtool: str, tmp_path: Path) -> None:
+    """Without the ReplicaSet exclusion the idle vLLM replica (GPU 5 of the test) would page: the rule without it
+    fails the unit test."""
+    text = alerts.RULES_FILE.read_text(encoding="utf-8")
+    unless = ' unless on (namespace, pod) kube_pod_owner{owner_kind="ReplicaSet"}'
+    assert unless in text
+    result = _unit_test(promtool, tmp_path, text.replace(unless, ""), "mi3xx.test.yml")
+    assert result.returncode != 0 and 'gpu_id="5"' in result.stdout + result.stderr
+
+
 def test_promtool_unit_tests_catch_a_wrong_threshold(promtool: str, tmp_path: Path) -> None:
     """The unit tests pin behaviour: rules with another threshold must fail them."""
     shifted = MonitoringConfig.model_validate({"thresholds": {"gpuTemperatureCelsius": 97}})
@@ -194,3 +260,8 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
     assert specific == ["GpuEdgeTemperatureHigh", "GpuPowerAtCap", "GpuIdleWhileAllocated"]
     for name in specific:
         assert mi2xx.get(name) == {True, False}, name
+    kubernetes = _eval_cases("kubernetes.test.yml")
+    for rule in alerts.kubernetes_alert_rules(MonitoringConfig(), OPERATOR_STACK):
+        assert kubernetes.get(rule["alert"]) is not None and True in kubernetes[rule["alert"]], rule["alert"]
+    assert {name for name, cases in kubernetes.items() if False in cases} == {
+        "GpuOperatorDown", "GpuStackDaemonSetUnavailable", "GpuAllocatableDropped"}

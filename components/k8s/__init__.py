@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pulumi
 
-from schema.kubernetes import GPU_RESOURCE_NAME, KubernetesConfig
+from domain.alerts import GpuStackWorkloads
+from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, KubernetesConfig
 
 from .cluster import Cluster, ClusterArgs
 
@@ -44,6 +45,31 @@ class KubernetesLayer:
     @property
     def namespaces(self) -> dict[str, Namespace]:
         return self.cluster.namespaces
+
+
+def gpu_stack_workloads(config: KubernetesConfig) -> GpuStackWorkloads:
+    """What the monitoring alerts watch: the operator's controller Deployment and the DaemonSets that put
+    `amd.com/gpu` and the GPU metrics on the nodes, by the names they get in the cluster."""
+    if config.mode == "device-plugin":
+        from .device_plugin import DEVICE_PLUGIN_DAEMONSET, LABELLER_DAEMONSET
+
+        plugin = config.device_plugin
+        names = [DEVICE_PLUGIN_DAEMONSET, *([LABELLER_DAEMONSET] if plugin.node_labeller.enable else [])]
+        return GpuStackWorkloads(daemon_sets=tuple((plugin.namespace, name) for name in names))
+    operator = config.gpu_operator
+    settings = operator.device_config
+    # Chart templates/deployment.yaml `{{ include "helm-charts-k8s.fullname" . }}-controller-manager`, where
+    # fullname is the release name when it contains the chart name, else "<release>-<chart>" (_helpers.tpl).
+    release = operator.release_name
+    fullname = release if GPU_OPERATOR_CHART in release else f"{release}-{GPU_OPERATOR_CHART}"
+    # The operands are named <DeviceConfig>-device-plugin / -node-labeller / -metrics-exporter
+    # (internal/utils.go L77-79, metricsexporter.go L61 `ExporterName = "metrics-exporter"` @ v1.5.1).
+    suffixes = [suffix for suffix, enabled in (("device-plugin", settings.device_plugin.enable),
+                                              ("node-labeller", settings.device_plugin.node_labeller),
+                                              ("metrics-exporter", settings.metrics_exporter.enable)) if enabled]
+    return GpuStackWorkloads(
+        deployments=((operator.namespace, f"{fullname}-controller-manager"),),
+        daemon_sets=tuple((operator.namespace, f"{settings.name}-{suffix}") for suffix in suffixes))
 
 
 def build_kubernetes(config: KubernetesConfig, environment: str,

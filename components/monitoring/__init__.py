@@ -14,7 +14,7 @@ is what the alert rules and the dashboard expect.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,7 +22,7 @@ import pulumi
 import pulumi_docker as docker
 import yaml
 
-from domain.alerts import EXPORTER_JOB, prometheus_rule_spec
+from domain.alerts import EXPORTER_JOB, GpuStackWorkloads, prometheus_rule_spec
 from schema.monitoring import MonitoringConfig
 from domain.dashboard import dashboard_json_text
 
@@ -92,6 +92,10 @@ class KubernetesMonitoringArgs:
     # Device-plugin mode: the nodes the privileged exporter DaemonSet runs on, those of the device plugin
     # (it runs in `namespace`, whose Pod Security level must allow privileged pods).
     exporter_node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Device-plugin mode: the GPU nodes' taints' tolerations (KubernetesConfig.gpu_tolerations()).
+    exporter_tolerations: Sequence[Mapping[str, str]] = ()
+    # The GPU stack's Deployments and DaemonSets the alerts watch (KubernetesLayer.gpu_stack_workloads()).
+    gpu_stack_workloads: GpuStackWorkloads = GpuStackWorkloads()
 
 
 class KubernetesMonitoring(pulumi.ComponentResource):
@@ -129,12 +133,16 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             depends_on=[self.kube_prometheus_stack] if self.kube_prometheus_stack is not None else None,
         ))
 
+        watched = args.gpu_stack_workloads
+        if args.gpu_stack == "device-plugin":
+            # The stack's own exporter DaemonSet (below), in this component's namespace.
+            watched = GpuStackWorkloads(watched.deployments, (*watched.daemon_sets, (None, EXPORTER_NAME)))
         self.prometheus_rule = CustomResource(
             f"{name}-{PROMETHEUS_RULE}",
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
             metadata=meta_v1.ObjectMetaArgs(name=PROMETHEUS_RULE, namespace=args.namespace, labels=selectable),
-            spec=prometheus_rule_spec(cfg),
+            spec=prometheus_rule_spec(cfg, watched),
             opts=after_operator,
         )
 
@@ -155,7 +163,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         self.service_monitor = None
         if args.gpu_stack == "device-plugin":
             service = self._standalone_exporter(name, cfg, args.namespace, args.exporter_node_selector,
-                                                on_cluster)
+                                                args.exporter_tolerations, on_cluster)
             self.service_monitor = CustomResource(
                 f"{name}-{EXPORTER_NAME}",
                 api_version="monitoring.coreos.com/v1",
@@ -183,7 +191,8 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         })
 
     def _standalone_exporter(self, name: str, cfg: MonitoringConfig, namespace: pulumi.Input[str],
-                             node_selector: Mapping[str, str], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+                             node_selector: Mapping[str, str], tolerations: Sequence[Mapping[str, str]],
+                             opts: pulumi.ResourceOptions) -> pulumi.Resource:
         """The exporter DaemonSet and Service, following the upstream chart's DaemonSet: privileged with the
         host's /dev and /sys (GPU access through amd-smi) and the kubelet pod-resources socket (to label
         metrics with the pod a GPU is allocated to)."""
@@ -230,6 +239,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
                     spec=core_v1.PodSpecArgs(
                         service_account_name=account.metadata.name,
                         node_selector=dict(node_selector),
+                        tolerations=[core_v1.TolerationArgs(**t) for t in tolerations] or None,
                         containers=[core_v1.ContainerArgs(
                             name="exporter",
                             image=cfg.exporter_image,
