@@ -1,12 +1,17 @@
-"""Grafana dashboard of the GPUs: per-GPU temperature, power, utilisation, VRAM and ECC errors.
+"""Grafana dashboard of the GPUs (per-GPU temperature, power, utilisation, VRAM, ECC, health) and of the vLLM
+servers (requests running/waiting, time to first token, KV-cache usage), built with Grafana's
+grafana-foundation-sdk (pinned in requirements.txt to the Grafana 11.6 build; its PyPI versions are
+`<epoch>!<Grafana version>`, and an unpinned install picks the highest epoch, the Grafana 10.1 build).
 
 Generated rather than hand-edited so its queries stay in step with the alert rules; the committed
 `monitoring/dashboards/rocm-gpus.json` (for Docker setups' Grafana provisioning) is rewritten by
 `python -m domain.dashboard`, and the Kubernetes component ships the same JSON in a ConfigMap for the
-Grafana sidecar. Queries follow ROCm/device-metrics-exporter grafana/dashboard_gpu.json: junction temperature and
-gpu_package_power on MI3xx, edge temperature and gpu_average_package_power on MI2xx, per-die
-gpu_gfx_busy_instantaneous (label xcc_index) on MI3xx and gpu_gfx_activity elsewhere. Both families' queries
-are present so one dashboard serves any fleet; the series a GPU does not export simply stay empty.
+Grafana sidecar. GPU queries follow ROCm/device-metrics-exporter grafana/dashboard_gpu.json: junction
+temperature and gpu_package_power on MI3xx, edge temperature and gpu_average_package_power on MI2xx, per-die
+gpu_gfx_busy_instantaneous (label xcc_index) on MI3xx and gpu_gfx_activity elsewhere; both families' queries are
+present so one dashboard serves any fleet. vLLM names are those of vLLM 0.11.2 (vllm/v1/metrics/loggers.py,
+labels model_name and engine); its KV-cache gauge is `vllm:kv_cache_usage_perc` (`vllm:gpu_cache_usage_perc`
+is hidden since 0.10 and removed in 0.12).
 """
 from __future__ import annotations
 
@@ -15,121 +20,134 @@ import json
 from pathlib import Path
 from typing import Any
 
+from grafana_foundation_sdk.builders import common, prometheus, stat, timeseries
+from grafana_foundation_sdk.builders.dashboard import Dashboard, DatasourceVariable, QueryVariable, Row
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import dashboard as model
+from grafana_foundation_sdk.models.common import (
+    BigValueColorMode,
+    LegendDisplayMode,
+    LegendPlacement,
+    SortOrder,
+    TooltipDisplayMode,
+)
+
 from domain.alerts import EXPORTER_JOB, GPU_KEY
 
 DASHBOARD_FILE = Path(__file__).resolve().parents[1] / "monitoring" / "dashboards" / "rocm-gpus.json"
 DASHBOARD_UID = "rocm-stack-gpus"
 
-_DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+_DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # `hostname` and `gpu_id` are labels the exporter always sets; the variables are named for people.
 _SELECTOR = '{hostname=~"$host", gpu_id=~"$gpu"}'
 _LEGEND = "{{hostname}} GPU {{gpu_id}}"
+_BY_MODEL = "{{model_name}}"
 
 
-def _query_variable(name: str, label: str, query: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "label": label,
-        "type": "query",
-        "datasource": _DATASOURCE,
-        "query": {"query": query, "refId": f"{name}-variable"},
-        "definition": query,
-        "refresh": 2,  # on time-range change: new hosts and GPUs appear without reloading
-        "multi": True,
-        "includeAll": True,
-        "current": {"text": "All", "value": "$__all"},
-        "sort": 3,  # numerically ascending, so GPU 10 follows GPU 9
-    }
+def _query(ref: str, expr: str, legend: str) -> prometheus.Dataquery:
+    return prometheus.Dataquery().ref_id(ref).datasource(_DATASOURCE).expr(expr).legend_format(legend)
 
 
-def _target(ref: str, expr: str, legend: str) -> dict[str, Any]:
-    return {"refId": ref, "datasource": _DATASOURCE, "expr": expr, "legendFormat": legend}
+def _timeseries(title: str, unit: str, queries: list[prometheus.Dataquery], *, min_val: float | None = None,
+                max_val: float | None = None) -> timeseries.Panel:
+    panel = (timeseries.Panel().title(title).datasource(_DATASOURCE).unit(unit).height(8).span(12)
+             .legend(common.VizLegendOptions().display_mode(LegendDisplayMode.TABLE)
+                     .placement(LegendPlacement.RIGHT).calcs(["lastNotNull", "max"]).show_legend(True))
+             .tooltip(common.VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.DESCENDING)))
+    for query in queries:
+        panel = panel.with_target(query)
+    if min_val is not None:
+        panel = panel.min(min_val)
+    if max_val is not None:
+        panel = panel.max(max_val)
+    return panel
 
 
-def _timeseries(title: str, unit: str, targets: list[dict[str, Any]], grid: tuple[int, int, int, int],
-                **limits: float) -> dict[str, Any]:
-    x, y, w, h = grid
-    return {
-        "type": "timeseries",
-        "title": title,
-        "datasource": _DATASOURCE,
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "fieldConfig": {"defaults": {"unit": unit, **limits}, "overrides": []},
-        "options": {
-            "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull", "max"],
-                       "showLegend": True},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        },
-        "targets": targets,
-    }
+def _gpu_variable(name: str, label: str, query: str) -> QueryVariable:
+    return (QueryVariable(name).label(label).datasource(_DATASOURCE).query(query)
+            # On time-range change: new hosts and GPUs appear without reloading.
+            .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .multi(True).include_all(True).current(model.VariableOption(text="All", value="$__all"))
+            # Numerically ascending, so GPU 10 follows GPU 9.
+            .sort(model.VariableSort.NUMERICAL_ASC))
+
+
+def _zero_or_one(title: str, expr: str, legend: str, zero: str, one: str) -> stat.Panel:
+    """A 0/1 gauge per series, red for 0."""
+    return (stat.Panel().title(title).datasource(_DATASOURCE).height(4).span(12)
+            .with_target(_query("A", expr, legend))
+            .color_mode(BigValueColorMode.BACKGROUND)
+            .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]))
+            .mappings([model.ValueMap(options={
+                "0": model.ValueMappingResult(text=zero, color="red"),
+                "1": model.ValueMappingResult(text=one, color="green")})]))
+
+
+def dashboard_builder() -> Dashboard:
+    by_gpu = ", ".join(GPU_KEY)
+    return (
+        Dashboard("ROCm GPUs").uid(DASHBOARD_UID).tags(["rocm", "amd", "gpu", "vllm"]).timezone("browser")
+        .editable().refresh("30s").time("now-6h", "now")
+        .with_variable(DatasourceVariable("datasource").label("Data source").type("prometheus"))
+        .with_variable(_gpu_variable("host", "Host", "label_values(gpu_total_vram, hostname)"))
+        .with_variable(_gpu_variable("gpu", "GPU", 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'))
+        .with_row(Row("GPUs"))
+        .with_panel(_timeseries("GPU temperature (junction on MI3xx, edge on MI2xx)", "celsius", [
+            _query("A", f"gpu_junction_temperature{_SELECTOR}", f"{_LEGEND} junction"),
+            _query("B", f"gpu_edge_temperature{_SELECTOR}", f"{_LEGEND} edge"),
+        ]))
+        .with_panel(_timeseries("Memory (HBM) temperature", "celsius", [
+            _query("A", f"gpu_memory_temperature{_SELECTOR}", _LEGEND),
+        ]))
+        .with_panel(_timeseries("Package power", "watt", [
+            _query("A", f"gpu_package_power{_SELECTOR}", _LEGEND),
+            _query("B", f"gpu_average_package_power{_SELECTOR}", f"{_LEGEND} (average)"),
+        ], min_val=0))
+        .with_panel(_timeseries("GFX utilisation", "percent", [
+            _query("A", f"avg without (xcc_index) (gpu_gfx_busy_instantaneous{_SELECTOR})", _LEGEND),
+            # MI2xx only: where per-die series exist (MI3xx) they are the better measure.
+            _query("B", f"gpu_gfx_activity{_SELECTOR} unless on ({by_gpu}) gpu_gfx_busy_instantaneous", _LEGEND),
+        ], min_val=0, max_val=100))
+        .with_panel(_timeseries("VRAM used", "percentunit", [
+            _query("A", f"gpu_used_vram{_SELECTOR} / gpu_total_vram{_SELECTOR}", _LEGEND),
+        ], min_val=0, max_val=1))
+        .with_panel(_timeseries("ECC errors per interval", "short", [
+            _query("A", f"increase(gpu_ecc_uncorrect_total{_SELECTOR}[$__rate_interval])", f"{_LEGEND} uncorrectable"),
+            _query("B", f"increase(gpu_ecc_correct_total{_SELECTOR}[$__rate_interval])", f"{_LEGEND} correctable"),
+        ], min_val=0))
+        # 1 healthy, 0 unhealthy (the exporter's gpu_health), the GpuUnhealthy alert's input.
+        .with_panel(_zero_or_one("GPU health", f"gpu_health{_SELECTOR}", _LEGEND, "UNHEALTHY", "healthy"))
+        .with_panel(_zero_or_one("Exporter targets up", f'up{{job="{EXPORTER_JOB}", host=~"$host"}}', "{{host}}",
+                                 "DOWN", "UP"))
+        .with_row(Row("vLLM"))
+        .with_panel(_timeseries("Requests running / waiting", "short", [
+            _query("A", "sum by (model_name) (vllm:num_requests_running)", f"{_BY_MODEL} running"),
+            _query("B", "sum by (model_name) (vllm:num_requests_waiting)", f"{_BY_MODEL} waiting"),
+        ], min_val=0))
+        .with_panel(_timeseries("Time to first token (p50, p95)", "s", [
+            _query("A", "histogram_quantile(0.5, sum by (le, model_name) "
+                        "(rate(vllm:time_to_first_token_seconds_bucket[$__rate_interval])))", f"{_BY_MODEL} p50"),
+            _query("B", "histogram_quantile(0.95, sum by (le, model_name) "
+                        "(rate(vllm:time_to_first_token_seconds_bucket[$__rate_interval])))", f"{_BY_MODEL} p95"),
+        ], min_val=0))
+        .with_panel(_timeseries("KV-cache usage", "percentunit", [
+            # Per replica (engine label within a pod, pod from the scrape): the fullest one matters.
+            _query("A", "max by (model_name) (vllm:kv_cache_usage_perc)", f"{_BY_MODEL} fullest replica"),
+        ], min_val=0, max_val=1))
+    )
 
 
 def dashboard() -> dict[str, Any]:
-    by_gpu = ", ".join(GPU_KEY)
-    panels = [
-        _timeseries("GPU temperature (junction on MI3xx, edge on MI2xx)", "celsius", [
-            _target("A", f"gpu_junction_temperature{_SELECTOR}", f"{_LEGEND} junction"),
-            _target("B", f"gpu_edge_temperature{_SELECTOR}", f"{_LEGEND} edge"),
-        ], (0, 0, 12, 8)),
-        _timeseries("Memory (HBM) temperature", "celsius", [
-            _target("A", f"gpu_memory_temperature{_SELECTOR}", _LEGEND),
-        ], (12, 0, 12, 8)),
-        _timeseries("Package power", "watt", [
-            _target("A", f"gpu_package_power{_SELECTOR}", _LEGEND),
-            _target("B", f"gpu_average_package_power{_SELECTOR}", f"{_LEGEND} (average)"),
-        ], (0, 8, 12, 8), min=0),
-        _timeseries("GFX utilisation", "percent", [
-            _target("A", f"avg without (xcc_index) (gpu_gfx_busy_instantaneous{_SELECTOR})", _LEGEND),
-            # MI2xx only: where per-die series exist (MI3xx) they are the better measure.
-            _target("B", f"gpu_gfx_activity{_SELECTOR} unless on ({by_gpu}) gpu_gfx_busy_instantaneous", _LEGEND),
-        ], (12, 8, 12, 8), min=0, max=100),
-        _timeseries("VRAM used", "percentunit", [
-            _target("A", f"gpu_used_vram{_SELECTOR} / gpu_total_vram{_SELECTOR}", _LEGEND),
-        ], (0, 16, 12, 8), min=0, max=1),
-        _timeseries("ECC errors per interval", "short", [
-            _target("A", f"increase(gpu_ecc_uncorrect_total{_SELECTOR}[$__rate_interval])", f"{_LEGEND} uncorrectable"),
-            _target("B", f"increase(gpu_ecc_correct_total{_SELECTOR}[$__rate_interval])", f"{_LEGEND} correctable"),
-        ], (12, 16, 12, 8), min=0),
-        {
-            "type": "stat",
-            "title": "Exporter targets up",
-            "datasource": _DATASOURCE,
-            "gridPos": {"x": 0, "y": 24, "w": 24, "h": 4},
-            "fieldConfig": {
-                "defaults": {
-                    "mappings": [{"type": "value", "options": {"0": {"text": "DOWN", "color": "red"},
-                                                               "1": {"text": "UP", "color": "green"}}}],
-                },
-                "overrides": [],
-            },
-            "options": {"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"]}},
-            "targets": [_target("A", f'up{{job="{EXPORTER_JOB}", host=~"$host"}}', "{{host}}")],
-        },
-    ]
-    for panel_id, panel in enumerate(panels, start=1):
-        panel["id"] = panel_id
-    return {
-        "uid": DASHBOARD_UID,
-        "title": "ROCm GPUs",
-        "tags": ["rocm", "amd", "gpu"],
-        "timezone": "browser",
-        "schemaVersion": 39,
-        "version": 1,
-        "editable": True,
-        "refresh": "30s",
-        "time": {"from": "now-6h", "to": "now"},
-        "annotations": {"list": []},
-        "templating": {"list": [
-            {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus"},
-            _query_variable("host", "Host", "label_values(gpu_total_vram, hostname)"),
-            _query_variable("gpu", "GPU", 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'),
-        ]},
-        "panels": panels,
-    }
+    """The Grafana dashboard JSON model (what the SDK's encoder writes)."""
+    return json.loads(dashboard_json_text())
 
 
 def dashboard_json_text() -> str:
-    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+    board = dashboard_builder().build()
+    # Stable panel ids (Grafana links and the sidecar's re-imports address panels by id).
+    for panel_id, panel in enumerate(board.panels or [], start=1):
+        panel.id_val = panel_id
+    return json.dumps(board, cls=JSONEncoder, indent=2, ensure_ascii=False) + "\n"
 
 
 def main() -> None:

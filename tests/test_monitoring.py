@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 
 DATA = Path(__file__).parent / "data" / "monitoring"
+ROOT = Path(__file__).resolve().parent.parent
 P = "rocm-stack:"
 
 DOCKER_EXPORTER = "rocm-stack:monitoring:DockerExporter"
@@ -221,7 +223,7 @@ def test_prod_uses_the_clusters_prometheus_unless_told_otherwise() -> None:
 
 
 def test_operator_mode_leaves_the_exporter_to_the_device_config(dev_operator: Plan) -> None:
-    assert not dev_operator.of_type(SERVICE_MONITOR)
+    assert [m["name"] for m in dev_operator.of_type(SERVICE_MONITOR)] == ["monitoring-rocm-vllm"]
     assert not [d for d in dev_operator.of_type(DAEMON_SET) if "metrics-exporter" in d["name"]]
 
 
@@ -272,7 +274,7 @@ def test_device_plugin_mode_runs_the_exporter_and_a_matching_service_monitor(dev
 
 
 def test_service_monitor_subset_schema_rejects_a_misspelled_field(dev_device_plugin: Plan) -> None:
-    monitor = copy.deepcopy(manifest_of(only(dev_device_plugin, SERVICE_MONITOR)))
+    monitor = copy.deepcopy(manifest_of(dev_device_plugin.get(SERVICE_MONITOR, "monitoring-amd-device-metrics-exporter")))
     monitor["spec"]["endpoints"][0]["honourLabels"] = True
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(monitor, SERVICE_MONITOR_SUBSET)
@@ -286,25 +288,98 @@ def test_committed_dashboard_is_the_generated_one() -> None:
     )
 
 
+def _rows(board: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Panels under each row (the SDK lays expanded rows out flat: a row panel, then its panels)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    current: list[dict[str, Any]] = []
+    for panel in board["panels"]:
+        if panel["type"] == "row":
+            current = rows.setdefault(panel["title"], [])
+        else:
+            current.append(panel)
+    return rows
+
+
+def test_dashboard_is_built_with_the_pinned_grafana_foundation_sdk() -> None:
+    """grafana-foundation-sdk's PyPI versions are `<epoch>!<Grafana version>`; unpinned, pip picks the highest
+    epoch, the Grafana 10.1 build (its METADATA: "types and builders generated for Grafana v10.1.x"). Pinned to
+    the 11.6 build, whose dashboards carry schemaVersion 41."""
+    from importlib.metadata import version
+
+    pin = next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
+               if line.startswith("grafana-foundation-sdk=="))
+    assert pin == f"grafana-foundation-sdk=={version('grafana-foundation-sdk')}" == "grafana-foundation-sdk==1769699379!11.6.0"
+    board = json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8"))
+    assert board["schemaVersion"] == 41 and board["uid"] == dashboard.DASHBOARD_UID
+    assert "grafana_foundation_sdk" in Path(dashboard.__file__).read_text()
+
+
 def test_dashboard_has_host_and_gpu_variables_and_the_panels() -> None:
     board = json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8"))
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert variables["host"]["query"]["query"] == "label_values(gpu_total_vram, hostname)"
-    assert variables["gpu"]["query"]["query"] == 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'
-    titles = " | ".join(p["title"] for p in board["panels"])
-    for topic in ("temperature", "power", "utilisation", "VRAM", "ECC"):
+    assert variables["host"]["query"] == "label_values(gpu_total_vram, hostname)"
+    assert variables["gpu"]["query"] == 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'
+    rows = _rows(board)
+    assert list(rows) == ["GPUs", "vLLM"]
+    titles = " | ".join(p["title"] for p in rows["GPUs"])
+    for topic in ("temperature", "power", "utilisation", "VRAM", "ECC", "health"):
         assert topic in titles
-    assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
-    for panel in board["panels"][:-1]:  # per-GPU panels filter by both variables
+    assert [p["id"] for p in board["panels"]] == list(range(1, len(board["panels"]) + 1))
+    for panel in rows["GPUs"][:-1]:  # per-GPU panels filter by both variables (not the exporter targets)
         assert all('hostname=~"$host"' in t["expr"] and 'gpu_id=~"$gpu"' in t["expr"] for t in panel["targets"])
+
+
+def _vllm_metrics() -> tuple[set[str], set[str]]:
+    """vLLM 0.11.2's Prometheus metric names (vllm/v1/metrics/loggers.py, vendored), and those defined only
+    for `--show-hidden-metrics-for-version` (preceded by a "Deprecated in" comment)."""
+    lines = (DATA / "reference" / "vllm-0.11.2-metrics-loggers.py.txt").read_text(encoding="utf-8").splitlines()
+    names, hidden = set(), set()
+    for index, line in enumerate(lines):
+        if match := re.search(r'name="(vllm:[a-z_]+)"', line):
+            names.add(match.group(1))
+            if any("Deprecated in" in earlier for earlier in lines[max(0, index - 6):index]):
+                hidden.add(match.group(1))
+    return names, hidden
+
+
+def test_vllm_row_queries_metrics_vllm_exports() -> None:
+    """vllm/v1/metrics/loggers.py @ 0.11.2: `vllm:num_requests_running` (L398), `vllm:num_requests_waiting`
+    (L408), `vllm:kv_cache_usage_perc` "KV-cache usage. 1 means 100 percent usage." (L495), the histogram
+    `vllm:time_to_first_token_seconds` (L705), labels ["model_name", "engine"] (L379). `vllm:gpu_cache_usage_perc`
+    is "Deprecated in 0.9.2 - Renamed as vllm:kv_cache_usage_perc" and only shown with
+    --show-hidden-metrics-for-version (L445-450): a dashboard on it would be empty."""
+    names, hidden = _vllm_metrics()
+    assert "vllm:gpu_cache_usage_perc" in hidden and "vllm:kv_cache_usage_perc" in names - hidden
+    panels = _rows(json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8")))["vLLM"]
+    used = set()
+    for panel in panels:
+        for target in panel["targets"]:
+            metrics, labels = promql_names(target["expr"].replace("$__rate_interval", "5m"))
+            metrics = {m.removesuffix("_bucket") for m in metrics}
+            assert metrics <= names - hidden, target["expr"]
+            assert labels <= {"model_name", "engine", "le"}, target["expr"]
+            used |= metrics
+    assert used == {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:time_to_first_token_seconds",
+                    "vllm:kv_cache_usage_perc"}
+
+
+def test_vllm_is_scraped_where_the_dashboard_reads_it(dev_operator: Plan) -> None:
+    """The vLLM Services (labels app.kubernetes.io/name=vllm, port `http`) of any namespace; /metrics is outside
+    the API key's /v1 paths."""
+    monitor = manifest_of(dev_operator.get(SERVICE_MONITOR, "monitoring-rocm-vllm"))
+    jsonschema.validate(monitor, SERVICE_MONITOR_SUBSET)
+    assert monitor["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "vllm",
+                                                          "app.kubernetes.io/managed-by": "rocm-stack"}
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    assert monitor["spec"]["endpoints"][0]["port"] == "http" and monitor["spec"]["endpoints"][0]["path"] == "/metrics"
 
 
 def test_dashboard_queries_use_only_exporter_metrics_and_labels() -> None:
     board = json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8"))
     matrix = support_matrix()
     allowed_labels = exporter_labels() | PROMETHEUS_LABELS
-    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
-    exprs += [v["query"]["query"].replace("label_values(", "").rsplit(",", 1)[0]
+    exprs = [t["expr"] for p in _rows(board)["GPUs"] for t in p["targets"]]
+    exprs += [v["query"].replace("label_values(", "").rsplit(",", 1)[0]
               for v in board["templating"]["list"] if v["type"] == "query"]
     seen = set()
     for expr in exprs:
@@ -313,7 +388,8 @@ def test_dashboard_queries_use_only_exporter_metrics_and_labels() -> None:
         seen |= metrics
         assert metrics - PROMETHEUS_METRICS <= set(matrix), expr
         assert labels <= allowed_labels, expr
-    assert {"gpu_junction_temperature", "gpu_package_power", "gpu_used_vram", "gpu_ecc_uncorrect_total"} <= seen
+    assert {"gpu_junction_temperature", "gpu_package_power", "gpu_used_vram", "gpu_ecc_uncorrect_total",
+            "gpu_health"} <= seen
 
 
 def test_operator_mode_device_config_scrapes_with_the_alerts_labels(dev_plan) -> None:

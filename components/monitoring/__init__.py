@@ -32,6 +32,7 @@ EXPORTER_NAME = "amd-device-metrics-exporter"
 KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
 DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
 PROMETHEUS_RULE = "rocm-gpu-alerts"
+VLLM_SERVICE_MONITOR = "rocm-vllm"
 _PART_OF = {"app.kubernetes.io/part-of": "rocm-stack", "app.kubernetes.io/managed-by": "rocm-stack"}
 _EXPORTER_SELECTOR = {"app.kubernetes.io/name": EXPORTER_NAME}
 
@@ -103,6 +104,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
     dashboard: pulumi.CustomResource | None
     kube_prometheus_stack: pulumi.CustomResource | None
     service_monitor: pulumi.CustomResource | None
+    vllm_monitor: pulumi.CustomResource
 
     def __init__(self, name: str, args: KubernetesMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:monitoring:KubernetesMonitoring", name, None, opts)
@@ -143,6 +145,23 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             kind="PrometheusRule",
             metadata=meta_v1.ObjectMetaArgs(name=PROMETHEUS_RULE, namespace=args.namespace, labels=selectable),
             spec=prometheus_rule_spec(cfg, watched),
+            opts=after_operator,
+        )
+
+        # vLLM's Prometheus endpoint (/metrics, outside the API key's /v1) on every rocm-stack vLLM Service: the
+        # dashboard's vLLM row reads it.
+        from components.workloads.pods import app_labels
+
+        self.vllm_monitor = CustomResource(
+            f"{name}-{VLLM_SERVICE_MONITOR}",
+            api_version="monitoring.coreos.com/v1",
+            kind="ServiceMonitor",
+            metadata=meta_v1.ObjectMetaArgs(name=VLLM_SERVICE_MONITOR, namespace=args.namespace, labels=selectable),
+            spec={
+                "selector": {"matchLabels": app_labels("vllm")},
+                "namespaceSelector": {"any": True},
+                "endpoints": [{"port": "http", "path": "/metrics", "interval": cfg.scrape_interval}],
+            },
             opts=after_operator,
         )
 

@@ -13,13 +13,14 @@ from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toler
 MIB = 1024 * 1024
 
 
+def app_labels(app: str) -> dict[str, str]:
+    """Labels every workload of one kind carries (`vllm`, `training`): what a ServiceMonitor selects."""
+    return {"app.kubernetes.io/name": app, "app.kubernetes.io/managed-by": "rocm-stack"}
+
+
 def labels_of(name: str, app: str) -> dict[str, str]:
     """Selector labels of one workload (workload names are unique): stable, so Services and PDBs keep matching."""
-    return {
-        "app.kubernetes.io/name": app,
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/managed-by": "rocm-stack",
-    }
+    return {**app_labels(app), "app.kubernetes.io/instance": name}
 
 
 def pod_resources(gpus: int, cpu: str, memory_bytes: int, shm_bytes: int,
