@@ -18,7 +18,7 @@ import yaml
 from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from tools.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
-from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, program_files
+from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, WORKERS, program_files
 from conftest import CONTAINER, REMOTE_IMAGE, env_of, render_nodes_of, stack_file
 from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object
 
@@ -238,6 +238,29 @@ def test_a_failed_pod_restarts_the_whole_set_from_the_checkpoint(prod):
         {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
     env = env_dict(training_pod(prod, "llm-pretrain")["containers"][0])
     assert env["CHECKPOINT_DIR"] == "/checkpoints"
+
+
+def test_jobset_names_pass_the_jobset_webhooks_checks(prod):
+    """pkg/webhooks/jobset_webhook.go @ v0.12.0 L234-253: the longest job name `<jobset>-<replicatedJob>-<index>`
+    and pod name `GenPodName(...) + "-abcde"` (placement.go L20-21: `%s-%s-%s-%s`) must be DNS-1035 labels of at
+    most 63 characters ("JobSet name is too long, pod names generated for this JobSet will exceed 63
+    characters"); failure policy rule names must match `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$` (L416-418).
+    Checked for the longest workload name and node count the config accepts."""
+    import re
+
+    from schema.workloads import TrainingKubernetes
+
+    longest_name = "a" * 40  # WorkloadName: at most 40 characters
+    max_nodes = next(m.le for m in TrainingKubernetes.model_fields["nodes"].metadata if hasattr(m, "le"))
+    job_name = f"{longest_name}-{WORKERS}-0"
+    pod_name = f"{longest_name}-{WORKERS}-0-{max_nodes - 1}-abcde"
+    dns1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+    for name in (job_name, pod_name):
+        assert len(name) <= 63 and dns1035.fullmatch(name), name
+    for rule in manifest(prod, JOBSET, "llm-pretrain")["spec"]["failurePolicy"]["rules"]:
+        assert re.fullmatch(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?", rule["name"]) and len(rule["name"]) <= 128
+    with pytest.raises(ProgramRefused, match="at most 40 characters"):
+        synth("prod", _set(prod_config(), "training[0].name", "a" * 41), TOKEN)
 
 
 def test_training_creation_is_not_awaited_but_its_deletion_is(prod):
