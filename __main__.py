@@ -13,7 +13,7 @@ from components.monitoring import (
     exporter_address,
     prometheus_scrape_config_text,
 )
-from components.workloads import build_workloads, host_for_gpu_host
+from components.workloads import build_workloads, host_checks, host_for_gpu_host
 
 try:
     cfg, secrets = from_pulumi()
@@ -30,6 +30,7 @@ hosts = {
         security_profile=cfg.security_profile,
         registry=cfg.registry,
         registry_password=secrets.registry_password,
+        checks=host_checks(cfg, host),
     ))
     for host in cfg.hosts
 }

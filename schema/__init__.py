@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError, field_validator, model_validator
 
-from . import docker, kubernetes, monitoring, workloads
+from . import checks, docker, kubernetes, monitoring, workloads
 from .base import ConfigModel
+from .checks import ChecksConfig
 from .docker import DEFAULT_IMAGES, HostConfig, SecurityConfig, SecurityProfile
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
@@ -61,6 +62,8 @@ class StackConfig(ConfigModel):
     """vLLM servers (docs/workloads.md), each on Kubernetes, on Docker partitions of `hosts`, or both."""
     monitoring: MonitoringConfig = MonitoringConfig()
     """GPU metrics exporter, alert rules and dashboard (docs/monitoring.md)."""
+    checks: ChecksConfig = ChecksConfig()
+    """The host preflight and the GPU check per partition that gate Docker partitions (docs/operations.md)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -148,6 +151,7 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from kubernetes.problems(cfg)
     yield from workloads.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
+    yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
 
 
 def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> StackConfig:

@@ -44,6 +44,13 @@ DEFAULT_IMAGES = {
     "pytorch": "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0",
     "vllm": "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210",
 }
+# The ROCm release of each default image, which the host preflight checks the amdgpu driver against
+# (programs/preflight.py DRIVER_ROCM). AMD's vLLM version history
+# (rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference/benchmark-docker/previous-versions/vllm-history.html):
+# "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210 | ROCm 7.0.0 | vLLM 0.11.2 | PyTorch 2.9.0"; the rocm/pytorch tag
+# names its release (AMD's ROCm 7.0.0 install tabs pull rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0).
+# Other images: the tag's `rocmX.Y`, or `rocm-stack:checks.imageRocm`.
+DEFAULT_IMAGE_ROCM = {"pytorch": "7.0", "vllm": "7.0"}
 
 
 def image_pin_problem(ref: str) -> str | None:

@@ -44,9 +44,10 @@ def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None =
 
 
 def on_gpu_hosts(plan: Plan, type_token: str) -> list[dict[str, Any]]:
-    """Resources of a type declared by the GpuHost components (not by monitoring or workloads)."""
+    """Resources of a type declared by the GpuHost components (not by monitoring or workloads), one-shot checks
+    left out (check_containers)."""
     hosts = {r["urn"] for r in plan.of_type("rocm-stack:docker:GpuHost")}
-    return [r for r in plan.of_type(type_token) if r["parent"] in hosts]
+    return [r for r in plan.of_type(type_token) if r["parent"] in hosts and not r["inputs"].get("attach")]
 
 
 PARTITION_LABEL = "rocm-stack.partition"
@@ -59,8 +60,14 @@ def partition_of(container: dict[str, Any]) -> str | None:
 
 
 def gpu_containers(plan: Plan) -> list[dict[str, Any]]:
-    """Every Docker container that runs GPU work (a partition's shell or a workload): it carries the partition label."""
-    return [c for c in plan.of_type(CONTAINER) if partition_of(c) is not None]
+    """Every partition's container (its shell or a workload): it carries the partition label and is not a one-shot
+    check (those carry it too: they get the partition's device access)."""
+    return [c for c in plan.of_type(CONTAINER) if partition_of(c) is not None and not c["inputs"].get("attach")]
+
+
+def check_containers(plan: Plan) -> list[dict[str, Any]]:
+    """The one-shot checks the provider waits for (`attach`): a preflight per host, a GPU check per partition."""
+    return [c for c in plan.of_type(CONTAINER) if c["inputs"].get("attach")]
 
 
 def render_nodes_of(container: dict[str, Any]) -> list[str]:

@@ -103,7 +103,7 @@ def test_split_8x1_gives_one_gpu_each():
 def test_container_image_is_the_hosts_pinned_image(prod_plan):
     image_ids = {r["urn"]: prod_plan.mock_outputs[r["urn"]]["imageId"] for r in on_gpu_hosts(prod_plan, REMOTE_IMAGE)}
     for c in on_gpu_hosts(prod_plan, CONTAINER):
-        (image_urn,) = c["depends_on"]
+        (image_urn,) = [urn for urn in c["depends_on"] if "remoteImage" in urn]
         assert c["inputs"]["image"] == image_ids[image_urn]
         expected = "vllm" if c["name"].endswith("serve-b") else "pytorch"
         assert image_urn.endswith(f"::{c['name'].rsplit('-', 2)[0]}-{expected}")
@@ -129,9 +129,10 @@ def test_adding_a_host_keeps_existing_resources(prod_plan):
     before = _identity(prod_plan)
     assert {urn: after[urn] for urn in before} == before
     added = sorted(urn.rsplit("::", 1)[1] for urn in set(after) - set(before))
-    # GpuHost: component, provider, image, container; its metrics exporter: component, image, container.
+    # GpuHost: component, provider, image, preflight, GPU check, container; its metrics exporter: component,
+    # image, container.
     assert added == ["gpu-node-0"] * 3 + ["gpu-node-0-amd-device-metrics-exporter"] * 2 + [
-        "gpu-node-0-pytorch", "gpu-node-0-train-a"]
+        "gpu-node-0-preflight", "gpu-node-0-pytorch", "gpu-node-0-train-a", "gpu-node-0-train-a-gpucheck"]
 
 
 def test_registry_password_reaches_the_provider_as_a_secret():

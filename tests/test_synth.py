@@ -43,8 +43,9 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert "export DOCKER_HOST=ssh://deploy@gpu-node-2.example.internal" in lines
     runs = [shlex.split(line) for line in lines if line.startswith("docker run")]
     pulls = [line for line in lines if line.startswith("docker pull")]
-    assert len(runs) == 3 and len(pulls) == 3  # two partitions and the metrics exporter
-    train = next(r for r in runs if "train-a" in r)
+    # The host preflight, a GPU check per partition, the two partitions and the metrics exporter.
+    assert len(runs) == 6 and len(pulls) == 4
+    train = next(r for r in runs if r[r.index("--name") + 1] == "train-a")
     # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
     # ... with only the partition's render nodes (GPUs 4-7 of the saved MI300X map; "Restricting GPU access").
     for flag in ["--device=/dev/kfd", *(f"--device=/dev/dri/renderD{m}" for m in (160, 168, 176, 184)), "--ipc=host",

@@ -138,8 +138,8 @@ def docker_container(plan: Plan, name: str) -> dict[str, Any]:
 
 def partition_containers(plan: Plan) -> dict[str, dict[str, Any]]:
     """Containers of GPU partitions (GpuHost's own and workloads'), not other concerns' (e.g. exporters)."""
-    return {c["name"]: c for c in plan.of_type(CONTAINER)
-            if any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))}
+    return {c["name"]: c for c in plan.of_type(CONTAINER) if not c["inputs"].get("attach")
+            and any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))}
 
 
 # The primary render nodes of an 8x MI300X host: MI300-class GPUs reserve 8 render minors each (ROCm/k8s-gpu-dra-driver

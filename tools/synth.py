@@ -88,7 +88,8 @@ def _fake_id(name: str) -> str:
     return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
 
 
-def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]]):
+def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]],
+                 run_results: Mapping[str, tuple[int, str]]):
     import threading
 
     from pulumi.runtime.mocks import MockMonitor, Mocks
@@ -102,6 +103,10 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
             if args.typ == "docker:index/remoteImage:RemoteImage":
                 computed = {"imageId": _fake_id(args.inputs["name"]),
                             "repoDigest": f"{args.inputs['name'].split(':')[0]}@{_fake_id(args.name)}"}
+            elif args.typ == "docker:index/container:Container" and args.inputs.get("attach"):
+                # A container the provider waits for (attach): the exit code and output a run leaves in its state.
+                code, logs = run_results.get(args.name, (0, ""))
+                computed = {"exitCode": code, "containerLogs": logs}
             this_call.inputs, this_call.computed = args.inputs, computed
             return f"{args.name}-id", {**args.inputs, **computed}
 
@@ -162,11 +167,13 @@ def _as_pulumi_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> 
 
 
 def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
-               secrets: Mapping[str, str] | None = None, project_dir: Path = ROOT) -> Plan:
+               secrets: Mapping[str, str] | None = None, project_dir: Path = ROOT,
+               run_results: Mapping[str, tuple[int, str]] | None = None) -> Plan:
     """Run the program of `project_dir` for `stack` under the mock engine and return what it declared.
 
     `config` defaults to `stacks/Pulumi.<stack>.yaml`; its `{secure: ...}` values become secrets.
     `secrets` adds plaintext values that the program sees as Pulumi secrets (for tests).
+    `run_results`: (exit code, output) of attached one-shot containers by resource name; others exit 0.
     Raises ProgramRefused when the program stops with pulumi.RunError (a refused configuration).
     """
     import pulumi
@@ -183,8 +190,12 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
 
     records: list[dict[str, Any]] = []
     mock_outputs: dict[str, dict[str, Any]] = {}
-    mocks, monitor_class = _mock_engine(records, mock_outputs)
+    mocks, monitor_class = _mock_engine(records, mock_outputs, run_results or {})
     settings.ROOT.set(None)  # a fresh root stack per synth, also when called repeatedly in one process
+    # What a refused run left pending (an apply that raised) must not fail the next one: cleared as pulumi's own
+    # mock test decorator does (pulumi/runtime/mocks.py `test`: SETTINGS.rpc_manager.clear(); SETTINGS.outputs.clear()).
+    settings.SETTINGS.rpc_manager.clear()
+    settings.SETTINGS.outputs.clear()
     set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor_class(mocks))
     runtime_config.set_all_config(values, secret_keys)
 

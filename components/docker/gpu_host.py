@@ -10,6 +10,7 @@ import pulumi_docker as docker
 from policy.rocm_policy.rules import PARTITION_LABEL
 from schema import RegistryConfig
 from schema.docker import HostConfig, SecurityProfile, ContainerConfig, gpu_devices, partition_gpus
+from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
 
 # debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
 # profile only allows mbind/set_mempolicy (used by ROCm's NUMA-aware allocator) with CAP_SYS_NICE.
@@ -27,6 +28,8 @@ class GpuHostArgs:
     security_profile: SecurityProfile
     registry: RegistryConfig | None = None
     registry_password: pulumi.Input[str] | None = None
+    # The preflight and the GPU check of every partition (None: `checks.enable` is off).
+    checks: HostChecksArgs | None = None
 
 
 def visibility_env(host: HostConfig, container: ContainerConfig, variable: str) -> dict[str, str]:
@@ -67,6 +70,10 @@ class GpuHost(pulumi.ComponentResource):
     provider: docker.Provider
     images: dict[str, docker.RemoteImage]
     containers: dict[str, docker.Container]
+    preflight: docker.Container | None
+    checks: dict[str, docker.Container]
+    # Partition name -> what its container (a shell here, or a workload's) must wait for: the passed checks.
+    gates: dict[str, list[pulumi.Input[pulumi.Resource]]]
 
     def __init__(self, args: GpuHostArgs, opts: pulumi.ResourceOptions | None = None):
         host = args.host
@@ -94,16 +101,42 @@ class GpuHost(pulumi.ComponentResource):
                 keep_locally=True,
                 opts=on_host,
             )
-            for key in sorted({c.image for c in host.containers})
+            for key in sorted({c.image for c in host.containers}
+                              | set(args.checks.partition_images.values() if args.checks else ()))
         }
+        self.preflight, self.checks, self.gates = None, {}, {}
+        if args.checks is not None:
+            self._declare_checks(args.checks, args.security_profile, on_host)
         self.containers = {
-            c.name: self._container(host, c, args.security_profile, on_host) for c in host.containers
+            c.name: self._container(host, c, args.security_profile, pulumi.ResourceOptions.merge(
+                on_host, pulumi.ResourceOptions(depends_on=self.gates.get(c.name, []))))
+            for c in host.containers
         }
         self.register_outputs({
             "dockerHost": host.docker.host,
             "containers": {name: c.name for name, c in self.containers.items()},
             "gpus": {c.name: partition_gpus(host, c) for c in host.containers},
         })
+
+    def _declare_checks(self, checks: HostChecksArgs, profile: SecurityProfile,
+                        on_host: pulumi.ResourceOptions) -> None:
+        """The host's preflight, then each partition's GPU check with the partition's own device access and
+        environment; a partition's container waits for both verdicts."""
+        host = checks.host
+        # Every ROCm image has python3; the first partition's runs the preflight.
+        key = checks.partition_images[min(checks.partition_images)]
+        self.preflight = preflight_container(checks, key, self.images[key].image_id, on_host)
+        # AMD's host settings are required in prod; in dev a workstation rarely has them, so they are warnings.
+        preflight_passed = verdict(self.preflight, f"host {host.name}: preflight", strict=checks.environment == "prod")
+        after_preflight = pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(depends_on=[preflight_passed]))
+        for c in host.containers:
+            key = checks.partition_images[c.name]
+            check = gpucheck_container(checks, c, self.images[key].image_id,
+                                       rocm_access(host, c, profile, c.shm_size),
+                                       {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")}, after_preflight)
+            self.checks[c.name] = check
+            self.gates[c.name] = [preflight_passed,
+                                  verdict(check, f"partition {host.name}/{c.name}: GPU check", strict=True)]
 
     def _container(self, host: HostConfig, c: ContainerConfig, profile: SecurityProfile,
                    opts: pulumi.ResourceOptions) -> docker.Container:

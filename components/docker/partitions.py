@@ -23,6 +23,8 @@ class Partition:
     host: HostConfig
     container: ContainerConfig
     provider: docker.Provider
+    # What the partition's container must wait for: its host's preflight and its GPU check (GpuHost.gates).
+    gates: Sequence[pulumi.Input[pulumi.Resource]] = ()
 
     @property
     def ref(self) -> str:
@@ -68,6 +70,8 @@ class WorkloadContainerArgs:
     healthcheck: docker.ContainerHealthcheckArgs | None = None
     # The variable the workload's runtime reads to select GPUs when the partition needs one (gpuAccess all).
     visibility_variable: str = "HIP_VISIBLE_DEVICES"
+    # Set: `pulumi up` waits up to this long for the health check to pass (the provider's `wait`), else fails.
+    wait_timeout_seconds: int | None = None
 
 
 def workload_container(partition: Partition, args: WorkloadContainerArgs,
@@ -91,5 +95,7 @@ def workload_container(partition: Partition, args: WorkloadContainerArgs,
         restart=args.restart,
         max_retry_count=args.max_retry_count,
         must_run=args.must_run,
-        opts=opts,
+        wait=args.wait_timeout_seconds is not None or None,
+        wait_timeout=args.wait_timeout_seconds,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(partition.gates))),
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from schema import StackConfig, StackSecrets
 from schema.docker import HostConfig
 from schema.workloads import partitions_claimed
+from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
 
 if TYPE_CHECKING:
@@ -57,6 +58,17 @@ def host_for_gpu_host(cfg: StackConfig, host: HostConfig) -> HostConfig:
     return host if len(kept) == len(host.containers) else host.model_copy(update={"containers": kept})
 
 
+def host_checks(cfg: StackConfig, host: HostConfig) -> HostChecksArgs | None:
+    """The checks GpuHost declares for every partition of the host, each run in the image its container runs."""
+    if not cfg.checks.enable:
+        return None
+    claimed = partitions_claimed(cfg)
+    images = {c.name: claimed[(host.name, c.name)].image if (host.name, c.name) in claimed else c.image
+              for c in host.containers}
+    return HostChecksArgs(config=cfg.checks, environment=cfg.environment, host=host, partition_images=images,
+                          image_rocm={key: cfg.checks.rocm_version(key, cfg.images[key]) for key in set(images.values())})
+
+
 def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: KubernetesLayer | None,
                     gpu_hosts: Mapping[str, GpuHost]) -> Workloads:
     """Declare every configured workload. `cfg` has passed the config's problems() checks."""
@@ -65,7 +77,8 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
         return workloads
     token = secrets.huggingface_token
     partitions = {
-        f"{host.name}/{container.name}": Partition(host, container, gpu_hosts[host.name].provider)
+        f"{host.name}/{container.name}": Partition(host, container, gpu_hosts[host.name].provider,
+                                                   gpu_hosts[host.name].gates.get(container.name, ()))
         for host in cfg.hosts for container in host.containers
     }
 

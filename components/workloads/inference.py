@@ -37,6 +37,8 @@ MODELS_CHECK = (
     "'http://127.0.0.1:{port}" + MODELS_PATH + "', "
     "headers={{'Authorization': 'Bearer ' + os.environ['VLLM_API_KEY']}}), timeout=5)"
 )
+# The Docker health check of a vLLM container (no API key needed: vLLM's auth middleware guards /v1 paths only).
+HEALTH_INTERVAL_SECONDS, HEALTH_TIMEOUT_SECONDS = 30, 10
 
 
 def serve_command(inference: InferenceConfig, gpus: int) -> list[str]:
@@ -275,11 +277,16 @@ class DockerVllm(pulumi.ComponentResource):
                                                 or inference.port, ip=placement.ip)],
                 uploads=uploads,
                 healthcheck=docker.ContainerHealthcheckArgs(
-                    tests=["CMD", "python3", "-c", probe], interval="30s", timeout="10s", retries=3,
+                    tests=["CMD", "python3", "-c", probe], interval=f"{HEALTH_INTERVAL_SECONDS}s",
+                    timeout=f"{HEALTH_TIMEOUT_SECONDS}s", retries=3,
                     start_period=f"{inference.startup_timeout_seconds}s"),
                 # vLLM on ROCm reads CUDA_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES beside it makes vLLM's ROCm platform
                 # assert both agree, which data-parallel engine cores (started with a narrowed
                 # CUDA_VISIBLE_DEVICES) break. AMD's vLLM V1 optimization guide: "Keep HIP_VISIBLE_DEVICES unset".
                 visibility_variable="CUDA_VISIBLE_DEVICES",
+                # `pulumi up` returns once /health answers. Docker probes every interval, so a server that becomes
+                # healthy at the end of its startup timeout is seen up to one interval and one probe later.
+                wait_timeout_seconds=inference.startup_timeout_seconds + HEALTH_INTERVAL_SECONDS
+                + HEALTH_TIMEOUT_SECONDS,
             ), on_host)
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})

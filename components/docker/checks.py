@@ -1,0 +1,165 @@
+"""One-shot check containers that gate a Docker GPU host's partitions: the host preflight (programs/preflight.py)
+and the GPU check of each partition (programs/gpucheck.py), run with exactly the partition's device access.
+
+How a failed check fails `pulumi up` (pulumi_docker 5.2.0 = terraform-provider-docker v4.5.0,
+internal/provider/resource_docker_container_funcs.go @ 5074970c): with `attach` the provider's create waits for the
+container to stop (`client.ContainerWait(..., container.WaitConditionNotRunning)`) and keeps its output when `logs`
+is set (`d.Set("container_logs", ...)`), then reads the container, which sets `exit_code` for a stopped one; a
+non-zero exit does not fail the create. `must_run` false keeps the provider from treating the exited container as
+drift (Read: "If must_run is configured as true but container is stopped, set it to false in state"). So the stack
+judges `exit_code` itself (`verdict`): the partition's container depends on an Output that raises on a failed
+check, so it is never created and `pulumi up` stops with the check's own findings. The verdict is stored with the
+check in the state: a failed check keeps failing every `pulumi up` until it is run again (a new check container:
+`pulumi up --replace <its URN>`, or any change to the partition, which renames it).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_docker as docker
+
+from schema.checks import ChecksConfig, GpuFloors
+from schema.docker import ContainerConfig, HostConfig
+
+PROGRAM_SOURCE = Path(__file__).resolve().parents[2] / "programs"
+# The image contract of programs/: a directory on PYTHONPATH holding the `programs` package.
+PROGRAM_PARENT = "/opt/rocm-stack"
+CHECK_PROGRAMS = ("__init__.py", "gpucheck.py", "preflight.py")
+# Where the preflight sees the host's /proc and /sys (read-only), as node-exporter's docs mount them.
+HOST_ROOT = "/host"
+LOG_LINES_SHOWN = 20
+
+
+def program_uploads() -> list[docker.ContainerUploadArgs]:
+    return [docker.ContainerUploadArgs(file=f"{PROGRAM_PARENT}/programs/{name}",
+                                       content=(PROGRAM_SOURCE / name).read_text())
+            for name in CHECK_PROGRAMS]
+
+
+def content_hash(*parts: Any) -> str:
+    """A short digest of what a check depends on; in the check's Docker name, so any change replaces (re-runs) it."""
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode())
+    for name in CHECK_PROGRAMS:
+        digest.update((PROGRAM_SOURCE / name).read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def gpucheck_command(gpus: int, floors: GpuFloors, timeout_seconds: int) -> list[str]:
+    command = ["python3", "-m", "programs.gpucheck", "--expect-gpus", str(gpus), "--json",
+               "--timeout", str(timeout_seconds)]
+    if floors.min_tflops is not None:
+        command += ["--min-tflops", f"{floors.min_tflops:g}"]
+    if floors.min_busbw is not None and gpus > 1:
+        command += ["--min-busbw", f"{floors.min_busbw:g}"]
+    return command
+
+
+def preflight_command(host: HostConfig, rocm: Sequence[str]) -> list[str]:
+    command = ["python3", "-m", "programs.preflight", "--root", HOST_ROOT, "--host", host.name,
+               "--expect-gpus", str(host.gpus), "--gpu-model", host.gpu_model, "--json"]
+    for release in sorted(set(rocm)):
+        command += ["--rocm", release]
+    return command
+
+
+def summary(logs: str | None) -> str:
+    """What the program reported: the failures of its JSON object, else the last lines it printed."""
+    lines = (logs or "").strip().splitlines()
+    for line in reversed(lines):
+        try:
+            report = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(report, dict):
+            items = report.get("failures") or [
+                f"{f['check']}: {f['seen']} (expected {f['expected']}); fix: {f['fix']}"
+                for f in report.get("findings", [])]
+            if items:
+                return "\n".join(f"  - {item}" for item in items)
+    return "\n".join(f"  | {line}" for line in lines[-LOG_LINES_SHOWN:]) or "  (no output)"
+
+
+def verdict(check: docker.Container, what: str, strict: bool) -> pulumi.Output[docker.Container]:
+    """The check container once it has passed. A failure raises (strict) or is a warning; either names `what`."""
+    def judge(result: list[Any]) -> docker.Container:
+        code, logs = result
+        if code == 0:
+            return check
+        message = f"{what} failed (exit code {code}):\n{summary(logs)}"
+        if strict:
+            raise pulumi.RunError(message)
+        pulumi.log.warn(message, resource=check)
+        return check
+
+    return pulumi.Output.all(check.exit_code, check.container_logs).apply(judge)
+
+
+@dataclass(frozen=True)
+class HostChecksArgs:
+    """What GpuHost needs to declare the checks of a host."""
+
+    config: ChecksConfig
+    environment: str
+    # The whole host: every partition, whether a workload runs in it or its own shell does.
+    host: HostConfig
+    # Partition name -> key of `rocm-stack:images` that its container runs (the workload's image when claimed).
+    partition_images: Mapping[str, str]
+    # The ROCm release of each image key the host runs (None: unknown, refused by the config checks).
+    image_rocm: Mapping[str, str | None]
+
+
+def preflight_container(args: HostChecksArgs, image_key: str, image: pulumi.Input[str],
+                        opts: pulumi.ResourceOptions) -> docker.Container:
+    rocm = sorted({r for key in set(args.partition_images.values()) if (r := args.image_rocm.get(key))})
+    command = preflight_command(args.host, rocm)
+    return docker.Container(
+        f"{args.host.name}-preflight",
+        name=f"preflight-{content_hash(command, image_key)}",
+        image=image,
+        command=command,
+        envs=[f"PYTHONPATH={PROGRAM_PARENT}"],
+        uploads=program_uploads(),
+        volumes=[docker.ContainerVolumeArgs(host_path=path, container_path=f"{HOST_ROOT}{path}", read_only=True)
+                 for path in ("/proc", "/sys")],
+        restart="no",
+        must_run=False,
+        attach=True,
+        logs=True,
+        opts=opts,
+    )
+
+
+def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: pulumi.Input[str],
+                       access: Mapping[str, Any], env: Mapping[str, str],
+                       opts: pulumi.ResourceOptions) -> docker.Container:
+    """`access` and `env`: the partition's device access and environment, from the definition its own container
+    uses (components.docker.gpu_host rocm_access and the visibility variable)."""
+    host = args.host
+    gpus = len(container.gpus) if container.gpus is not None else host.gpus
+    command = gpucheck_command(gpus, args.config.floors_for(host.gpu_model, args.environment),
+                               args.config.timeout_seconds)
+    # Device access is among the check's own inputs, which replace it when they change (ForceNew in the provider's
+    # schema, resource_docker_container.go: devices, group_add, ipc_mode, env, ...); the hash adds the rest of the
+    # partition (cpuset, which the provider updates in place, and the image it runs).
+    spec = [command, args.partition_images[container.name], container.model_dump(mode="json"), dict(env)]
+    return docker.Container(
+        f"{host.name}-{container.name}-gpucheck",
+        name=f"gpucheck-{container.name}-{content_hash(*spec)}",
+        image=image,
+        command=command,
+        envs=[f"{k}={v}" for k, v in sorted({**env, "PYTHONPATH": PROGRAM_PARENT}.items())],
+        uploads=program_uploads(),
+        **access,
+        restart="no",
+        must_run=False,
+        attach=True,
+        logs=True,
+        opts=opts,
+    )
+

@@ -1,0 +1,86 @@
+"""`rocm-stack:checks`: the GPU check per partition (programs/gpucheck.py) and the host preflight
+(programs/preflight.py) that gate every Docker partition's container, and the Kubernetes GPU gate.
+
+Performance floors are per GPU model, with defaults only where AMD publishes a figure (DEFAULT_FLOORS); every
+other model is checked for its GPU count, a correct bf16 product and a correct all-reduce, without floors.
+"""
+from __future__ import annotations
+
+import re
+from typing import Annotated, get_args
+
+from pydantic import Field
+
+from .base import ConfigModel
+from .docker import HostConfig, image_pin_problem
+
+GpuModel = HostConfig.model_fields["gpu_model"].annotation
+GPU_MODELS: tuple[str, ...] = get_args(GpuModel)
+
+
+class GpuFloors(ConfigModel):
+    """gpucheck's `--min-tflops` (every GPU's bf16 product) and `--min-busbw` (all-reduce bus bandwidth at the
+    largest size, 1 GiB; only partitions of 2 or more GPUs run one)."""
+
+    min_tflops: Annotated[float, Field(gt=0)] | None = None
+    min_busbw: Annotated[float, Field(gt=0)] | None = None
+
+
+# AMD's Cluster Validation Suite preflight (ROCm/cvs cvs/input/config_file/preflight/preflight_config.json
+# L209-216 @ dddd91430fe4db155e7ef78764e20955fdf706e3): `"gemm_tflops_min": 600` "MI300X healthy nodes typically
+# exceed 600" for an 8192^3 bf16 torch.matmul (gpucheck's product), and `"rccl_gbs_min": 100` for a local RCCL
+# all-reduce at 64 MB. gpucheck compares busbw at 1 GiB, where it is higher than at 64 MB (rccl-tests on 8x MI300X
+# rise from ~161 GB/s at 8 MiB, crickett-hpe/hpc-ai-envs PR #30), so 100 there is the more lenient floor.
+# MI325X: the same compute as MI300X (stas00/ml-engineering compute/accelerator/README.md, note 18) and the same
+# 304 GB/s all-reduce acceptance criterion (ROCm/system-acceptance-docs docs/gpus/mi325x.md L143).
+# No AMD floor for bf16 matmul is published for MI308X, MI250X/MI250 (per GCD) or MI210: none is assumed.
+DEFAULT_FLOORS: dict[str, GpuFloors] = {
+    "MI300X": GpuFloors(min_tflops=600, min_busbw=100),
+    "MI325X": GpuFloors(min_tflops=600, min_busbw=100),
+}
+
+# A ROCm image tag names its ROCm release: rocm/pytorch:rocm7.0_ubuntu22.04_..., rocm/vllm:rocm7.0.0_vllm_...
+_ROCM_IN_TAG = re.compile(r":rocm(\d+)\.(\d+)")
+
+
+class ChecksConfig(ConfigModel):
+    # Dev can switch the checks off; on by default everywhere: a partition that sees the wrong GPUs is broken on a
+    # workstation too, and the check costs a container start and seconds of GPU time.
+    enable: bool = True
+    # Floors per GPU model; a model given here replaces its DEFAULT_FLOORS entry.
+    floors: dict[GpuModel, GpuFloors] = {}  # type: ignore[valid-type]
+    # None: by environment. Prod enforces the floors; dev checks count and correctness only (a workstation's GPU is
+    # rarely the fleet's model, and a desk-side card would fail an MI300X floor while working).
+    enforce_floors: bool | None = None
+    # gpucheck's --timeout: how long its ranks may take before the check fails as hung.
+    timeout_seconds: Annotated[int, Field(ge=60, le=7200)] = 900
+    # ROCm release (major.minor) of an image (a key of `rocm-stack:images`) whose tag does not name it.
+    image_rocm: dict[str, Annotated[str, Field(pattern=r"^\d+\.\d+$")]] = {}
+
+    def floors_for(self, gpu_model: str, environment: str) -> GpuFloors:
+        enforce = self.enforce_floors if self.enforce_floors is not None else environment == "prod"
+        if not enforce:
+            return GpuFloors()
+        return self.floors.get(gpu_model, DEFAULT_FLOORS.get(gpu_model, GpuFloors()))
+
+    def rocm_version(self, image_key: str, reference: str) -> str | None:
+        """The ROCm release an image is built on: `imageRocm`, else its tag; None when neither says."""
+        if image_key in self.image_rocm:
+            return self.image_rocm[image_key]
+        match = _ROCM_IN_TAG.search(reference)
+        return f"{match[1]}.{match[2]}" if match else None
+
+
+def problems(checks: ChecksConfig, images: dict[str, str], environment: str) -> list[tuple[str, str]]:
+    """Cross-field checks of `checks` (key paths relative to `rocm-stack:`). An image of unknown ROCm release is
+    refused in prod, where the preflight fails on an incompatible driver; dev's preflight notes it and goes on."""
+    found = [(f"checks.imageRocm.{key}", f"unknown image '{key}'; expected one of {sorted(images)}")
+             for key in sorted(set(checks.image_rocm) - set(images))]
+    if checks.enable and environment == "prod":
+        found += [(f"images.{key}", (
+            f"the preflight cannot tell which ROCm release '{ref}' is built on (its tag names none); "
+            f"set checks.imageRocm.{key} to it, e.g. \"7.0\""))
+            for key, ref in sorted(images.items())
+            # A reference that is no pin at all is refused once, for that (schema.docker.problems).
+            if checks.rocm_version(key, ref) is None and image_pin_problem(ref) is None]
+    return found

@@ -1,0 +1,140 @@
+"""The checks that gate Docker partitions: a preflight per host, a GPU check per partition, awaited vLLM servers.
+
+What the Docker provider does with the one-shot containers (pulumi_docker 5.2.0 = terraform-provider-docker v4.5.0,
+internal/provider/resource_docker_container_funcs.go @ 5074970c, resourceDockerContainerCreate):
+- `attach`: after start, `client.ContainerWait(ctx, retContainer.ID, container.WaitConditionNotRunning)`, so the
+  create returns only once the container has exited; with `logs`, `d.Set("container_logs", b.String())`. It never
+  looks at the exit code: a failing check is still "created".
+- then resourceDockerContainerRead: `if !container.State.Running { d.Set("exit_code", container.State.ExitCode)`,
+  and with `must_run` true it would flip it to false to force an update ("Container %s is stopped but must_run is
+  configured as true"): hence must_run false for a container meant to exit.
+- `wait`: polls ContainerInspect every second until `State.Health.Status == types.Healthy`; after `wait_timeout`
+  seconds the create fails with "container failed to be in healthy state"; without a healthcheck it fails at once
+  ("you have supplied a 'wait' argument, but the container does not have a healthcheck defined").
+So a check's verdict is the stack's own (components/docker/checks.py `verdict`): the mock engine returns the exit
+code and output the provider would store (tools/synth.py `run_results`), and these tests fail one.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CONTAINER, check_containers, env_of, gpu_containers, stack_file
+from tools.synth import ProgramRefused, synthesize
+
+P = "rocm-stack:"
+# shmSize is the workload's own (training.shmSize); with ipcMode host the container uses the host's /dev/shm anyway.
+ACCESS = ("devices", "groupAdds", "ipcMode", "cpuSet", "capabilities", "securityOpts")
+
+
+def by_name(plan):
+    return {c["name"]: c for c in plan.of_type(CONTAINER)}
+
+
+def test_prod_has_a_preflight_per_host_and_a_gpu_check_per_partition(prod_plan):
+    checks = {c["name"]: c for c in check_containers(prod_plan)}
+    hosts = [f"gpu-node-{i}" for i in range(1, 5)]
+    assert sorted(checks) == sorted([f"{h}-preflight" for h in hosts]
+                                    + [f"{h}-{p}-gpucheck" for h in hosts for p in ("serve-b", "train-a")])
+    for check in checks.values():
+        i = check["inputs"]
+        assert (i["attach"], i["logs"], i["mustRun"], i["restart"]) == (True, True, False, "no")
+        assert i["envs"][-1] == "PYTHONPATH=/opt/rocm-stack"
+        assert {u["file"] for u in i["uploads"]} >= {"/opt/rocm-stack/programs/gpucheck.py",
+                                                     "/opt/rocm-stack/programs/preflight.py"}
+    preflight = checks["gpu-node-1-preflight"]["inputs"]
+    assert preflight["volumes"] == [{"hostPath": "/proc", "containerPath": "/host/proc", "readOnly": True},
+                                    {"hostPath": "/sys", "containerPath": "/host/sys", "readOnly": True}]
+    assert preflight["command"][:3] == ["python3", "-m", "programs.preflight"]
+    assert preflight["command"][preflight["command"].index("--expect-gpus") + 1] == "8"
+    assert preflight["command"][-2:] == ["--rocm", "7.0"]
+    assert "devices" not in preflight  # /proc and /sys are enough: it never opens a GPU
+
+
+def test_each_check_has_exactly_its_partitions_device_access_and_environment(prod_plan):
+    containers = by_name(prod_plan)
+    for partition in gpu_containers(prod_plan):
+        check = containers[f"{partition['name']}-gpucheck"]["inputs"]
+        assert {k: check.get(k) for k in ACCESS} == {k: partition["inputs"].get(k) for k in ACCESS}
+        partition_env = env_of(partition)
+        assert env_of(containers[f"{partition['name']}-gpucheck"])["HIP_VISIBLE_DEVICES"] == \
+            partition_env["HIP_VISIBLE_DEVICES"]
+
+
+def test_partitions_wait_for_their_preflight_and_their_check(prod_plan):
+    urns = {c["name"]: c["urn"] for c in prod_plan.of_type(CONTAINER)}
+    for partition in gpu_containers(prod_plan):
+        host = partition["name"].rsplit("-", 2)[0]
+        assert {urns[f"{host}-preflight"], urns[f"{partition['name']}-gpucheck"]} <= set(partition["depends_on"])
+        check = by_name(prod_plan)[f"{partition['name']}-gpucheck"]
+        assert urns[f"{host}-preflight"] in check["depends_on"]
+
+
+def test_prod_enforces_the_published_mi300x_floors_and_dev_only_count_and_correctness(prod_plan, dev_plan):
+    command = by_name(prod_plan)["gpu-node-1-train-a-gpucheck"]["inputs"]["command"]
+    assert command[command.index("--expect-gpus") + 1] == "4"
+    # AMD CVS preflight_config.json: gemm_tflops_min 600 (MI300X), rccl_gbs_min 100 (schema/checks.py cites it).
+    assert command[command.index("--min-tflops") + 1] == "600"
+    assert command[command.index("--min-busbw") + 1] == "100"
+    dev = by_name(dev_plan)["workstation-train-gpucheck"]["inputs"]["command"]
+    assert "--min-tflops" not in dev and "--min-busbw" not in dev
+    assert dev[dev.index("--expect-gpus") + 1] == "1"
+
+
+def test_floors_come_from_config_per_gpu_model():
+    config = stack_file("prod")
+    config[P + "checks"] = {"floors": {"MI300X": {"minTflops": 650}}}
+    command = by_name(synthesize("prod", config))["gpu-node-1-train-a-gpucheck"]["inputs"]["command"]
+    assert command[command.index("--min-tflops") + 1] == "650" and "--min-busbw" not in command
+
+
+def test_dev_can_switch_the_checks_off():
+    config = stack_file("dev")
+    config[P + "checks"] = {"enable": False}
+    plan = synthesize("dev", config)
+    assert check_containers(plan) == []
+    assert all(not any("gpucheck" in d or "preflight" in d for d in c["depends_on"]) for c in gpu_containers(plan))
+
+
+def test_a_failed_gpu_check_stops_the_partitions_workload_with_its_findings():
+    report = {"schema": "gpucheck/1", "verdict": "fail",
+              "failures": ["expected 4 GPU(s), saw 3 visible ([0] AMD Instinct MI300X, ...)"]}
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize("prod", run_results={"gpu-node-3-serve-b-gpucheck": (1, json.dumps(report) + "\n")})
+    assert "partition gpu-node-3/serve-b: GPU check failed (exit code 1)" in str(refused.value)
+    assert "expected 4 GPU(s), saw 3 visible" in str(refused.value)
+
+
+def test_a_failed_preflight_fails_prod_and_warns_in_dev():
+    report = {"schema": "preflight/1", "verdict": "fail", "findings": [
+        {"check": "numa_balancing", "seen": "kernel.numa_balancing = 1", "expected": "0", "fix": "sysctl -w ..."}]}
+    logs = json.dumps(report) + "\n"
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize("prod", run_results={"gpu-node-2-preflight": (1, logs)})
+    assert "host gpu-node-2: preflight failed" in str(refused.value)
+    assert "numa_balancing: kernel.numa_balancing = 1 (expected 0); fix: sysctl -w ..." in str(refused.value)
+    plan = synthesize("dev", run_results={"workstation-preflight": (1, logs)})
+    assert {c["name"] for c in gpu_containers(plan)} == {"workstation-train", "workstation-serve"}
+
+
+def test_a_check_reruns_when_its_partition_changes_and_only_then(prod_plan):
+    def check_names(plan):
+        return {c["name"]: c["inputs"]["name"] for c in check_containers(plan)}
+
+    before = check_names(prod_plan)
+    config = stack_file("prod")
+    config[P + "hosts"][0]["containers"][0]["cpuset"] = "0-15"  # gpu-node-1/train-a; the provider updates cpuset
+    after = check_names(synthesize("prod", config))
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"gpu-node-1-train-a-gpucheck"}
+
+
+def test_docker_vllm_is_awaited_healthy_for_its_startup_timeout(prod_plan):
+    servers = [c for c in gpu_containers(prod_plan) if c["name"].endswith("serve-b") and "healthcheck" in c["inputs"]]
+    assert len(servers) == 2
+    for server in servers:
+        i = server["inputs"]
+        # wait needs a healthcheck (the provider errors without one); 1800 s startup + one 30 s interval + 10 s probe.
+        assert i["wait"] is True and i["healthcheck"]["startPeriod"] == "1800s"
+        assert i["waitTimeout"] == 1800 + 30 + 10
