@@ -19,11 +19,10 @@ GPU_MODELS: tuple[str, ...] = get_args(GpuModel)
 
 
 class GpuFloors(ConfigModel):
-    """gpucheck's `--min-tflops` (every GPU's bf16 product) and `--min-busbw` (all-reduce bus bandwidth at the
-    largest size, 1 GiB; only partitions of 2 or more GPUs run one)."""
-
     min_tflops: Annotated[float, Field(gt=0)] | None = None
+    """gpucheck --min-tflops: the floor of every GPU's bf16 8192^3 matrix product."""
     min_busbw: Annotated[float, Field(gt=0)] | None = None
+    """gpucheck --min-busbw: the floor of the all-reduce bus bandwidth at 1 GiB (partitions of 2 or more GPUs)."""
 
 
 # AMD's Cluster Validation Suite preflight (ROCm/cvs cvs/input/config_file/preflight/preflight_config.json
@@ -44,18 +43,21 @@ _ROCM_IN_TAG = re.compile(r":rocm(\d+)\.(\d+)")
 
 
 class ChecksConfig(ConfigModel):
-    # Dev can switch the checks off; on by default everywhere: a partition that sees the wrong GPUs is broken on a
-    # workstation too, and the check costs a container start and seconds of GPU time.
     enable: bool = True
-    # Floors per GPU model; a model given here replaces its DEFAULT_FLOORS entry.
+    """Run the host preflight and the GPU check per Docker partition before its container. On by default everywhere
+    (a partition that sees the wrong GPUs is broken on a workstation too; a check costs a container start and
+    seconds of GPU time); dev can switch it off."""
     floors: dict[GpuModel, GpuFloors] = {}  # type: ignore[valid-type]
-    # None: by environment. Prod enforces the floors; dev checks count and correctness only (a workstation's GPU is
-    # rarely the fleet's model, and a desk-side card would fail an MI300X floor while working).
+    """gpucheck floors per GPU model (`minTflops`, `minBusbw`); a model given here replaces its published default
+    (MI300X and MI325X: 600 TFLOP/s, 100 GB/s, from AMD's Cluster Validation Suite)."""
     enforce_floors: bool | None = None
-    # gpucheck's --timeout: how long its ranks may take before the check fails as hung.
+    """Apply the floors. Unset: in prod only; dev checks GPU count and correctness (a workstation's GPU is rarely the
+    fleet's model)."""
     timeout_seconds: Annotated[int, Field(ge=60, le=7200)] = 900
-    # ROCm release (major.minor) of an image (a key of `rocm-stack:images`) whose tag does not name it.
+    """How long gpucheck's ranks may take before the check fails as hung (its --timeout)."""
     image_rocm: dict[str, Annotated[str, Field(pattern=r"^\d+\.\d+$")]] = {}
+    """ROCm release (major.minor) of an image (a key of `images`) whose tag does not name it; the preflight checks
+    the host's amdgpu driver against it. Required in prod for such images."""
 
     def floors_for(self, gpu_model: str, environment: str) -> GpuFloors:
         enforce = self.enforce_floors if self.enforce_floors is not None else environment == "prod"
