@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -61,6 +62,7 @@ MATMUL_MAX_REL_ERR = 2 ** -7
 MATMUL_MAX_ERR_OVER_RMS = 2 ** -4
 MATMUL_SAMPLE_ROWS = 64
 MATMUL_WARMUP, MATMUL_ITERS = 10, 50
+MATMUL_MIN_GPU_SECONDS = 1.0
 GPU_MATMUL_N, CPU_MATMUL_N = 8192, 256
 
 # Environment worth recording next to the numbers (which GPUs, and NCCL/RCCL settings).
@@ -154,26 +156,30 @@ def synchronize(device: torch.device) -> None:
 
 
 def matmul_check(device: torch.device, n: int, seed: int) -> dict[str, Any]:
-    """bf16 C = A @ B: TFLOP/s over MATMUL_ITERS products, and C's sampled rows against an fp32 CPU reference."""
+    """bf16 C = A @ B: TFLOP/s over at least MATMUL_ITERS products, and C's sampled rows against an fp32 CPU reference."""
     generator = torch.Generator(device).manual_seed(seed)
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=generator)
     b = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=generator)
-    for _ in range(MATMUL_WARMUP):
-        c = a @ b
-    synchronize(device)
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(MATMUL_ITERS):
-            c = a @ b
-        end.record()
-        end.synchronize()
-        seconds = start.elapsed_time(end) / 1e3
-    else:
+    def timed(iters: int) -> tuple[torch.Tensor, float]:
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iters):
+                product = a @ b
+            end.record()
+            end.synchronize()
+            return product, start.elapsed_time(end) / 1e3
         began = time.perf_counter()
-        for _ in range(MATMUL_ITERS):
-            c = a @ b
-        seconds = time.perf_counter() - began
+        for _ in range(iters):
+            product = a @ b
+        return product, time.perf_counter() - began
+
+    _, warm_seconds = timed(MATMUL_WARMUP)
+    # A GPU window of MATMUL_ITERS products at 8192^3 lasts ~70 ms on an H100, short enough for clock ramps to
+    # move the figure by ~6 % between runs (measured); so on a GPU the timed window lasts at least a second.
+    min_seconds = MATMUL_MIN_GPU_SECONDS if device.type == "cuda" else 0.0
+    iters = max(MATMUL_ITERS, math.ceil(min_seconds / (warm_seconds / MATMUL_WARMUP)))
+    c, seconds = timed(iters)
     rows = torch.linspace(0, n - 1, MATMUL_SAMPLE_ROWS, device=device).long()  # first, last and between
     reference = a[rows].float().cpu() @ b.float().cpu()
     got = c[rows].float().cpu()
@@ -183,8 +189,8 @@ def matmul_check(device: torch.device, n: int, seed: int) -> dict[str, Any]:
     rel_err = (error.norm() / reference.norm()).item() if finite else float("inf")
     max_err_over_rms = error.abs().max().item() / rms if finite else float("inf")
     return {"device": str(device), "name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "n": n, "dtype": "bfloat16", "iters": MATMUL_ITERS, "seconds": round(seconds, 6),
-            "tflops": round(2 * n ** 3 * MATMUL_ITERS / seconds / 1e12, 3), "rel_err": rel_err,
+            "n": n, "dtype": "bfloat16", "iters": iters, "seconds": round(seconds, 6),
+            "tflops": round(2 * n ** 3 * iters / seconds / 1e12, 3), "rel_err": rel_err,
             "max_err_over_rms": max_err_over_rms,
             "ok": finite and rel_err <= MATMUL_MAX_REL_ERR and max_err_over_rms <= MATMUL_MAX_ERR_OVER_RMS}
 
