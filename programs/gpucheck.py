@@ -85,7 +85,7 @@ def algorithm_bandwidth(size_bytes: int, seconds: float) -> float:
 
 # ---------------------------------------------------------------------------------------------------- arguments
 
-SIZE_SUFFIX = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}  # nccl-tests' -b/-e suffixes are binary too
+SIZE_SUFFIX = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}  # binary, like nccl-tests' -b/-e ("128M" = 128 MiB)
 
 
 def parse_size(text: str) -> int:
@@ -218,8 +218,8 @@ def allreduce_bench(device: torch.device, rank: int, world: int, sizes: list[int
         dist.all_reduce(correct, op=dist.ReduceOp.MIN)
         mean = seconds.item() / world
         algbw = algorithm_bandwidth(size, mean)
-        results.append({"bytes": size, "time_us": round(mean * 1e6, 2), "algbw_gbps": round(algbw, 3),
-                        "busbw_gbps": round(bus_bandwidth(algbw, world), 3), "correct": bool(correct.item())})
+        results.append({"bytes": size, "time_us": round(mean * 1e6, 3), "algbw_gbps": round(algbw, 6),
+                        "busbw_gbps": round(bus_bandwidth(algbw, world), 6), "correct": bool(correct.item())})
         del tensor
     return results
 
