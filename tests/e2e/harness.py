@@ -1,0 +1,307 @@
+"""A real Docker engine for the end-to-end tests: a private dockerd, stand-in images and GPU device nodes.
+
+The daemon: the one at DOCKER_HOST when that is set; otherwise, as root with Debian's `docker.io` installed
+(`.ci/run` installs it), a private dockerd with its own --data-root, --exec-root, pidfile, socket and daemon
+config under one temporary directory, started once per test session and removed afterwards.
+
+Networking: the private daemon runs with `--iptables=false --ip-forward=false --ip-masq=false --bridge=none`,
+so it changes no firewall rule, sysctl or network interface of the machine. Measured on dockerd 20.10
+(Debian bookworm's docker.io):
+- a container on the default network gets a network namespace with loopback only (no bridge exists);
+  `-p IP:HOST:CONTAINER` is accepted and recorded in HostConfig.PortBindings, but nothing is forwarded;
+  a server in the container is reached from inside it (health checks run there) or with `docker exec`;
+- `docker network create --driver bridge` still works, but it creates a `br-*` interface on the machine,
+  so the tests never do it; `--network host` would share the machine's ports, so the tests never do that
+  either.
+Outside the temporary directory the daemon touches only kernel state it owns and removes: its containers'
+cgroups (under the default parent `docker`) and the empty directory /run/docker/plugins, which dockerd
+creates at a fixed path.
+
+Stand-in images: nothing can be pulled here, so `docker import` builds one image from a root filesystem
+made of this machine's files (the running Python interpreter with its standard library and shared
+libraries, /bin/sh, and the stand-in programs of `standin.py`), tagged with each image reference the
+stack declares. Its /etc/group is what current official ROCm images ship: `video` (GID 44, Ubuntu's base
+image) and no `render` group (ROCm/rocm-libraries PR #6563 dropped it from the rocm/pytorch images).
+
+GPU device nodes: `mknod` character devices in a temporary directory, laid out like /dev (kfd, dri/card*,
+dri/renderD*), with the real DRM major 226 (Linux Documentation/admin-guide/devices.txt: "226 char DRI")
+and render minors 128 + n. No DRM driver backs them here, so opening one fails with ENXIO even where the
+device cgroup allows it: nothing reaches hardware.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+# Ubuntu 22.04's base /etc/group up to `video`, as in rocm/pytorch:rocm7.0_ubuntu22.04_*; no `render`.
+STANDIN_GROUP_FILE = """\
+root:x:0:
+daemon:x:1:
+bin:x:2:
+sys:x:3:
+adm:x:4:
+tty:x:5:
+disk:x:6:
+video:x:44:
+users:x:100:
+nogroup:x:65534:
+"""
+STANDIN_PASSWD_FILE = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n"
+STANDIN_PROGRAMS = ("vllm", "torchrun")  # names `standin.py` answers to, besides its default (exporter)
+
+# Group IDs of the stand-in nodes: `video` is 44 on Debian and Ubuntu; `render` has no fixed GID (the
+# host's package manager assigns one: 992, 993, 109, 110 are all seen), 993 here.
+VIDEO_GID = 44
+RENDER_GID = 993
+DRM_MAJOR = 226
+RENDER_MINOR_BASE = 128
+# /dev/kfd's major is assigned dynamically by the kernel; the stand-in takes one from the dynamic range
+# that this machine's /proc/devices does not list.
+DYNAMIC_CHAR_MAJORS = range(234, 255)
+
+DAEMON_START_TIMEOUT_S = 60
+DAEMON_STOP_TIMEOUT_S = 30
+
+
+class Unavailable(Exception):
+    """No Docker engine can be used here; the message says why."""
+
+
+@dataclass
+class Docker:
+    """A Docker daemon and the CLI that talks to it, with a CLI config of its own (never ~/.docker)."""
+
+    host: str
+    config_dir: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "DOCKER_HOST": self.host, "DOCKER_CONFIG": str(self.config_dir)}
+
+    def run(self, *args: str, check: bool = True, input: bytes | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+        result = subprocess.run(["docker", *args], env=self.env, input=input, capture_output=True,
+                                timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"docker {' '.join(args)} exited {result.returncode}: "
+                                 f"{result.stderr.decode(errors='replace').strip()}")
+        return result
+
+    def out(self, *args: str, **kwargs: Any) -> str:
+        return self.run(*args, **kwargs).stdout.decode()
+
+    def inspect(self, name: str) -> dict[str, Any]:
+        return json.loads(self.out("container", "inspect", name))[0]
+
+    def remove_all_containers(self) -> None:
+        ids = self.out("ps", "-aq").split()
+        if ids:
+            self.run("rm", "--force", "--volumes", *ids)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(DAEMON_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _unmount_below(root: Path) -> None:
+    """Mounts a killed dockerd left under `root` (overlay layers, shm): `rm -rf` cannot remove them."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(f"{root}/")), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", mount], capture_output=True)
+
+
+@contextlib.contextmanager
+def private_daemon(root: Path) -> Iterator[Docker]:
+    """Start dockerd with all its state under `root`, yield its client, then remove its containers and stop it."""
+    dockerd = shutil.which("dockerd")
+    if os.geteuid() != 0:
+        raise Unavailable("DOCKER_HOST is not set and a private dockerd needs root")
+    if dockerd is None or shutil.which("docker") is None:
+        raise Unavailable("DOCKER_HOST is not set and dockerd/docker are not installed "
+                          "(apt-get install docker.io, as .ci/run does)")
+    socket = root / "docker.sock"
+    # dockerd writes its identity key to /etc/docker/key.json unless its config names another path.
+    (root / "daemon.json").write_text(json.dumps({"deprecated-key-path": str(root / "key.json")}))
+    log = (root / "dockerd.log").open("wb")
+    process = subprocess.Popen(
+        [dockerd, "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
+         "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"), "--host", f"unix://{socket}",
+         "--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    docker = Docker(f"unix://{socket}", root / "cli")
+    try:
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
+        while docker.run("version", check=False, timeout=10).returncode != 0:
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = (root / "dockerd.log").read_text(errors="replace")[-2000:]
+                raise Unavailable(f"the private dockerd did not start (exit {process.poll()}):\n{tail}")
+            time.sleep(0.1)
+        yield docker
+    finally:
+        try:
+            if process.poll() is None:
+                docker.remove_all_containers()
+        finally:
+            _stop(process)
+            log.close()
+            _unmount_below(root)
+
+
+@contextlib.contextmanager
+def docker_engine() -> Iterator[Docker]:
+    """The daemon at DOCKER_HOST, or a private one; raises Unavailable with the reason when neither works."""
+    with tempfile.TemporaryDirectory(prefix="rocm-stack-e2e-") as tmp:
+        root = Path(tmp)
+        if os.environ.get("DOCKER_HOST"):
+            docker = Docker(os.environ["DOCKER_HOST"], root / "cli")
+            if docker.run("version", check=False, timeout=30).returncode != 0:
+                raise Unavailable(f"DOCKER_HOST={docker.host} does not answer `docker version`")
+            yield docker
+        else:
+            with private_daemon(root) as docker:
+                yield docker
+
+
+# --- stand-in image --------------------------------------------------------------------------------------
+
+def _shared_libraries(binaries: Iterable[Path]) -> set[Path]:
+    """What the dynamic loader maps for each binary (ldd), the loader itself included."""
+    libraries: set[Path] = set()
+    for binary in binaries:
+        out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            path = parts[2] if "=>" in parts and len(parts) > 2 else parts[0] if parts else ""
+            if path.startswith("/"):
+                libraries.add(Path(path))
+    return libraries
+
+
+_STDLIB_SKIPPED = {"site-packages", "dist-packages", "test", "tests", "idlelib", "tkinter", "turtledemo",
+                   "ensurepip", "lib2to3", "pydoc_data", "__pycache__"}
+
+
+def _stdlib_files(stdlib: Path) -> Iterator[Path]:
+    for directory, subdirs, files in os.walk(stdlib):
+        subdirs[:] = [d for d in subdirs if d not in _STDLIB_SKIPPED and not d.startswith("config-")]
+        for name in files:
+            yield Path(directory, name)
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name.lstrip("/"))
+    info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _add_entry(tar: tarfile.TarFile, name: str, kind: bytes, mode: int = 0o755, target: str = "") -> None:
+    info = tarfile.TarInfo(name.lstrip("/"))
+    info.type, info.mode, info.linkname, info.mtime = kind, mode, target, int(time.time())
+    tar.addfile(info)
+
+
+def standin_rootfs() -> bytes:
+    """A tar of the stand-in root filesystem (see the module docstring); files keep their host paths."""
+    python = Path(os.path.realpath(sys.executable))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    shell = Path(os.path.realpath("/bin/sh"))
+    stdlib_files = list(_stdlib_files(stdlib))
+    extensions = [f for f in stdlib_files if f.suffix == ".so"]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for directory in ("/tmp", "/root", "/dev", "/proc", "/sys", "/etc", "/bin", "/usr/bin", "/usr/local/bin"):
+            _add_entry(tar, directory, tarfile.DIRTYPE, 0o1777 if directory == "/tmp" else 0o755)
+        copied = {python, shell, *stdlib_files, *_shared_libraries([python, shell, *extensions])}
+        # A symbolic link (the loader /lib64/ld-linux-x86-64.so.2 is one) is copied with what it names.
+        links = {path: Path(os.path.realpath(path)) for path in copied if os.path.realpath(path) != str(path)}
+        for path in sorted((copied - links.keys()) | set(links.values())):
+            tar.add(str(path), arcname=str(path).lstrip("/"), recursive=False)
+        for link, target in sorted(links.items()):
+            _add_entry(tar, str(link), tarfile.SYMTYPE, target=str(target))
+        if str(shell) != "/bin/sh":
+            _add_entry(tar, "/bin/sh", tarfile.SYMTYPE, target=str(shell))
+        for link in ("/usr/bin/python3", "/usr/local/bin/python3", "/usr/local/bin/python"):
+            if str(python) != link:
+                _add_entry(tar, link, tarfile.SYMTYPE, target=str(python))
+        _add_bytes(tar, "/etc/group", STANDIN_GROUP_FILE.encode())
+        _add_bytes(tar, "/etc/passwd", STANDIN_PASSWD_FILE.encode())
+        program = (HERE / "standin.py").read_text().replace("#!/usr/bin/env python3", "#!/usr/local/bin/python3", 1)
+        _add_bytes(tar, "/usr/local/bin/standin", program.encode(), 0o755)
+        for name in STANDIN_PROGRAMS:
+            _add_entry(tar, f"/usr/local/bin/{name}", tarfile.SYMTYPE, target="standin")
+    return buffer.getvalue()
+
+
+def import_standin_image(docker: Docker, references: Iterable[str]) -> str:
+    """`docker import` the stand-in root filesystem once and tag it with every reference; returns its id."""
+    image_id = docker.out(
+        "import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+        "--change", 'CMD ["/usr/local/bin/standin"]', "-", input=standin_rootfs()).strip()
+    for reference in sorted(set(references)):
+        docker.run("tag", image_id, reference)
+    return image_id
+
+
+# --- stand-in GPU device nodes ---------------------------------------------------------------------------
+
+def _free_dynamic_major() -> int:
+    used = {int(line.split()[0]) for line in Path("/proc/devices").read_text().split("Block devices:")[0]
+            .splitlines() if line.strip()[:1].isdigit()}
+    return next(m for m in DYNAMIC_CHAR_MAJORS if m not in used)
+
+
+@dataclass(frozen=True)
+class GpuNodes:
+    """Stand-in /dev of a host with `gpus` GPUs: <root>/kfd, <root>/dri/card<n>, <root>/dri/renderD<128+n>."""
+
+    root: Path
+    gpus: int
+
+    @property
+    def kfd(self) -> Path:
+        return self.root / "kfd"
+
+    @property
+    def dri(self) -> Path:
+        return self.root / "dri"
+
+    def render(self, gpu: int) -> Path:
+        return self.dri / f"renderD{RENDER_MINOR_BASE + gpu}"
+
+
+def make_gpu_nodes(root: Path, gpus: int) -> GpuNodes:
+    """Character devices owned like a ROCm host's: kfd and renderD* by `render`, card* by `video`, mode 0660."""
+    nodes = GpuNodes(root, gpus)
+    nodes.dri.mkdir(parents=True)
+    entries = [(nodes.kfd, _free_dynamic_major(), 0, RENDER_GID)]
+    for gpu in range(gpus):
+        entries += [(nodes.dri / f"card{gpu}", DRM_MAJOR, gpu, VIDEO_GID),
+                    (nodes.render(gpu), DRM_MAJOR, RENDER_MINOR_BASE + gpu, RENDER_GID)]
+    for path, major, minor, gid in entries:
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(major, minor))
+        os.chown(path, 0, gid)
+        os.chmod(path, 0o660)  # after mknod: the umask may have cleared group bits
+    return nodes
