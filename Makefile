@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK ?= dev
 OUT ?= out/$(STACK)
 
-.PHONY: venv synth test bench clean
+.PHONY: venv synth test e2e bench clean
 
 # synth needs only what `pulumi up` needs; the tests add their tools (and CPU torch) on top.
 $(BIN)/.runtime: requirements.txt
@@ -25,6 +25,10 @@ synth: $(BIN)/.runtime
 
 test: venv
 	$(BIN)/python -m pytest -q -n auto --durations=10 tests
+
+# The end-to-end tests alone (also part of `make test`): a real Docker daemon, as root (tests/e2e/harness.py).
+e2e: venv
+	$(BIN)/python -m pytest -q --durations=0 tests/e2e
 
 # The scale benchmark (issue 8): 1 to 1,000 GPU hosts under the mock engine against a flat baseline; minutes.
 bench: venv

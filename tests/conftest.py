@@ -1,10 +1,18 @@
-"""Shared fixtures: the real program run under Pulumi's mock engine (tools.synth)."""
+"""Shared fixtures: the real program run under Pulumi's mock engine (tools.synth), and the real Docker
+daemon of the end-to-end tests in tests/e2e (see tests/e2e/harness.py for what they start and why)."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from e2e.harness import Docker, Unavailable, docker_engine, import_standin_image
 
 from tools.synth import Plan, ProgramRefused, stack_config, synthesize
 
@@ -78,3 +86,43 @@ def render_nodes_of(container: dict[str, Any]) -> list[str]:
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
     return dict(e.split("=", 1) for e in container["inputs"].get("envs", []))
+
+
+# --- e2e: the real Docker daemon ------------------------------------------------------------------------
+# All e2e tests share one daemon per session: they are put in one xdist group (`--dist loadgroup`, set in
+# pyproject.toml), so with `-n auto` one worker runs them all and only that worker starts a daemon.
+# Where no daemon can be used they skip with the reason, except under CI=1, where that is a failure:
+# CI must prove the Docker layer on a real engine, never report it skipped.
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_DIR in Path(item.path).parents:
+            item.add_marker(pytest.mark.xdist_group("docker-e2e"))
+
+
+@pytest.fixture(scope="session")
+def docker() -> Iterator[Docker]:
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        try:
+            client = stack.enter_context(docker_engine())
+        except Unavailable as reason:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI=1 needs a real Docker engine for the e2e tests: {reason}", pytrace=False)
+            pytest.skip(str(reason))
+        print(f"\ne2e: Docker engine {client.host} ready in {time.monotonic() - started:.2f}s")
+        yield client
+
+
+@pytest.fixture(scope="session")
+def standin_image(docker: Docker) -> str:
+    """The stand-in image's id, tagged with the schema's default image references."""
+    from schema.docker import DEFAULT_IMAGES
+    from schema.monitoring import DEFAULT_EXPORTER_IMAGE
+
+    started = time.monotonic()
+    image = import_standin_image(docker, [*DEFAULT_IMAGES.values(), DEFAULT_EXPORTER_IMAGE])
+    print(f"\ne2e: stand-in image imported in {time.monotonic() - started:.2f}s")
+    return image

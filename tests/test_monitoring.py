@@ -106,9 +106,9 @@ def test_every_docker_host_runs_the_exporter_on_its_own_daemon(prod_docker: Plan
 def test_docker_script_shows_the_exporter_run_line(prod_docker: Plan) -> None:
     script = docker_scripts(prod_docker)["gpu-node-1"]
     assert f"docker pull {EXPORTER_IMAGE}" in script
-    run = next(line for line in script.splitlines() if "--name amd-device-metrics-exporter" in line)
-    assert "--device=/dev/kfd" in run and "--device=/dev/dri" in run and "0.0.0.0:5000:5000" in run
-    assert run.endswith(EXPORTER_IMAGE)
+    run = next(line for line in script.splitlines() if "--name=amd-device-metrics-exporter" in line)
+    assert "--device=/dev/kfd:/dev/kfd:rwm" in run and "--device=/dev/dri:/dev/dri:rwm" in run
+    assert "--publish=0.0.0.0:5000:5000/tcp" in run and run.endswith(EXPORTER_IMAGE)
 
 
 def test_scrape_config_lists_every_host_with_a_host_label(prod_docker: Plan) -> None:

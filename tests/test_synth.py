@@ -41,18 +41,19 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert scripts == [f"gpu-node-{i}.sh" for i in range(1, 5)]
     lines = (tmp_path / "docker" / "gpu-node-2.sh").read_text().splitlines()
     assert "export DOCKER_HOST=ssh://deploy@gpu-node-2.example.internal" in lines
-    runs = [shlex.split(line) for line in lines if line.startswith("docker run")]
-    pulls = [line for line in lines if line.startswith("docker pull")]
+    runs = [shlex.split(line) for line in lines if line.startswith("docker create ")]
+    pulls = [line for line in lines if "docker pull" in line]
     # The host preflight, a GPU check per partition, the two partitions and the metrics exporter.
     assert len(runs) == 6 and len(pulls) == 4
-    train = next(r for r in runs if r[r.index("--name") + 1] == "train-a")
+    train = next(r for r in runs if "--name=train-a" in r)
     # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
     # ... with only the partition's render nodes (GPUs 4-7 of the saved MI300X map; "Restricting GPU access").
-    for flag in ["--device=/dev/kfd", *(f"--device=/dev/dri/renderD{m}" for m in (160, 168, 176, 184)), "--ipc=host",
-                 "--cap-add=SYS_NICE", "--cpuset-cpus=96-191,288-383", "--shm-size=65536m"]:
+    for flag in ["--device=/dev/kfd:/dev/kfd:rwm",
+                 *(f"--device=/dev/dri/renderD{m}:/dev/dri/renderD{m}:rwm" for m in (160, 168, 176, 184)),
+                 "--ipc=host", "--cap-add=SYS_NICE", "--cpuset-cpus=96-191,288-383", "--shm-size=65536m"]:
         assert flag in train
-    assert "--device=/dev/dri" not in train and "--group-add" not in train
-    assert not any(arg.startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES=")) for arg in train)
+    assert not any(arg.startswith(("--device=/dev/dri:", "--group-add")) for arg in train)
+    assert not any(arg.startswith(("--env=HIP_VISIBLE_DEVICES=", "--env=ROCR_VISIBLE_DEVICES=")) for arg in train)
     assert "--cap-add=SYS_PTRACE" not in train and "--security-opt=seccomp=unconfined" not in train
     # gpu-node-2's train-a partition runs the training workload on its 4 GPUs.
     assert train[-6:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "torchrun", "--standalone",
@@ -69,7 +70,7 @@ def test_dev_synth_shows_debug_flags(tmp_path):
     assert run_synth("--stack", "dev", "--out", str(tmp_path)).returncode == 0
     (script,) = (tmp_path / "docker").iterdir()
     text = script.read_text()
-    assert "--name train" in text and "--name serve" in text
+    assert "--name=train" in text and "--name=serve" in text
     assert "--cap-add=SYS_PTRACE" in text and "--security-opt=seccomp=unconfined" in text
 
 

@@ -4,8 +4,9 @@
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
 protect, delete_before_replace, replace_on_changes and depends_on; secrets as "[secret]"), `manifests/`
-(one YAML per Kubernetes object), `helm/RELEASE.yaml` (one per Helm release), `docker/HOST.sh` (the equivalent
-docker commands) and `monitoring/prometheus.yml` (the scrape config of the Docker hosts' metrics exporters).
+(one YAML per Kubernetes object), `helm/RELEASE.yaml` (one per Helm release), `docker/HOST.sh` (a runnable
+script of the docker commands that create and start the host's containers) and `monitoring/prometheus.yml`
+(the scrape config of the Docker hosts' metrics exporters).
 This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s STACK`.
 
 In tests, `synthesize(stack, config)` returns the same `Plan` in-process.
@@ -14,6 +15,7 @@ Exit codes: 0 written, 2 the stack configuration was refused (the messages name 
 from __future__ import annotations
 
 import argparse
+import base64
 import gc
 import hashlib
 import json
@@ -22,6 +24,7 @@ import re
 import runpy
 import shlex
 import sys
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -231,57 +234,128 @@ def _file_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
-def _docker_run_line(container: dict[str, Any], image_names: Mapping[str, str]) -> str:
-    i = container["inputs"]
-    args = ["docker", "run", "--detach", "--name", i["name"]]
-    args += [f"--device={d['hostPath']}" for d in i.get("devices", [])]
-    for group in i.get("groupAdds", []):
-        args += ["--group-add", group]
+# docker/HOST.sh runs what the plan declares on a host with the docker CLI, the way pulumi_docker 5.2's
+# provider (terraform-provider-docker, internal/provider/resource_docker_container_funcs.go) does it:
+# `docker create` with every input, each upload copied in as a tar at `/` (`docker cp -`), then
+# `docker start`. Images are pulled only when absent (resource_docker_image_funcs.go findImage).
+# Inputs it renders; any other input stops synth, so the script never silently drops one.
+# `mustRun` has no docker flag: the provider only checks after start that the container runs.
+_RENDERED_INPUTS = {"attach", "logs", "wait", "waitTimeout", "labels", "name", "image", "command", "hostname", "devices", "groupAdds", "ipcMode", "shmSize", "cpuSet",
+                    "capabilities", "securityOpts", "envs", "ports", "volumes", "restart", "maxRetryCount",
+                    "healthcheck", "uploads", "mustRun", "start"}
+_HEARDOC_END = "ROCM_STACK_EOF"
+
+
+def _publish(port: dict[str, Any]) -> str:
+    # The provider's defaults: ip 0.0.0.0, protocol tcp, and no external port means a random free one.
+    ip = port.get("ip") or "0.0.0.0"
+    ip = f"[{ip}]" if ":" in ip else ip
+    return f"--publish={ip}:{port.get('external', '')}:{port['internal']}/{port.get('protocol', 'tcp')}"
+
+
+def _health_flags(check: dict[str, Any]) -> list[str]:
+    # docker/cli's --health-cmd always stores ["CMD-SHELL", cmd] (cli/command/container/opts.go): an exec-form
+    # ["CMD", args...] becomes the shell-quoted args, which /bin/sh -c splits back into the same argv.
+    kind, *args = check["tests"]
+    if kind == "NONE":
+        return ["--no-healthcheck"]
+    flags = [f"--health-cmd={shlex.join(args) if kind == 'CMD' else args[0]}"]
+    return flags + [f"--health-{flag}={check[key]}" for flag, key in
+                    (("interval", "interval"), ("timeout", "timeout"), ("retries", "retries"),
+                     ("start-period", "startPeriod")) if key in check]
+
+
+def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -> list[str]:
+    """The `docker create` argv of a container's inputs (secret envs left out: the caller refuses those)."""
+    i = inputs
+    unrendered = sorted(set(i) - _RENDERED_INPUTS)
+    if unrendered:
+        raise ValueError(f"docker/HOST.sh cannot render input(s) {', '.join(unrendered)} of container "
+                         f"{i['name']!r}: add them to tools/synth.py docker_create_args")
+    args = ["docker", "create", f"--name={i['name']}"]
+    if "hostname" in i:
+        args.append(f"--hostname={i['hostname']}")
+    args += [f"--label={label['label']}={label['value']}" for label in i.get("labels", [])]
+    args += [f"--device={d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
+             for d in i.get("devices", [])]
+    args += [f"--group-add={group}" for group in i.get("groupAdds", [])]
     if "ipcMode" in i:
         args.append(f"--ipc={i['ipcMode']}")
     if "shmSize" in i:
-        args.append(f"--shm-size={i['shmSize']}m")
+        args.append(f"--shm-size={i['shmSize']}m")  # the provider's shmSize is in MiB, as docker's `m`
     if "cpuSet" in i:
         args.append(f"--cpuset-cpus={i['cpuSet']}")
     args += [f"--cap-add={c}" for c in i.get("capabilities", {}).get("adds", [])]
     args += [f"--cap-drop={c}" for c in i.get("capabilities", {}).get("drops", [])]
     args += [f"--security-opt={o}" for o in i.get("securityOpts", [])]
-    envs = i.get("envs", [])
-    if envs == SECRET:  # a secret value anywhere makes the whole list secret
-        args += ["-e", "[secret environment]"]
-    else:
-        for env in envs:
-            args += ["-e", env]
-    for port in i.get("ports", []):
-        external = port.get("external", port["internal"])
-        args += ["-p", f"{port.get('ip', '0.0.0.0')}:{external}:{port['internal']}"]
-    for volume in i.get("volumes", []):
-        suffix = ":ro" if volume.get("readOnly") else ""
-        args += ["-v", f"{volume['hostPath']}:{volume['containerPath']}{suffix}"]
-    if "restart" in i:
-        retries = f":{i['maxRetryCount']}" if i["restart"] == "on-failure" and "maxRetryCount" in i else ""
-        args.append(f"--restart={i['restart']}{retries}")
+    if i.get("envs") != SECRET:
+        args += [f"--env={env}" for env in i.get("envs", [])]
+    args += [_publish(port) for port in i.get("ports", [])]
+    args += [f"--volume={v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
+             for v in i.get("volumes", [])]
+    restart = i.get("restart", "no")
+    retries = f":{i['maxRetryCount']}" if restart == "on-failure" and i.get("maxRetryCount") else ""
+    args.append(f"--restart={restart}{retries}")
     if "healthcheck" in i:
-        check = i["healthcheck"]
-        args.append(f"--health-cmd={shlex.join(check['tests'][1:])}")
-        args += [f"--health-{flag}={check[key]}" for flag, key in
-                 (("interval", "interval"), ("timeout", "timeout"), ("retries", "retries"),
-                  ("start-period", "startPeriod")) if key in check]
-    args.append(image_names.get(i["image"], i["image"]))
-    args += i.get("commands", i.get("command", []))
-    line = shlex.join(args)
-    # Files the provider copies into the container before it starts (`docker cp` equivalent).
+        args += _health_flags(i["healthcheck"])
+    return args + [image_names.get(i["image"], i["image"]), *i.get("command", [])]
+
+
+def _upload_lines(name: str, uploads: list[dict[str, Any]]) -> list[str]:
+    """Each file written from the script's text (base64 where a heredoc cannot hold it exactly), with the
+    provider's mode (`permissions`, else 0744 when executable, else 0644), then copied in as one tar."""
+    lines = ['files=$(mktemp -d)']
+    for upload in uploads:
+        path = upload["file"]
+        unknown = set(upload) - {"file", "content", "contentBase64", "executable", "permissions"}
+        if unknown:
+            raise ValueError(f"docker/HOST.sh cannot render upload {path} of container {name!r}: {sorted(unknown)}")
+        target = f'"$files"{shlex.quote(path)}'
+        lines.append(f'mkdir -p "$(dirname {target})"')
+        content = upload.get("content")
+        if content is not None and content.endswith("\n") and f"\n{_HEARDOC_END}\n" not in f"\n{content}":
+            lines += [f"cat > {target} <<'{_HEARDOC_END}'", content + _HEARDOC_END]
+        else:
+            encoded = upload.get("contentBase64") or base64.b64encode((content or "").encode()).decode()
+            lines += [f"base64 -d > {target} <<'{_HEARDOC_END}'", *textwrap.wrap(encoded, 76), _HEARDOC_END]
+        mode = upload.get("permissions") or ("0744" if upload.get("executable") else "0644")
+        lines.append(f"chmod {mode} {target}")
+    names = " ".join(shlex.quote(u["file"].lstrip("/")) for u in uploads)
+    lines += [f'tar -C "$files" --owner=0 --group=0 --numeric-owner -cf "$files.tar" {names}',
+              f'docker cp - {shlex.quote(name)}:/ < "$files.tar"', 'rm -rf "$files" "$files.tar"']
+    return lines
+
+
+def _container_block(container: dict[str, Any], image_names: Mapping[str, str]) -> list[str]:
+    i = container["inputs"]
+    name = i["name"]
+    lines = [f"# {name}: created, its files copied in, then started, as the Docker provider does.", "(",
+             "set -e", shlex.join(docker_create_args(i, image_names))]
+    if i.get("envs") == SECRET:  # a secret value anywhere makes the whole list secret
+        lines.insert(-1, "# its environment holds a Pulumi secret, not shown here")
     uploads = i.get("uploads", [])
     if uploads == SECRET:
-        line += "\n#   uploads files (one holds a secret) before start"
-    else:
-        for upload in uploads:
-            line += f"\n#   uploads {upload['file']} ({len(upload.get('content', ''))} bytes) before start"
-    return line
+        lines.append("# its files hold a Pulumi secret, not shown here")
+    elif uploads:
+        lines += _upload_lines(name, uploads)
+    if i.get("start", True):
+        # attach: the provider waits for the container to stop (ContainerWait), keeping its output with `logs`;
+        # `docker start --attach` does both and exits with the container's exit code.
+        lines.append(f"docker start {'--attach ' if i.get('attach') else ''}{shlex.quote(name)}")
+    if i.get("wait"):
+        # wait: the provider polls every second until the health check says healthy, for waitTimeout s (60).
+        timeout = i.get("waitTimeout", 60)
+        lines += ["waited=0",
+                  f"until [ \"$(docker inspect -f '{{{{.State.Health.Status}}}}' {shlex.quote(name)})\" = healthy ]; do",
+                  f'  if [ "$waited" -ge {timeout} ]; then echo "{name}: not healthy after {timeout}s" >&2; exit 1; fi',
+                  "  sleep 1; waited=$((waited + 1))", "done"]
+    # Outside the subshell -e is off, so one container's failure leaves the others to be tried (as `pulumi up`
+    # goes on with independent resources) and the script still exits non-zero.
+    return lines + [")", f'[ $? -eq 0 ] || failed="$failed {name}"']
 
 
 def docker_scripts(plan: Plan) -> dict[str, str]:
-    """Per Docker provider (one per host daemon): the `docker pull` / `docker run` lines it declares."""
+    """Per Docker provider (one per host daemon): a runnable script of the images and containers it declares."""
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
     image_names = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
                    for r in plan.of_type("docker:index/remoteImage:RemoteImage")}
@@ -291,12 +365,25 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
     scripts = {}
     for urn, provider in providers.items():
         on_host = by_provider[urn]
-        lines = ["#!/bin/sh", f"# What stack '{plan.stack}' declares on this host; compare with the ROCm docs.",
-                 "set -eu", f"export DOCKER_HOST={shlex.quote(provider['inputs'].get('host', ''))}"]
-        lines += [shlex.join(["docker", "pull", r["inputs"]["name"]])
-                  for r in on_host if r["type"] == "docker:index/remoteImage:RemoteImage"]
-        lines += [_docker_run_line(r, image_names)
-                  for r in on_host if r["type"] == "docker:index/container:Container"]
+        containers = [r for r in on_host if r["type"] == "docker:index/container:Container"]
+        lines = ["#!/bin/sh",
+                 f"# What stack '{plan.stack}' declares on this host, as docker commands: run it on a daemon "
+                 "without these containers",
+                 "# (`docker rm -f` them first to replace them), or compare it with the ROCm docs.",
+                 "set -u", f"export DOCKER_HOST={shlex.quote(provider['inputs'].get('host', ''))}"]
+        if "sshOpts" in provider["inputs"]:
+            lines.append(f"# The provider's ssh options, for ~/.ssh/config: {provider['inputs']['sshOpts']}")
+        secret = [c["inputs"]["name"] for c in containers if SECRET in (c["inputs"].get("envs"), c["inputs"].get("uploads"))]
+        if secret:
+            lines += [f"echo 'containers {' '.join(secret)} hold Pulumi secrets that synth does not see: "
+                      "deploy this host with pulumi up' >&2", "exit 1"]
+        lines.append("failed=")
+        for image in (r["inputs"]["name"] for r in on_host if r["type"] == "docker:index/remoteImage:RemoteImage"):
+            ref = shlex.quote(image)
+            lines.append(f'docker image inspect {ref} >/dev/null 2>&1 || docker pull {ref} || failed="$failed {ref}"')
+        for container in containers:
+            lines += _container_block(container, image_names)
+        lines += ['if [ -n "$failed" ]; then echo "failed:$failed" >&2; exit 1; fi']
         scripts[provider["name"]] = "\n".join(lines) + "\n"
     return scripts
 

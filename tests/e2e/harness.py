@@ -31,6 +31,7 @@ device cgroup allows it: nothing reaches hardware.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -305,3 +306,21 @@ def make_gpu_nodes(root: Path, gpus: int) -> GpuNodes:
         os.chown(path, 0, gid)
         os.chmod(path, 0o660)  # after mknod: the umask may have cleared group bits
     return nodes
+
+
+# --- a synthesized plan, pointed at the test daemon ------------------------------------------------------
+
+def on_test_host(plan: Any, docker_host: str, dev_root: Path) -> Any:
+    """The plan with only two things changed: every Docker provider's host is `docker_host`, and every
+    device host path /dev/X is `dev_root`/X (the stand-in nodes). Everything else is what the program declared."""
+    from tools.synth import Plan
+
+    resources = copy.deepcopy(plan.resources)
+    for resource in resources:
+        inputs = resource["inputs"]
+        if resource["type"] == "pulumi:providers:docker":
+            inputs["host"] = docker_host
+        for device in inputs.get("devices", []) if resource["type"] == "docker:index/container:Container" else []:
+            assert device["hostPath"].startswith("/dev/"), device
+            device["hostPath"] = str(dev_root / device["hostPath"].removeprefix("/dev/"))
+    return Plan(plan.project, plan.stack, resources, plan.outputs, plan.mock_outputs)

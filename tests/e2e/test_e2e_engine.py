@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from harness import RENDER_GID, VIDEO_GID, Docker, make_gpu_nodes
+from e2e.harness import RENDER_GID, VIDEO_GID, Docker, make_gpu_nodes
 
 # Run in the container: the supplementary groups, /dev/dri's entries, and what open() says for each path.
 PROBE = """

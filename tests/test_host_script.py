@@ -1,0 +1,198 @@
+"""docker/HOST.sh and the plan agree flag by flag (offline; tests/e2e runs the script on a real daemon).
+
+The script is run with a `docker` on PATH that records each call (and the tar piped to `docker cp -`);
+each `docker create` is parsed with the docker CLI's flag names and compared with the container's inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import os
+import shlex
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CONTAINER, REMOTE_IMAGE
+from tools.synth import SECRET, Plan, docker_scripts
+
+# A shell script, not Python: it runs once per docker call. Arguments are separated by \\037 (never in the
+# plan's values), one call per line; the tar piped to `docker cp -` is kept as LOG.<call number>.tar; a
+# container awaited healthy (`docker inspect`) is healthy at once.
+RECORDER = r"""#!/bin/sh
+log=$DOCKER_CALLS
+n=$(wc -l < "$log")
+if [ "$1" = cp ] && [ "$2" = - ]; then cat > "$log.$n.tar"; fi
+if [ "$1" = inspect ]; then echo healthy; fi
+for arg in "$@"; do printf '%s\037' "$arg"; done >> "$log"
+echo >> "$log"
+"""
+
+
+# Every container input, and where the comparison below checks it; an input missing here fails the test.
+COMPARED = {"name", "image", "command", "hostname", "devices", "groupAdds", "ipcMode", "shmSize", "cpuSet",
+            "capabilities", "securityOpts", "envs", "ports", "volumes", "restart", "maxRetryCount", "healthcheck",
+            "uploads", "mustRun", "start", "labels", "attach", "logs", "wait", "waitTimeout"}
+
+
+def _create_parser() -> argparse.ArgumentParser:
+    """`docker create`'s flags as docker/cli names them (cli/command/container/opts.go)."""
+    parser = argparse.ArgumentParser(prog="docker create", exit_on_error=False, allow_abbrev=False)
+    for flag in ("--name", "--hostname", "--ipc", "--shm-size", "--cpuset-cpus", "--restart", "--health-cmd",
+                 "--health-interval", "--health-timeout", "--health-retries", "--health-start-period"):
+        parser.add_argument(flag)
+    for flag in ("--label", "--device", "--group-add", "--cap-add", "--cap-drop", "--security-opt", "--env", "--publish",
+                 "--volume"):
+        parser.add_argument(flag, action="append", default=[])
+    parser.add_argument("--no-healthcheck", action="store_true")
+    parser.add_argument("image")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    return parser
+
+
+def run_recorded(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Runs `script` with the recording `docker`; each call is {"argv": [...]} (+ "stdin": the piped tar)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    recorder = bin_dir / "docker"
+    recorder.write_text(RECORDER)
+    recorder.chmod(0o755)
+    log = tmp_path / "calls"
+    log.write_text("")
+    (tmp_path / "host.sh").write_text(script)
+    result = subprocess.run(["sh", str(tmp_path / "host.sh")], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_CALLS": str(log)})
+    calls = []
+    for n, line in enumerate(log.read_text().splitlines()):
+        call: dict[str, Any] = {"argv": line.split("\037")[:-1]}
+        piped = Path(f"{log}.{n}.tar")
+        if piped.exists():
+            call["stdin"] = piped.read_bytes()
+            piped.unlink()
+        calls.append(call)
+    return result, calls
+
+
+def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
+    """What each input becomes on the docker CLI, per the provider's mapping to the Docker API
+    (terraform-provider-docker internal/provider/resource_docker_container_funcs.go, _structures.go)."""
+    check = i.get("healthcheck", {})
+    return {
+        "name": i["name"], "hostname": i.get("hostname"),
+        "label": [f"{label['label']}={label['value']}" for label in i.get("labels", [])], "image": image, "command": i.get("command", []),
+        "device": [f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
+                   for d in i.get("devices", [])],
+        "group_add": i.get("groupAdds", []), "ipc": i.get("ipcMode"),
+        "shm_size": f"{i['shmSize']}m" if "shmSize" in i else None,  # MiB in the provider, `m` in the CLI
+        "cpuset_cpus": i.get("cpuSet"),
+        "cap_add": i.get("capabilities", {}).get("adds", []), "cap_drop": i.get("capabilities", {}).get("drops", []),
+        "security_opt": i.get("securityOpts", []), "env": i.get("envs", []),
+        # ip defaults to 0.0.0.0 and protocol to tcp; no external port is a random one (empty host port).
+        "publish": [f"{p.get('ip') or '0.0.0.0'}:{p.get('external', '')}:{p['internal']}/{p.get('protocol', 'tcp')}"
+                    for p in i.get("ports", [])],
+        "volume": [f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
+                   for v in i.get("volumes", [])],
+        "restart": i.get("restart", "no") + (f":{i['maxRetryCount']}" if i.get("restart") == "on-failure"
+                                              and i.get("maxRetryCount") else ""),
+        # --health-cmd is a shell command (docker/cli stores ["CMD-SHELL", cmd]); compared as the argv a shell
+        # splits it into, which for the plan's exec form ["CMD", *argv] must be that argv.
+        "health_cmd": _health_argv(check),
+        "health_interval": check.get("interval"), "health_timeout": check.get("timeout"),
+        "health_retries": str(check["retries"]) if "retries" in check else None,
+        "health_start_period": check.get("startPeriod"),
+        "no_healthcheck": check.get("tests") == ["NONE"],
+    }
+
+
+def _health_argv(check: dict[str, Any]) -> list[str] | None:
+    kind, *args = check.get("tests", ["NONE"])
+    return None if kind == "NONE" else args if kind == "CMD" else shlex.split(args[0])
+
+
+def _parsed_flags(argv: list[str]) -> dict[str, Any]:
+    flags = vars(_create_parser().parse_args(argv))
+    if flags["health_cmd"] is not None:
+        flags["health_cmd"] = shlex.split(flags["health_cmd"])
+    return flags
+
+
+def _hosts(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    providers = {r["urn"]: r["name"] for r in plan.of_type("pulumi:providers:docker")}
+    by_host: dict[str, list[dict[str, Any]]] = {name: [] for name in providers.values()}
+    for container in plan.of_type(CONTAINER):
+        by_host[providers[container["provider"]]].append(container["inputs"])
+    return by_host
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, request, tmp_path):
+    plan: Plan = request.getfixturevalue(f"{stack}_plan")
+    images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"] for r in plan.of_type(REMOTE_IMAGE)}
+    for host, containers in _hosts(plan).items():
+        script = docker_scripts(plan)[host]
+        creates = {a[1].removeprefix("--name="): a[1:] for a in
+                   (shlex.split(line)[1:] for line in script.splitlines() if line.startswith("docker create "))}
+        assert sorted(creates) == sorted(c["name"] for c in containers), host
+        for inputs in containers:
+            assert set(inputs) <= COMPARED, f"{host}/{inputs['name']}: inputs not compared: {set(inputs) - COMPARED}"
+            expected = _expected_flags(inputs, images[inputs["image"]])
+            if inputs.get("envs") == SECRET:
+                expected["env"] = []  # not in the script, which then refuses to run (next test)
+            assert _parsed_flags(creates[inputs["name"]]) == expected, f"{host}/{inputs['name']}"
+        if any(SECRET in (c.get("envs"), c.get("uploads")) for c in containers):
+            continue
+        result, calls = run_recorded(script, tmp_path)
+        assert result.returncode == 0, result.stderr
+        argvs = [c["argv"] for c in calls]
+        for inputs in containers:
+            name = inputs["name"]
+            # Created, then its files copied in, then started: the provider's order.
+            order = [argvs.index(["create", *creates[name]])]
+            uploads = [c for c in calls if c["argv"] == ["cp", "-", f"{name}:/"]]
+            if inputs.get("uploads"):
+                (upload,) = uploads
+                order.append(calls.index(upload))
+                archive = tarfile.open(fileobj=io.BytesIO(upload["stdin"]))
+                # The provider's tar entry per upload: the file's path, its content, mode 0644 (0744 executable).
+                assert {m.name: (archive.extractfile(m).read().decode(), m.mode, m.uid) for m in archive.getmembers()} \
+                    == {u["file"].lstrip("/"): (u["content"], 0o744 if u.get("executable") else 0o644, 0)
+                        for u in inputs["uploads"]}
+            else:
+                assert not uploads
+            if inputs.get("start", True):
+                order.append(argvs.index(["start", *(["--attach"] if inputs.get("attach") else []), name]))
+            assert order == sorted(order), f"{host}/{name}: {order}"
+
+
+def test_host_script_pulls_only_a_missing_image(dev_plan: Plan, tmp_path):
+    """The provider pulls an image only when the daemon does not have it (resource_docker_image_funcs.go
+    findImage: local images first, then pullImage): the recorder's `image inspect` succeeds, so no pull."""
+    result, calls = run_recorded(docker_scripts(dev_plan)["workstation"], tmp_path)
+    assert result.returncode == 0
+    argvs = [c["argv"] for c in calls]
+    assert not [a for a in argvs if a[0] == "pull"]
+    assert sorted(a[2] for a in argvs if a[:2] == ["image", "inspect"]) == \
+        sorted(r["inputs"]["name"] for r in dev_plan.of_type(REMOTE_IMAGE))
+
+
+def _with_inputs(plan: Plan, name: str, **inputs: Any) -> Plan:
+    changed = copy.deepcopy(plan)
+    (container,) = [c for c in changed.of_type(CONTAINER) if c["inputs"]["name"] == name]
+    container["inputs"].update(inputs)
+    return changed
+
+
+def test_a_container_with_a_secret_stops_the_script_before_any_docker_call(dev_plan: Plan, tmp_path):
+    script = docker_scripts(_with_inputs(dev_plan, "serve", envs=SECRET))["workstation"]
+    result, calls = run_recorded(script, tmp_path)
+    assert result.returncode == 1 and calls == []
+    assert "serve" in result.stderr and "pulumi up" in result.stderr
+
+
+def test_an_input_the_script_cannot_render_stops_synth(dev_plan: Plan):
+    with pytest.raises(ValueError, match="privileged.*'serve'"):
+        docker_scripts(_with_inputs(dev_plan, "serve", privileged=True))
