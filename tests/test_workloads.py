@@ -223,7 +223,8 @@ def test_multi_node_training_is_a_jobset_of_one_indexed_job(prod):
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
     # A failed pod fails its Job at once, so the JobSet's failurePolicy restarts the whole set.
     assert spec["backoffLimit"] == 0 and spec["template"]["spec"]["restartPolicy"] == "Never"
-    assert not prod.of_type(JOB)
+    # The only plain Job is the GPU gate (tests/test_gpu_gate.py), not a training.
+    assert [r["name"] for r in prod.of_type(JOB)] == ["gpu-gate"]
 
 
 def test_a_failed_pod_restarts_the_whole_set_from_the_checkpoint(prod):
@@ -538,7 +539,9 @@ def test_new_program_version_changes_the_pod_template(prod, dev):
 def test_training_waits_for_the_gpu_layer(prod):
     job = prod.get(JOBSET, "llm-pretrain")
     device_config = next(r for r in prod.resources if r["type"] == "kubernetes:amd.com/v1alpha1:DeviceConfig")
-    assert device_config["urn"] in job["depends_on"]
+    # Through the GPU gate, which waits for the DeviceConfig and passes gpucheck on every node first.
+    gate = prod.get("kubernetes:batch/v1:Job", "gpu-gate")
+    assert gate["urn"] in job["depends_on"] and device_config["urn"] in gate["depends_on"]
 
 
 # --- training on Docker partitions -----------------------------------------------------------------------------
