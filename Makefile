@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK ?= dev
 OUT ?= out/$(STACK)
 
-.PHONY: venv synth test e2e bench clean
+.PHONY: venv synth lock test e2e bench clean
 
 # synth needs only what `pulumi up` needs; the tests add their tools (and CPU torch) on top.
 $(BIN)/.runtime: requirements.txt
@@ -22,6 +22,10 @@ venv: $(BIN)/.installed
 
 synth: $(BIN)/.runtime
 	$(BIN)/python -m tools.synth --stack $(STACK) --out $(OUT)
+
+# The placement lock of STACK (stacks/placement.$(STACK).yaml): commit it. RELOCK="HOST[/CONTAINER] ..." places those anew.
+lock: $(BIN)/.runtime
+	$(BIN)/python -m tools.lock --stack $(STACK) $(foreach r,$(RELOCK),--relock $(r))
 
 test: venv
 	$(BIN)/python -m pytest -q -n auto --durations=10 tests

@@ -59,13 +59,22 @@ def fleet_config(hosts: int, template: Path = TEMPLATE_STACK) -> tuple[dict[str,
     return config, left_out
 
 
+def template_lock():
+    """The template stack's placement lock: the fleet's first hosts are its hosts, placed as in prod."""
+    from schema.docker import read_lock
+
+    lock, problems = read_lock(TEMPLATE_STACK.name.split(".")[1], ROOT)
+    assert not problems, problems
+    return lock
+
+
 def _sections_refused(config: dict[str, Any]) -> list[str]:
     """Top-level keys (other than the hosts) that the config loader names in its problems."""
     from schema import ConfigError, load
 
     secret_keys = [key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}]
     try:
-        load(STACK, config, secret_keys)
+        load(STACK, config, secret_keys, lock=template_lock())
     except ConfigError as error:
         keys = {f"rocm-stack:{re.split(r'[.[]', problem.path)[0]}" for problem in error.problems}
         refused = sorted(keys - {HOSTS, "rocm-stack:environment"})
@@ -90,6 +99,9 @@ def our_project(directory: Path, config: dict[str, Any]) -> Path:
         if entry.name != "stacks":
             (directory / entry.name).symlink_to(entry)
     _write_stack(directory, config)
+    from schema.docker import lock_file, lock_text
+
+    (directory / lock_file(STACK)).write_text(lock_text(STACK, template_lock()))
     return directory
 
 

@@ -79,6 +79,16 @@ class Topology(BaseModel):
         return self
 
 
+    def subset(self, gpus: Sequence[int]) -> Topology:
+        """The same host seen through some of its GPUs (those a placement may still use)."""
+        keep = [self.gpus.index(g) for g in sorted(gpus)]
+
+        def pick(matrix: tuple | None) -> tuple | None:
+            return None if matrix is None else tuple(tuple(matrix[i][j] for j in keep) for i in keep)
+        return Topology(gpus=tuple(self.gpus[i] for i in keep), numa=tuple(self.numa[i] for i in keep),
+                        weight=pick(self.weight), hops=pick(self.hops), link_type=pick(self.link_type))
+
+
 # ---------------------------------------------------------------------------------------------- parsing
 
 

@@ -154,10 +154,13 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
 
 
-def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> StackConfig:
+def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
+         lock: docker.PlacementLock | None = None, place_unlocked: bool = False) -> StackConfig:
     """Validate the `rocm-stack:*` values of a stack (already JSON-decoded) into a StackConfig.
 
     `secret_keys` are the full keys Pulumi holds as secrets; the credential keys must be among them.
+    `lock` is the placement lock (default: `stacks/placement.<stack>.yaml` if present); prod refuses a `gpuCount`
+    partition it does not hold unless `place_unlocked` (what `make lock` uses to place new ones).
     Raises ConfigError with every problem found.
     """
     secret_keys = set(secret_keys)
@@ -184,9 +187,14 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = ())
     problems += [ConfigProblem(path, message) for path, message in _cross_checks(cfg)]
     if not problems:
         # Partition sizes become GPU indices (and NUMA-local cpusets) once the layout itself is sound.
+        if lock is None:
+            lock, lock_problems = docker.read_lock(stack)
+            problems += [ConfigProblem(path, message) for path, message in lock_problems]
+        require_lock = cfg.environment == "prod" and not place_unlocked
         hosts = []
         for index, host in enumerate(cfg.hosts):
-            host, placement_problems = docker.place_partitions(host, f"hosts[{index}]")
+            host, placement_problems = docker.place_partitions(
+                host, f"hosts[{index}]", lock.hosts.get(host.name), stack=stack, require_lock=require_lock)
             hosts.append(host)
             problems += [ConfigProblem(path, message) for path, message in placement_problems]
             if not placement_problems:
@@ -221,7 +229,14 @@ def from_pulumi() -> tuple[StackConfig, StackSecrets]:
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = {k for k in raw if runtime_config.is_config_secret(k)}
     secret_keys |= set(runtime_config.get_config_secret_keys_env())
-    cfg = load(pulumi.get_stack(), {k: decode(v) for k, v in raw.items()}, secret_keys)
+    lock, lock_problems = docker.read_lock(pulumi.get_stack())
+    if lock_problems:
+        raise ConfigError([ConfigProblem(path, message) for path, message in lock_problems])
+    cfg = load(pulumi.get_stack(), {k: decode(v) for k, v in raw.items()}, secret_keys, lock=lock)
+    for partition in docker.unlocked(cfg.hosts, lock):
+        # dev places them (prod refuses): say so, since a later change may move them.
+        pulumi.log.warn(f"{partition}: placed by the program, not held by {docker.lock_file(pulumi.get_stack())}; "
+                        f"run `{docker.lock_command(pulumi.get_stack())}` so that later changes never move it")
     project_config = pulumi.Config(PROJECT)
     secrets = StackSecrets(
         registry_password=project_config.get_secret("registryPassword"),

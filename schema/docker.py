@@ -1,13 +1,17 @@
 """Docker GPU-host section of the stack config: hosts, their GPUs, images and containers."""
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, ByteSize, Field, field_validator
+import yaml
+from pydantic import BeforeValidator, ByteSize, Field, ValidationError, field_validator
 
 from .base import ConfigModel
 
@@ -343,12 +347,87 @@ def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tupl
     return [(f"{at}.gpuAccess", message) for message in rule(reach, prod=environment == "prod")]
 
 
-def place_partitions(host: HostConfig, at: str) -> tuple[HostConfig, list[tuple[str, str]]]:
+# ---------------------------------------------------------------------------------------- placement lock
+# `gpuCount` partitions are placed by the program, so a change elsewhere on the host (a partition added, a container
+# renamed) could move them, and `pulumi up` would replace running containers onto other GPUs (issue 11, item 4).
+# The lock pins each placed partition, like a package lockfile: `make lock STACK=<stack>` writes it, it is committed
+# and reviewed, and the program places locked partitions exactly there and new ones only on free GPUs.
+# `stacks/placement.<stack>.yaml`, not `Pulumi.<stack>.lock.yaml`: Pulumi would read that name as the config of a
+# stack called `<stack>.lock` (stack names may contain dots; stackConfigDir is stacks/).
+
+
+def lock_file(stack: str) -> str:
+    """The placement lock of a stack, relative to the project directory."""
+    return f"stacks/placement.{stack}.yaml"
+
+
+def lock_command(stack: str, relock: str | None = None) -> str:
+    return f"make lock STACK={stack}" + (f" RELOCK={relock}" if relock else "")
+
+
+class HostLock(ConfigModel):
+    """What the partitions of one host were placed on (the basis), and their GPUs."""
+
+    gpus: int
+    # sha256 of the parsed topology (format-independent): a re-captured or changed topology invalidates the lock.
+    topology: str | None = None
+    partitions: dict[str, list[Annotated[int, Field(ge=0)]]] = {}
+
+
+class PlacementLock(ConfigModel):
+    hosts: dict[str, HostLock] = {}
+
+
+def read_lock(stack: str, project_dir: Path = Path(".")) -> tuple[PlacementLock, list[tuple[str, str]]]:
+    """The stack's lock (empty when the file does not exist) and the problems reading it."""
+    path = project_dir / lock_file(stack)
+    if not path.is_file():
+        return PlacementLock(), []
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+        return PlacementLock.model_validate(data), []
+    except (yaml.YAMLError, ValidationError) as error:
+        detail = str(error).splitlines()[0] if isinstance(error, yaml.YAMLError) else "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
+        return PlacementLock(), [("hosts", (
+            f"the placement lock {lock_file(stack)} is not valid ({detail}); restore it from version control "
+            f"or delete it and run `{lock_command(stack)}`"))]
+
+
+def lock_text(stack: str, lock: PlacementLock) -> str:
+    header = (f"# Placement lock of stack '{stack}', written by `{lock_command(stack)}`: the GPUs of every gpuCount\n"
+              "# partition. Commit it; the program keeps these partitions exactly here and places new ones on free GPUs.\n")
+    data = {"hosts": {name: lock.hosts[name].model_dump(by_alias=True, exclude_none=True)
+                      for name in sorted(lock.hosts)}}
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
+
+
+def topology_digest(topology) -> str:
+    """What placement reads of a topology, hashed: the same host captured again gives the same digest."""
+    basis = [topology.gpus, topology.numa, topology.weight, topology.hops, topology.link_type]
+    return "sha256:" + hashlib.sha256(json.dumps(basis).encode()).hexdigest()
+
+
+def unlocked(hosts: Iterable[HostConfig], lock: PlacementLock) -> list[str]:
+    """`host/container GPUs [..]` of every gpuCount partition the lock does not hold (placed by the program)."""
+    found = []
+    for host in hosts:
+        held = lock.hosts.get(host.name)
+        for c in host.containers:
+            if c.gpu_count is not None and (held is None or c.name not in held.partitions):
+                found.append(f"{host.name}/{c.name} GPUs {c.gpus}")
+    return found
+
+
+def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *, stack: str = "",
+                     require_lock: bool = False) -> tuple[HostConfig, list[tuple[str, str]]]:
     """The host with every container's `gpus` and `cpuset` decided, and the problems found doing so.
 
-    `gpuCount` sizes are placed with the host's topology file (least XGMI/PCIe link weight inside each set,
-    one NUMA node per set where it fits), or on consecutive GPUs without one. A container's set on one NUMA
-    node gets that node's CPUs from `numaCpus` unless it names its own `cpuset`.
+    A `gpuCount` partition held by the lock keeps its GPUs; the others are placed on the GPUs left free, with the
+    host's topology file (least XGMI/PCIe link weight inside each set, one NUMA node per set where it fits), or on
+    the lowest free GPUs without one, in container-name order. With `require_lock` (prod) a partition the lock
+    does not hold is refused instead. A container's set on one NUMA node gets that node's CPUs from `numaCpus`
+    unless it names its own `cpuset`.
     """
     from domain.topology import PlacementError, TopologyError, load_topology, numa_node_of, place
 
@@ -361,19 +440,30 @@ def place_partitions(host: HostConfig, at: str) -> tuple[HostConfig, list[tuple[
         if len(topology.gpus) != host.gpus:
             return host, [(f"{at}.topology", (
                 f"the file describes {len(topology.gpus)} GPUs but the host declares gpus: {host.gpus}"))]
-    # Placed in container-name order, so that reordering the list moves no container to other GPUs.
+    index_of = {c.name: i for i, c in enumerate(host.containers)}
     sized = sorted((c for c in host.containers if c.gpu_count is not None), key=lambda c: c.name)
-    gpus_of: dict[str, list[int]] = {}
-    if sized:
-        sizes = [c.gpu_count for c in sized]
+    gpus_of, problems = _locked_gpus(host, at, sized, lock, topology, stack)
+    new = [c for c in sized if c.name not in gpus_of]
+    if new and require_lock:
+        problems += [(f"{at}.containers[{index_of[c.name]}].gpuCount", (
+            f"partition '{host.name}/{c.name}' has no GPUs in the placement lock {lock_file(stack)}; run "
+            f"`{lock_command(stack)}` and commit the file, so that later changes never move it")) for c in new]
+    if problems:
+        return host, sorted(problems)
+    if new:
+        # Placed in container-name order among the free GPUs, so that reordering the list moves nothing.
+        taken = {g for gpus in gpus_of.values() for g in gpus}
+        free = [g for g in (topology.gpus if topology is not None else range(host.gpus)) if g not in taken]
+        sizes = [c.gpu_count for c in new]
         try:
-            sets = place(topology, sizes) if topology is not None else None
+            if topology is not None:
+                sets = place(topology.subset(free), sizes)
+            else:
+                starts = [sum(sizes[:i]) for i in range(len(sizes))]
+                sets = [tuple(free[start:start + size]) for start, size in zip(starts, sizes)]
         except PlacementError as error:
             return host, [(f"{at}.containers", str(error))]
-        if sets is None:
-            starts = [sum(sizes[:i]) for i in range(len(sizes))]
-            sets = [tuple(range(start, start + size)) for start, size in zip(starts, sizes)]
-        gpus_of = {c.name: list(gpus) for c, gpus in zip(sized, sets)}
+        gpus_of.update({c.name: list(gpus) for c, gpus in zip(new, sets)})
     containers = [c.model_copy(update={"gpus": gpus_of[c.name]}) if c.name in gpus_of else c
                   for c in host.containers]
     if topology is not None and host.numa_cpus:
@@ -385,3 +475,50 @@ def place_partitions(host: HostConfig, at: str) -> tuple[HostConfig, list[tuple[
             placed.append(c)
         containers = placed
     return host.model_copy(update={"containers": containers}), []
+
+
+def host_lock(host: HostConfig, topology) -> HostLock:
+    """The lock entry of a placed host: its basis and the GPUs of its gpuCount partitions."""
+    return HostLock(gpus=host.gpus, topology=topology_digest(topology) if topology is not None else None,
+                    partitions={c.name: list(c.gpus) for c in sorted(host.containers, key=lambda c: c.name)
+                                if c.gpu_count is not None and c.gpus is not None})
+
+
+def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: HostLock | None, topology,
+                 stack: str) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
+    """The GPUs the lock holds for this host's partitions, or why an entry no longer fits."""
+    if lock is None:
+        return {}, []
+    held = {c.name: lock.partitions[c.name] for c in sized if c.name in lock.partitions}
+    if not held:
+        return {}, []
+    index_of = {c.name: i for i, c in enumerate(host.containers)}
+    path = lock_file(stack)
+    basis = host_lock(host, topology)
+    if (lock.gpus, lock.topology) != (basis.gpus, basis.topology):
+        what = (f"gpus {lock.gpus} -> {basis.gpus}" if lock.gpus != basis.gpus
+                else f"topology {host.topology or '(none)'} is not the one locked")
+        return {}, [(f"{at}.gpus" if lock.gpus != basis.gpus else f"{at}.topology", (
+            f"host '{host.name}' changed since its partitions {sorted(held)} were locked in {path} ({what}); "
+            f"run `{lock_command(stack, host.name)}` to place them anew (their containers move), and commit it"))]
+    problems = []
+    owner: dict[int, str] = {}
+    for c in sized:
+        gpus = held.get(c.name)
+        if gpus is None:
+            continue
+        fix = f"run `{lock_command(stack, f'{host.name}/{c.name}')}` to place it anew (its container moves)"
+        c_at = f"{at}.containers[{index_of[c.name]}].gpuCount"
+        out_of_range = [g for g in gpus if g >= host.gpus]
+        clash = sorted({owner[g] for g in gpus if g in owner})
+        if len(gpus) != c.gpu_count:
+            problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on {len(gpus)} GPUs "
+                                   f"{gpus} but asks for gpuCount {c.gpu_count}; {fix}"))
+        elif out_of_range or len(set(gpus)) != len(gpus):
+            problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
+                                   f"host '{host.name}' (gpus: {host.gpus}) does not have; {fix}"))
+        elif clash:
+            problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
+                                   f"overlap those of {clash}; {fix}"))
+        owner.update((g, c.name) for g in gpus)
+    return held, problems

@@ -40,7 +40,8 @@ def test_fleet_is_prod_plus_generated_partitioned_hosts():
     assert left_out == []
     assert {k: v for k, v in config.items() if k != fleet.HOSTS} == {k: v for k, v in prod.items() if k != fleet.HOSTS}
     assert config[fleet.HOSTS][:TEMPLATE_HOSTS] == prod[fleet.HOSTS]
-    cfg = load(fleet.STACK, config, [k for k, v in config.items() if isinstance(v, dict) and "secure" in v])
+    cfg = load(fleet.STACK, config, [k for k, v in config.items() if isinstance(v, dict) and "secure" in v],
+               lock=fleet.template_lock())
     assert cfg.environment == "prod" and cfg.kubernetes is not None
     generated = cfg.hosts[TEMPLATE_HOSTS:]
     assert [h.name for h in generated] == [f"gpu-{i:04d}" for i in range(TEMPLATE_HOSTS, TEMPLATE_HOSTS + 2)]

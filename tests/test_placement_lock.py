@@ -1,0 +1,178 @@
+"""The placement lock (issue 11, item 4): `gpuCount` partitions keep their GPUs when others are added or removed.
+
+Without it, partitions are placed in container-name order, so adding `debug` to a host with `serve` and `train`
+moved serve from GPUs 0,1 to 2,3 and train from 2,3 to 4,5, and `pulumi up` would have replaced both running
+containers onto other GPUs (the issue's example, reproduced below). A container's GPUs are fixed when Docker
+creates it (`--device`/`HIP_VISIBLE_DEVICES` are create-time settings: pulumi_docker marks `devices` and `envs`
+ForceNew, so a changed GPU set replaces the container).
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from schema import ConfigError, load
+from schema.docker import HostLock, PlacementLock, host_lock, lock_file, lock_text, read_lock
+from tools import lock as lock_tool
+from tools.synth import ROOT, synthesize
+from conftest import env_of, gpu_containers, refusal, stack_file
+
+P = "rocm-stack:"
+TOPOLOGY = "hosts/mi300x-8gpu.showtopo.txt"
+
+
+def box(*containers: tuple[str, int], topology: str | None = None) -> dict:
+    host = {"name": "box", "gpus": 8, "containers": [{"name": n, "gpuCount": size} for n, size in containers]}
+    if topology:
+        host["topology"] = topology
+    return {P + "hosts": [host]}
+
+
+def placed(config: dict, lock: PlacementLock | None = None, stack: str = "dev", **kwargs) -> dict[str, list[int]]:
+    cfg = load(stack, config, lock=lock or PlacementLock(), **kwargs)
+    return {c.name: c.gpus for c in cfg.hosts[0].containers}
+
+
+def lock_of(config: dict, lock: PlacementLock | None = None) -> PlacementLock:
+    """What `make lock` writes for this config (see tools/lock.py), computed in-process."""
+    from domain.topology import load_topology
+
+    cfg = load("dev", config, lock=lock or PlacementLock(), place_unlocked=True)
+    return PlacementLock(hosts={h.name: host_lock(h, load_topology(h.topology) if h.topology else None)
+                                for h in cfg.hosts})
+
+
+@pytest.mark.parametrize("topology", [None, TOPOLOGY])
+def test_issue_example_adding_debug_moves_no_partition(topology):
+    before = box(("serve", 2), ("train", 2), topology=topology)
+    lock = lock_of(before)
+    assert placed(before, lock) == {"serve": [0, 1], "train": [2, 3]}
+    after = box(("serve", 2), ("train", 2), ("debug", 2), topology=topology)
+    # Without the lock: the issue's defect (name order puts debug first and shifts the others).
+    assert placed(after) == {"serve": [2, 3], "train": [4, 5], "debug": [0, 1]}
+    # With it: serve and train stay, debug takes free GPUs.
+    with_lock = placed(after, lock)
+    assert with_lock["serve"] == [0, 1] and with_lock["train"] == [2, 3]
+    assert not set(with_lock["debug"]) & {0, 1, 2, 3}
+
+
+def test_adding_and_removing_partitions_with_a_lock_moves_no_other():
+    config = box(("a", 2), ("b", 1), ("c", 3), topology=TOPOLOGY)
+    lock = lock_of(config)
+    first = placed(config, lock)
+    for change in (box(("b", 1), ("c", 3), topology=TOPOLOGY),  # removed a
+                   box(("a", 2), ("c", 3), ("aa", 1), topology=TOPOLOGY),  # removed b, added aa
+                   box(("c", 3), ("a", 2), ("b", 1), ("0", 2), topology=TOPOLOGY)):  # reordered, added 0
+        now = placed(change, lock)
+        assert all(now[name] == first[name] for name in now if name in first), change
+        # and the lock `make lock` then writes keeps them too
+        relocked = lock_of(change, lock).hosts["box"].partitions
+        assert all(relocked[name] == first[name] for name in relocked if name in first)
+
+
+def test_new_partition_is_placed_only_on_free_gpus():
+    lock = lock_of(box(("a", 4), ("b", 2)))
+    assert placed(box(("a", 4), ("b", 2), ("0", 2)), lock) == {"a": [0, 1, 2, 3], "b": [4, 5], "0": [6, 7]}
+    lock = lock_of(box(("a", 2), ("b", 2), ("c", 2), topology=TOPOLOGY))
+    assert placed(box(("a", 2), ("c", 2), ("0", 2), topology=TOPOLOGY), lock)["0"] == [2, 3]  # b's GPUs, freed
+
+
+def test_prod_refuses_an_unlocked_partition_and_names_make_lock():
+    config = stack_file("prod")
+    config[P + "hosts"][0]["containers"][1]["gpuCount"] = 2
+    config[P + "hosts"][0]["containers"].append({"name": "debug", "gpuCount": 2})
+    message = refusal("prod", config)
+    assert ("hosts[0].containers[2].gpuCount: partition 'gpu-node-1/debug' has no GPUs in the placement lock "
+            "stacks/placement.prod.yaml; run `make lock STACK=prod`") in message
+    # serve-b shrank from 4 to 2: its entry no longer fits, the fix places it anew.
+    assert ("hosts[0].containers[1].gpuCount: partition 'gpu-node-1/serve-b' is locked in stacks/placement.prod.yaml "
+            "on 4 GPUs [0, 1, 2, 3] but asks for gpuCount 2; run `make lock STACK=prod RELOCK=gpu-node-1/serve-b`"
+            in message)
+
+
+def test_dev_places_an_unlocked_partition_and_says_so(caplog):
+    with caplog.at_level(logging.WARNING):
+        plan = synthesize("dev", box(("serve", 2), ("train", 2)))
+    gpus = {c["inputs"]["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in gpu_containers(plan)}
+    assert gpus == {"serve": "0,1", "train": "2,3"}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(w.startswith("box/serve GPUs [0, 1]: placed by the program, not held by stacks/placement.dev.yaml; "
+                            "run `make lock STACK=dev`") for w in warnings), warnings
+
+
+def test_committed_prod_stack_has_its_lock_and_it_is_up_to_date():
+    committed, problems = read_lock("prod", ROOT)
+    assert not problems
+    assert lock_tool.locked("prod") == committed
+    assert (ROOT / lock_file("prod")).read_text() == lock_text("prod", committed)
+    prod = stack_file("prod")
+    for host in prod[P + "hosts"]:
+        sized = {c["name"] for c in host["containers"] if "gpuCount" in c}
+        assert set(committed.hosts[host["name"]].partitions) == sized
+
+
+@pytest.mark.parametrize("edit, key, message", [
+    # The GPU count shrank: the lock's GPUs 4-7 no longer exist.
+    (lambda h: h.update(gpus=4, topology=None), "hosts[0].gpus", "changed since its partitions ['a', 'b'] were "
+     "locked in stacks/placement.dev.yaml (gpus 8 -> 4); run `make lock STACK=dev RELOCK=box`"),
+    # Another topology (here: the file of another host model).
+    (lambda h: h.update(topology="tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt"), "hosts[0].topology",
+     "(topology tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt is not the one locked)"),
+])
+def test_lock_entry_that_no_longer_fits_names_the_host_and_the_fix(edit, key, message):
+    lock = lock_of(box(("a", 2), ("b", 2), topology=TOPOLOGY))
+    config = box(("a", 2), ("b", 2), topology=TOPOLOGY)
+    edit(config[P + "hosts"][0])
+    with pytest.raises(ConfigError) as refused:
+        placed(config, lock)
+    assert f"rocm-stack:{key}: host 'box' " in str(refused.value) and message in str(refused.value)
+
+
+def test_hand_edited_lock_with_overlapping_or_missing_gpus_is_refused():
+    config = box(("a", 2), ("b", 2))
+    lock = PlacementLock(hosts={"box": HostLock(gpus=8, partitions={"a": [0, 1], "b": [1, 2]})})
+    with pytest.raises(ConfigError, match=r"containers\[1\].gpuCount: partition 'box/b' is locked in "
+                                          r"stacks/placement.dev.yaml on GPUs \[1, 2\], which overlap those of "
+                                          r"\['a'\]; run `make lock STACK=dev RELOCK=box/b`"):
+        placed(config, lock)
+    lock = PlacementLock(hosts={"box": HostLock(gpus=8, partitions={"a": [0, 9], "b": [2, 3]})})
+    with pytest.raises(ConfigError, match=r"GPUs \[0, 9\], which host 'box' \(gpus: 8\) does not have"):
+        placed(config, lock)
+
+
+def test_lock_command_writes_keeps_prunes_and_relocks(tmp_path):
+    project = tmp_path / "project"
+    (project / "stacks").mkdir(parents=True)
+    (project / "hosts").mkdir()
+    shutil.copy(ROOT / TOPOLOGY, project / TOPOLOGY)
+
+    def write_stack(*containers):
+        config = {P + "environment": "prod", **box(*containers, topology=TOPOLOGY)}
+        config[P + "hosts"][0]["gpuModel"] = "MI300X"
+        (project / "stacks" / "Pulumi.demo.yaml").write_text(yaml.safe_dump({"config": config}))
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "tools.lock", "--stack", "demo", "--project-dir", str(project),
+                               *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    def entries():
+        return yaml.safe_load((project / "stacks" / "placement.demo.yaml").read_text())["hosts"]["box"]["partitions"]
+
+    write_stack(("serve", 2), ("train", 2))
+    assert run().returncode == 0
+    assert entries() == {"serve": [0, 1], "train": [2, 3]}
+    write_stack(("serve", 2), ("debug", 2))  # train removed, debug added
+    assert run().returncode == 0
+    assert entries() == {"debug": [2, 3], "serve": [0, 1]}  # train's entry is gone, serve stays
+    write_stack(("serve", 4), ("debug", 2))  # serve grew: refused until relocked
+    refused = run()
+    assert refused.returncode == 2 and "RELOCK=box/serve" in refused.stderr
+    relocked = run("--relock", "box/serve")
+    assert relocked.returncode == 0, relocked.stderr
+    assert entries()["debug"] == [2, 3] and len(entries()["serve"]) == 4 and 2 not in entries()["serve"]

@@ -1,0 +1,88 @@
+"""Write a stack's placement lock: `python -m tools.lock --stack prod` (`make lock STACK=prod`).
+
+    python -m tools.lock --stack prod [--relock HOST[/CONTAINER] ...]
+
+Reads `stacks/Pulumi.<stack>.yaml` and the current `stacks/placement.<stack>.yaml`, keeps every partition the lock
+holds on its GPUs, places the `gpuCount` partitions it does not hold on the free GPUs, drops entries of partitions
+and hosts that no longer exist, and writes the file (commit it). `--relock` releases a host's (or one partition's)
+entries first, so they are placed anew: their containers move on the next `pulumi up`; the lock's error messages
+say when that is needed (the GPU count, the topology or a partition's size changed).
+Exit codes: 0 written (or unchanged), 2 the stack configuration or the lock was refused (the messages say why).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from domain.topology import load_topology
+from schema import ConfigError, ConfigProblem, load
+from schema.docker import HostLock, PlacementLock, host_lock, lock_file, lock_text, read_lock
+from tools.synth import ROOT, stack_config
+
+
+def relocked(lock: PlacementLock, targets: list[str]) -> PlacementLock:
+    """The lock without the entries `targets` name (`host` for all of a host's, `host/container` for one)."""
+    hosts: dict[str, HostLock] = {}
+    for name, entry in lock.hosts.items():
+        if name in targets:
+            continue
+        partitions = {c: gpus for c, gpus in entry.partitions.items() if f"{name}/{c}" not in targets}
+        hosts[name] = entry.model_copy(update={"partitions": partitions})
+    return PlacementLock(hosts=hosts)
+
+
+def locked(stack: str, project_dir: Path = ROOT, relock: list[str] = ()) -> PlacementLock:
+    """The new lock of `stack`; ConfigError when the config or an entry that is kept is refused."""
+    config = stack_config(stack, project_dir)
+    secret_keys = [k for k, v in config.items() if isinstance(v, dict) and set(v) == {"secure"}]
+    current, problems = read_lock(stack, project_dir)
+    if problems:
+        raise ConfigError([ConfigProblem(path, message) for path, message in problems])
+    cwd = Path.cwd()
+    os.chdir(project_dir)  # topology files are relative to the project directory, as for the program
+    try:
+        cfg = load(stack, config, secret_keys, lock=relocked(current, list(relock)), place_unlocked=True)
+        hosts = {}
+        for host in cfg.hosts:
+            if any(c.gpu_count is not None for c in host.containers):
+                topology = load_topology(host.topology) if host.topology is not None else None
+                hosts[host.name] = host_lock(host, topology)
+    finally:
+        os.chdir(cwd)
+    return PlacementLock(hosts=hosts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.lock", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
+    parser.add_argument("--relock", action="append", default=[], metavar="HOST[/CONTAINER]",
+                        help="place these partitions anew (their containers move); repeatable")
+    parser.add_argument("--project-dir", type=Path, default=ROOT, help="the Pulumi project (default: this one)")
+    args = parser.parse_args(argv)
+    project = args.project_dir.resolve()
+    try:
+        lock = locked(args.stack, project, args.relock)
+    except ConfigError as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    except FileNotFoundError as missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
+    path = project / lock_file(args.stack)
+    if not lock.hosts and not path.is_file():
+        print(f"stack '{args.stack}' has no gpuCount partition: nothing to lock")
+        return 0
+    text = lock_text(args.stack, lock)
+    if path.is_file() and path.read_text() == text:
+        print(f"{lock_file(args.stack)} is up to date ({sum(len(h.partitions) for h in lock.hosts.values())} partitions)")
+        return 0
+    path.write_text(text)
+    print(f"{lock_file(args.stack)} written: {sum(len(h.partitions) for h in lock.hosts.values())} partitions on "
+          f"{len(lock.hosts)} hosts; review and commit it")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
