@@ -25,6 +25,7 @@ from conftest import env_of, gpu_containers, refusal, stack_file
 
 P = "rocm-stack:"
 TOPOLOGY = "hosts/mi300x-8gpu.showtopo.txt"
+RENDER_NODES = "hosts/mi300x-8gpu.render-nodes.json"
 
 
 def box(*containers: tuple[str, int], topology: str | None = None) -> dict:
@@ -151,10 +152,11 @@ def test_lock_command_writes_keeps_prunes_and_relocks(tmp_path):
     (project / "stacks").mkdir(parents=True)
     (project / "hosts").mkdir()
     shutil.copy(ROOT / TOPOLOGY, project / TOPOLOGY)
+    shutil.copy(ROOT / RENDER_NODES, project / RENDER_NODES)
 
     def write_stack(*containers):
         config = {P + "environment": "prod", **box(*containers, topology=TOPOLOGY)}
-        config[P + "hosts"][0]["gpuModel"] = "MI300X"
+        config[P + "hosts"][0].update(gpuModel="MI300X", renderNodes=RENDER_NODES)
         (project / "stacks" / "Pulumi.demo.yaml").write_text(yaml.safe_dump({"config": config}))
 
     def run(*args):
