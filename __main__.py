@@ -53,13 +53,12 @@ if cfg.kubernetes is not None:
     pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
     pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)
     if monitoring is not None:
-        owned = kubernetes.namespaces.get("monitoring")
         KubernetesMonitoring("monitoring", KubernetesMonitoringArgs(
             config=monitoring,
             environment=cfg.environment,
             gpu_stack=cfg.kubernetes.mode,
             provider=kubernetes.provider,
-            namespace=owned.metadata.name if owned is not None else "monitoring",
+            namespace=kubernetes.namespace_name("monitoring"),
             exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
             exporter_tolerations=cfg.kubernetes.gpu_tolerations(),
             gpu_stack_workloads=gpu_stack_workloads(cfg.kubernetes),

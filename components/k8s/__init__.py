@@ -46,6 +46,9 @@ class KubernetesLayer:
     def namespaces(self) -> dict[str, Namespace]:
         return self.cluster.namespaces
 
+    def namespace_name(self, namespace: str) -> pulumi.Input[str]:
+        return self.cluster.namespace_name(namespace)
+
 
 def gpu_stack_workloads(config: KubernetesConfig) -> GpuStackWorkloads:
     """What the monitoring alerts watch: the operator's controller Deployment and the DaemonSets that put

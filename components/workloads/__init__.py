@@ -92,7 +92,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.training_jobs[training.name] = TrainingJob(training.name, TrainingJobArgs(
                     training=training, environment=cfg.environment, image=image, provider=kubernetes.provider,
-                    namespace=_namespace(kubernetes, training.kubernetes.namespace), files=files,
+                    namespace=kubernetes.namespace_name(training.kubernetes.namespace), files=files,
                     gpu_ready=kubernetes.gpu_ready,
                     job_set_controller=kubernetes.job_set.release if kubernetes.job_set is not None else None,
                 ))
@@ -111,7 +111,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.vllm_servers[inference.name] = VllmServer(inference.name, VllmServerArgs(
                     inference=inference, environment=cfg.environment, image=image, provider=kubernetes.provider,
-                    namespace=_namespace(kubernetes, inference.kubernetes.namespace), huggingface_token=token,
+                    namespace=kubernetes.namespace_name(inference.kubernetes.namespace), huggingface_token=token,
                     gpu_ready=kubernetes.gpu_ready, api_key=secrets.vllm_api_key,
                 ))
             if inference.docker is not None:
@@ -121,9 +121,3 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                     api_key=secrets.vllm_api_key,
                 ))
     return workloads
-
-
-def _namespace(kubernetes: KubernetesLayer, namespace: str) -> pulumi.Input[str]:
-    """An owned namespace's name output (objects wait for it); a built-in one by name."""
-    owned = kubernetes.namespaces.get(namespace)
-    return owned.metadata.name if owned is not None else namespace
