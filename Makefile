@@ -8,10 +8,11 @@ OUT ?= out/$(STACK)
 .PHONY: venv synth lock test e2e bench clean
 
 # synth needs only what `pulumi up` needs; the tests add their tools (and CPU torch) on top.
-$(BIN)/.runtime: requirements.txt
+$(BIN)/.runtime: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
 $(BIN)/.installed: $(BIN)/.runtime requirements-dev.txt
@@ -21,7 +22,7 @@ $(BIN)/.installed: $(BIN)/.runtime requirements-dev.txt
 venv: $(BIN)/.installed
 
 synth: $(BIN)/.runtime
-	$(BIN)/python -m tools.synth --stack $(STACK) --out $(OUT)
+	$(BIN)/rocm-stack synth --stack $(STACK) --out $(OUT)
 
 # The placement lock of STACK (stacks/placement.$(STACK).yaml): commit it. RELOCK="HOST[/CONTAINER] ..." places those anew.
 lock: $(BIN)/.runtime

@@ -13,11 +13,10 @@ so a cpuset hint has to come from the host's config (`numa_node_of` gives the no
 
 `place(topology, sizes)` chooses disjoint GPU sets, see its docstring for the rule.
 
-CLI: `python -m domain.topology FILE [--partition 4,4]` prints the topology (and the chosen sets) as JSON.
+CLI: `rocm-stack topology FILE [--partition 4,4]` (tools/topology.py) prints the topology (and the chosen sets) as JSON.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -650,53 +649,3 @@ class _Plan(NamedTuple):
     units: int  # lower bound on their weight, in 1/unit of a pair cost
     later: list[int] | None  # when they take every remaining GPU: each GPU's smallest share in them
     complement: _Complement | None  # when only the last set follows and takes every remaining GPU
-
-
-# -------------------------------------------------------------------------------------------------- CLI
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _sizes(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected sizes like 4,4 or 2,2,2,2, got {text!r}") from None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _OneLineParser(
-        prog="python -m domain.topology",
-        description="Print the GPU topology of saved rocm-smi --showtopo / amd-smi topology output as JSON.",
-    )
-    parser.add_argument("file", help="saved output of `rocm-smi --showtopo` or `amd-smi topology [--json]`")
-    parser.add_argument("--partition", type=_sizes, metavar="N,N,...",
-                        help="also choose disjoint GPU sets of these sizes (e.g. 4,4)")
-    args = parser.parse_args(argv)
-    try:
-        topology = load_topology(args.file)
-        result: dict[str, object] = topology.model_dump()
-        if args.partition is not None:
-            sets = place(topology, args.partition)
-            result["sets"] = sets
-            result["sets_numa"] = [numa_node_of(topology, s) for s in sets]
-    except (TopologyError, PlacementError) as err:
-        parser.exit(2, f"{parser.prog}: error: {err}\n")
-    print(_json_lines(result))
-    return 0
-
-
-def _json_lines(result: dict[str, object]) -> str:
-    """JSON with one key per line and one matrix row per line."""
-    def value(v: object) -> str:
-        if isinstance(v, (list, tuple)) and v and all(isinstance(row, (list, tuple)) for row in v):
-            return "[\n" + ",\n".join(f"    {json.dumps(row)}" for row in v) + "\n  ]"
-        return json.dumps(v)
-    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {value(v)}" for k, v in result.items()) + "\n}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from domain import alerts
+from tools import cli
 from schema.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
 from monitoring_reference import (
     PROMETHEUS_LABELS,
@@ -109,14 +110,13 @@ def test_kube_prometheus_stack_defaults_by_environment() -> None:
 
 def test_committed_rules_file_is_the_generated_mi300x_default() -> None:
     assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig()), (
-        "monitoring/rules/gpu-alerts.rules.yml is stale: run `.venv/bin/python -m domain.alerts`"
+        "monitoring/rules/gpu-alerts.rules.yml is stale: run `rocm-stack alerts`"
     )
 
 
-def test_cli_writes_the_rules_of_a_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_writes_the_rules_of_a_stack(tmp_path: Path) -> None:
     out = tmp_path / "rules" / "gpu.yml"
-    monkeypatch.setattr("sys.argv", ["domain.alerts", "--stack", "prod", "--out", str(out)])
-    alerts.main()
+    assert cli.run(["alerts", "--stack", "prod", "--out", str(out)]) == 0
     # The committed prod stack sets no monitoring section: its rules are the defaults.
     assert out.read_text(encoding="utf-8") == alerts.RULES_FILE.read_text(encoding="utf-8")
 

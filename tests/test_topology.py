@@ -1,4 +1,4 @@
-"""Topology parsing, GPU placement and the `python -m domain.topology` command.
+"""Topology parsing, GPU placement and the `rocm-stack topology` command (tools/topology.py).
 
 Samples in tests/data/topology/ and where they come from:
   Real tool output (copied from public pages, spacing as published):
@@ -454,7 +454,7 @@ def test_sixteen_gpus_fast(host: str) -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "domain.topology", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "tools.cli", "topology", *map(str, args)],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
 
 

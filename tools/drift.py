@@ -1,6 +1,6 @@
 """Drift report: read what `pulumi preview --refresh --expect-no-changes --json` prints, write Markdown.
 
-    python -m tools.drift REPORT.json [--out SUMMARY.md]
+    rocm-stack drift REPORT.json [--out SUMMARY.md]
 
 Exit codes: 0 no drift, 1 drift (or any change the preview proposes), 2 unreadable input or a preview that
 did not finish (then nothing can be concluded, and the scheduled job must fail rather than report "clean").
@@ -204,7 +204,7 @@ def to_markdown(report: DriftReport) -> str:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.drift", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rocm-stack drift", description=__doc__.split("\n\n")[0])
     parser.add_argument("report", type=Path, help="the output of `pulumi preview --refresh --json`")
     parser.add_argument("--out", type=Path, help="write the Markdown summary here (default: stdout)")
     args = parser.parse_args(list(argv) if argv is not None else None)

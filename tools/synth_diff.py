@@ -1,6 +1,6 @@
-"""Compare two offline synth plans (`plan.json` of `python -m tools.synth`) and summarise in Markdown.
+"""Compare two offline synth plans (`plan.json` of `rocm-stack synth`) and summarise in Markdown.
 
-    python -m tools.synth_diff BASE/plan.json HEAD/plan.json [--title TEXT] [--out FILE]
+    rocm-stack diff BASE/plan.json HEAD/plan.json [--title TEXT] [--out FILE]
 
 CI writes this into the pull request's job summary: which resources the change adds, removes or changes
 (by type and name, the identity Pulumi keeps across runs) and, for a changed one, which input paths differ.
@@ -150,7 +150,7 @@ def to_markdown(result: PlanDiff, title: str, max_rows: int = DEFAULT_MAX_ROWS) 
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.synth_diff", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rocm-stack diff", description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, help="plan.json of the base branch")
     parser.add_argument("head", type=Path, help="plan.json of the change")
     parser.add_argument("--title", help="heading (default: 'Synth diff: stack STACK')")

@@ -1,0 +1,87 @@
+"""`rocm-stack`: the project's one command line (console script of pyproject.toml; `make` targets call it).
+
+Each subcommand is one offline tool of tools/; its options are defined once, by the tool, and
+`rocm-stack COMMAND --help` prints them. Slow commands show a rich progress spinner on stderr, but only for a
+person at a terminal: never under CI (`CI` set) or when stderr is not a TTY, so logs stay plain.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import typer
+
+# name: (module, what it does, slow). The module's main(argv) parses the arguments and returns the exit code.
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "synth": ("tools.synth", "Run the program under Pulumi's mock engine and write plan.json, manifests and "
+                             "Docker scripts.", True),
+    "diff": ("tools.synth_diff", "Compare two synth plans (resources added, removed, changed) as Markdown.", False),
+    "drift": ("tools.drift", "Turn `pulumi preview --refresh --json` into a drift report (exit 1 on drift).", False),
+    "topology": ("tools.topology", "Print a saved rocm-smi/amd-smi GPU topology, and a placement, as JSON.", False),
+    "alerts": ("tools.alerts", "Write the GPU alert rules as a Prometheus rules file.", False),
+    "config-reference": ("tools.config_reference", "Regenerate docs/config-reference.md from the schema.", False),
+    # Hooks: present once their tools land (tools/lock.py: placement lock; tools/verify.py: checks of a deploy).
+    "lock": ("tools.lock", "Write the stack's placement lock (stacks/placement.STACK.yaml).", True),
+    "verify": ("tools.verify", "Verify a deployed stack.", True),
+}
+
+app = typer.Typer(
+    name="rocm-stack", help="The rocm-stack offline tools: synth, diff, drift, topology, alerts, ...", no_args_is_help=True,
+    add_completion=False, pretty_exceptions_enable=False,
+)
+
+
+def show_progress(stream: Any = None) -> bool:
+    """A spinner only for a person watching: stderr is a terminal and this is not CI."""
+    stream = sys.stderr if stream is None else stream
+    return not os.environ.get("CI") and stream.isatty()
+
+
+def progress(text: str) -> AbstractContextManager[Any]:
+    if not show_progress():
+        return nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(text)
+
+
+def _available(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _command(name: str, module: str, slow: bool) -> Callable[[typer.Context], None]:
+    def run(ctx: typer.Context) -> None:
+        main = importlib.import_module(module).main
+        with progress(f"rocm-stack {name} ...") if slow else nullcontext():
+            code = main(list(ctx.args))
+        raise typer.Exit(code or 0)
+    return run
+
+
+for _name, (_module, _help, _slow) in COMMANDS.items():
+    if _available(_module):
+        # Arguments go to the tool untouched (its own --help included): one definition of each option.
+        app.command(_name, help=_help, add_help_option=False, context_settings={
+            "allow_extra_args": True, "ignore_unknown_options": True})(_command(_name, _module, _slow))
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run `rocm-stack ARGV...` in this process; returns the exit code (tests and the `python -m` wrappers)."""
+    try:
+        app(list(argv), prog_name="rocm-stack")
+    except SystemExit as done:  # typer always exits; so do the tools' argparse (--help, usage errors)
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    return 0
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
