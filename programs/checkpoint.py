@@ -19,7 +19,8 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
 
 import torch
 

@@ -11,7 +11,8 @@ import math
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 # Importing nothing else of programs/ (above all not torch): the Kubernetes Job's settings-check init container runs
 # parse_config() alone, and must fail fast on a bad value without paying for torch's import.

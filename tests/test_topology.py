@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from pydantic import ValidationError
+
 from domain.topology import (
     PlacementError,
     Topology,
@@ -192,7 +194,7 @@ def test_amd_smi_text_with_static_numa_appended() -> None:
 
 def test_topology_is_frozen() -> None:
     topo = load_topology(MI300X)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         topo.gpus = (0,)  # type: ignore[misc]
 
 

@@ -20,8 +20,6 @@ from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
 
 if TYPE_CHECKING:
-    import pulumi
-
     from components.docker.gpu_host import GpuHost
     from .inference import DockerVllm, VllmServer
     from components.k8s import KubernetesLayer
