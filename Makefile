@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK ?= dev
 OUT ?= out/$(STACK)
 
-.PHONY: venv synth lock test e2e bench clean
+.PHONY: venv lint synth lock test e2e bench clean
 
 # synth needs only what `pulumi up` needs; the tests add their tools (and CPU torch) on top.
 $(BIN)/.runtime: requirements.txt pyproject.toml
@@ -28,7 +28,13 @@ synth: $(BIN)/.runtime
 lock: $(BIN)/.runtime
 	$(BIN)/python -m tools.lock --stack $(STACK) $(foreach r,$(RELOCK),--relock $(r))
 
-test: venv
+# Code checks first (seconds): lint, types, the import contract between the folders.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: venv lint
 	$(BIN)/python -m pytest -q -n auto --durations=10 tests
 
 # The end-to-end tests alone (also part of `make test`): a real Docker daemon, as root (tests/e2e/harness.py).

@@ -65,7 +65,7 @@ def _container(annotation: Any) -> str:
         return _container(typing.get_args(annotation)[0])
     if origin in (Union, types.UnionType):
         return next((c for a in typing.get_args(annotation) if (c := _container(a))), "")
-    return {list: "[]", dict: ".<key>"}.get(origin, "")  # type: ignore[call-overload]
+    return {list: "[]", dict: ".<key>"}.get(origin, "")
 
 
 def _constraints(metadata: list[Any], unit: Any = str) -> str:
