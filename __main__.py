@@ -24,7 +24,7 @@ except ConfigError as error:
 monitoring = cfg.monitoring if cfg.monitoring.enabled else None
 
 hosts = {
-    host.name: GpuHost(GpuHostArgs(
+    host.name: GpuHost(host.name, GpuHostArgs(
         host=host_for_gpu_host(cfg, host),
         images=cfg.images,
         security_profile=cfg.security_profile,

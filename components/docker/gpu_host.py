@@ -75,9 +75,10 @@ class GpuHost(pulumi.ComponentResource):
     # Partition name -> what its container (a shell here, or a workload's) must wait for: the passed checks.
     gates: dict[str, list[pulumi.Input[pulumi.Resource]]]
 
-    def __init__(self, args: GpuHostArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GpuHostArgs, opts: pulumi.ResourceOptions | None = None):
+        """`name` is the host's name (`args.host.name`): the stack's resource names depend on it."""
         host = args.host
-        super().__init__("rocm-stack:docker:GpuHost", host.name, None, opts)
+        super().__init__("rocm-stack:docker:GpuHost", name, None, opts)
         registry_auth = None
         if args.registry is not None:
             registry_auth = [docker.ProviderRegistryAuthArgs(

@@ -1,6 +1,6 @@
 """Wiring of the workloads: `rocm-stack:training` and `rocm-stack:inference` onto Kubernetes and Docker partitions.
 
-    hosts = {h.name: GpuHost(GpuHostArgs(host=host_for_gpu_host(cfg, h), ...)) for h in cfg.hosts}
+    hosts = {h.name: GpuHost(h.name, GpuHostArgs(host=host_for_gpu_host(cfg, h), ...)) for h in cfg.hosts}
     k8s = build_kubernetes(cfg.kubernetes, cfg.environment) if cfg.kubernetes is not None else None
     workloads = build_workloads(cfg, secrets, k8s, hosts)
 
