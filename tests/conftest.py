@@ -6,7 +6,7 @@ import contextlib
 import copy
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,26 @@ def stack_without_kubernetes(stack: str) -> dict[str, Any]:
     return config
 
 
+def synth_with(stack: str, secrets: dict[str, str] | None = None, **keys: Any) -> Plan:
+    """Synth of a committed stack with some `rocm-stack:` keys set (camelCase names; None removes a key)."""
+    config = stack_file(stack)
+    for key, value in keys.items():
+        config.pop(f"rocm-stack:{key}", None)
+        if value is not None:
+            config[f"rocm-stack:{key}"] = value
+    return synthesize(stack, config, secrets=secrets)
+
+
+def refused(run: Callable[[], object]) -> str:
+    """The message the program stops with when `run` synthesizes it; fails the test if the program runs."""
+    with pytest.raises(ProgramRefused) as stopped:
+        run()
+    return str(stopped.value)
+
+
 def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None = None) -> str:
-    """The message the program stops with; fails the test if the program accepts the config."""
-    with pytest.raises(ProgramRefused) as refused:
-        synthesize(stack, config, secrets=secrets)
-    return str(refused.value)
+    """The message the program stops with for this stack config; fails the test if the program accepts it."""
+    return refused(lambda: synthesize(stack, config, secrets=secrets))
 
 
 def on_gpu_hosts(plan: Plan, type_token: str) -> list[dict[str, Any]]:

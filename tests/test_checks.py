@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from conftest import CONTAINER, check_containers, env_of, gpu_containers, stack_file
+from conftest import CONTAINER, check_containers, env_of, gpu_containers, stack_file, synth_with
 from tools.synth import ProgramRefused, synthesize
 
 P = "rocm-stack:"
@@ -87,16 +87,13 @@ def test_prod_enforces_the_published_mi300x_floors_and_dev_only_count_and_correc
 
 
 def test_floors_come_from_config_per_gpu_model():
-    config = stack_file("prod")
-    config[P + "checks"] = {"floors": {"MI300X": {"minTflops": 650}}}
-    command = by_name(synthesize("prod", config))["gpu-node-1-train-a-gpucheck"]["inputs"]["command"]
+    plan = synth_with("prod", checks={"floors": {"MI300X": {"minTflops": 650}}})
+    command = by_name(plan)["gpu-node-1-train-a-gpucheck"]["inputs"]["command"]
     assert command[command.index("--min-tflops") + 1] == "650" and "--min-busbw" not in command
 
 
 def test_dev_can_switch_the_checks_off():
-    config = stack_file("dev")
-    config[P + "checks"] = {"enable": False}
-    plan = synthesize("dev", config)
+    plan = synth_with("dev", checks={"enable": False})
     assert check_containers(plan) == []
     assert all(not any("gpucheck" in d or "preflight" in d for d in c["depends_on"]) for c in gpu_containers(plan))
 

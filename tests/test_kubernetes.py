@@ -25,8 +25,8 @@ from schema.kubernetes import (
 )
 from components.k8s import build_kubernetes
 from components.k8s.gpu_operator import chart_values, device_config_spec
-from tools.synth import Plan, ProgramRefused, manifest_of, synthesize, write
-from conftest import stack_file, stack_without_kubernetes
+from tools.synth import Plan, manifest_of, synthesize, write
+from conftest import refused, stack_file, stack_without_kubernetes
 from k8s_validation import (
     CrdSchemas,
     ManifestInvalid,
@@ -60,9 +60,7 @@ def synth(stack: str, kubernetes: dict[str, Any] | None) -> Plan:
 
 
 def refusal(stack: str, kubernetes: dict[str, Any]) -> str:
-    with pytest.raises(ProgramRefused) as refused:
-        synth(stack, kubernetes)
-    return str(refused.value)
+    return refused(lambda: synth(stack, kubernetes))
 
 
 def k8s_resources(plan: Plan) -> list[dict[str, Any]]:
@@ -662,9 +660,8 @@ def test_monitoring_needs_the_operators_exporter():
     for workload_key in ("training", "inference", "gpuFleet"):
         config.pop(P + workload_key, None)
     config[P + "kubernetes"] = _device_config(metricsExporter={"enable": False})
-    with pytest.raises(ProgramRefused) as refused:
-        synthesize("dev", config)
-    assert f"{P}{K}.metricsExporter.enable: must be true while rocm-stack:monitoring is enabled" in str(refused.value)
+    message = refused(lambda: synthesize("dev", config))
+    assert f"{P}{K}.metricsExporter.enable: must be true while rocm-stack:monitoring is enabled" in message
     # Without monitoring the exporter may be off.
     spec = device_config(synth("dev", _device_config(metricsExporter={"enable": False})))["spec"]
     assert spec["metricsExporter"]["enable"] is False

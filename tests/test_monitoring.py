@@ -23,8 +23,8 @@ from components.monitoring import (
     exporter_address,
     prometheus_scrape_config,
 )
-from tools.synth import Plan, ProgramRefused, docker_scripts, manifest_of, synthesize
-from conftest import CONTAINER, REMOTE_IMAGE, stack_file, stack_without_kubernetes
+from tools.synth import Plan, docker_scripts, manifest_of, synthesize
+from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, stack_without_kubernetes
 from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural_schema, validate_object
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 
@@ -54,9 +54,7 @@ def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict
 
 
 def refusal(stack: str, monitoring: dict[str, Any]) -> str:
-    with pytest.raises(ProgramRefused) as refused:
-        synth(stack, monitoring)
-    return str(refused.value)
+    return refused(lambda: synth(stack, monitoring))
 
 
 def only(plan: Plan, type_token: str) -> dict[str, Any]:

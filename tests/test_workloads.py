@@ -19,7 +19,7 @@ from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from tools.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
 from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, WORKERS, program_files
-from conftest import CONTAINER, REMOTE_IMAGE, env_of, render_nodes_of, stack_file
+from conftest import CONTAINER, REMOTE_IMAGE, env_of, refused, render_nodes_of, stack_file
 from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object
 
 DATA = Path(__file__).parent / "data"
@@ -105,9 +105,7 @@ def synth(stack: str, config: dict[str, Any], secrets: dict[str, str] | None = N
 
 
 def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None = TOKEN) -> str:
-    with pytest.raises(ProgramRefused) as refused:
-        synth(stack, config, secrets)
-    return str(refused.value)
+    return refused(lambda: synth(stack, config, secrets))
 
 
 @pytest.fixture(scope="module")
