@@ -7,8 +7,10 @@ OUT ?= out/$(STACK)
 
 .PHONY: venv lint synth lock test e2e bench clean
 
+# `pip install -e .` puts the `rocm-stack` command in the venv; the targets below run `python -m tools.cli`, i.e.
+# this checkout's code whatever checkout an editable install points at.
 # synth needs only what `pulumi up` needs; the tests add their tools (and CPU torch) on top.
-$(BIN)/.runtime: requirements.txt pyproject.toml
+$(BIN)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
@@ -22,7 +24,7 @@ $(BIN)/.installed: $(BIN)/.runtime requirements-dev.txt
 venv: $(BIN)/.installed
 
 synth: $(BIN)/.runtime
-	$(BIN)/rocm-stack synth --stack $(STACK) --out $(OUT)
+	$(BIN)/python -m tools.cli synth --stack $(STACK) --out $(OUT)
 
 # The placement lock of STACK (stacks/placement.$(STACK).yaml): commit it. RELOCK="HOST[/CONTAINER] ..." places those anew.
 lock: $(BIN)/.runtime
