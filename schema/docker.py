@@ -62,11 +62,10 @@ def image_pin_problem(ref: str) -> str | None:
     match = _IMAGE_REF.match(ref)
     if match is None:
         return f"'{ref}' is not a Docker image reference (repository[:tag][@sha256:digest])"
-    if match["digest"]:
-        return None
-    if match["tag"] is None or match["tag"] == "latest":
-        return f"'{ref}' is not pinned: use an explicit version tag (not 'latest') or an @sha256 digest"
-    return None
+    from policy.rocm_policy.rules import unpinned_reason  # the policy pack's rule: one definition for both
+
+    reason = unpinned_reason(ref)
+    return f"'{ref}' is not pinned: it {reason}; use an explicit version tag or an @sha256 digest" if reason else None
 
 
 class GpuAccess(str, Enum):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from policy.rocm_policy import rules
 from schema import ConfigError, load
 from schema.docker import image_pin_problem
 from tools.synth import ROOT
@@ -151,9 +152,16 @@ def test_debug_in_prod_needs_explicit_acknowledgement():
     ("rocm/pytorch:latest", False),
     ("rocm/pytorch", False),
     ("registry.example.com:5000/rocm/pytorch", False),
+    ("rocm/pytorch:nightly-latest", False),
+    ("rocm/pytorch:LATEST", False),
+    ("rocm/k8s-device-plugin:labeller-latest", False),
+    ("rocm/pytorch:latest-rocm7.0", True),
 ])
 def test_image_pinning(ref, pinned):
+    """The config and the policy pack judge with one rule (issue 16: `:nightly-latest` and `:LATEST` used to pass
+    the config and fail `pulumi preview --policy-pack policy` in prod)."""
     assert (image_pin_problem(ref) is None) is pinned
+    assert (rules.image_pin_problem(ref) is None) is pinned
 
 
 def test_refused_program_declares_nothing_and_names_keys():

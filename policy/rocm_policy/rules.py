@@ -62,19 +62,27 @@ def _dig(props: Mapping[str, Any], path: Iterable[str]) -> Any:
 
 # --- images ---------------------------------------------------------------------------------------------
 
-def image_pin_problem(reference: str) -> str | None:
-    """Why an image reference is not pinned, or None. A digest or an image ID pins; `latest` never does."""
-    if not reference:
-        return "no image reference"
+def unpinned_reason(reference: str) -> str | None:
+    """Why an image reference does not pin one image ("has no tag, ..."), or None. A digest or an image ID pins;
+    `latest` in any case or spelling (`nightly-latest`, `LATEST`) never does. The stack config's check
+    (schema/docker.py image_pin_problem) uses this rule too, so config and pack never disagree."""
     if reference.startswith("sha256:") or "@" in reference:
         return None  # an image ID or a digest names exactly one image
     repository = reference.rsplit("/", 1)[-1]  # a registry host may carry a port: registry:5000/rocm/x
     tag = repository.partition(":")[2]
     if not tag:
-        return f"image '{reference}' has no tag, so it pulls ':latest'; pin a version tag or a digest"
+        return "has no tag, so it pulls ':latest'"
     if re.fullmatch(r"(.*[-_.])?latest", tag, re.IGNORECASE):
-        return f"image '{reference}' uses the moving tag '{tag}'; pin a version tag or a digest"
+        return f"uses the moving tag '{tag}'"
     return None
+
+
+def image_pin_problem(reference: str) -> str | None:
+    """Why an image reference is not pinned, or None."""
+    if not reference:
+        return "no image reference"
+    reason = unpinned_reason(reference)
+    return f"image '{reference}' {reason}; pin a version tag or a digest" if reason else None
 
 
 def pod_spec(resource_type: str, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
