@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from schema.project import ROOT
+
 TEMPLATE_STACK = ROOT / "stacks" / "Pulumi.prod.yaml"
 BASELINE = Path(__file__).resolve().parent / "baseline"
 STACK = "bench"

@@ -25,20 +25,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from schema.kubernetes import GPU_RESOURCE_NAME
 from schema.monitoring import MonitoringConfig, Thresholds
+from schema.project import ROOT
 
 # Every scrape of the exporter (Docker scrape config, our ServiceMonitor, the DeviceConfig's via relabeling)
 # carries this job label, so "exporter down" can select exactly those targets.
 EXPORTER_JOB = "amd-device-metrics-exporter"
 # A GPU (or GPU partition) on a host, as the exporter identifies it.
 GPU_KEY = ("hostname", "gpu_id", "gpu_partition_id")
-RULES_FILE = Path(__file__).resolve().parents[1] / "monitoring" / "rules" / "gpu-alerts.rules.yml"
+RULES_FILE = ROOT / "monitoring" / "rules" / "gpu-alerts.rules.yml"
 
 _FAMILY_METRICS = {
     "MI3xx": {

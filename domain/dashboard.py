@@ -33,8 +33,9 @@ from grafana_foundation_sdk.models.common import (
 )
 
 from domain.alerts import EXPORTER_JOB, GPU_KEY
+from schema.project import ROOT
 
-DASHBOARD_FILE = Path(__file__).resolve().parents[1] / "monitoring" / "dashboards" / "rocm-gpus.json"
+DASHBOARD_FILE = ROOT / "monitoring" / "dashboards" / "rocm-gpus.json"
 DASHBOARD_UID = "rocm-stack-gpus"
 
 _DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")

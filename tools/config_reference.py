@@ -25,8 +25,9 @@ from pydantic_core import PydanticUndefined
 
 import schema
 from schema.base import ConfigModel
+from schema.project import ROOT
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "config-reference.md"
+PAGE = ROOT / "docs" / "config-reference.md"
 
 _HEADER = """\
 # Configuration reference

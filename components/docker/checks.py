@@ -18,7 +18,6 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -26,8 +25,9 @@ import pulumi_docker as docker
 
 from schema.checks import ChecksConfig, GpuFloors
 from schema.docker import ContainerConfig, HostConfig
+from schema.project import PROGRAMS
 
-PROGRAM_SOURCE = Path(__file__).resolve().parents[2] / "programs"
+PROGRAM_SOURCE = PROGRAMS
 # The image contract of programs/: a directory on PYTHONPATH holding the `programs` package.
 PROGRAM_PARENT = "/opt/rocm-stack"
 CHECK_PROGRAMS = ("__init__.py", "gpucheck.py", "preflight.py")

@@ -22,11 +22,12 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.docker import SecurityProfile
+from schema.project import PROGRAMS
 from schema.workloads import TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from .pods import labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
 
-PROGRAM_SOURCE = Path(__file__).resolve().parents[2] / "programs"
+PROGRAM_SOURCE = PROGRAMS
 PROGRAM_DIR = "/opt/rocm-stack/programs"
 ENTRY = f"{PROGRAM_DIR}/train.py"
 CHECKPOINT_MOUNT = "/checkpoints"
