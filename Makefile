@@ -28,7 +28,7 @@ synth: $(BIN)/.runtime
 
 # The placement lock of STACK (stacks/placement.$(STACK).yaml): commit it. RELOCK="HOST[/CONTAINER] ..." places those anew.
 lock: $(BIN)/.runtime
-	$(BIN)/python -m tools.lock --stack $(STACK) $(foreach r,$(RELOCK),--relock $(r))
+	$(BIN)/python -m tools.cli lock --stack $(STACK) $(foreach r,$(RELOCK),--relock $(r))
 
 # Code checks first (seconds): lint, types, the import contract between the folders.
 lint: venv

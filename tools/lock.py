@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from domain.topology import load_topology
@@ -22,7 +23,7 @@ from schema.docker import HostLock, PlacementLock, host_lock, lock_file, lock_te
 from tools.synth import ROOT, stack_config
 
 
-def relocked(lock: PlacementLock, targets: list[str]) -> PlacementLock:
+def relocked(lock: PlacementLock, targets: Sequence[str]) -> PlacementLock:
     """The lock without the entries `targets` name (`host` for all of a host's, `host/container` for one)."""
     hosts: dict[str, HostLock] = {}
     for name, entry in lock.hosts.items():
@@ -33,7 +34,7 @@ def relocked(lock: PlacementLock, targets: list[str]) -> PlacementLock:
     return PlacementLock(hosts=hosts)
 
 
-def locked(stack: str, project_dir: Path = ROOT, relock: list[str] = ()) -> PlacementLock:
+def locked(stack: str, project_dir: Path = ROOT, relock: Sequence[str] = ()) -> PlacementLock:
     """The new lock of `stack`; ConfigError when the config or an entry that is kept is refused."""
     config = stack_config(stack, project_dir)
     secret_keys = [k for k, v in config.items() if isinstance(v, dict) and set(v) == {"secure"}]
