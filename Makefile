@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK ?= dev
 OUT ?= out/$(STACK)
 
-.PHONY: venv lint synth lock test e2e bench clean
+.PHONY: venv lint synth lock test e2e bench clean verify
 
 # `pip install -e .` puts the `rocm-stack` command in the venv; the targets below run `python -m tools.cli`, i.e.
 # this checkout's code whatever checkout an editable install points at.
@@ -29,6 +29,10 @@ synth: $(BIN)/.runtime
 # The placement lock of STACK (stacks/placement.$(STACK).yaml): commit it. RELOCK="HOST[/CONTAINER] ..." places those anew.
 lock: $(BIN)/.runtime
 	$(BIN)/python -m tools.cli lock --stack $(STACK) $(foreach r,$(RELOCK),--relock $(r))
+
+# Day 2: run the stack's host preflight and GPU check per partition again on the deployed Docker hosts.
+verify: $(BIN)/.runtime
+	$(BIN)/python -m tools.verify --stack $(STACK)
 
 # Code checks first (seconds): lint, types, the import contract between the folders.
 lint: venv

@@ -34,6 +34,14 @@ CHECK_PROGRAMS = ("__init__.py", "gpucheck.py", "preflight.py")
 # Where the preflight sees the host's /proc and /sys (read-only), as node-exporter's docs mount them.
 HOST_ROOT = "/host"
 LOG_LINES_SHOWN = 20
+# Labels of a check container: which check (tools/verify.py finds them by it), and whether its failure stops what
+# depends on it ("fail") or is only reported ("warn": the preflight in dev).
+CHECK_LABEL, VERDICT_LABEL = "rocm-stack.check", "rocm-stack.verdict"
+
+
+def check_labels(kind: str, strict: bool) -> list[docker.ContainerLabelArgs]:
+    labels = {CHECK_LABEL: kind, VERDICT_LABEL: "fail" if strict else "warn"}
+    return [docker.ContainerLabelArgs(label=k, value=v) for k, v in labels.items()]
 
 
 def program_uploads() -> list[docker.ContainerUploadArgs]:
@@ -113,6 +121,11 @@ class HostChecksArgs:
     # The ROCm release of each image key the host runs (None: unknown, refused by the config checks).
     image_rocm: Mapping[str, str | None]
 
+    @property
+    def preflight_strict(self) -> bool:
+        """AMD's host settings are required in prod; in dev a workstation rarely has them, so they are warnings."""
+        return self.environment == "prod"
+
 
 def preflight_container(args: HostChecksArgs, image_key: str, image: pulumi.Input[str],
                         opts: pulumi.ResourceOptions) -> docker.Container:
@@ -127,6 +140,7 @@ def preflight_container(args: HostChecksArgs, image_key: str, image: pulumi.Inpu
         uploads=program_uploads(),
         volumes=[docker.ContainerVolumeArgs(host_path=path, container_path=f"{HOST_ROOT}{path}", read_only=True)
                  for path in ("/proc", "/sys")],
+        labels=check_labels("preflight", strict=args.preflight_strict),
         restart="no",
         must_run=False,
         attach=True,
@@ -155,7 +169,8 @@ def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: 
         command=command,
         envs=[f"{k}={v}" for k, v in sorted({**env, "PYTHONPATH": PROGRAM_PARENT}.items())],
         uploads=program_uploads(),
-        **access,
+        # The partition's own label (rocm_access) and the check's.
+        **{**access, "labels": [*(access.get("labels") or []), *check_labels("gpucheck", strict=True)]},
         restart="no",
         must_run=False,
         attach=True,

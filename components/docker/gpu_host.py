@@ -127,8 +127,7 @@ class GpuHost(pulumi.ComponentResource):
         # Every ROCm image has python3; the first partition's runs the preflight.
         key = checks.partition_images[min(checks.partition_images)]
         self.preflight = preflight_container(checks, key, self.images[key].image_id, on_host)
-        # AMD's host settings are required in prod; in dev a workstation rarely has them, so they are warnings.
-        preflight_passed = verdict(self.preflight, f"host {host.name}: preflight", strict=checks.environment == "prod")
+        preflight_passed = verdict(self.preflight, f"host {host.name}: preflight", strict=checks.preflight_strict)
         after_preflight = pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(depends_on=[preflight_passed]))
         for c in host.containers:
             key = checks.partition_images[c.name]

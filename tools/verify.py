@@ -1,0 +1,188 @@
+"""Day-2 check of a deployed stack: run its host preflight and its GPU check per partition again, now.
+
+    python -m tools.verify --stack prod        (make verify STACK=prod)
+
+The checks are the ones `pulumi up` runs (components/docker/checks.py): verify synthesizes the stack (tools.synth,
+the real program under the mock engine) and runs each check container it declares, with the same image, command,
+environment, devices, groups, cpuset and labels, through the `docker` SDK on the host's own Docker endpoint
+(the stack's unix:// or ssh:// address; ssh through the system `ssh` client, as the Docker provider does).
+Each run is a fresh container named `<check>-verify`, removed afterwards; the deployed ones are left alone.
+
+Prints a progress line per host on stderr, then a table: host, check (preflight or partition), verdict, details.
+Exit status: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused or a host
+could not be reached.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import tarfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.docker.checks import CHECK_LABEL, VERDICT_LABEL, summary
+from tools.synth import Plan, ProgramRefused, synthesize
+
+CONTAINER = "docker:index/container:Container"
+# A check's own --timeout (gpucheck) plus the container's start and the program's import.
+RUN_TIMEOUT_MARGIN_S = 300
+
+
+@dataclass
+class Row:
+    host: str
+    check: str
+    verdict: str  # pass | fail | warn | error
+    details: str
+
+
+def _labels(inputs: Mapping[str, Any]) -> dict[str, str]:
+    return {label["label"]: label["value"] for label in inputs.get("labels", [])}
+
+
+def checks_by_host(plan: Plan) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+    """Host name -> (its Docker endpoint, the inputs of its check containers, preflight first)."""
+    providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
+    images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
+              for r in plan.of_type("docker:index/remoteImage:RemoteImage")}
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for resource in plan.of_type(CONTAINER):
+        inputs = resource["inputs"]
+        if CHECK_LABEL in _labels(inputs):
+            found[resource["provider"]].append({**inputs, "image": images.get(inputs["image"], inputs["image"])})
+    return {providers[urn]["name"]: (providers[urn]["inputs"].get("host", "unix:///var/run/docker.sock"),
+                                     sorted(checks, key=lambda c: _labels(c)[CHECK_LABEL] != "preflight"))
+            for urn, checks in sorted(found.items(), key=lambda item: providers[item[0]]["name"])}
+
+
+def create_kwargs(inputs: Mapping[str, Any], device_root: Path) -> dict[str, Any]:
+    """The plan's container inputs as docker SDK `containers.create` arguments (Docker Engine API HostConfig)."""
+    import docker
+
+    def host_path(path: str) -> str:
+        return str(device_root / path.lstrip("/")) if path.startswith("/dev/") else path
+
+    kwargs: dict[str, Any] = {
+        "image": inputs["image"], "command": inputs.get("command"), "name": f"{inputs['name']}-verify",
+        "environment": inputs.get("envs", []), "labels": _labels(inputs),
+        "devices": [f"{host_path(d['hostPath'])}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
+                    for d in inputs.get("devices", [])],
+        "group_add": inputs.get("groupAdds"), "ipc_mode": inputs.get("ipcMode"), "cpuset_cpus": inputs.get("cpuSet"),
+        "cap_add": inputs.get("capabilities", {}).get("adds"), "security_opt": inputs.get("securityOpts"),
+        "volumes": {v["hostPath"]: {"bind": v["containerPath"], "mode": "ro" if v.get("readOnly") else "rw"}
+                    for v in inputs.get("volumes", [])},
+    }
+    if "shmSize" in inputs:
+        kwargs["shm_size"] = f"{inputs['shmSize']}m"  # the provider's shmSize is MiB
+    if inputs.get("deviceRequests"):
+        kwargs["device_requests"] = [docker.types.DeviceRequest(driver=r.get("driver", ""),
+                                                                device_ids=r.get("deviceIds", []))
+                                     for r in inputs["deviceRequests"]]
+    return {k: v for k, v in kwargs.items() if v not in (None, [], {})}
+
+
+def uploads_tar(inputs: Mapping[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for upload in inputs.get("uploads", []):
+            data = upload["content"].encode()
+            info = tarfile.TarInfo(upload["file"].lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), int(upload.get("permissions") or "0644", 8), int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def run_check(client: Any, inputs: Mapping[str, Any], timeout_s: float, device_root: Path) -> tuple[int, str]:
+    """Create, upload, start, wait, read the logs, remove: what the provider's attach does, with a fresh name."""
+    kwargs = create_kwargs(inputs, device_root)
+    stale = client.containers.list(all=True, filters={"name": f"^/{kwargs['name']}$"})
+    for old in stale:
+        old.remove(force=True)
+    container = client.containers.create(**kwargs)
+    try:
+        if inputs.get("uploads"):
+            container.put_archive("/", uploads_tar(inputs))
+        container.start()
+        code = container.wait(timeout=timeout_s)["StatusCode"]
+        return code, container.logs(stdout=True, stderr=True).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+
+
+def _timeout(inputs: Mapping[str, Any]) -> float:
+    command = inputs.get("command", [])
+    own = float(command[command.index("--timeout") + 1]) if "--timeout" in command else 0
+    return own + RUN_TIMEOUT_MARGIN_S
+
+
+def verify(plan: Plan, client_for: Callable[[str], Any], progress: Callable[[str], None],
+           device_root: Path = Path("/")) -> list[Row]:
+    rows: list[Row] = []
+    hosts = checks_by_host(plan)
+    for number, (host, (endpoint, checks)) in enumerate(hosts.items(), 1):
+        progress(f"[{number}/{len(hosts)}] {host} ({endpoint}): {len(checks)} check(s) ...")
+        began = time.monotonic()
+        try:
+            client = client_for(endpoint)
+        except Exception as error:  # an unreachable host is a row, not the end of the run
+            rows.append(Row(host, "-", "error", f"cannot reach {endpoint}: {error}"))
+            continue
+        for inputs in checks:
+            labels = _labels(inputs)
+            name = "preflight" if labels[CHECK_LABEL] == "preflight" else labels.get("rocm-stack.partition", "?")
+            try:
+                code, logs = run_check(client, inputs, _timeout(inputs), device_root)
+            except Exception as error:
+                rows.append(Row(host, name, "error", f"{type(error).__name__}: {error}"))
+                continue
+            verdict = "pass" if code == 0 else ("warn" if labels.get(VERDICT_LABEL) == "warn" else "fail")
+            rows.append(Row(host, name, verdict, "" if code == 0 else f"exit {code}\n{summary(logs)}"))
+        progress(f"[{number}/{len(hosts)}] {host}: done in {time.monotonic() - began:.1f}s")
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    header = ("HOST", "CHECK", "VERDICT", "DETAILS")
+    cells = [(r.host, r.check, r.verdict.upper(), (r.details.splitlines() or [""])[0]) for r in rows]
+    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(3)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3] for row in [header, *cells]]
+    for r in rows:
+        more = r.details.splitlines()[1:]
+        if more:
+            lines += [f"{r.host} {r.check}:", *more]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def docker_client(endpoint: str) -> Any:
+    import docker
+
+    # ssh:// through the system ssh client (~/.ssh/config, agent), as the Docker provider does.
+    return docker.DockerClient(base_url=endpoint, use_ssh_client=endpoint.startswith("ssh://"), timeout=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.verify", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
+    args = parser.parse_args(argv)
+    try:
+        plan = synthesize(args.stack)
+    except (ProgramRefused, FileNotFoundError) as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    if not checks_by_host(plan):
+        print(f"stack '{args.stack}' declares no checks (rocm-stack:checks.enable is off)", file=sys.stderr)
+        return 2
+    rows = verify(plan, docker_client, lambda line: print(line, file=sys.stderr, flush=True))
+    print(table(rows))
+    if any(r.verdict == "error" for r in rows):
+        return 2
+    return 1 if any(r.verdict == "fail" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
