@@ -62,7 +62,7 @@ def checks_by_host(plan: Plan) -> dict[str, tuple[str, list[dict[str, Any]]]]:
 
 def create_kwargs(inputs: Mapping[str, Any], device_root: Path) -> dict[str, Any]:
     """The plan's container inputs as docker SDK `containers.create` arguments (Docker Engine API HostConfig)."""
-    import docker
+    import docker  # type: ignore[import-untyped]  # docker 7.2.0 ships no type information
 
     def host_path(path: str) -> str:
         return str(device_root / path.lstrip("/")) if path.startswith("/dev/") else path

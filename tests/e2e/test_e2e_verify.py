@@ -14,7 +14,7 @@ import pytest
 from conftest import stack_file
 from e2e.harness import Docker, make_gpu_nodes, on_test_host
 from tools.synth import synthesize
-from tools.verify import checks_by_host, docker_client, table, verify
+from tools.verify import docker_client, table, verify
 
 
 @pytest.fixture(scope="module")
