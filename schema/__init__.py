@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 from pydantic import ValidationError, field_validator, model_validator
 
+from policy.rocm_policy import rules
+
 from . import checks, docker, kubernetes, monitoring, workloads
-from .base import ConfigModel
+from .base import ConfigModel, strict_problems
 from .checks import ChecksConfig
 from .docker import DEFAULT_IMAGES, HostConfig, SecurityConfig, SecurityProfile
 from .kubernetes import KubernetesConfig
@@ -89,14 +91,15 @@ class ConfigProblem:
     message: str
 
     def __str__(self) -> str:
-        return f"{PROJECT}:{self.path}: {self.message}"
+        return f"{PROJECT}:{self.path}: {self.message}" if self.path else f"{PROJECT}: {self.message}"
 
 
 class ConfigError(Exception):
+    """Every problem of a stack's configuration; its text is one line per problem, each naming the key."""
+
     def __init__(self, problems: list[ConfigProblem]):
         self.problems = problems
-        lines = "\n".join(f"  {p}" for p in problems)
-        super().__init__(f"invalid stack configuration ({len(problems)} problem(s)):\n{lines}")
+        super().__init__("\n".join(map(str, problems)))
 
 
 @dataclass(frozen=True)
@@ -115,15 +118,77 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _shown(value: Any) -> str:
+    """A value as the user wrote it in YAML (true, not True)."""
+    return json.dumps(value) if isinstance(value, bool) or value is None else repr(value)
+
+
+# pydantic's message for each error type, said as a sentence about the key (the bounds come from `ctx`).
+_MESSAGES = {
+    "missing": "is required",
+    "int_type": "expected a whole number",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected text",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping of keys to values",
+    "model_type": "expected a mapping of keys to values",
+    "model_attributes_type": "expected a mapping of keys to values",
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "too_short": "must have at least {min_length} item(s)",
+    "too_long": "must have at most {max_length} item(s)",
+    "string_too_long": "must be at most {max_length} characters",
+    "byte_size": "expected a size with a unit, e.g. 512MiB or 16GiB",
+    "byte_size_unit": "expected a size with a unit, e.g. 512MiB or 16GiB",
+    "union_tag_invalid": "expected `type` to be one of {expected_tags}",
+    "union_tag_not_found": "needs a `type` key",
+}
+
+
+def _message(item: Mapping[str, Any]) -> str:
+    kind = item["type"]
+    if kind in ("value_error", "assertion_error"):
+        return str(item["ctx"]["error"])  # our own validators' messages, without pydantic's "Value error, " prefix
+    if kind == "literal_error" or kind == "enum":
+        return f"expected {item['ctx']['expected']}"
+    template = _MESSAGES.get(kind)
+    if template is None:
+        return item["msg"]
+    return template.format(**{k: _shown(v) if isinstance(v, bool) else v for k, v in item.get("ctx", {}).items()})
+
+
+def _user_loc(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
+    """`loc` without the parts pydantic adds that are no key of the data (the tag of a tagged union: `pvc`)."""
+    kept: list[int | str] = []
+    value = data
+    for index, part in enumerate(loc):
+        last = index == len(loc) - 1
+        if isinstance(value, dict) and part not in value and not last and isinstance(part, str):
+            continue
+        kept.append(part)
+        value = value.get(part) if isinstance(value, dict) else (
+            value[part] if isinstance(value, list) and isinstance(part, int) and part < len(value) else None)
+    return tuple(kept)
+
+
 def _pydantic_problems(error: ValidationError, data: Mapping[str, Any]) -> Iterable[ConfigProblem]:
     for item in error.errors(include_url=False):
-        # Tagged/union sub-locations ('function-after[...]') are noise for a config author.
-        loc = tuple(p for p in item["loc"] if isinstance(p, int) or "[" not in str(p))
-        message = item["msg"]
+        # Tagged/union sub-locations ('function-after[...]', 'pvc') are noise for a config author.
+        loc = _user_loc(tuple(p for p in item["loc"] if isinstance(p, int) or "[" not in str(p)), data)
         if item["type"] == "extra_forbidden":
             message = "unknown key" + _allowed_keys_hint(loc[:-1], data)
-        elif "input" in item and not isinstance(item["input"], (dict, list)):
-            message += f" (got {item['input']!r})"
+        else:
+            message = _message(item)
+            if "input" in item and not isinstance(item["input"], (dict, list)) and item["type"] != "missing" \
+                    and "(got" not in message and repr(item["input"]) not in message:
+                message += f" (got {_shown(item['input'])})"
         yield ConfigProblem(_key_path(loc), message)
 
 
@@ -154,11 +219,43 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
 
 
+# Namespaces of the providers and of Pulumi itself: never taken for a misspelt `rocm-stack`.
+PROVIDER_NAMESPACES = frozenset({"pulumi", "docker", "kubernetes", "aws", "azure", "gcp", "command", "random", "tls"})
+
+
+def _edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def misspelt_namespace(namespace: str) -> bool:
+    """A namespace that is meant to be `rocm-stack` (rocm-stak, rocm_stack, ROCm-Stack), not a provider's."""
+    if namespace == PROJECT or namespace in PROVIDER_NAMESPACES:
+        return False
+    folded = namespace.lower().replace("_", "-")
+    return _edit_distance(folded, PROJECT) <= 2 or folded.replace("-", "") == PROJECT.replace("-", "")
+
+
+def _namespace_problems(keys: Iterable[str]) -> Iterable[ConfigProblem]:
+    for key in sorted(keys):
+        namespace, _, name = key.partition(":")
+        if misspelt_namespace(namespace):
+            yield ConfigProblem("", (f"'{key}' is in the namespace '{namespace}', which this program never reads; "
+                                     f"did you mean '{PROJECT}:{name}'?"))
+
+
 def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
          lock: docker.PlacementLock | None = None, place_unlocked: bool = False) -> StackConfig:
-    """Validate the `rocm-stack:*` values of a stack (already JSON-decoded) into a StackConfig.
+    """Validate the config of a stack (every namespace, values already JSON-decoded) into a StackConfig.
 
-    `secret_keys` are the full keys Pulumi holds as secrets; the credential keys must be among them.
+    One loader for both ways config arrives: `pulumi up` (the Pulumi runtime's config, see from_pulumi) and
+    tools.synth (which hands the stack file to the same runtime). `secret_keys` are the full keys Pulumi holds
+    as secrets; the credential keys must be among them.
     `lock` is the placement lock (default: `stacks/placement.<stack>.yaml` if present); prod refuses a `gpuCount`
     partition it does not hold unless `place_unlocked` (what `make lock` uses to place new ones).
     Raises ConfigError with every problem found.
@@ -166,7 +263,7 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
     secret_keys = set(secret_keys)
     prefix = f"{PROJECT}:"
     data: dict[str, Any] = {}
-    problems: list[ConfigProblem] = []
+    problems: list[ConfigProblem] = list(_namespace_problems(values))
     for key, value in values.items():
         if not key.startswith(prefix):
             continue  # other namespaces (docker:, kubernetes:, aws:) belong to their providers
@@ -179,11 +276,28 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
                 )))
             continue
         data[name] = value
-    data.setdefault("environment", "prod" if stack.startswith("prod") else "dev")
+    data.setdefault("environment", rules.default_environment(stack))
+    if "hosts" not in data and "kubernetes" in data:
+        data["hosts"] = []  # the default local Docker host is for a stack that declares neither layer
+    if data["environment"] == "prod":
+        # The policy pack's rule (one definition): a credential-named key anywhere is a Pulumi secret. A key
+        # that holds a nested `secure:` value is secret as a whole in the runtime's config, so it passes here;
+        # the pack, which reads the stack file, still checks its other leaves.
+        plain = {k: v for k, v in values.items() if k.startswith(prefix) and k not in secret_keys
+                 and k[len(prefix):] not in SECRET_KEYS}
+        for key in rules.plaintext_secrets(plain):
+            problems.append(ConfigProblem(key[len(prefix):], (
+                "holds a credential in plain text, which prod refuses; run "
+                f"`pulumi config set --path --secret '{key}' VALUE` to store it encrypted")))
+    strict = [ConfigProblem(_key_path(loc), message) for loc, message in strict_problems(StackConfig, data)]
     try:
         cfg = StackConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(problems + list(_pydantic_problems(error, data))) from None
+        seen = {p.path for p in strict}
+        raise ConfigError(problems + strict + [p for p in _pydantic_problems(error, data)
+                                               if p.path not in seen]) from None
+    if strict:
+        raise ConfigError(problems + strict)
     problems += [ConfigProblem(path, message) for path, message in _cross_checks(cfg)]
     if not problems:
         # Partition sizes become GPU indices (and NUMA-local cpusets) once the layout itself is sound.

@@ -1,6 +1,113 @@
-"""Shared base for every section of the stack configuration schema."""
-from pydantic import BaseModel, ConfigDict
+"""Shared base for every section of the stack configuration schema, and the value types several sections use."""
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Iterator
+from typing import Annotated, Any, Union
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ByteSize, ConfigDict, PlainValidator, WrapValidator
 from pydantic.alias_generators import to_camel
+
+
+def matching(pattern: str, expected: str) -> AfterValidator:
+    """A pattern check whose message says what is expected in words (pydantic's would quote the regex)."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"expected {expected} (got {value!r})")
+        return value
+    return AfterValidator(check)
+
+
+# A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
+Name = Annotated[str, matching(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+                               "lowercase letters, digits and '-', at most 63 characters, starting and ending "
+                               "with a letter or digit")]
+# POSIX.1-2017 Base Definitions 8.1: "names shall not contain the character '='" and portable names "consist
+# solely of uppercase letters, digits, and the <underscore> ... and do not begin with a digit"; lowercase is
+# tolerated by every shell. Docker itself refuses an empty name (`docker run -e =x`: invalid environment variable).
+EnvName = Annotated[str, matching(r"[A-Za-z_][A-Za-z0-9_]*",
+                                  "an environment variable name: letters, digits and '_', not starting with a digit")]
+# YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
+EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
+
+
+def _human_bytes(size: int) -> str:
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size} bytes"
+
+
+def byte_size_at_least(minimum: int) -> Any:
+    """A byte size with a unit (`16GiB`); a bare number under the minimum is taken for a missing unit."""
+    def unit_needed(value: Any) -> Any:
+        if type(value) is int and 0 <= value < minimum:
+            raise ValueError(f"{value} without a unit is {value} bytes, less than {_human_bytes(minimum)}; "
+                             f"write the unit, e.g. {value}GiB")
+        return value
+
+    def at_least(value: ByteSize) -> ByteSize:
+        if value < minimum:
+            raise ValueError(f"must be at least {_human_bytes(minimum)} (got {_human_bytes(int(value))})")
+        return value
+    return Annotated[ByteSize, BeforeValidator(unit_needed), AfterValidator(at_least)]
+
+
+# RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB;
+# less would silently become Docker's 64 MiB default.
+ShmSize = byte_size_at_least(1024**2)
+
+
+def _scalar_kinds(annotation: Any) -> set[type]:
+    """The scalar types (int, float, bool, str) an annotation accepts at its top level (through Optional/Annotated)."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _scalar_kinds(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return set().union(*(_scalar_kinds(a) for a in typing.get_args(annotation)))
+    if origin is typing.Literal:
+        return {type(a) for a in typing.get_args(annotation)}
+    if isinstance(annotation, type) and annotation in (int, float, bool, str):
+        return {annotation}
+    if isinstance(annotation, type) and issubclass(annotation, str):  # str enums
+        return {str}
+    return set()
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The alternatives of an annotation, through Annotated and Optional/Union."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return [alt for a in typing.get_args(annotation) for alt in _unwrap(a)]
+    return [annotation]
+
+
+def _strict_problem(value: Any, kinds: set[type]) -> str | None:
+    """Why `value` does not fit a field of these scalar kinds without a silent conversion, or None.
+
+    pydantic's lax mode reads `true` as 1, `"8"` as 8 and `"yes"` as true; the stack file would then mean
+    something else than it says, so a number must be a number and a switch true or false."""
+    if not kinds or type(value) in kinds or (type(value) is int and float in kinds):
+        return None
+    if isinstance(value, bool) and str in kinds:
+        word = "true" if value else "false"
+        return (f"expected text, got the boolean {word}; write it in quotes ('{word}') if you mean the word "
+                "(YAML reads unquoted true/false as a boolean)")
+    if isinstance(value, bool) and kinds & {int, float}:
+        return f"expected a number, got the boolean {'true' if value else 'false'}"
+    if isinstance(value, str) and kinds & {int, float} and str not in kinds:
+        return f"expected a number, got the text {value!r}; write it without quotes"
+    if isinstance(value, str) and bool in kinds and str not in kinds:
+        return f"expected true or false, got the text {value!r}"
+    if isinstance(value, (int, float)) and bool in kinds and not kinds & {int, float, str}:
+        return f"expected true or false, got {value!r}"
+    return None
 
 
 class ConfigModel(BaseModel):
@@ -17,3 +124,59 @@ class ConfigModel(BaseModel):
         use_attribute_docstrings=True,
         frozen=True,
     )
+
+
+def strict_problems(model: type[BaseModel], data: Any, loc: tuple[int | str, ...] = ()
+                    ) -> Iterator[tuple[tuple[int | str, ...], str]]:
+    """(location, problem) for every scalar in `data` that pydantic would convert silently (see _strict_problem).
+
+    Walks the raw values beside the model's fields, so the location is the key path the user wrote."""
+    if not isinstance(data, dict):
+        return
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        if key not in data:
+            key = name
+            if key not in data:
+                continue
+        yield from _value_problems(field.annotation, data[key], (*loc, key))
+
+
+def _converts_itself(annotation: Any) -> bool:
+    """A type with its own before/plain validator (a GID given as a name, a size without unit) says itself
+    what is wrong with a value; the strict check leaves it alone."""
+    if typing.get_origin(annotation) is Annotated:
+        base, *metadata = typing.get_args(annotation)
+        return any(isinstance(m, (BeforeValidator, PlainValidator, WrapValidator)) for m in metadata) \
+            or _converts_itself(base)
+    return any(_converts_itself(a) for a in typing.get_args(annotation)) \
+        if typing.get_origin(annotation) in (Union, types.UnionType) else False
+
+
+def _value_problems(annotation: Any, value: Any, loc: tuple[int | str, ...]
+                    ) -> Iterator[tuple[tuple[int | str, ...], str]]:
+    if _converts_itself(annotation):
+        return
+    problem = _strict_problem(value, _scalar_kinds(annotation))
+    if problem is not None:
+        yield loc, problem
+        return
+    alternatives = _unwrap(annotation)
+    models = [a for a in alternatives if isinstance(a, type) and issubclass(a, BaseModel)]
+    if models and isinstance(value, dict):
+        # A tagged union (storage `type`) picks its model by the tag; one model is walked as is.
+        tagged = [m for m in models if "type" in m.model_fields
+                  and value.get("type") in typing.get_args(m.model_fields["type"].annotation)]
+        for model in tagged or models[:1]:
+            yield from strict_problems(model, value, loc)
+        return
+    for alternative in alternatives:
+        origin, args = typing.get_origin(alternative), typing.get_args(alternative)
+        if origin is list and isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from _value_problems(args[0], item, (*loc, index))
+            return
+        if origin is dict and isinstance(value, dict):
+            for key, item in value.items():
+                yield from _value_problems(args[1], item, (*loc, key))
+            return

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import re
 from collections.abc import Iterable
@@ -9,17 +10,38 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BeforeValidator, ByteSize, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, ValidationError, field_validator
 
-from .base import ConfigModel
+from .base import ConfigModel, EnvName, EnvValue, Name, ShmSize, matching
 
-# A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it.
-Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
-CpuList = Annotated[str, Field(pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")]
-AbsolutePath = Annotated[str, Field(pattern=r"^/\S*$")]
+CpuList = Annotated[str, matching(r"\d+(-\d+)?(,\d+(-\d+)?)*", "a CPU list such as 0-47,96-143")]
+AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces (starting with /)")]
+
+
+def cpus_of(cpu_list: str) -> set[int]:
+    """The CPU numbers of a CpuList ("0-2,8" -> {0, 1, 2, 8})."""
+    cpus: set[int] = set()
+    for part in cpu_list.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def _ip_address(value: str) -> str:
+    # Docker parses the address of `-p IP:HOST:CONTAINER` with net.ParseIP and refuses anything else
+    # (docker/go-connections nat/nat.go ParsePortSpec: "invalid IP address: %s"); names are not resolved.
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"expected an IP address such as 0.0.0.0, 127.0.0.1 or ::1 (got {value!r})") from None
+    return value
+
+
+IpAddress = Annotated[str, AfterValidator(_ip_address)]
 
 
 def _numeric_gid(value: object) -> object:
@@ -112,22 +134,40 @@ class DockerEndpoint(ConfigModel):
     @field_validator("host")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
-        if not re.match(r"^(unix:///\S+|ssh://(\S+@)?[^\s@/]+(:\d+)?|tcp://[^\s/]+:\d+)$", value):
-            raise ValueError(
-                "expected unix:///path/to/docker.sock, ssh://user@host[:port] or tcp://host:port"
-            )
+        expected = "expected unix:///path/to/docker.sock, ssh://user@host[:port] or tcp://host:port"
+        if re.fullmatch(r"unix:///\S+", value):
+            return value
+        if not re.fullmatch(r"(ssh|tcp)://\S+", value):
+            raise ValueError(f"{expected} (got {value!r})")
+        # The Docker CLI splits ssh:// and tcp:// hosts with Go's net/url (docker/cli cli/connhelper/ssh/ssh.go
+        # ParseURL: u.Hostname(), u.Port()), which takes everything after the last ':' for the port: an IPv6
+        # address needs brackets, as in any URL (RFC 3986 section 3.2.2).
+        parts = urlsplit(value)
+        host_port = parts.netloc.rpartition("@")[2]
+        if host_port.count(":") > 1 and not host_port.startswith("["):
+            user = parts.netloc.rpartition("@")[0] + "@" if "@" in parts.netloc else ""
+            raise ValueError(f"an IPv6 address goes in brackets: {parts.scheme}://{user}[{host_port}] "
+                             f"(with a port: {parts.scheme}://{user}[{host_port}]:22)")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"the port of {value!r} must be a number from 1 to 65535") from None
+        if port == 0 or not parts.hostname or parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError(f"{expected} (got {value!r}); the port is a number from 1 to 65535")
+        if parts.scheme == "tcp" and port is None:
+            raise ValueError(f"tcp:// needs a port, e.g. tcp://{parts.hostname}:2376")
         return value
 
 
 class PortMapping(ConfigModel):
     internal: Annotated[int, Field(ge=1, le=65535)]
     external: Annotated[int, Field(ge=1, le=65535)] | None = None
-    ip: str = "0.0.0.0"
+    ip: IpAddress = "0.0.0.0"
 
 
 class VolumeMount(ConfigModel):
-    host_path: Annotated[str, Field(pattern=r"^/")]
-    container_path: Annotated[str, Field(pattern=r"^/")]
+    host_path: AbsolutePath
+    container_path: AbsolutePath
     read_only: bool = False
 
 
@@ -142,10 +182,10 @@ class ContainerConfig(ConfigModel):
     # CPUs for `--cpuset-cpus`; defaults to the NUMA node of the partition when the host declares numaCpus.
     cpuset: CpuList | None = None
     command: list[str] = []
-    env: dict[str, str] = {}
+    env: dict[EnvName, EnvValue] = {}
     # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
     # The Docker provider takes whole MiB; less would silently become Docker's 64 MiB default.
-    shm_size: Annotated[ByteSize, Field(ge=1024**2)] = ByteSize(16 * 1024**3)
+    shm_size: ShmSize = ByteSize(16 * 1024**3)
     ports: list[PortMapping] = []
     volumes: list[VolumeMount] = []
     restart: Literal["no", "on-failure", "always", "unless-stopped"] = "unless-stopped"
@@ -237,6 +277,16 @@ def _duplicates(names: Iterable[str]) -> set[str]:
     return {n for n in names if n in seen or seen.add(n)}
 
 
+def _cpu_ranges(cpus: set[int]) -> str:
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and ranges[-1][1] == cpu - 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
 def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
              security: SecurityConfig) -> Iterable[tuple[str, str]]:
     """Cross-field checks of the Docker section; yields (key path, what is expected)."""
@@ -295,6 +345,19 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
         for node in host.numa_cpus:
             if node < 0:
                 yield f"{at}.numaCpus", f"NUMA node {node} is not a node number (0, 1, ...)"
+        if host.numa_cpus and host.topology is None:
+            # place_partitions finds each partition's NUMA node in the topology file; without one numaCpus
+            # would be silently ignored.
+            yield f"{at}.numaCpus", ("is used with `topology` (the saved file that says which NUMA node each GPU is "
+                                     "on); add `topology` or remove numaCpus")
+        host_cpus = set().union(*map(cpus_of, host.numa_cpus.values())) if host.numa_cpus else set()
+        for c_index, container in enumerate(host.containers):
+            missing = sorted(cpus_of(container.cpuset) - host_cpus) if container.cpuset and host_cpus else []
+            if missing:
+                # The daemon refuses a cpuset outside the host's CPUs when it creates the container
+                # (moby daemon/daemon_unix.go verifyPlatformContainerResources: "Requested CPUs are not available").
+                yield f"{at}.containers[{c_index}].cpuset", (
+                    f"CPU {missing[0]} is not a CPU of host '{host.name}' (its numaCpus list {_cpu_ranges(host_cpus)})")
         for c_index, container in enumerate(host.containers):
             for name in sorted(set(container.env) & set(VISIBILITY_VARIABLES)):
                 yield f"{at}.containers[{c_index}].env.{name}", (

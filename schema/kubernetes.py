@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterable
 from typing import Annotated, Literal, Protocol
 
-from pydantic import AfterValidator, Field, PlainValidator, StringConstraints
+from pydantic import AfterValidator, Field, PlainValidator
 
-from schema.base import ConfigModel
+from schema.base import ConfigModel, Name, matching
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 
@@ -72,7 +72,7 @@ _IMAGE_PATTERN = (
     r"^([a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?)(/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
     r"(?::[a-z0-9._-]+)?(?:@[a-zA-Z0-9]+:[a-f0-9]+)?$"
 )
-Image = Annotated[str, StringConstraints(pattern=_IMAGE_PATTERN)]
+Image = Annotated[str, matching(_IMAGE_PATTERN, "an image reference such as docker.io/rocm/k8s-device-plugin:1.31.0.9")]
 # The CRD's driver.image pattern without its optional tag and digest: the operator appends its own tag
 # (<distro>-<release>-<kernel>-<driver version>), so a configured tag would make an invalid reference.
 _DRIVER_REPOSITORY_PATTERN = r"([a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?)(/[$a-zA-Z0-9_]+(?:[._-][$a-zA-Z0-9_]+)*)*"
@@ -86,15 +86,16 @@ def _driver_repository(value: str) -> str:
 
 
 DriverRepository = Annotated[str, AfterValidator(_driver_repository)]
-NamespaceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
-ObjectName = Annotated[
-    str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253)
-]
-ChartVersion = Annotated[str, StringConstraints(pattern=r"^v\d+\.\d+\.\d+$")]
+# A namespace is a DNS label (RFC 1123): the same rule as the host and container names.
+NamespaceName = Name
+ObjectName = Annotated[str, matching(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+                                     "lowercase letters, digits, '-' and '.', at most 253 characters")]
+ChartVersion = Annotated[str, matching(r"v\d+\.\d+\.\d+", "a chart version such as v1.5.1")]
 # A label key (optionally prefixed, as in `amd.com/gpu`): what a taint key must be.
-LabelKey = Annotated[str, StringConstraints(
-    pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
-Duration = Annotated[str, StringConstraints(pattern=r"^([0-9]+)(ms|s|m|h)$")]
+LabelKey = Annotated[str, matching(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
+    "a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', e.g. amd.com/gpu")]
+Duration = Annotated[str, matching(r"([0-9]+)(ms|s|m|h)", "a number and one unit (ms, s, m or h), e.g. 30s")]
 # Labels the node labeller can publish (gpu-operator values.yaml: defaults + the partitioning ones).
 NodeLabel = Literal[
     "vram", "cu-count", "simd-count", "device-id", "family", "product-name", "driver-version",
@@ -323,7 +324,7 @@ class JobSetConfig(ConfigModel):
     """False: the cluster already runs JobSet (jobset.x-k8s.io/v1alpha2)."""
     namespace: NamespaceName = "jobset-system"
     """Created by Helm when missing (an existing one is fine)."""
-    chart_version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = JOBSET_CHART_VERSION
+    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.10.1")] = JOBSET_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/jobset/charts/jobset (its image is pinned to the same)."""
     timeout_seconds: int = Field(600, gt=0)
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from .base import ConfigModel
+from .base import ConfigModel, matching
 from .docker import image_pin_problem
 
 # Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).
@@ -135,7 +135,7 @@ class KubePrometheusStackConfig(ConfigModel):
     # None means "by environment": installed in dev (a laptop cluster has no Prometheus), not in prod
     # (clusters usually run one already; set true to have the stack own it).
     install: bool | None = None
-    chart_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = "91.4.1"
+    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 91.4.1")] = "91.4.1"
     repository: str = "https://prometheus-community.github.io/helm-charts"
     timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 900
 

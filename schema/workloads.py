@@ -14,49 +14,36 @@
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Annotated, Literal, Protocol
 
-from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, StringConstraints
+from pydantic import ByteSize, Field
 
-from .base import ConfigModel
-from .docker import VISIBILITY_VARIABLES, ContainerConfig, HostConfig
+from .base import ConfigModel, EnvName, EnvValue, ShmSize
+from .base import matching as _matching
+from .docker import VISIBILITY_VARIABLES, ContainerConfig, HostConfig, IpAddress
 from .kubernetes import BUILTIN_NAMESPACES, GpuNodeTaint, KubernetesConfig, NamespaceName
 from .monitoring import MonitoringConfig
-
-
-def _matching(pattern: str, expected: str) -> AfterValidator:
-    """A pattern check whose message says what is expected (pydantic's would only quote the regex)."""
-    compiled = re.compile(pattern)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise ValueError(f"expected {expected}")
-        return value
-    return AfterValidator(check)
 
 
 # A DNS-1035 label (Services must start with a letter), short enough for the suffixes derived from it
 # (`<name>-model-cache`, pod hostnames `<name>-<index>`) to stay within 63 characters.
 WorkloadName = Annotated[str, _matching(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
-                                        "a lowercase DNS label starting with a letter, at most 40 characters")]
+                                        "lowercase letters, digits and '-', starting with a letter, at most 40 characters")]
 _LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 PartitionRef = Annotated[str, _matching(f"{_LABEL}/{_LABEL}", "'host/container' of a partition in rocm-stack:hosts")]
-EnvName = Annotated[str, _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")]
-# YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
-EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
-Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")]
+Quantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?",
+                                    "a Kubernetes quantity such as 100Gi or 500Mi")]
 # CPU cores as a Kubernetes quantity: "16", "0.5" or "500m".
 CpuQuantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?|[0-9]+m", 'CPU cores, e.g. "16", "0.5" or "500m"')]
 # An extended resource `<domain>/<name>` (e.g. rdma/hca_shared_devices_a).
 ExtendedResource = Annotated[str, _matching(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
                                             "an extended resource name '<prefix>/<name>', e.g. rdma/hca_shared_devices_a")]
 InterfaceName = Annotated[str, _matching(r"[A-Za-z0-9_.:-]{1,15}", "a network interface name, e.g. eth0 or net1")]
-AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/\S*$")]
+AbsolutePath = Annotated[str, _matching(r"/\S*", "an absolute path without spaces (starting with /)")]
 # A Hugging Face repository id (`org/name`).
 ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
-EntryPoint = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+EntryPoint = Annotated[str, _matching(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", "'module:function', e.g. mypkg.train:main")]
 
 # NCCL's own advice for production: WARN prints an explicit message when a collective fails, nothing else
 # (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-debug; RCCL reads the same variables).
@@ -265,7 +252,7 @@ class TrainingConfig(ConfigModel):
     # Merged over TRAINING_RCCL_ENV; `null` removes a default.
     rccl_env: dict[EnvName, EnvValue | None] = {}
     # /dev/shm: RCCL and DataLoader workers exchange tensors through it.
-    shm_size: ByteSize = ByteSize(16 * 1024**3)
+    shm_size: ShmSize = ByteSize(16 * 1024**3)
     kubernetes: TrainingKubernetes | None = None
     docker: TrainingDocker | None = None
 
@@ -334,7 +321,7 @@ class InferenceDocker(ConfigModel):
     published_port: int | None = Field(None, ge=1, le=65535)
     # Host address the port is published on (127.0.0.1: only the host itself, behind its own proxy). In prod the
     # API needs the key `rocm-stack:vllmApiKey` on any address.
-    ip: str = "0.0.0.0"
+    ip: IpAddress = "0.0.0.0"
     # Host directory of the Hugging Face cache, shared by the servers of a host.
     model_cache_dir: AbsolutePath = "/var/lib/rocm-stack/huggingface"
 
@@ -353,7 +340,7 @@ class InferenceConfig(ConfigModel):
     env: dict[EnvName, EnvValue] = {}
     # Merged over INFERENCE_ROCM_ENV (+ MULTI_GPU_INFERENCE_ENV with more than one GPU); `null` removes one.
     rocm_env: dict[EnvName, EnvValue | None] = {}
-    shm_size: ByteSize = ByteSize(16 * 1024**3)
+    shm_size: ShmSize = ByteSize(16 * 1024**3)
     # Downloading and loading a large model takes a while: startup probe / health-check grace period.
     startup_timeout_seconds: int = Field(1800, ge=60)
     kubernetes: InferenceKubernetes | None = None
@@ -571,14 +558,22 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     claimed_by: dict[tuple[str, str], str] = {}
     published: dict[tuple[str, int], str] = {}
     claimed = partitions_claimed(cfg)
-    for host in cfg.hosts:
+    for h_index, host in enumerate(cfg.hosts):
         if cfg.monitoring.enabled:  # every Docker host runs the metrics exporter on this host port
             published[(host.name, cfg.monitoring.exporter_port)] = "the GPU metrics exporter (monitoring.exporterPort)"
-        for c in host.containers:
-            for port in c.ports if (host.name, c.name) not in claimed else ():
+        for c_index, c in enumerate(host.containers):
+            for p_index, port in enumerate(c.ports if (host.name, c.name) not in claimed else ()):
                 # Without `external` Docker publishes on a free random host port, which clashes with nothing.
-                if port.external is not None:
-                    published[(host.name, port.external)] = f"container '{c.name}'"
+                if port.external is None:
+                    continue
+                # A second container binding a taken host port does not start ("Bind for 0.0.0.0:8000 failed:
+                # port is already allocated", moby libnetwork portallocator ErrPortAlreadyAllocated).
+                if (host.name, port.external) in published:
+                    yield f"hosts[{h_index}].containers[{c_index}].ports[{p_index}].external", (
+                        f"host port {port.external} of '{host.name}' is already published by "
+                        f"{published[(host.name, port.external)]}; choose another external port")
+                    continue
+                published[(host.name, port.external)] = f"container '{c.name}'"
     for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
         for index, workload in enumerate(workloads):
             if workload.docker is None:

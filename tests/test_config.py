@@ -53,10 +53,10 @@ def host(name="h1", **extra):
 BAD_CONFIGS = {
     "unknown top-level key": ("dev", {P + "hostz": []}, "hostz", "unknown key; expected one of"),
     "unknown nested key": ("dev", {P + "hosts": [host(gpuz=4)]}, "hosts[0].gpuz", "unknown key"),
-    "too many gpus": ("dev", {P + "hosts": [host(gpus=17)]}, "hosts[0].gpus", "less than or equal to 16"),
-    "zero gpus": ("dev", {P + "hosts": [host(gpus=0)]}, "hosts[0].gpus", "greater than or equal to 1"),
-    "gpus not a number": ("dev", {P + "hosts": [host(gpus="eight")]}, "hosts[0].gpus", "valid integer"),
-    "bad host name": ("dev", {P + "hosts": [host(name="GPU_Node")]}, "hosts[0].name", "pattern"),
+    "too many gpus": ("dev", {P + "hosts": [host(gpus=17)]}, "hosts[0].gpus", "must be at most 16 (got 17)"),
+    "zero gpus": ("dev", {P + "hosts": [host(gpus=0)]}, "hosts[0].gpus", "must be at least 1 (got 0)"),
+    "gpus not a number": ("dev", {P + "hosts": [host(gpus="eight")]}, "hosts[0].gpus", "expected a number, got the text 'eight'"),
+    "bad host name": ("dev", {P + "hosts": [host(name="GPU_Node")]}, "hosts[0].name", "expected lowercase letters, digits and '-', at most 63 characters"),
     "duplicate host": ("dev", {P + "hosts": [host(), host()]}, "hosts", "used twice"),
     "bad docker endpoint": ("dev", {P + "hosts": [host(docker={"host": "http://gpu1"})]},
                             "hosts[0].docker.host", "ssh://user@host"),
@@ -64,7 +64,7 @@ BAD_CONFIGS = {
     "gpu index out of range": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [6, 8]}])]},
                                "hosts[0].containers[0].gpus[1]", "out of range"),
     "negative gpu index": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [-1]}])]},
-                           "hosts[0].containers[0].gpus[0]", "greater than or equal to 0"),
+                           "hosts[0].containers[0].gpus[0]", "must be at least 0 (got -1)"),
     "overlapping partitions": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [0, 1, 2, 3]},
                                                                       {"name": "b", "gpus": [3, 4]}])]},
                                "hosts[0].containers[1].gpus[0]", "already given to container 'a'"),
@@ -78,16 +78,16 @@ BAD_CONFIGS = {
     "unknown image key": ("dev", {P + "hosts": [host(containers=[{"name": "a", "image": "jax"}])]},
                           "hosts[0].containers[0].image", "unknown image 'jax'"),
     "bad shm size": ("dev", {P + "hosts": [host(containers=[{"name": "a", "shmSize": "lots"}])]},
-                     "hosts[0].containers[0].shmSize", "could not parse"),
+                     "hosts[0].containers[0].shmSize", "expected a size with a unit, e.g. 512MiB"),
     "shm size under 1 MiB": ("dev", {P + "hosts": [host(containers=[{"name": "a", "shmSize": "512KiB"}])]},
-                             "hosts[0].containers[0].shmSize", "greater than or equal to 1048576"),
+                             "hosts[0].containers[0].shmSize", "must be at least 1MiB (got 512KiB)"),
     "bad restart policy": ("dev", {P + "hosts": [host(containers=[{"name": "a", "restart": "sometimes"}])]},
                            "hosts[0].containers[0].restart", "on-failure"),
     "relative volume path": ("dev", {P + "hosts": [host(containers=[{"name": "a", "volumes": [
         {"hostPath": "data", "containerPath": "/data"}]}])]},
-        "hosts[0].containers[0].volumes[0].hostPath", "pattern"),
+        "hosts[0].containers[0].volumes[0].hostPath", "expected an absolute path"),
     "port out of range": ("dev", {P + "hosts": [host(containers=[{"name": "a", "ports": [{"internal": 70000}]}])]},
-                          "hosts[0].containers[0].ports[0].internal", "less than or equal to 65535"),
+                          "hosts[0].containers[0].ports[0].internal", "must be at most 65535"),
     "latest tag in prod": ("prod", {P + "images": {"pytorch": "rocm/pytorch:latest"}}, "images.pytorch",
                            "not pinned"),
     "untagged image in prod": ("prod", {P + "images": {"vllm": "rocm/vllm"}}, "images.vllm", "not pinned"),
@@ -113,7 +113,7 @@ BAD_CONFIGS = {
                             "hosts[0].topology", "no topology table found"),
     "topology of another host size": ("dev", {P + "hosts": [host(gpus=4, topology=MI300X_TOPOLOGY)]},
                                       "hosts[0].topology", "describes 8 GPUs but the host declares gpus: 4"),
-    "bad cpuset": ("dev", {P + "hosts": [host(numaCpus={"0": "0-47;48-95"})]}, "hosts[0].numaCpus.0", "pattern"),
+    "bad cpuset": ("dev", {P + "hosts": [host(numaCpus={"0": "0-47;48-95"})]}, "hosts[0].numaCpus.0", "expected a CPU list such as 0-47,96-143"),
     "plain-text token": ("dev", {P + "huggingfaceToken": "hf_abc"}, "huggingfaceToken", "must be a Pulumi secret"),
 }
 
@@ -169,6 +169,4 @@ def test_refused_program_declares_nothing_and_names_keys():
     config = stack_file("prod")
     config[P + "hosts"][1]["gpus"] = 40
     message = refusal("prod", config)
-    assert "invalid stack configuration" in message
-    assert f"{P}hosts[1].gpus: Input should be less than or equal to 16 (got 40)" in message
-    assert "Traceback" not in message
+    assert message.splitlines() == [f"{P}hosts[1].gpus: must be at most 16 (got 40)"]

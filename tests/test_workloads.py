@@ -884,9 +884,9 @@ BAD = {
                                  "inference[0].docker.partitions[0]: host port 5000 of 'gpu-node-3' is already "
                                  "published by the GPU metrics exporter"),
     "bad-model-id": ("dev", "inference[0].model", "not a model",
-                     "inference[0].model: Value error, expected a Hugging Face repository id"),
+                     "inference[0].model: expected a Hugging Face repository id 'org/name' (got 'not a model')"),
     "bad-workload-name": ("dev", "training[0].name", "9lives",
-                          "training[0].name: Value error, expected a lowercase DNS label starting with a letter"),
+                          "training[0].name: expected lowercase letters, digits and '-', starting with a letter, at most 40 characters"),
 }
 
 

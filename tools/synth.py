@@ -10,7 +10,9 @@ script of the docker commands that create and start the host's containers) and `
 This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s STACK`.
 
 In tests, `synthesize(stack, config)` returns the same `Plan` in-process.
-Exit codes: 0 written, 2 the stack configuration was refused (the messages name each key).
+Exit codes: 0 written; 2 the stack file or its configuration was refused (one line per problem, naming the
+file:line:column or the key), or the output folder cannot take the files. `--out` deletes only files an
+earlier synth wrote there (listed in its `.synth-manifest`).
 """
 from __future__ import annotations
 
@@ -33,10 +35,10 @@ from typing import Any
 
 import yaml
 
+from schema.stackfile import StackFileError, as_program_config, read_config
+
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "[secret]"
-# What the mock engine hands the program for a `secure:` value it cannot decrypt offline.
-SECRET_PLACEHOLDER = "synth-placeholder-secret"
 
 # Types whose inputs are not a Kubernetes object of their own.
 _K8S_NON_OBJECTS = re.compile(r"^kubernetes:(helm\.sh/|yaml/|kustomize/)|^pulumi:providers:")
@@ -142,31 +144,27 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
     return SynthMocks(), RecordingMonitor
 
 
+_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def stack_file(stack: str, project_dir: Path = ROOT) -> Path:
+    """`<stackConfigDir>/Pulumi.<stack>.yaml`; StackFileError naming the stacks that exist when it is missing."""
+    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    folder = project_dir / project.get("stackConfigDir", ".")
+    path = folder / f"Pulumi.{stack}.yaml"
+    if not _STACK_NAME.fullmatch(stack) or not path.is_file():
+        # The CLI itself would start from an empty config (workspace/loaders.go L160-164); here stacks live in
+        # the repository, so a missing file is a typo.
+        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+        shown = path.relative_to(project_dir) if path.is_relative_to(project_dir) else path
+        raise StackFileError(shown, f"no such stack file; the stacks are: {', '.join(stacks) or 'none'}")
+    return path
+
+
 def stack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any]:
-    path = project_dir / "stacks" / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        raise FileNotFoundError(f"no stack file {path.relative_to(project_dir)}")
-    # libyaml's loader when PyYAML has it: the pure-Python one takes seconds on a 1,000-host stack file.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return (yaml.load(path.read_text(), Loader=loader) or {}).get("config") or {}
-
-
-def _as_pulumi_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """Config as the Pulumi CLI hands it to a program: scalars as text, structures as JSON."""
-    values: dict[str, str] = {}
-    secret_keys: list[str] = []
-    for key, value in config.items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            values[key] = SECRET_PLACEHOLDER
-            secret_keys.append(key)
-        elif isinstance(value, str):
-            values[key] = value
-        else:
-            values[key] = json.dumps(value)
-    for key, value in secrets.items():
-        values[key] = value
-        secret_keys.append(key)
-    return values, secret_keys
+    """The stack's config as the Pulumi CLI reads it (schema.stackfile): `namespace:key` -> value."""
+    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+    return read_config(stack_file(stack, project_dir), project)
 
 
 def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
@@ -189,7 +187,7 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
     project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
     if config is None:
         config = stack_config(stack, project_dir)
-    values, secret_keys = _as_pulumi_config(config, secrets or {})
+    values, secret_keys = as_program_config(config, secrets)
 
     records: list[dict[str, Any]] = []
     mock_outputs: dict[str, dict[str, Any]] = {}
@@ -416,30 +414,89 @@ def manifest_of(resource: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def write(plan: Plan, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
-    for folder in ("manifests", "helm", "docker"):
-        (out / folder).mkdir(exist_ok=True)
-        for stale in (out / folder).iterdir():
-            stale.unlink()
+# The files synth wrote into an output folder, one relative path a line: the next run deletes only these.
+MANIFEST = ".synth-manifest"
+
+
+class OutputError(Exception):
+    """The output folder cannot take the plan's files (a folder in the way, a tracked file, no permission)."""
+
+
+def rendered_files(plan: Plan) -> dict[str, str]:
+    """Every file of the output folder: relative path -> text."""
+    files = {"plan.json": json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"}
     for resource in plan.kubernetes_objects():
         obj = manifest_of(resource)
         metadata = obj.get("metadata", {})
         stem = "_".join(filter(None, [obj.get("kind"), metadata.get("namespace"), metadata.get("name")
                                       or resource["name"]]))
-        (out / "manifests" / f"{_file_name(stem)}.yaml").write_text(yaml.safe_dump(obj, sort_keys=False))
+        files[f"manifests/{_file_name(stem)}.yaml"] = yaml.safe_dump(obj, sort_keys=False)
     for name, release in helm_releases(plan):
-        (out / "helm" / f"{_file_name(name)}.yaml").write_text(yaml.safe_dump(release, sort_keys=False))
+        files[f"helm/{_file_name(name)}.yaml"] = yaml.safe_dump(release, sort_keys=False)
     for host, script in docker_scripts(plan).items():
-        (out / "docker" / f"{_file_name(host)}.sh").write_text(script)
+        files[f"docker/{_file_name(host)}.sh"] = script
     scrape_config = plan.outputs.get("prometheusScrapeConfig")
-    prometheus = out / "monitoring" / "prometheus.yml"
     if scrape_config:
-        prometheus.parent.mkdir(exist_ok=True)
-        prometheus.write_text(scrape_config)
-    else:
-        prometheus.unlink(missing_ok=True)  # an earlier synth's, for a stack that had monitoring then
+        files["monitoring/prometheus.yml"] = scrape_config
+    return files
+
+
+def _tracked(out: Path, paths: list[str]) -> list[str]:
+    """Those of `paths` (relative to `out`) that git tracks, when `out` is inside a git work tree."""
+    import subprocess
+
+    try:
+        result = subprocess.run(["git", "-C", str(out), "ls-files", "-z", "--full-name", "--", *paths],
+                                capture_output=True, text=True, timeout=60)
+        top = subprocess.run(["git", "-C", str(out), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if result.returncode or top.returncode:
+        return []  # not a git work tree (or no git): nothing is tracked
+    root = Path(top.stdout.strip())
+    return sorted(str((root / name).relative_to(out.resolve())) for name in result.stdout.split("\0") if name)
+
+
+def write(plan: Plan, out: Path) -> list[str]:
+    """Write the plan's files into `out` and return their relative paths.
+
+    Only what an earlier synth listed in MANIFEST is deleted when the plan no longer has it; anything else in
+    `out` (a user's file, a sub-folder) is left alone, and a file that git tracks is never overwritten.
+    Raises OutputError when a file cannot be written there."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out} is a file, not a folder")
+    files = rendered_files(plan)
+    manifest = out / MANIFEST
+    try:
+        previous = [line for line in manifest.read_text().splitlines() if line and not line.startswith("#")]
+    except FileNotFoundError:
+        previous = []
+    except (OSError, UnicodeDecodeError) as error:
+        raise OutputError(f"cannot read {manifest}: {error}") from None
+    for relative in files:
+        if (out / relative).is_dir():
+            raise OutputError(f"{out / relative} is a folder where synth writes a file; move it away")
+    if out.exists():
+        tracked = [p for p in _tracked(out, sorted(files)) if p not in previous]
+        if tracked:
+            raise OutputError(f"{out / tracked[0]} is a file tracked by git; synth never overwrites one "
+                              "(choose another --out folder)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for relative in previous:
+            stale = out / relative
+            # Only plain files synth wrote: a path now outside `out` or turned into a folder is left alone.
+            if relative not in files and ".." not in Path(relative).parts and stale.is_file():
+                stale.unlink()
+        for relative, text in files.items():
+            (out / relative).parent.mkdir(parents=True, exist_ok=True)
+            (out / relative).write_text(text)
+        manifest.write_text("# Files written by `python -m tools.synth`; the next run deletes only these.\n"
+                            + "".join(f"{relative}\n" for relative in sorted(files)))
+    except OSError as error:
+        raise OutputError(f"cannot write into {out}: {error.strerror} ({error.filename})") from None
+    return sorted(files)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,14 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         plan = synthesize(args.stack, project_dir=args.project_dir.resolve())
-    except ProgramRefused as refused:
+        written = write(plan, args.out)
+    except (ProgramRefused, StackFileError, OutputError) as refused:
         print(refused, file=sys.stderr)
         return 2
-    except FileNotFoundError as missing:
-        print(f"error: {missing}", file=sys.stderr)
-        return 2
-    write(plan, args.out)
-    print(f"{len(plan.resources)} resources of stack '{args.stack}' written to {args.out}")
+    print(f"{len(plan.resources)} resources of stack '{args.stack}': {len(written)} files written to {args.out}")
     return 0
 
 

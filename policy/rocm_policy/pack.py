@@ -3,7 +3,7 @@
 Which stack is checked: the Pulumi CLI starts the policy pack process with PULUMI_STACK and PULUMI_CONFIG (the
 stack's config as JSON, secrets decrypted) in its environment (pulumi/pulumi sdk/go/common/resource/plugin/
 analyzer_plugin.go, constructEnv). The environment is `rocm-stack:environment`, else the stack's name
-(`prod*` is prod), the same default as the program's config loader. The pack's enforcement level follows:
+(`prod` or `prod-*` is prod: rules.default_environment), the same default as the program's config loader. The pack's enforcement level follows:
 mandatory for prod, advisory for dev, mandatory when no stack is known (fail closed, e.g. `policy publish`).
 A policy's level can still be overridden with `--policy-pack-config`.
 """
@@ -54,7 +54,7 @@ def stack_context(environ: Mapping[str, str] | None = None) -> StackContext:
         config = {}
     environment = config.get(ENVIRONMENT_KEY) if isinstance(config, dict) else None
     if environment not in ("dev", "prod"):
-        environment = None if stack is None else ("prod" if stack.startswith("prod") else "dev")
+        environment = None if stack is None else rules.default_environment(stack)
     return StackContext(stack, environment)
 
 

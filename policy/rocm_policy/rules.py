@@ -347,6 +347,15 @@ def unprotected(resources: Iterable[Declared], charts: Iterable[str] = DEFAULT_P
     return problems
 
 
+def default_environment(stack: str) -> str:
+    """The environment of a stack that sets no `rocm-stack:environment`: `prod` and `prod-*` are prod.
+
+    The program's config loader and the pack's enforcement level both use this (one definition); a stack
+    whose name merely starts with the letters (`product-demo`) is dev. `org/project/prod` counts as `prod`."""
+    name = stack.rsplit("/", 1)[-1]
+    return "prod" if name == "prod" or name.startswith("prod-") else "dev"
+
+
 def _words(key: str) -> list[str]:
     return [w.lower() for w in _WORDS.findall(key)]
 

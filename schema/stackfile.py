@@ -1,0 +1,303 @@
+"""Read `stacks/Pulumi.<stack>.yaml` the way the Pulumi CLI does, and hand its config over as the CLI would.
+
+The CLI parses stack files with gopkg.in/yaml.v3 v3.0.1 (pulumi/pulumi sdk/go/common/encoding/marshal.go L27;
+sdk/go.mod). yaml.v3 is a Go port of libyaml, so the text is scanned and parsed by libyaml here too (PyYAML's
+CSafeLoader); what differs is how plain scalars become values, which follows yaml.v3's resolve.go, not PyYAML's
+YAML 1.1 rules. Every rule below names its upstream source (pulumi/pulumi at v3.259.0, go-yaml/yaml at v3.0.1).
+Errors are `StackFileError`: one line, `FILE:LINE:COLUMN: what is wrong`.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+# What the Pulumi runtime hands the program in place of a `secure:` value that synth cannot decrypt.
+SECRET_PLACEHOLDER = "[secret]"
+
+_PLAIN = "tag:rocm-stack:plain"  # an implicit (unquoted, untagged) scalar, resolved by _resolve_plain
+_MERGE = "tag:yaml.org,2002:merge"
+# yaml.v3 resolve.go L52-58: the only words that are not strings (YAML 1.2 core; `yes`, `no`, `on`, `off` are text).
+_WORDS: dict[str, Any] = {
+    **dict.fromkeys(("true", "True", "TRUE"), True), **dict.fromkeys(("false", "False", "FALSE"), False),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None),
+    **dict.fromkeys((".nan", ".NaN", ".NAN"), math.nan),
+    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
+    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
+}
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # resolve.go L124 yamlStyleFloat
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+class StackFileError(Exception):
+    """A stack file the CLI would refuse (or read differently); its text is `FILE:LINE:COLUMN: message`."""
+
+    def __init__(self, path: Path | str, message: str, line: int | None = None, column: int | None = None):
+        where = ":".join(str(p) for p in (path, line, column) if p is not None)
+        super().__init__(f"{where}: {message}")
+
+
+def _go_int(text: str) -> int | None:
+    """strconv.ParseInt(text, 0, 64) / ParseUint, as resolve.go L191-203 calls them (after removing '_')."""
+    sign, body = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    base = 10
+    if body[:2] in ("0x", "0X"):
+        base, body = 16, body[2:]
+    elif body[:2] in ("0o", "0O"):
+        base, body = 8, body[2:]
+    elif body[:2] in ("0b", "0B"):
+        base, body = 2, body[2:]
+    elif body[:1] == "0" and len(body) > 1:
+        base, body = 8, body[1:]  # `017` is 15: yaml.v3 keeps YAML 1.1 octals (resolve.go L233-236)
+    if not body or not body.isalnum():
+        return None
+    try:
+        value = sign * int(body, base)
+    except ValueError:
+        return None
+    return value if -(1 << 63) <= value < (1 << 64) else None
+
+
+def _resolve_plain(text: str) -> Any:
+    """The value yaml.v3 decodes an unquoted scalar to when the target is `any` (resolve.go L126-265)."""
+    if text in _WORDS:
+        return _WORDS[text]
+    if not text or text[0] not in "+-.0123456789":
+        return text
+    plain = text.replace("_", "")
+    if (number := _go_int(plain)) is not None:
+        return number
+    if _FLOAT.fullmatch(plain):
+        return float(plain)
+    if _DATE.fullmatch(text):
+        try:
+            # A timestamp becomes a Go time.Time, which the CLI hands on as its String() (config object.go L490).
+            return f"{datetime.date.fromisoformat(text)} 00:00:00 +0000 UTC"
+        except ValueError:
+            pass
+    return text
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's scanner and parser (what yaml.v3 ports); implicit scalars are left for _resolve_plain."""
+
+    def resolve(self, kind: Any, value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode and implicit[0]:
+            return _MERGE if value == "<<" else _PLAIN
+        return super().resolve(kind, value, implicit)
+
+
+class _Builder:
+    def __init__(self, path: Path | str):
+        self.path = path
+
+    def error(self, node: Node, message: str) -> StackFileError:
+        return StackFileError(self.path, message, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def value(self, node: Node) -> Any:
+        if isinstance(node, ScalarNode):
+            if node.tag == _PLAIN:
+                value = _resolve_plain(node.value)
+                if isinstance(value, float) and not math.isfinite(value):
+                    # The CLI fails on it: json.Marshal has no Inf/NaN (config object.go L405-407).
+                    raise self.error(node, f"{node.value} cannot be passed to the program (JSON has no "
+                                           "infinity or NaN); the Pulumi CLI refuses it too")
+                return value
+            if node.tag == "tag:yaml.org,2002:str" or not node.tag.startswith("tag:yaml.org,2002:"):
+                return node.value  # quoted scalars are always strings (yaml.v3 decode.go L568-570)
+            try:
+                return self._tagged(node)
+            except (ValueError, KeyError):
+                raise self.error(node, f"the value {node.value!r} does not fit its tag {node.tag}") from None
+        if isinstance(node, SequenceNode):
+            return [self.value(item) for item in node.value]
+        return self.mapping(node)
+
+    def _tagged(self, node: ScalarNode) -> Any:
+        if node.tag == "tag:yaml.org,2002:int":
+            if (number := _go_int(node.value.replace("_", ""))) is None:
+                raise ValueError(node.value)
+            return number
+        if node.tag == "tag:yaml.org,2002:bool":
+            return _WORDS[node.value] if isinstance(_WORDS.get(node.value), bool) else bool(_go_int(node.value))
+        if node.tag == "tag:yaml.org,2002:null":
+            return None
+        if node.tag == "tag:yaml.org,2002:float":
+            return float(node.value.replace("_", ""))
+        return node.value
+
+    def key(self, node: Node) -> str:
+        if not isinstance(node, ScalarNode):
+            raise self.error(node, "a mapping key must be a plain value, not a list or a mapping")
+        value = self.value(node)
+        # Inside a config value yaml.v3 keys become text with Go's %v (config object.go L505-510).
+        return "<nil>" if value is None else json.dumps(value) if isinstance(value, bool) else str(value)
+
+    def mapping(self, node: MappingNode) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        seen: dict[tuple[str, str], int] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:  # `<<: *anchor` (yaml.v3 decode.go merge): explicit keys win
+                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                for source in reversed(sources):
+                    if not isinstance(source, MappingNode):
+                        raise self.error(source, "a merge key `<<` takes a mapping or a list of mappings")
+                    merged.update(self.mapping(source))
+                continue
+            # Duplicates compare the node kind and its raw text, so `a`/"a" and 1/"1" are the same key
+            # (yaml.v3 decode.go L767-783; its message is `mapping key "a" already defined at line 1`).
+            ident = (type(key_node).__name__, key_node.value if isinstance(key_node, ScalarNode) else "")
+            if ident in seen:
+                raise self.error(key_node, f'mapping key "{key_node.value}" already defined at line {seen[ident]}; '
+                                           "the Pulumi CLI refuses a key repeated in one mapping")
+            seen[ident] = key_node.start_mark.line + 1
+            out[self.key(key_node)] = self.value(value_node)
+        return {**merged, **out}
+
+
+def _parse(text: str, path: Path | str) -> tuple[Any, Node | None]:
+    try:
+        # yaml.v3 Unmarshal decodes the first document only (yaml.go L54); later ones are not even parsed.
+        node = next(iter(yaml.compose_all(text, Loader=_Loader)), None)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = error.problem or error.context or "not valid YAML"
+        lines = text.splitlines()
+        if mark is not None and mark.line < len(lines) and "\t" in lines[mark.line][:mark.column + 1]:
+            problem += " (a tab: YAML indents with spaces only)"
+        raise StackFileError(path, f"invalid YAML: {problem}",
+                             mark.line + 1 if mark else None, mark.column + 1 if mark else None) from None
+    except yaml.YAMLError as error:
+        raise StackFileError(path, f"invalid YAML: {error}") from None
+    return (None if node is None else _Builder(path).value(node)), node
+
+
+def _node_of(node: Node | None, key: str) -> Node | None:
+    if isinstance(node, MappingNode):
+        return next((v for k, v in node.value if isinstance(k, ScalarNode) and k.value == key), None)
+    return None
+
+
+def _kind(value: Any) -> str:
+    return "a list" if isinstance(value, list) else "text" if isinstance(value, str) else f"the value {value!r}"
+
+
+def read_config(path: Path, project: str) -> dict[str, Any]:
+    """The `config:` of a stack file as the CLI reads it: full `namespace:name` keys, `{secure: ...}` kept as is.
+
+    Raises StackFileError (one line naming file, line and column) for anything the CLI would refuse.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise StackFileError(path, f"cannot read the stack file ({error.strerror})") from None
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")  # the CLI strips a BOM (workspace/loaders.go L31-49)
+    except UnicodeDecodeError as error:
+        raise StackFileError(path, f"not UTF-8 text (byte {error.start})") from None
+    document, root = _parse(text, path)
+    if document is None:
+        return {}  # an empty file is an empty config (loaders.go L186-192)
+    if not isinstance(document, dict):
+        # loaders.go L194 SimplifyMarshalledProject: "expected project to be an object".
+        raise StackFileError(path, f"expected a mapping with a `config:` key, found {_kind(document)}", 1, 1)
+    config = document.get("config")
+    config_node = _node_of(root, "config")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        # map.go L313: "could not unmarshal map ... cannot unmarshal !!seq into map[string]config.Value".
+        where = (config_node.start_mark.line + 1, config_node.start_mark.column + 1) if config_node else (None, None)
+        raise StackFileError(path, f"`config:` must be a mapping of `namespace:key: value`, found {_kind(config)}",
+                             *where)
+    values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    for key_node, _ in config_node.value:  # type: ignore[union-attr]
+        name = _Builder(path).key(key_node)
+        line, column = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+        full = _full_key(name, project)
+        if full is None:
+            # config/key.go L45-70 ParseKey.
+            raise StackFileError(path, f"could not parse {name} as a configuration key (configuration keys "
+                                       "should be of the form `<namespace>:<name>`)", line, column)
+        if full in lines:
+            # `hosts:` and `rocm-stack:hosts:` both land on one key; the CLI keeps one of them at random
+            # (loaders.go L72-81 ranges over a Go map), so neither is safe to pick.
+            raise StackFileError(path, f"'{name}' is the key '{full}' again (first at line {lines[full]}); "
+                                       "keep one of them", line, column)
+        lines[full] = line
+        value = config[name]
+        # A null top-level value reaches the program as "" (loaders.go L402-408, with a CLI warning).
+        values[full] = "" if value is None else value
+    return values
+
+
+def _full_key(name: str, project: str) -> str | None:
+    """config/key.go ParseKey, after loaders.go L51-89 gave a bare key the project's namespace."""
+    parts = name.split(":")
+    if len(parts) == 1:
+        return f"{project}:{name}"
+    if len(parts) == 2:
+        return name
+    if len(parts) == 3 and parts[1] == "config":  # the pre-1.0 form `<namespace>:config:<name>`
+        return f"{parts[0]}:{parts[2]}"
+    return None
+
+
+def is_secure(value: Any) -> bool:
+    """A Pulumi secret in a stack file: a mapping whose one key `secure` holds text (config object.go L540-550)."""
+    return isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("secure"), str)
+
+
+def _go_json_value(value: Any) -> Any:
+    """Nested secrets as their placeholder; whole floats as Go's encoding/json writes them (8.0 -> 8)."""
+    if is_secure(value):
+        return SECRET_PLACEHOLDER
+    if isinstance(value, dict):
+        return {k: _go_json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_go_json_value(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
+def _contains_secure(value: Any) -> bool:
+    if is_secure(value):
+        return True
+    if isinstance(value, dict):
+        return any(map(_contains_secure, value.values()))
+    if isinstance(value, list):
+        return any(map(_contains_secure, value))
+    return False
+
+
+def as_program_config(config: Mapping[str, Any], secrets: Mapping[str, str] | None = None
+                      ) -> tuple[dict[str, str], list[str]]:
+    """(values, secret keys) as the CLI hands them to the program (PULUMI_CONFIG, PULUMI_CONFIG_SECRET_KEYS).
+
+    Top-level scalars become text (`8` -> "8", true -> "true"); lists and mappings JSON. A `secure:` value,
+    also one nested anywhere inside a value, arrives decrypted inline, and its top-level key is listed as
+    secret (pulumi/pulumi pkg/resource/deploy/source_eval.go L217-223, config/map.go L104-113 SecureKeys).
+    Synth cannot decrypt, so it hands over SECRET_PLACEHOLDER. `secrets` adds plain values the program sees
+    as secrets (tests).
+    """
+    values: dict[str, str] = {}
+    secret_keys: list[str] = []
+    for key, value in config.items():
+        if _contains_secure(value):
+            secret_keys.append(key)
+        value = _go_json_value(value)
+        values[key] = value if isinstance(value, str) else json.dumps(value)
+    for key, value in (secrets or {}).items():
+        values[key] = value
+        secret_keys.append(key)
+    return values, secret_keys
