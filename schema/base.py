@@ -1,6 +1,7 @@
 """Shared base for every section of the stack configuration schema, and the value types several sections use."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import types
 import typing
@@ -11,7 +12,15 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ByteSize, Confi
 from pydantic.alias_generators import to_camel
 
 
-def matching(pattern: str, expected: str) -> AfterValidator:
+@dataclasses.dataclass(frozen=True)
+class Check(AfterValidator):
+    """An AfterValidator that says what it checks, for tools.config_reference (`expected`, or a bound `ge`)."""
+
+    expected: str | None = None
+    ge: int | None = None
+
+
+def matching(pattern: str, expected: str) -> Check:
     """A pattern check whose message says what is expected in words (pydantic's would quote the regex)."""
     compiled = re.compile(pattern)
 
@@ -19,7 +28,7 @@ def matching(pattern: str, expected: str) -> AfterValidator:
         if not compiled.fullmatch(value):
             raise ValueError(f"expected {expected} (got {value!r})")
         return value
-    return AfterValidator(check)
+    return Check(check, expected=expected)
 
 
 # A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
@@ -54,7 +63,7 @@ def byte_size_at_least(minimum: int) -> Any:
         if value < minimum:
             raise ValueError(f"must be at least {_human_bytes(minimum)} (got {_human_bytes(int(value))})")
         return value
-    return Annotated[ByteSize, BeforeValidator(unit_needed), AfterValidator(at_least)]
+    return Annotated[ByteSize, BeforeValidator(unit_needed), Check(at_least, ge=minimum)]
 
 
 # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB;

@@ -75,6 +75,8 @@ def _constraints(metadata: list[Any], unit: Any = str) -> str:
         if isinstance(item, FieldInfo):  # Annotated[int, Field(ge=1)] nested in a list or an Optional
             words.append(_constraints(item.metadata, unit))
             continue
+        if getattr(item, "expected", None):  # schema.base.matching: the pattern in words
+            words.append(item.expected)
         for attribute, text in (("ge", "≥ {}"), ("gt", "> {}"), ("le", "≤ {}"), ("lt", "< {}"),
                                 ("min_length", "at least {} item(s)"), ("max_length", "at most {} long")):
             value = getattr(item, attribute, None)
