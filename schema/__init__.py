@@ -42,8 +42,8 @@ class RegistryConfig(ConfigModel):
 
 class StackConfig(ConfigModel):
     environment: Literal["dev", "prod"]
-    """Selects the safe defaults and the stricter checks of prod. Unset: `prod` if the stack name starts with
-    `prod`, else `dev`."""
+    """Selects the safe defaults and the stricter checks of prod. Unset: `prod` for a stack named `prod` or
+    `prod-*` (`prod-eu`), else `dev` (`product-demo` is dev)."""
     hosts: list[HostConfig] = [HostConfig(name="local")]
     """The GPU hosts running Docker. Unset: one host `local` on the local Docker socket with one container."""
     images: dict[str, str] = DEFAULT_IMAGES
@@ -145,6 +145,9 @@ _MESSAGES = {
     "too_short": "must have at least {min_length} item(s)",
     "too_long": "must have at most {max_length} item(s)",
     "string_too_long": "must be at most {max_length} characters",
+    "string_too_short": "must be at least {min_length} characters",
+    # A pattern of a type outside schema.base.matching: say that, not the regular expression.
+    "string_pattern_mismatch": "does not have the form this key takes (see docs/config-reference.md)",
     "byte_size": "expected a size with a unit, e.g. 512MiB or 16GiB",
     "byte_size_unit": "expected a size with a unit, e.g. 512MiB or 16GiB",
     "union_tag_invalid": "expected `type` to be one of {expected_tags}",

@@ -17,6 +17,7 @@ class Check(AfterValidator):
     """An AfterValidator that says what it checks, for tools.config_reference (`expected`, or a bound `ge`)."""
 
     expected: str | None = None
+    pattern: str | None = None
     ge: int | None = None
 
 
@@ -28,7 +29,7 @@ def matching(pattern: str, expected: str) -> Check:
         if not compiled.fullmatch(value):
             raise ValueError(f"expected {expected} (got {value!r})")
         return value
-    return Check(check, expected=expected)
+    return Check(check, expected=expected, pattern=pattern)
 
 
 # A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).

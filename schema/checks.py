@@ -11,7 +11,7 @@ from typing import Annotated, get_args
 
 from pydantic import Field
 
-from .base import ConfigModel
+from .base import ConfigModel, matching
 from .docker import HostConfig, image_pin_problem
 
 GpuModel = HostConfig.model_fields["gpu_model"].annotation
@@ -55,7 +55,7 @@ class ChecksConfig(ConfigModel):
     fleet's model)."""
     timeout_seconds: Annotated[int, Field(ge=60, le=7200)] = 900
     """How long gpucheck's ranks may take before the check fails as hung (its --timeout)."""
-    image_rocm: dict[str, Annotated[str, Field(pattern=r"^\d+\.\d+$")]] = {}
+    image_rocm: dict[str, Annotated[str, matching(r"\d+\.\d+", "a ROCm release such as 7.0")]] = {}
     """ROCm release (major.minor) of an image (a key of `images`) whose tag does not name it; the preflight checks
     the host's amdgpu driver against it. Required in prod for such images."""
 

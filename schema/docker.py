@@ -213,7 +213,8 @@ class HostConfig(ConfigModel):
     images run as root; group names are refused (Docker looks them up in the image's /etc/group)."""
     device_paths: DevicePaths = DevicePaths()
     """Where the host keeps /dev/kfd and /dev/dri; only tests move them (stand-in nodes)."""
-    containers: list[ContainerConfig] = [ContainerConfig(name="rocm-dev")]
+    # At least one: omit the key for the default container (a host without any would run nothing of ours).
+    containers: Annotated[list[ContainerConfig], Field(min_length=1)] = [ContainerConfig(name="rocm-dev")]
 
 
 # What selects GPUs by environment (HIP, the ROCr runtime below it, and CUDA_VISIBLE_DEVICES, which vLLM on ROCm

@@ -1,0 +1,170 @@
+"""Values a deploy would reject (or silently misread) are refused when the config is loaded, naming the key.
+
+Issue 15 section 2 and issue 11 item 5. Each case says which outside rule it holds the config to.
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import stack_file
+from schema import ConfigError, decode, load
+from schema.stackfile import as_program_config
+from tools.synth import synthesize
+
+P = "rocm-stack:"
+TOPOLOGY = "tests/data/topology/handwritten_rocm_smi_8x_mi300x.txt"
+
+
+def problems(stack: str, config: dict) -> list[str]:
+    with pytest.raises(ConfigError) as error:
+        load(stack, config)
+    return [str(p) for p in error.value.problems]
+
+
+def hosts(*containers: dict, **host: object) -> dict:
+    return {P + "hosts": [{"name": "h1", "gpus": 8, **host, "containers": list(containers)}]}
+
+
+# (stack, config, the whole line expected among the problems)
+REFUSED = {
+    # pydantic's lax mode reads `true` as 1: `gpus: true` was one GPU.
+    "boolean gpus": ("dev", {P + "hosts": [{"name": "h1", "gpus": True}]},
+                     "hosts[0].gpus: expected a number, got the boolean true"),
+    "quoted number": ("dev", hosts({"name": "a", "gpuCount": "4"}),
+                      "hosts[0].containers[0].gpuCount: expected a number, got the text '4'; write it without quotes"),
+    "boolean in a list of GPUs": ("dev", hosts({"name": "a", "gpus": [0, True]}),
+                                  "hosts[0].containers[0].gpus[1]: expected a number, got the boolean true"),
+    # yaml.v3 (resolve.go L52-53) reads `yes` as text; pydantic would then take the text 'yes' for true.
+    "yes as a switch": ("dev", {P + "security": {"allowDebugInProd": "yes"}},
+                        "security.allowDebugInProd: expected true or false, got the text 'yes'"),
+    "boolean meant as a word": ("dev", hosts({"name": "a", "restart": False}),
+                                "hosts[0].containers[0].restart: expected text, got the boolean false; write it in "
+                                "quotes ('false') if you mean the word (YAML reads unquoted true/false as a boolean)"),
+    "size without unit": ("dev", hosts({"name": "a", "shmSize": 64}),
+                          "hosts[0].containers[0].shmSize: 64 without a unit is 64 bytes, less than 1MiB; write the "
+                          "unit, e.g. 64GiB"),
+    # Docker CLI cli/connhelper/ssh/ssh.go ParseURL takes u.Hostname() and u.Port() from Go's net/url, whose
+    # port is the text after the last ':' (RFC 3986 3.2.2: an IPv6 literal is written in brackets).
+    "ssh port out of range": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://deploy@gpu1:99999"}}]},
+                              "hosts[0].docker.host: the port of 'ssh://deploy@gpu1:99999' must be a number from 1 to "
+                              "65535"),
+    "ssh port not a number": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://gpu1:ssh"}}]},
+                              "hosts[0].docker.host: the port of 'ssh://gpu1:ssh' must be a number from 1 to 65535"),
+    "unbracketed ipv6": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://deploy@fd00::1"}}]},
+                         "hosts[0].docker.host: an IPv6 address goes in brackets: ssh://deploy@[fd00::1] "
+                         "(with a port: ssh://deploy@[fd00::1]:22) (got 'ssh://deploy@fd00::1')"),
+    "tcp without port": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "tcp://gpu1"}}]},
+                         "hosts[0].docker.host: tcp:// needs a port, e.g. tcp://gpu1:2376 (got 'tcp://gpu1')"),
+    # numaCpus is read only to give a partition its NUMA node's CPUs, which needs the topology file.
+    "numaCpus without topology": ("dev", {P + "hosts": [{"name": "h1", "gpus": 8, "numaCpus": {0: "0-47"}}]},
+                                  "hosts[0].numaCpus: is used with `topology` (the saved file that says which NUMA "
+                                  "node each GPU is on); add `topology` or remove numaCpus"),
+    # moby daemon/daemon_unix.go verifyPlatformContainerResources refuses CPUs the host does not have
+    # ("Requested CPUs are not available").
+    "cpuset beyond the host's CPUs": ("dev", hosts({"name": "a", "gpus": [0], "cpuset": "0-3,200"}, topology=TOPOLOGY,
+                                                   numaCpus={0: "0-95", 1: "96-191"}),
+                                      "hosts[0].containers[0].cpuset: CPU 200 is not a CPU of host 'h1' (its numaCpus "
+                                      "list 0-191)"),
+    # A second container binding a published host port does not start: "Bind for 0.0.0.0:8080 failed: port is
+    # already allocated" (moby libnetwork portallocator ErrPortAlreadyAllocated).
+    "duplicate published port": ("dev", hosts({"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080}]},
+                                              {"name": "b", "gpus": [1], "ports": [{"internal": 81, "external": 8080}]}),
+                                 "hosts[0].containers[1].ports[0].external: host port 8080 of 'h1' is already "
+                                 "published by container 'a'; choose another external port"),
+    "port on the exporter's": ("dev", hosts({"name": "a", "ports": [{"internal": 80, "external": 5000}]}),
+                               "hosts[0].containers[0].ports[0].external: host port 5000 of 'h1' is already published "
+                               "by the GPU metrics exporter (monitoring.exporterPort); choose another external port"),
+    # docker/go-connections nat/nat.go ParsePortSpec: net.ParseIP, else "invalid IP address".
+    "port ip not an address": ("dev", hosts({"name": "a", "ports": [{"internal": 80, "ip": "localhost"}]}),
+                               "hosts[0].containers[0].ports[0].ip: expected an IP address such as 0.0.0.0, 127.0.0.1 "
+                               "or ::1 (got 'localhost')"),
+    "inference ip not an address": ("dev", {
+        P + "inference": [{"name": "q", "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                           "docker": {"partitions": ["local/rocm-dev"], "ip": "0.0.0.0:8000"}}]},
+        "inference[0].docker.ip: expected an IP address such as 0.0.0.0, 127.0.0.1 or ::1 (got '0.0.0.0:8000')"),
+    # POSIX.1-2017 Base Definitions 8.1 (names of letters, digits and '_', not starting with a digit, no '=').
+    "env name with a dash": ("dev", hosts({"name": "a", "env": {"MY-VAR": "1"}}),
+                             "hosts[0].containers[0].env.MY-VAR: expected an environment variable name: letters, "
+                             "digits and '_', not starting with a digit (got 'MY-VAR')"),
+    "env name with '='": ("dev", hosts({"name": "a", "env": {"A=B": "1"}}),
+                          "hosts[0].containers[0].env.A=B: expected an environment variable name: letters, digits and "
+                          "'_', not starting with a digit (got 'A=B')"),
+    "env name starting with a digit": ("dev", hosts({"name": "a", "env": {"1X": "1"}}),
+                                       "hosts[0].containers[0].env.1X: expected an environment variable name: "
+                                       "letters, digits and '_', not starting with a digit (got '1X')"),
+    "empty containers": ("dev", hosts(), "hosts[0].containers: must have at least 1 item(s)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refused_at_config_time(case):
+    stack, config, line = REFUSED[case]
+    assert f"{P}{line}" in problems(stack, config)
+
+
+def test_bracketed_ipv6_is_accepted_and_scraped_in_brackets():
+    # Prometheus targets are host:port, an IPv6 host in brackets (the unbracketed form yielded target `fd00`).
+    plan = synthesize("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://deploy@[fd00::1]:2222"}}]})
+    assert "- '[fd00::1]:5000'" in plan.outputs["prometheusScrapeConfig"].splitlines()[6]
+
+
+def test_published_port_on_another_address_is_no_clash():
+    # Docker binds 127.0.0.1:8080 and 10.0.0.1:8080 separately; only 0.0.0.0 takes every address. The check
+    # compares host ports only, which is stricter: two containers on one host port are refused whatever the ip.
+    config = hosts({"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080, "ip": "127.0.0.1"}]},
+                   {"name": "b", "gpus": [1], "ports": [{"internal": 80}]})
+    assert load("dev", config).hosts[0].containers[0].ports[0].ip == "127.0.0.1"
+
+
+@pytest.mark.parametrize("stack, environment", [("prod", "prod"), ("prod-eu", "prod"), ("product-demo", "dev"),
+                                                ("production", "dev"), ("dev", "dev"), ("org/rocm-stack/prod", "prod")])
+def test_only_prod_and_prod_dash_stacks_are_prod(stack, environment):
+    from policy.rocm_policy import pack
+
+    assert load(stack, {}).environment == environment
+    # The policy pack's enforcement level follows the same rule (policy/rocm_policy/rules.py default_environment).
+    assert pack.stack_context({"PULUMI_STACK": stack}).environment == environment
+
+
+def test_explicit_environment_wins_over_the_name():
+    assert load("product-demo", {P + "environment": "dev"}).environment == "dev"
+    assert "environment" in problems("dev", {P + "environment": "production"})[0]
+
+
+def test_kubernetes_only_stack_gets_no_docker_host():
+    cfg = load("dev", {P + "kubernetes": {"mode": "operator"}})
+    assert cfg.hosts == []
+    assert [h.name for h in load("dev", {}).hosts] == ["local"]  # neither layer declared: the local host
+    plan = synthesize("dev", {P + "kubernetes": {"mode": "operator"}})
+    assert not plan.of_type("pulumi:providers:docker")
+
+
+def test_plain_credentials_in_prod_are_the_policy_packs_findings():
+    """One definition: the paths refused at config time are exactly those the pack's no-plaintext-secrets-in-config
+    rule reports for the same stack file (policy/rocm_policy/rules.py plaintext_secrets)."""
+    from policy.rocm_policy import rules
+
+    config = stack_file("prod")
+    containers = config[P + "hosts"][0]["containers"]
+    containers[0]["env"] = {"API_KEY": "abc", "WANDB_API_KEY": "k", "HF_TOKEN_PATH_NOT": "x", "MODE": "fast"}
+    # Already a secret (the whole top-level key is then secret to the program: the CLI lists no deeper path).
+    config[P + "inference"][0]["env"] = {"DB_PASSWORD": {"secure": "v1:AAAA"}}
+    values, secret_keys = as_program_config(config)
+    with pytest.raises(ConfigError) as error:
+        load("prod", {k: decode(v) for k, v in values.items()}, secret_keys)
+    refused = {f"{P}{p.path}" for p in error.value.problems if "credential in plain text" in p.message}
+    plain_config = {k: v for k, v in config.items() if k not in secret_keys}
+    assert refused == set(rules.plaintext_secrets(plain_config)) == {
+        f"{P}hosts[0].containers[0].env.API_KEY", f"{P}hosts[0].containers[0].env.WANDB_API_KEY"}
+
+
+def test_plain_credentials_pass_in_dev():
+    assert load("dev", hosts({"name": "a", "env": {"API_KEY": "abc"}}))
+
+
+def test_messages_are_sentences():
+    """No pydantic prefixes or regular expressions reach the user, for every refused case above."""
+    for stack, config, _ in REFUSED.values():
+        for line in problems(stack, config):
+            assert "Value error" not in line and "String should match" not in line and "^" not in line, line
+            assert "Input should" not in line, line
