@@ -147,10 +147,15 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
 _STACK_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
+def _project(project_dir: Path) -> dict[str, Any]:
+    """Pulumi.yaml of the project; a folder without one (a test's bare stacks/) is this project's layout."""
+    path = project_dir / "Pulumi.yaml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else {"name": "rocm-stack", "stackConfigDir": "stacks"}
+
+
 def stack_file(stack: str, project_dir: Path = ROOT) -> Path:
     """`<stackConfigDir>/Pulumi.<stack>.yaml`; StackFileError naming the stacks that exist when it is missing."""
-    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
-    folder = project_dir / project.get("stackConfigDir", ".")
+    folder = project_dir / _project(project_dir).get("stackConfigDir", ".")
     path = folder / f"Pulumi.{stack}.yaml"
     if not _STACK_NAME.fullmatch(stack) or not path.is_file():
         # The CLI itself would start from an empty config (workspace/loaders.go L160-164); here stacks live in
@@ -163,8 +168,7 @@ def stack_file(stack: str, project_dir: Path = ROOT) -> Path:
 
 def stack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any]:
     """The stack's config as the Pulumi CLI reads it (schema.stackfile): `namespace:key` -> value."""
-    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
-    return read_config(stack_file(stack, project_dir), project)
+    return read_config(stack_file(stack, project_dir), _project(project_dir)["name"])
 
 
 def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
