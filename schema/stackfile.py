@@ -91,7 +91,7 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     def resolve(self, kind: Any, value: str, implicit: tuple[bool, bool]) -> str:
         if kind is ScalarNode and implicit[0]:
             return _MERGE if value == "<<" else _PLAIN
-        return super().resolve(kind, value, implicit)
+        return str(super().resolve(kind, value, implicit))
 
 
 class _Builder:
