@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, ValidationError, field_validator
 
+from domain.gpus import ModelName
+
 from .base import ConfigModel, EnvName, EnvValue, Name, ShmSize, matching
 
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
@@ -195,7 +197,7 @@ class HostConfig(ConfigModel):
     name: Name
     docker: DockerEndpoint = DockerEndpoint()
     gpus: Annotated[int, Field(ge=1, le=16)] = 1
-    gpu_model: Literal["MI300X", "MI325X", "MI308X", "MI250X", "MI250", "MI210", "other"] = "MI300X"
+    gpu_model: ModelName | Literal["other"] = "MI300X"
     # Saved `rocm-smi --showtopo` / `amd-smi topology [--json]` output, relative to the project directory.
     topology: str | None = None
     # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.

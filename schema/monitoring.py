@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from domain.gpus import MODELS, Line
+
 from .base import ConfigModel, matching
 from .docker import image_pin_problem
 
@@ -52,17 +54,8 @@ Fraction = Annotated[float, Field(gt=0, lt=1)]
 CapFraction = Annotated[float, Field(ge=0.5, le=1)]
 
 
+# The models with alert threshold defaults of their own (MODEL_DEFAULTS).
 GpuModel = Literal["MI300X", "MI325X", "MI250X", "MI250", "MI210"]
-GpuFamily = Literal["MI3xx", "MI2xx"]
-
-# The exporter's metric set differs by family (metrics-support-matrix.yaml: junction temperature and
-# gpu_package_power are MI3xx only, edge temperature and gpu_average_package_power MI2xx only).
-# Includes host-side model names that have no threshold defaults of their own (MI308X) so that
-# host/monitoring mismatches are still detected.
-GPU_FAMILY: dict[str, GpuFamily] = {
-    "MI300X": "MI3xx", "MI325X": "MI3xx", "MI308X": "MI3xx",
-    "MI250X": "MI2xx", "MI250": "MI2xx", "MI210": "MI2xx",
-}
 
 
 class Thresholds(ConfigModel):
@@ -163,8 +156,8 @@ class MonitoringConfig(ConfigModel):
         return value
 
     @property
-    def family(self) -> GpuFamily:
-        return GPU_FAMILY[self.gpu_model]
+    def family(self) -> Line:
+        return MODELS[self.gpu_model].line
 
     def effective_thresholds(self) -> Thresholds:
         defaults = MODEL_DEFAULTS[self.gpu_model].model_dump()
@@ -187,7 +180,7 @@ def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] =
                 f"(scrapeInterval {cfg.scrape_interval}); use at least {2 * scrape:g}s"
             )
     for host, model in host_gpu_models:
-        family = GPU_FAMILY.get(model)
+        family = MODELS[model].line if model in MODELS else None
         if family is not None and family != cfg.family:
             yield "monitoring.gpuModel", (
                 f"host '{host}' has {model} GPUs ({family}) but monitoring.gpuModel is {cfg.gpu_model} "
