@@ -1,4 +1,5 @@
-"""Shared base for every section of the stack configuration schema, and the value types several sections use."""
+"""Shared base for every section of the stack configuration schema: the model class, pattern checks that say what
+they expect in words, and the strict-scalar walker. The value types live in schema/types.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +9,7 @@ import typing
 from collections.abc import Iterator
 from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ByteSize, ConfigDict, PlainValidator, WrapValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, WrapValidator
 from pydantic.alias_generators import to_camel
 
 
@@ -30,46 +31,6 @@ def matching(pattern: str, expected: str) -> Check:
             raise ValueError(f"expected {expected} (got {value!r})")
         return value
     return Check(check, expected=expected, pattern=pattern)
-
-
-# A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
-Name = Annotated[str, matching(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
-                               "lowercase letters, digits and '-', at most 63 characters, starting and ending "
-                               "with a letter or digit")]
-# POSIX.1-2017 Base Definitions 8.1: "names shall not contain the character '='" and portable names "consist
-# solely of uppercase letters, digits, and the <underscore> ... and do not begin with a digit"; lowercase is
-# tolerated by every shell. Docker itself refuses an empty name (`docker run -e =x`: invalid environment variable).
-EnvName = Annotated[str, matching(r"[A-Za-z_][A-Za-z0-9_]*",
-                                  "an environment variable name: letters, digits and '_', not starting with a digit")]
-# YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
-EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
-
-
-def _human_bytes(size: int) -> str:
-    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return f"{size} bytes"
-
-
-def byte_size_at_least(minimum: int) -> Any:
-    """A byte size with a unit (`16GiB`); a bare number under the minimum is taken for a missing unit."""
-    def unit_needed(value: Any) -> Any:
-        if type(value) is int and 0 <= value < minimum:
-            raise ValueError(f"{value} without a unit is {value} bytes, less than {_human_bytes(minimum)}; "
-                             f"write the unit, e.g. {value}GiB")
-        return value
-
-    def at_least(value: ByteSize) -> ByteSize:
-        if value < minimum:
-            raise ValueError(f"must be at least {_human_bytes(minimum)} (got {_human_bytes(int(value))})")
-        return value
-    return Annotated[ByteSize, BeforeValidator(unit_needed), Check(at_least, ge=minimum)]
-
-
-# RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB;
-# less would silently become Docker's 64 MiB default.
-ShmSize = byte_size_at_least(1024**2)
 
 
 def _scalar_kinds(annotation: Any) -> set[type]:

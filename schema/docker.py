@@ -17,20 +17,8 @@ from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, Validatio
 
 from domain.gpus import ModelName
 
-from .base import ConfigModel, EnvName, EnvValue, Name, ShmSize, matching
-
-# A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
-CpuList = Annotated[str, matching(r"\d+(-\d+)?(,\d+(-\d+)?)*", "a CPU list such as 0-47,96-143")]
-AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces (starting with /)")]
-
-
-def cpus_of(cpu_list: str) -> set[int]:
-    """The CPU numbers of a CpuList ("0-2,8" -> {0, 1, 2, 8})."""
-    cpus: set[int] = set()
-    for part in cpu_list.split(","):
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return cpus
+from .base import ConfigModel
+from .types import AbsolutePath, CpuList, EnvName, EnvValue, GpuCount, Name, Port, ShmSize, cpus_of
 
 
 def _ip_address(value: str) -> str:
@@ -162,8 +150,8 @@ class DockerEndpoint(ConfigModel):
 
 
 class PortMapping(ConfigModel):
-    internal: Annotated[int, Field(ge=1, le=65535)]
-    external: Annotated[int, Field(ge=1, le=65535)] | None = None
+    internal: Port
+    external: Port | None = None
     ip: IpAddress = "0.0.0.0"
 
 
@@ -180,7 +168,7 @@ class ContainerConfig(ConfigModel):
     # Explicit GPU indices on the host; when absent (and no gpuCount) the container gets every GPU of the host.
     gpus: list[Annotated[int, Field(ge=0)]] | None = None
     # Or a partition size: the loader picks the GPUs from the host's topology (see place_partitions).
-    gpu_count: Annotated[int, Field(ge=1, le=16)] | None = None
+    gpu_count: GpuCount | None = None
     # CPUs for `--cpuset-cpus`; defaults to the NUMA node of the partition when the host declares numaCpus.
     cpuset: CpuList | None = None
     command: list[str] = []
@@ -196,7 +184,7 @@ class ContainerConfig(ConfigModel):
 class HostConfig(ConfigModel):
     name: Name
     docker: DockerEndpoint = DockerEndpoint()
-    gpus: Annotated[int, Field(ge=1, le=16)] = 1
+    gpus: GpuCount = 1
     gpu_model: ModelName | Literal["other"] = "MI300X"
     # Saved `rocm-smi --showtopo` / `amd-smi topology [--json]` output, relative to the project directory.
     topology: str | None = None

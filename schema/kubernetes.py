@@ -13,7 +13,8 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import AfterValidator, Field, PlainValidator
 
-from schema.base import ConfigModel, Name, matching
+from schema.base import ConfigModel, matching
+from schema.types import Name, Port, UnitDuration
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 
@@ -95,7 +96,6 @@ ChartVersion = Annotated[str, matching(r"v\d+\.\d+\.\d+", "a chart version such 
 LabelKey = Annotated[str, matching(
     r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
     "a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', e.g. amd.com/gpu")]
-Duration = Annotated[str, matching(r"([0-9]+)(ms|s|m|h)", "a number and one unit (ms, s, m or h), e.g. 30s")]
 # Labels the node labeller can publish (gpu-operator values.yaml: defaults + the partitioning ones).
 NodeLabel = Literal[
     "vram", "cu-count", "simd-count", "device-id", "family", "product-name", "driver-version",
@@ -231,7 +231,7 @@ class OperatorDevicePluginConfig(ConfigModel):
 class ServiceMonitorConfig(ConfigModel):
     # Needs the Prometheus Operator CRDs in the cluster.
     enable: bool = False
-    interval: Duration = "30s"
+    interval: UnitDuration = "30s"
     # Labels a Prometheus serviceMonitorSelector matches on.
     labels: dict[str, str] = {}
 
@@ -239,7 +239,7 @@ class ServiceMonitorConfig(ConfigModel):
 class MetricsExporterConfig(ConfigModel):
     enable: bool = True
     image: Image = METRICS_EXPORTER_IMAGE
-    port: int = Field(5000, ge=1, le=65535)
+    port: Port = 5000
     service_type: Literal["ClusterIP", "NodePort"] = "ClusterIP"
     # Only with serviceType NodePort; None lets Kubernetes pick one.
     node_port: int | None = Field(None, ge=30000, le=32767)

@@ -5,46 +5,18 @@ this file only holds the numbers and switches an operator tunes.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from domain.gpus import MODELS, Line
 
 from .base import ConfigModel, matching
+from .types import Duration, Port, UnitDuration, duration_seconds
 from .docker import image_pin_problem
 
-# Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).
-_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
-_UNIT_SECONDS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
-
-
-def duration_seconds(value: str) -> float:
-    """Seconds in a Prometheus duration such as `1h30m`."""
-    match = _DURATION.match(value)
-    if not value or match is None:
-        raise ValueError(f"'{value}' is not a Prometheus duration; expected e.g. 30s, 5m, 1h30m")
-    return sum(int(n) * unit for n, unit in zip(match.groups(), _UNIT_SECONDS) if n)
-
-
-def _positive_duration(value: str) -> str:
-    if duration_seconds(value) <= 0:
-        raise ValueError(f"'{value}' must be longer than zero")
-    return value
-
-
-def _single_unit(value: str) -> str:
-    # The DeviceConfig's serviceMonitor.interval only accepts `^([0-9]+)(ms|s|m|h)$` (amd.com CRD pattern).
-    if not re.fullmatch(r"[0-9]+(ms|s|m|h)", value):
-        raise ValueError(f"'{value}' must be a number and one unit (ms, s, m or h), e.g. 15s, 30s or 1m")
-    return value
-
-
-Duration = Annotated[str, AfterValidator(_positive_duration)]
-ScrapeInterval = Annotated[str, AfterValidator(_single_unit), AfterValidator(_positive_duration)]
 Celsius = Annotated[float, Field(ge=30, le=125)]
 Watts = Annotated[float, Field(gt=0, le=3000)]
 Percent = Annotated[float, Field(gt=0, le=100)]
@@ -139,8 +111,8 @@ class MonitoringConfig(ConfigModel):
     thresholds: ThresholdOverrides = ThresholdOverrides()
     exporter_image: str = DEFAULT_EXPORTER_IMAGE
     # Upstream's ServerPort default; on Docker hosts this is the published host port.
-    exporter_port: Annotated[int, Field(ge=1, le=65535)] = 5000
-    scrape_interval: ScrapeInterval = "30s"
+    exporter_port: Port = 5000
+    scrape_interval: UnitDuration = "30s"
     kube_prometheus_stack: KubePrometheusStackConfig = KubePrometheusStackConfig()
     grafana_dashboard: bool = True
     # Labels the cluster's Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: `release`).

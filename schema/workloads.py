@@ -19,7 +19,8 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import ByteSize, Field
 
-from .base import ConfigModel, EnvName, EnvValue, ShmSize
+from .base import ConfigModel
+from .types import DNS_LABEL, AbsolutePath, EnvName, EnvValue, GpuCount, Port, ShmSize
 from .base import matching as _matching
 from .docker import VISIBILITY_VARIABLES, ContainerConfig, HostConfig, IpAddress
 from .kubernetes import BUILTIN_NAMESPACES, GpuNodeTaint, KubernetesConfig, NamespaceName
@@ -30,8 +31,7 @@ from .monitoring import MonitoringConfig
 # (`<name>-model-cache`, pod hostnames `<name>-<index>`) to stay within 63 characters.
 WorkloadName = Annotated[str, _matching(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
                                         "lowercase letters, digits and '-', starting with a letter, at most 40 characters")]
-_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
-PartitionRef = Annotated[str, _matching(f"{_LABEL}/{_LABEL}", "'host/container' of a partition in rocm-stack:hosts")]
+PartitionRef = Annotated[str, _matching(f"{DNS_LABEL}/{DNS_LABEL}", "'host/container' of a partition in rocm-stack:hosts")]
 Quantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?",
                                     "a Kubernetes quantity such as 100Gi or 500Mi")]
 # CPU cores as a Kubernetes quantity: "16", "0.5" or "500m".
@@ -40,7 +40,6 @@ CpuQuantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?|[0-9]+m", 'CPU cores,
 ExtendedResource = Annotated[str, _matching(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
                                             "an extended resource name '<prefix>/<name>', e.g. rdma/hca_shared_devices_a")]
 InterfaceName = Annotated[str, _matching(r"[A-Za-z0-9_.:-]{1,15}", "a network interface name, e.g. eth0 or net1")]
-AbsolutePath = Annotated[str, _matching(r"/\S*", "an absolute path without spaces (starting with /)")]
 # A Hugging Face repository id (`org/name`).
 ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
 EntryPoint = Annotated[str, _matching(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", "'module:function', e.g. mypkg.train:main")]
@@ -93,7 +92,7 @@ class GpuFleet(ConfigModel):
     """The GPU nodes of the Kubernetes cluster (all alike)."""
 
     nodes: int = Field(ge=1)
-    gpus_per_node: int = Field(ge=1, le=16)
+    gpus_per_node: GpuCount
 
     @property
     def gpus(self) -> int:
@@ -190,7 +189,7 @@ ModelCacheStorage = Annotated[PvcStorage | HostPathStorage | EmptyDirStorage, Fi
 class TrainingKubernetes(ConfigModel):
     namespace: NamespaceName = "default"
     nodes: int = Field(1, ge=1, le=1024)
-    gpus_per_node: int = Field(1, ge=1, le=16)
+    gpus_per_node: GpuCount = 1
     cpu: CpuQuantity = "16"
     """CPU request = limit of each pod (Guaranteed QoS: evicted last)."""
     memory: ByteSize = ByteSize(64 * 1024**3)
@@ -278,7 +277,7 @@ class InferenceKubernetes(ConfigModel):
     # None: 1 in dev, 2 in prod (a PodDisruptionBudget then keeps one serving during node drains).
     replicas: int | None = Field(None, ge=1)
     # GPUs per replica; None: tensorParallelSize. More than that adds vLLM data-parallel ranks.
-    gpus: int | None = Field(None, ge=1, le=16)
+    gpus: GpuCount | None = None
     node_selector: dict[str, str] = {}
     tolerations: list[Toleration] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/huggingface in dev, a 200Gi ReadWriteMany PVC in prod.
@@ -318,7 +317,7 @@ class InferenceDocker(ConfigModel):
     # single-GPU partitions usually serve more than one partition of as many GPUs (see the README).
     partitions: list[PartitionRef] = Field(min_length=1)
     # Host port of the API; None: the same as `port`.
-    published_port: int | None = Field(None, ge=1, le=65535)
+    published_port: Port | None = None
     # Host address the port is published on (127.0.0.1: only the host itself, behind its own proxy). In prod the
     # API needs the key `rocm-stack:vllmApiKey` on any address.
     ip: IpAddress = "0.0.0.0"
@@ -334,8 +333,8 @@ class InferenceConfig(ConfigModel):
     # The model needs an accepted licence: the secret `huggingfaceToken` becomes required.
     gated: bool = False
     image: str = "vllm"
-    tensor_parallel_size: int = Field(1, ge=1, le=16)
-    port: int = Field(8000, ge=1, le=65535)
+    tensor_parallel_size: GpuCount = 1
+    port: Port = 8000
     extra_args: list[str] = []
     env: dict[EnvName, EnvValue] = {}
     # Merged over INFERENCE_ROCM_ENV (+ MULTI_GPU_INFERENCE_ENV with more than one GPU); `null` removes one.

@@ -93,6 +93,17 @@ REFUSED = {
                                        "hosts[0].containers[0].env.1X: expected an environment variable name: "
                                        "letters, digits and '_', not starting with a digit (got '1X')"),
     "empty containers": ("dev", hosts(), "hosts[0].containers: must have at least 1 item(s)"),
+    # The DeviceConfig CRD takes one unit only: amd.com_deviceconfigs.yaml (shared/reference/amd-gpu-operator)
+    # L1001 `pattern: ^([0-9]+)(ms|s|m|h)$` for metricsExporter.prometheus.serviceMonitor.interval. The Docker-side
+    # scrape interval and the serviceMonitor's are one type (schema/types.py UnitDuration), so both refuse alike.
+    "two-unit scrape interval": ("dev", {P + "monitoring": {"scrapeInterval": "1m30s"}},
+                                 "monitoring.scrapeInterval: expected a number and one unit (ms, s, m or h), e.g. 30s "
+                                 "(got '1m30s')"),
+    "two-unit serviceMonitor interval": (
+        "dev", {P + "kubernetes": {"gpuOperator": {"deviceConfig": {"metricsExporter": {
+            "serviceMonitor": {"interval": "1m30s"}}}}}},
+        "kubernetes.gpuOperator.deviceConfig.metricsExporter.serviceMonitor.interval: expected a number and one unit "
+        "(ms, s, m or h), e.g. 30s (got '1m30s')"),
 }
 
 

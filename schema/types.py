@@ -1,0 +1,97 @@
+"""The value types several sections of the stack configuration share: one definition each (names, environment
+variables, byte sizes, CPU lists, ports, durations, GPU counts)."""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, ByteSize, Field
+
+from .base import Check, matching
+
+# A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+Name = Annotated[str, matching(DNS_LABEL,
+                               "lowercase letters, digits and '-', at most 63 characters, starting and ending "
+                               "with a letter or digit")]
+# POSIX.1-2017 Base Definitions 8.1: "names shall not contain the character '='" and portable names "consist
+# solely of uppercase letters, digits, and the <underscore> ... and do not begin with a digit"; lowercase is
+# tolerated by every shell. Docker itself refuses an empty name (`docker run -e =x`: invalid environment variable).
+EnvName = Annotated[str, matching(r"[A-Za-z_][A-Za-z0-9_]*",
+                                  "an environment variable name: letters, digits and '_', not starting with a digit")]
+# YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
+EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
+
+
+def _human_bytes(size: int) -> str:
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size} bytes"
+
+
+def byte_size_at_least(minimum: int) -> Any:
+    """A byte size with a unit (`16GiB`); a bare number under the minimum is taken for a missing unit."""
+    def unit_needed(value: Any) -> Any:
+        if type(value) is int and 0 <= value < minimum:
+            raise ValueError(f"{value} without a unit is {value} bytes, less than {_human_bytes(minimum)}; "
+                             f"write the unit, e.g. {value}GiB")
+        return value
+
+    def at_least(value: ByteSize) -> ByteSize:
+        if value < minimum:
+            raise ValueError(f"must be at least {_human_bytes(minimum)} (got {_human_bytes(int(value))})")
+        return value
+    return Annotated[ByteSize, BeforeValidator(unit_needed), Check(at_least, ge=minimum)]
+
+
+# RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB;
+# less would silently become Docker's 64 MiB default.
+ShmSize = byte_size_at_least(1024**2)
+
+
+# A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
+CpuList = Annotated[str, matching(r"\d+(-\d+)?(,\d+(-\d+)?)*", "a CPU list such as 0-47,96-143")]
+
+
+def cpus_of(cpu_list: str) -> set[int]:
+    """The CPU numbers of a CpuList ("0-2,8" -> {0, 1, 2, 8})."""
+    cpus: set[int] = set()
+    for part in cpu_list.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces (starting with /)")]
+# A TCP/UDP port number (host side of a published port, a container port, a Service port).
+Port = Annotated[int, Field(ge=1, le=65535)]
+# GPUs of one host, partition, node or server.
+GpuCount = Annotated[int, Field(ge=1, le=16)]
+
+
+# Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).
+_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+_UNIT_SECONDS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def duration_seconds(value: str) -> float:
+    """Seconds in a Prometheus duration such as `1h30m`."""
+    match = _DURATION.match(value)
+    if not value or match is None:
+        raise ValueError(f"'{value}' is not a Prometheus duration; expected e.g. 30s, 5m, 1h30m")
+    return sum(int(n) * unit for n, unit in zip(match.groups(), _UNIT_SECONDS) if n)
+
+
+def _positive_duration(value: str) -> str:
+    if duration_seconds(value) <= 0:
+        raise ValueError(f"'{value}' must be longer than zero")
+    return value
+
+
+# Any positive Prometheus duration (alert windows, `for:`).
+Duration = Annotated[str, AfterValidator(_positive_duration)]
+# One unit only: the DeviceConfig's serviceMonitor.interval takes no `1m30s` (amd.com_deviceconfigs.yaml
+# `pattern: ^([0-9]+)(ms|s|m|h)$`); the Docker-side scrape interval uses the same type so one value fits both.
+UnitDuration = Annotated[str, matching(r"[0-9]+(ms|s|m|h)", "a number and one unit (ms, s, m or h), e.g. 30s"),
+                         AfterValidator(_positive_duration)]
