@@ -5,7 +5,7 @@ grafana-foundation-sdk (pinned in requirements.txt to the Grafana 11.6 build; it
 
 Generated rather than hand-edited so its queries stay in step with the alert rules; the committed
 `monitoring/dashboards/rocm-gpus.json` (for Docker setups' Grafana provisioning) is rewritten by
-`python -m domain.dashboard`, and the Kubernetes component ships the same JSON in a ConfigMap for the
+`rocm-stack dashboard --write`, and the Kubernetes component ships the same JSON in a ConfigMap for the
 Grafana sidecar. GPU queries follow ROCm/device-metrics-exporter grafana/dashboard_gpu.json: junction
 temperature and gpu_package_power on MI3xx, edge temperature and gpu_average_package_power on MI2xx, per-die
 gpu_gfx_busy_instantaneous (label xcc_index) on MI3xx and gpu_gfx_activity elsewhere; both families' queries are
@@ -15,9 +15,7 @@ is hidden since 0.10 and removed in 0.12).
 """
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from grafana_foundation_sdk.builders import common, prometheus, stat, timeseries
@@ -150,14 +148,3 @@ def dashboard_json_text() -> str:
         panel.id_val = panel_id
     return json.dumps(board, cls=JSONEncoder, indent=2, ensure_ascii=False) + "\n"
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DASHBOARD_FILE, help="file to write (default: the committed one)")
-    args = parser.parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(dashboard_json_text(), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()

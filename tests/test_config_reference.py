@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_committed_reference_is_the_generated_one():
     committed = (ROOT / "docs" / "config-reference.md").read_text()
-    assert committed == config_reference.render(), "run `python -m tools.config_reference` and commit the page"
+    assert committed == config_reference.render(), "run `rocm-stack config-reference --write` and commit the page"
 
 
 def test_reference_lists_every_key_with_its_docstring():
@@ -26,5 +26,8 @@ def test_check_fails_on_a_stale_page(tmp_path, capsys):
     stale.write_text(config_reference.render().replace("required", "optional", 1))
     assert config_reference.main(["--check", "--out", str(stale)]) == 1
     assert "is stale" in capsys.readouterr().err
-    assert config_reference.main(["--out", str(stale)]) == 0
+    assert config_reference.main(["--out", str(stale)]) == 2, "an existing file is only overwritten with --write"
+    assert "pass --write to overwrite it" in capsys.readouterr().err
+    assert config_reference.main(["--write", "--out", str(stale)]) == 0
+    assert capsys.readouterr().err == f"wrote {stale}\n"
     assert config_reference.main(["--check", "--out", str(stale)]) == 0

@@ -282,7 +282,7 @@ def test_service_monitor_subset_schema_rejects_a_misspelled_field(dev_device_plu
 
 def test_committed_dashboard_is_the_generated_one() -> None:
     assert dashboard.DASHBOARD_FILE.read_text(encoding="utf-8") == dashboard.dashboard_json_text(), (
-        "monitoring/dashboards/rocm-gpus.json is stale: run `.venv/bin/python -m domain.dashboard`"
+        "monitoring/dashboards/rocm-gpus.json is stale: run `rocm-stack dashboard --write`"
     )
 
 

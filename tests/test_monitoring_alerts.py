@@ -110,7 +110,7 @@ def test_kube_prometheus_stack_defaults_by_environment() -> None:
 
 def test_committed_rules_file_is_the_generated_mi300x_default() -> None:
     assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig()), (
-        "monitoring/rules/gpu-alerts.rules.yml is stale: run `rocm-stack alerts`"
+        "monitoring/rules/gpu-alerts.rules.yml is stale: run `rocm-stack alerts --write`"
     )
 
 
@@ -119,6 +119,13 @@ def test_cli_writes_the_rules_of_a_stack(tmp_path: Path) -> None:
     assert cli.run(["alerts", "--stack", "prod", "--out", str(out)]) == 0
     # The committed prod stack sets no monitoring section: its rules are the defaults.
     assert out.read_text(encoding="utf-8") == alerts.RULES_FILE.read_text(encoding="utf-8")
+
+
+def test_cli_never_overwrites_a_file_unasked_and_a_missing_stack_is_exit_2(tmp_path: Path, capsys) -> None:
+    assert cli.run(["alerts", "--out", str(alerts.RULES_FILE)]) == 2
+    assert capsys.readouterr().err == f"{alerts.RULES_FILE} exists: pass --write to overwrite it\n"
+    assert cli.run(["alerts", "--stack", "staging"]) == 2
+    assert capsys.readouterr().err == "stacks/Pulumi.staging.yaml: no such stack file; the stacks are: dev, prod\n"
 
 
 def test_thresholds_reach_the_expressions() -> None:

@@ -122,7 +122,7 @@ def test_preview_on_pull_requests():
     text = run_text(synth)
     assert 'make synth STACK="$STACK" OUT="out/$STACK"' in text
     assert "git worktree add" in text and "github.event.pull_request.base.sha" in str(synth)
-    assert "tools.synth_diff" in text and "$GITHUB_STEP_SUMMARY" in text
+    assert "rocm-stack diff" in text and "$GITHUB_STEP_SUMMARY" in text
     assert "rocm_policy.offline" in text
     (upload,) = steps_using(synth, "actions/upload-artifact@")
     assert upload["with"]["path"] == "out/${{ matrix.stack }}"
@@ -160,7 +160,7 @@ def test_drift_on_schedule_and_on_demand_opens_issues():
     assert job["concurrency"]["cancel-in-progress"] is False and "matrix.stack" in job["concurrency"]["group"]
     text = run_text(job)
     assert re.search(r"pulumi preview --stack \"\$STACK\" --refresh --expect-no-changes --json", text)
-    assert "python -m tools.drift drift/preview.json --out drift/summary.md" in text
+    assert "rocm-stack drift drift/preview.json --out drift/summary.md" in text
     assert "gh issue create" in text and "gh issue comment" in text and "gh issue close" in text
     assert "--label drift" in text and "select(.title == env.TITLE)" in text
 
@@ -187,3 +187,18 @@ def test_drift_report_step_on_recorded_previews(tmp_path, fixture, status, outpu
         assert summary.read_text().startswith("## Drift report")
     else:
         assert "::error::the preview of prod did not finish" in result.stdout
+
+
+def test_every_venv_command_the_workflows_call_is_installed_by_the_setup():
+    """`.venv/bin/rocm-stack` exists only where `pip install -e .` ran (the console script of pyproject.toml);
+    requirements.txt alone installs the libraries."""
+    called = set()
+    for path in WORKFLOWS.glob("*.yml"):
+        called |= set(re.findall(r"\.venv/bin/([\w-]+)", path.read_text()))
+    setup = SETUP_ACTION.read_text()
+    scripts = set(re.findall(r'^(\S+) = "', (ROOT / "pyproject.toml").read_text().split("[project.scripts]")[1]
+                             .split("\n[")[0], re.M))
+    assert "rocm-stack" in called and scripts == {"rocm-stack"}
+    assert ".venv/bin/pip install --quiet --no-deps -e ." in setup
+    pip_installed = {"python", "pip"} | scripts
+    assert called <= pip_installed | {"pulumi"}, called - pip_installed

@@ -1,31 +1,37 @@
-"""`rocm-stack alerts [--stack STACK] [--out FILE]`: write the GPU alert rules as a Prometheus rules file.
+"""`rocm-stack alerts [--stack STACK] [--write | --out FILE]`: the GPU alert rules as a Prometheus rules file.
 
-Without `--stack` it writes the MI300X defaults to the committed `monitoring/rules/gpu-alerts.rules.yml`
-(tests/test_monitoring_alerts.py fails when that file drifts); with it, the rules of that stack's
-`rocm-stack:monitoring`.
+Without `--stack`: the MI300X defaults, i.e. the committed `monitoring/rules/gpu-alerts.rules.yml`
+(tests/test_monitoring_alerts.py fails when that file drifts; `--write` rewrites it). With `--stack`: the rules of
+that stack's `rocm-stack:monitoring`, its config checked as `pulumi up` checks it.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from domain.alerts import RULES_FILE, rules_file_text
+from schema import ConfigError, decode, load
 from schema.monitoring import MonitoringConfig
+from schema.stackfile import StackFileError, as_program_config
+from tools.output import add_output_options, emit
 from tools.synth import stack_config
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rocm-stack alerts", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RULES_FILE, help="rules file to write (default: the committed one)")
     parser.add_argument("--stack", help="use `rocm-stack:monitoring` of stacks/Pulumi.STACK.yaml (default: defaults)")
+    add_output_options(parser, RULES_FILE)
     args = parser.parse_args(argv)
     cfg = MonitoringConfig()
     if args.stack:
-        cfg = MonitoringConfig.model_validate(stack_config(args.stack).get("rocm-stack:monitoring") or {})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(rules_file_text(cfg), encoding="utf-8")
-    return 0
+        try:
+            values, secret_keys = as_program_config(stack_config(args.stack))
+            cfg = load(args.stack, {key: decode(value) for key, value in values.items()}, secret_keys,
+                       place_unlocked=True).monitoring
+        except (StackFileError, ConfigError) as refused:
+            print(refused, file=sys.stderr)
+            return 2
+    return emit(rules_file_text(cfg), args, RULES_FILE)
 
 
 if __name__ == "__main__":

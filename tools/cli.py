@@ -23,8 +23,10 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "diff": ("tools.synth_diff", "Compare two synth plans (resources added, removed, changed) as Markdown.", False),
     "drift": ("tools.drift", "Turn `pulumi preview --refresh --json` into a drift report (exit 1 on drift).", False),
     "topology": ("tools.topology", "Print a saved rocm-smi/amd-smi GPU topology, and a placement, as JSON.", False),
-    "alerts": ("tools.alerts", "Write the GPU alert rules as a Prometheus rules file.", False),
-    "config-reference": ("tools.config_reference", "Regenerate docs/config-reference.md from the schema.", False),
+    "alerts": ("tools.alerts", "Print (or --write) the GPU alert rules as a Prometheus rules file.", False),
+    "dashboard": ("tools.dashboard", "Print (or --write) the Grafana dashboard JSON.", False),
+    "config-reference": ("tools.config_reference", "Print (or --write, --check) docs/config-reference.md, generated "
+                                                   "from the schema.", False),
     # Hooks: present once their tools land (tools/lock.py: placement lock; tools/verify.py: checks of a deploy).
     "lock": ("tools.lock", "Write the stack's placement lock (stacks/placement.STACK.yaml).", True),
     "verify": ("tools.verify", "Verify a deployed stack.", True),
