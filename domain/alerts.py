@@ -92,7 +92,6 @@ def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
     t: Thresholds = cfg.effective_thresholds()
     metrics = _FAMILY_METRICS[cfg.family]
     temperature, sensor = metrics["temperature"]
-    cap = t.power_cap_watts * t.power_cap_fraction
     key = ", ".join(GPU_KEY)
     # A workload holds the GPU when a scheduler label names it (Kubernetes pod, Slurm job) or, on plain Docker
     # hosts where the exporter sees no scheduler, when it holds a real share of the VRAM. Serving pods (owned by
@@ -116,12 +115,12 @@ def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
             f"{_WHERE} memory temperature is {{{{ $value }}}} °C, above {_num(t.memory_temperature_celsius)} °C "
             f"for {t.sustained_for}.",
         ),
-        _alert(
-            "GpuPowerAtCap", f"{metrics['power']} >= {_num(cap)}", t.sustained_for, "info",
-            "GPU running at its power cap",
+        *([] if t.power_cap_watts is None else [_alert(
+            "GpuPowerAtCap", f"{metrics['power']} >= {_num(t.power_cap_watts * t.power_cap_fraction)}",
+            t.sustained_for, "info", "GPU running at its power cap",
             f"{_WHERE} draws {{{{ $value }}}} W, at least {_num(t.power_cap_fraction * 100)}% of its "
             f"{_num(t.power_cap_watts)} W cap for {t.sustained_for}: it is power-throttled.",
-        ),
+        )]),
         _alert(
             "GpuIdleWhileAllocated",
             f"({metrics['utilization']} < {_num(t.idle_utilization_percent)})\n"

@@ -11,6 +11,8 @@ from typing import Annotated, get_args
 
 from pydantic import Field
 
+from domain.gpus import MODELS
+
 from .base import ConfigModel, matching
 from .docker import HostConfig, image_pin_problem
 
@@ -32,10 +34,11 @@ class GpuFloors(ConfigModel):
 # rise from ~161 GB/s at 8 MiB, crickett-hpe/hpc-ai-envs PR #30), so 100 there is the more lenient floor.
 # MI325X: the same compute as MI300X (stas00/ml-engineering compute/accelerator/README.md, note 18) and the same
 # 304 GB/s all-reduce acceptance criterion (ROCm/system-acceptance-docs docs/gpus/mi325x.md L143).
-# No AMD floor for bf16 matmul is published for MI308X, MI250X/MI250 (per GCD) or MI210: none is assumed.
+# No AMD floor for bf16 matmul is published for MI308X, MI350X/MI355X, MI250X/MI250 (per GCD) or MI210: none is
+# assumed. The figures live in the model table (domain/gpus.py `min_tflops`, `min_busbw`).
 DEFAULT_FLOORS: dict[str, GpuFloors] = {
-    "MI300X": GpuFloors(min_tflops=600, min_busbw=100),
-    "MI325X": GpuFloors(min_tflops=600, min_busbw=100),
+    name: GpuFloors(min_tflops=model.min_tflops, min_busbw=model.min_busbw)
+    for name, model in MODELS.items() if model.min_tflops is not None or model.min_busbw is not None
 }
 
 # A ROCm image tag names its ROCm release: rocm/pytorch:rocm7.0_ubuntu22.04_..., rocm/vllm:rocm7.0.0_vllm_...

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from domain.gpus import MODELS, Line
+from domain.gpus import MODELS, Line, ModelName
 
 from .base import ConfigModel, matching
 from .types import Duration, Port, UnitDuration, duration_seconds
@@ -26,10 +26,6 @@ Fraction = Annotated[float, Field(gt=0, lt=1)]
 CapFraction = Annotated[float, Field(ge=0.5, le=1)]
 
 
-# The models with alert threshold defaults of their own (MODEL_DEFAULTS).
-GpuModel = Literal["MI300X", "MI325X", "MI250X", "MI250", "MI210"]
-
-
 class Thresholds(ConfigModel):
     """Effective alert thresholds; every field is set (model defaults merged with the stack's overrides)."""
 
@@ -37,7 +33,8 @@ class Thresholds(ConfigModel):
     gpu_temperature_celsius: Celsius
     memory_temperature_celsius: Celsius
     # Board power limit (TBP) the "power at cap" alert compares against; lower it if `amd-smi set --power-cap` is used.
-    power_cap_watts: Watts
+    # None only for a model without a published TBP (MI308X), where the stack must set it (see `problems`).
+    power_cap_watts: Watts | None
     power_cap_fraction: CapFraction
     # GPU counted idle below this utilisation, alerting when that lasts `idle_for` while a workload holds the GPU.
     idle_utilization_percent: Percent
@@ -81,14 +78,13 @@ _COMMON = dict(
     exporter_down_for="5m",
     sustained_for="5m",
 )
-# Warning levels kept about 10 °C under the firmware throttle points, and the boards' rated TBP
-# (MI325X 1000 W, MI300X 750 W, MI250X/MI250 OAM 500 W, MI210 PCIe 300 W). Sites tune them via overrides.
+# Temperatures and board power per model come from the model table (domain/gpus.py, with their sources); sites tune
+# them via overrides.
 MODEL_DEFAULTS: dict[str, Thresholds] = {
-    "MI325X": Thresholds(gpu_temperature_celsius=95, memory_temperature_celsius=85, power_cap_watts=1000, **_COMMON),
-    "MI300X": Thresholds(gpu_temperature_celsius=95, memory_temperature_celsius=85, power_cap_watts=750, **_COMMON),
-    "MI250X": Thresholds(gpu_temperature_celsius=80, memory_temperature_celsius=85, power_cap_watts=500, **_COMMON),
-    "MI250": Thresholds(gpu_temperature_celsius=80, memory_temperature_celsius=85, power_cap_watts=500, **_COMMON),
-    "MI210": Thresholds(gpu_temperature_celsius=80, memory_temperature_celsius=85, power_cap_watts=300, **_COMMON),
+    name: Thresholds(gpu_temperature_celsius=model.gpu_temperature_celsius,
+                     memory_temperature_celsius=model.memory_temperature_celsius,
+                     power_cap_watts=model.power_cap_watts, **_COMMON)
+    for name, model in MODELS.items()
 }
 
 # The tag ROCm/device-metrics-exporter's own Helm chart ships (helm-charts/values.yaml `image.tag`, Chart.yaml
@@ -107,7 +103,7 @@ class KubePrometheusStackConfig(ConfigModel):
 
 class MonitoringConfig(ConfigModel):
     enabled: bool = True
-    gpu_model: GpuModel = "MI300X"
+    gpu_model: ModelName = "MI300X"
     thresholds: ThresholdOverrides = ThresholdOverrides()
     exporter_image: str = DEFAULT_EXPORTER_IMAGE
     # Upstream's ServerPort default; on Docker hosts this is the published host port.
@@ -151,6 +147,10 @@ def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] =
                 f"{getattr(thresholds, key)} is shorter than two scrape intervals "
                 f"(scrapeInterval {cfg.scrape_interval}); use at least {2 * scrape:g}s"
             )
+    if thresholds.power_cap_watts is None:
+        yield "monitoring.thresholds.powerCapWatts", (
+            f"AMD publishes no board power (TBP) for {cfg.gpu_model}, so there is no default for the power-at-cap "
+            "alert; set it to the board's power cap (SOCKET_POWER in `amd-smi static --limit`)")
     for host, model in host_gpu_models:
         family = MODELS[model].line if model in MODELS else None
         if family is not None and family != cfg.family:

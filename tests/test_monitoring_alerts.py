@@ -65,6 +65,22 @@ def test_model_defaults_differ_by_family_and_overrides_win() -> None:
     assert (tuned.gpu_temperature_celsius, tuned.idle_for, tuned.power_cap_watts) == (90, "1h", 750)
 
 
+def test_each_model_has_its_board_power_and_mi308x_none() -> None:
+    # Board TBP: AMD product pages amd.com/en/products/accelerators/instinct/mi350/mi355x.html (1400 W) and
+    # .../mi350x.html (1000 W), the figures AMD gave at ISC/Hot Chips 2025 (tomshardware.com "AMD's Instinct MI355X
+    # accelerator will consume 1,400 watts": "MI350X module with a 1000W power consumption ... MI355X that will
+    # consume up to 1400W"); MI300X 750 W as rocm-smi shows its default cap ("PwrCap 750.0W", ROCm issue #5231).
+    caps = {model: MODEL_DEFAULTS[model].power_cap_watts for model in ("MI355X", "MI350X", "MI325X", "MI300X")}
+    assert caps == {"MI355X": 1400, "MI350X": 1000, "MI325X": 1000, "MI300X": 750}
+    # MI308X: AMD publishes no TBP; it must not silently take MI300X's 750 W.
+    assert MODEL_DEFAULTS["MI308X"].power_cap_watts is None
+    found = dict(problems(MonitoringConfig(gpu_model="MI308X")))
+    assert "no board power" in found["monitoring.thresholds.powerCapWatts"]
+    tuned = MonitoringConfig.model_validate({"gpuModel": "MI308X", "thresholds": {"powerCapWatts": 650}})
+    assert list(problems(tuned)) == []
+    assert "GpuPowerAtCap" not in {rule["alert"] for rule in alerts.alert_rules(MonitoringConfig(gpu_model="MI308X"))}
+
+
 @pytest.mark.parametrize(
     ("stack_value", "key"),
     [
@@ -208,7 +224,7 @@ def test_promtool_check_rules(promtool: str, tmp_path: Path, model: str) -> None
     rules.write_text(alerts.rules_file_text(MonitoringConfig(gpu_model=model)), encoding="utf-8")
     result = _run_promtool(promtool, "check", "rules", rules)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(alerts.alert_rules(MonitoringConfig()))} rules found" in result.stdout
+    assert f"SUCCESS: {len(alerts.alert_rules(MonitoringConfig(gpu_model=model)))} rules found" in result.stdout
 
 
 def test_promtool_unit_tests_of_the_committed_mi300x_rules(promtool: str, tmp_path: Path) -> None:
