@@ -6,7 +6,7 @@ this file only holds the numbers and switches an operator tunes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic.alias_generators import to_camel
