@@ -14,10 +14,11 @@ from pydantic import ValidationError, field_validator, model_validator
 
 from policy.rocm_policy import rules
 
-from . import checks, docker, kubernetes, monitoring, workloads
+from . import checks, docker, groups, kubernetes, monitoring, workloads
 from .base import ConfigModel, strict_problems
 from .checks import ChecksConfig
 from .docker import DEFAULT_IMAGES, HostConfig, SecurityConfig, SecurityProfile
+from .groups import HostGroup
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
 from .monitoring import MonitoringConfig
@@ -45,7 +46,11 @@ class StackConfig(ConfigModel):
     """Selects the safe defaults and the stricter checks of prod. Unset: `prod` for a stack named `prod` or
     `prod-*` (`prod-eu`), else `dev` (`product-demo` is dev)."""
     hosts: list[HostConfig] = [HostConfig(name="local")]
-    """The GPU hosts running Docker. Unset: one host `local` on the local Docker socket with one container."""
+    """The GPU hosts running Docker. Unset: one host `local` on the local Docker socket with one container
+    (none when `hostGroups` or `kubernetes` is set)."""
+    host_groups: list[HostGroup] = []
+    """Fleets described once: each group's members become hosts after those of `hosts`, exactly as if written
+    there (docs/configuration.md, "Host groups")."""
     images: dict[str, str] = DEFAULT_IMAGES
     """Image references by key (containers and workloads name a key); setting one keeps the other defaults.
     Each must be pinned: an explicit version tag other than `latest`, or an `@sha256:` digest."""
@@ -282,6 +287,16 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
     data.setdefault("environment", rules.default_environment(stack))
     if "hosts" not in data and "kubernetes" in data:
         data["hosts"] = []  # the default local Docker host is for a stack that declares neither layer
+    # Groups become plain host entries before anything is checked: every host rule applies to their members,
+    # and `refusal` says where a member's value was written.
+    hosts, origins, member_problems = groups.expand(data.get("hosts"), data.get("hostGroups"))
+    if origins:
+        data["hosts"] = hosts
+    problems += [ConfigProblem(path, message) for path, message in member_problems]
+
+    def refusal(found: list[ConfigProblem]) -> ConfigError:
+        return ConfigError([ConfigProblem(path, message) for path, message in
+                            groups.located(((p.path, p.message) for p in found), origins)])
     if data["environment"] == "prod":
         # The policy pack's rule (one definition): a credential-named key anywhere is a Pulumi secret. A key
         # that holds a nested `secure:` value is secret as a whole in the runtime's config, so it passes here;
@@ -297,10 +312,9 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
         cfg = StackConfig.model_validate(data)
     except ValidationError as error:
         seen = {p.path for p in strict}
-        raise ConfigError(problems + strict + [p for p in _pydantic_problems(error, data)
-                                               if p.path not in seen]) from None
+        raise refusal(problems + strict + [p for p in _pydantic_problems(error, data) if p.path not in seen]) from None
     if strict:
-        raise ConfigError(problems + strict)
+        raise refusal(problems + strict)
     problems += [ConfigProblem(path, message) for path, message in _cross_checks(cfg)]
     if not problems:
         # Partition sizes become GPU indices (and NUMA-local cpusets) once the layout itself is sound.
@@ -326,7 +340,7 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
             "`pulumi config set --secret registryPassword <token>`"
         )))
     if problems:
-        raise ConfigError(problems)
+        raise refusal(problems)
     return cfg
 
 
