@@ -31,6 +31,7 @@ hosts = {
         registry=cfg.registry,
         registry_password=secrets.registry_password,
         checks=host_checks(cfg, host),
+        secret_env=secrets.env_is_secret("hosts"),
     ))
     for host in cfg.hosts
 }

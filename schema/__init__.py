@@ -114,6 +114,14 @@ class StackSecrets:
     registry_password: Any = None
     huggingface_token: Any = None
     vllm_api_key: Any = None
+    # Other stack keys Pulumi holds as secrets (`hosts`, `training`, ...), without the namespace: a key with a
+    # `secure:` value nested anywhere inside (`pulumi config set --path --secret`) arrives as one secret, since the
+    # CLI marks only top-level keys (pulumi/pulumi sdk/go/common/resource/config/map.go SecureKeys), so every
+    # environment variable declared under it is kept secret.
+    secret_sections: frozenset[str] = frozenset()
+
+    def env_is_secret(self, *sections: str) -> bool:
+        return any(section in self.secret_sections for section in sections)
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:
@@ -369,9 +377,11 @@ def from_pulumi() -> tuple[StackConfig, StackSecrets]:
         pulumi.log.warn(f"{partition}: placed by the program, not held by {docker.lock_file(pulumi.get_stack())}; "
                         f"run `{docker.lock_command(pulumi.get_stack())}` so that later changes never move it")
     project_config = pulumi.Config(PROJECT)
+    prefix = f"{PROJECT}:"
     secrets = StackSecrets(
         registry_password=project_config.get_secret("registryPassword"),
         huggingface_token=project_config.get_secret("huggingfaceToken"),
         vllm_api_key=project_config.get_secret("vllmApiKey"),
+        secret_sections=frozenset(key[len(prefix):] for key in secret_keys if key.startswith(prefix)),
     )
     return cfg, secrets

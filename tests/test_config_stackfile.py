@@ -281,3 +281,32 @@ def test_an_unusable_out_is_one_line(tmp_path, capsys, obstacle):
         expected = f"{out}/plan.json is a folder where synth writes a file; move it away\n"
     assert synth.main(["--stack", "dev", "--out", str(out)]) == 2
     assert capsys.readouterr().err == expected
+
+
+def test_environments_under_a_secret_key_stay_secret_in_the_plan():
+    """The program learns only that a top-level key is secret (PULUMI_CONFIG_SECRET_KEYS; map.go L104-113), not
+    which nested value was: every environment declared under a secret `hosts`, `training` or `inference` key is
+    a Pulumi secret (encrypted in the state), and the other containers' stay readable in `pulumi preview`."""
+    from conftest import CONTAINER, stack_file
+
+    config = stack_file("dev")
+    config[P + "inference"][0]["env"] = {"API_TOKEN": {"secure": "v1:AAAA"}}
+    plan = synth.synthesize("dev", config)
+    containers = {r["name"]: r["inputs"] for r in plan.of_type(CONTAINER) if "envs" in r["inputs"]}
+    assert containers["workstation-serve"]["envs"] == synth.SECRET  # DockerVllm, from the secret `inference`
+    assert isinstance(containers["workstation-train"]["envs"], list)  # DockerTraining: `training` is plain
+    # On Kubernetes the workload's environment goes into a Secret the pod refers to; the pod spec stays readable.
+    secret = plan.get("kubernetes:core/v1:Secret", "qwen-small-env")["inputs"]
+    assert secret["stringData"] == synth.SECRET and "name" not in secret["metadata"]  # auto-named (pods.env_secret)
+    pod = plan.get("kubernetes:apps/v1:Deployment", "qwen-small")["inputs"]["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["API_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "API_TOKEN" and "value" not in env["API_TOKEN"]
+    assert env["HF_HOME"]["value"] == "/root/.cache/huggingface"
+
+    config = stack_file("dev")
+    config[P + "hosts"][0]["containers"][0]["env"] = {"API_TOKEN": {"secure": "v1:AAAA"}}
+    containers = {r["name"]: r["inputs"] for r in synth.synthesize("dev", config).of_type(CONTAINER)
+                  if "envs" in r["inputs"]}
+    # Every partition's container and GPU check is then secret; the host preflight has no environment of the stack.
+    assert len(containers) > 2
+    assert {name for name, inputs in containers.items() if inputs["envs"] != synth.SECRET} == {"workstation-preflight"}

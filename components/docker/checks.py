@@ -25,6 +25,8 @@ import pulumi_docker as docker
 
 from schema.checks import ChecksConfig, GpuFloors
 from schema.docker import ContainerConfig, HostConfig
+
+from .environment import container_envs
 from schema.project import PROGRAMS
 
 PROGRAM_SOURCE = PROGRAMS
@@ -151,7 +153,7 @@ def preflight_container(args: HostChecksArgs, image_key: str, image: pulumi.Inpu
 
 def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: pulumi.Input[str],
                        access: Mapping[str, Any], env: Mapping[str, str],
-                       opts: pulumi.ResourceOptions) -> docker.Container:
+                       opts: pulumi.ResourceOptions, secret_env: bool = False) -> docker.Container:
     """`access` and `env`: the partition's device access and environment, from the definition its own container
     uses (components.docker.gpu_host rocm_access and the visibility variable)."""
     host = args.host
@@ -167,7 +169,7 @@ def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: 
         name=f"gpucheck-{container.name}-{content_hash(*spec)}",
         image=image,
         command=command,
-        envs=[f"{k}={v}" for k, v in sorted({**env, "PYTHONPATH": PROGRAM_PARENT}.items())],
+        envs=container_envs({**env, "PYTHONPATH": PROGRAM_PARENT}, secret_env),
         uploads=program_uploads(),
         # The partition's own label (rocm_access) and the check's.
         **{**access, "labels": [*(access.get("labels") or []), *check_labels("gpucheck", strict=True)]},

@@ -10,6 +10,7 @@ import pulumi_docker as docker
 from policy.rocm_policy.rules import PARTITION_LABEL
 from schema import RegistryConfig
 from schema.docker import HostConfig, SecurityProfile, ContainerConfig, gpu_devices, partition_gpus
+from .environment import container_envs
 from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
 
 # debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
@@ -30,6 +31,8 @@ class GpuHostArgs:
     registry_password: pulumi.Input[str] | None = None
     # The preflight and the GPU check of every partition (None: `checks.enable` is off).
     checks: HostChecksArgs | None = None
+    # `hosts` is a secret stack key (a nested `secure:` env value): the containers' environments are secret.
+    secret_env: bool = False
 
 
 def visibility_env(host: HostConfig, container: ContainerConfig, variable: str) -> dict[str, str]:
@@ -107,9 +110,9 @@ class GpuHost(pulumi.ComponentResource):
         }
         self.preflight, self.checks, self.gates = None, {}, {}
         if args.checks is not None:
-            self._declare_checks(args.checks, args.security_profile, on_host)
+            self._declare_checks(args.checks, args.security_profile, args.secret_env, on_host)
         self.containers = {
-            c.name: self._container(host, c, args.security_profile, pulumi.ResourceOptions.merge(
+            c.name: self._container(host, c, args.security_profile, args.secret_env, pulumi.ResourceOptions.merge(
                 on_host, pulumi.ResourceOptions(depends_on=self.gates.get(c.name, []))))
             for c in host.containers
         }
@@ -119,7 +122,7 @@ class GpuHost(pulumi.ComponentResource):
             "gpus": {c.name: partition_gpus(host, c) for c in host.containers},
         })
 
-    def _declare_checks(self, checks: HostChecksArgs, profile: SecurityProfile,
+    def _declare_checks(self, checks: HostChecksArgs, profile: SecurityProfile, secret_env: bool,
                         on_host: pulumi.ResourceOptions) -> None:
         """The host's preflight, then each partition's GPU check with the partition's own device access and
         environment; a partition's container waits for both verdicts."""
@@ -133,12 +136,13 @@ class GpuHost(pulumi.ComponentResource):
             key = checks.partition_images[c.name]
             check = gpucheck_container(checks, c, self.images[key].image_id,
                                        rocm_access(host, c, profile, c.shm_size),
-                                       {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")}, after_preflight)
+                                       {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")}, after_preflight,
+                                       secret_env=secret_env)
             self.checks[c.name] = check
             self.gates[c.name] = [preflight_passed,
                                   verdict(check, f"partition {host.name}/{c.name}: GPU check", strict=True)]
 
-    def _container(self, host: HostConfig, c: ContainerConfig, profile: SecurityProfile,
+    def _container(self, host: HostConfig, c: ContainerConfig, profile: SecurityProfile, secret_env: bool,
                    opts: pulumi.ResourceOptions) -> docker.Container:
         env: dict[str, Any] = {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")}
         return docker.Container(
@@ -146,7 +150,7 @@ class GpuHost(pulumi.ComponentResource):
             name=c.name,
             image=self.images[c.image].image_id,
             command=c.command or None,
-            envs=[f"{k}={v}" for k, v in sorted(env.items())],
+            envs=container_envs(env, secret_env),
             **rocm_access(host, c, profile, c.shm_size),
             ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip)
                    for p in c.ports] or None,

@@ -13,6 +13,7 @@ import pulumi_docker as docker
 
 from schema.docker import ContainerConfig, HostConfig, SecurityProfile
 from schema.workloads import partition_size
+from .environment import container_envs
 from .gpu_host import rocm_access, visibility_env
 
 
@@ -72,6 +73,8 @@ class WorkloadContainerArgs:
     visibility_variable: str = "HIP_VISIBLE_DEVICES"
     # Set: `pulumi up` waits up to this long for the health check to pass (the provider's `wait`), else fails.
     wait_timeout_seconds: int | None = None
+    # The environment came (in part) from a secret stack key (StackSecrets.secret_sections).
+    secret_env: bool = False
 
 
 def workload_container(partition: Partition, args: WorkloadContainerArgs,
@@ -86,7 +89,7 @@ def workload_container(partition: Partition, args: WorkloadContainerArgs,
         name=c.name,
         image=args.image,
         command=list(args.command),
-        envs=[pulumi.Output.concat(k, "=", v) for k, v in sorted(env.items())],
+        envs=container_envs(env, args.secret_env),
         **rocm_access(partition.host, c, args.security_profile, args.shm_size_bytes),
         ports=list(args.ports) or None,
         volumes=volumes or None,

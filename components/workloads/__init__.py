@@ -93,11 +93,13 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                     namespace=kubernetes.namespace_name(training.kubernetes.namespace), files=files,
                     gpu_ready=kubernetes.gpu_ready,
                     job_set_controller=kubernetes.job_set.release if kubernetes.job_set is not None else None,
+                    secret_env=secrets.env_is_secret("training"),
                 ))
             if training.docker is not None:
                 workloads.docker_training[training.name] = DockerTraining(training.name, DockerTrainingArgs(
                     training=training, image=image, security_profile=cfg.security_profile, files=files,
                     partitions=[partitions[ref] for ref in training.docker.partitions],
+                    secret_env=secrets.env_is_secret("hosts", "training"),
                 ))
 
     if cfg.inference:
@@ -111,11 +113,12 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                     inference=inference, environment=cfg.environment, image=image, provider=kubernetes.provider,
                     namespace=kubernetes.namespace_name(inference.kubernetes.namespace), huggingface_token=token,
                     gpu_ready=kubernetes.gpu_ready, api_key=secrets.vllm_api_key,
+                    secret_env=secrets.env_is_secret("inference"),
                 ))
             if inference.docker is not None:
                 workloads.docker_vllm[inference.name] = DockerVllm(inference.name, DockerVllmArgs(
                     inference=inference, image=image, security_profile=cfg.security_profile,
                     partitions=[partitions[ref] for ref in inference.docker.partitions], huggingface_token=token,
-                    api_key=secrets.vllm_api_key,
+                    api_key=secrets.vllm_api_key, secret_env=secrets.env_is_secret("hosts", "inference"),
                 ))
     return workloads

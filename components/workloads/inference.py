@@ -16,7 +16,7 @@ from pulumi_kubernetes.policy import v1 as policy_v1
 from schema.docker import SecurityProfile
 from schema.workloads import InferenceConfig
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
-from .pods import labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
+from .pods import env_secret, env_vars, labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
 
 # The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
 MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
@@ -57,6 +57,8 @@ class VllmServerArgs:
     gpu_ready: Sequence[pulumi.Resource] = ()
     # The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API is open to the cluster.
     api_key: pulumi.Input[str] | None = None
+    # `inference` is a secret stack key (a nested `secure:` env value).
+    secret_env: bool = False
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -72,6 +74,8 @@ class VllmServer(pulumi.ComponentResource):
     token: core_v1.Secret | None
     api_key: core_v1.Secret | None
     cache_claim: core_v1.PersistentVolumeClaim | None
+    # The environment as a Secret when `inference` is a secret stack key (pods.env_secret).
+    env_secret: core_v1.Secret | None
     disruption_budget: policy_v1.PodDisruptionBudget | None
 
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
@@ -86,7 +90,10 @@ class VllmServer(pulumi.ComponentResource):
         def metadata(object_name: str) -> meta_v1.ObjectMetaArgs:
             return meta_v1.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)
 
-        env = [core_v1.EnvVarArgs(name=k, value=v) for k, v in sorted(inference.server_env(gpus).items())]
+        server_env = inference.server_env(gpus)
+        self.env_secret = env_secret(f"{name}-env", server_env, args.namespace, labels, child) \
+            if args.secret_env else None
+        env = env_vars(server_env, self.env_secret)
         env.append(core_v1.EnvVarArgs(name="HF_HOME", value=MODEL_CACHE_MOUNT))
         self.token = None
         if args.huggingface_token is not None:
@@ -233,6 +240,8 @@ class DockerVllmArgs:
     huggingface_token: pulumi.Input[str] | None = None
     # The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API takes no key.
     api_key: pulumi.Input[str] | None = None
+    # `hosts` or `inference` is a secret stack key: the containers' environments are secret.
+    secret_env: bool = False
 
 
 class DockerVllm(pulumi.ComponentResource):
@@ -288,5 +297,6 @@ class DockerVllm(pulumi.ComponentResource):
                 # healthy at the end of its startup timeout is seen up to one interval and one probe later.
                 wait_timeout_seconds=inference.startup_timeout_seconds + HEALTH_INTERVAL_SECONDS
                 + HEALTH_TIMEOUT_SECONDS,
+                secret_env=args.secret_env,
             ), on_host)
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})

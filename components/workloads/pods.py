@@ -23,6 +23,24 @@ def labels_of(name: str, app: str) -> dict[str, str]:
     return {**app_labels(app), "app.kubernetes.io/instance": name}
 
 
+def env_vars(env: Mapping[str, str], secret: core_v1.Secret | None = None) -> list[core_v1.EnvVarArgs]:
+    """A container's `env`: the values inline, or with `secret` (env_secret of the same map) references into it."""
+    if secret is None:
+        return [core_v1.EnvVarArgs(name=k, value=v) for k, v in sorted(env.items())]
+    return [core_v1.EnvVarArgs(name=k, value_from=core_v1.EnvVarSourceArgs(
+        secret_key_ref=core_v1.SecretKeySelectorArgs(name=secret.metadata.name, key=k))) for k in sorted(env)]
+
+
+def env_secret(resource_name: str, env: Mapping[str, str], namespace: pulumi.Input[str], labels: Mapping[str, str],
+               opts: pulumi.ResourceOptions) -> core_v1.Secret:
+    """The environment of a workload declared under a secret stack key (StackSecrets.secret_sections), as a
+    Kubernetes Secret: inline, the values would sit in the pod spec and make the whole spec a secret in `pulumi
+    preview`. Auto-named: pulumi-kubernetes replaces a Secret whose data changes (pulumi/pulumi-kubernetes#1772,
+    #3164 `enableSecretMutable` off by default), so a new name reaches the pod spec and the pods restart."""
+    return core_v1.Secret(resource_name, metadata=meta_v1.ObjectMetaArgs(namespace=namespace, labels=dict(labels)),
+                          type="Opaque", string_data=pulumi.Output.secret(dict(env)), opts=opts)
+
+
 def pod_resources(gpus: int, cpu: str, memory_bytes: int, shm_bytes: int,
                   extra: Mapping[str, int] | None = None) -> core_v1.ResourceRequirementsArgs:
     """Requests equal to limits for every resource: Guaranteed QoS, evicted last. A pod asking only for

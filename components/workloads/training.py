@@ -25,7 +25,7 @@ from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
 from schema.workloads import TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
-from .pods import labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
+from .pods import env_secret, env_vars, labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
 
 PROGRAM_SOURCE = PROGRAMS
 PROGRAM_DIR = "/opt/rocm-stack/programs"
@@ -108,6 +108,8 @@ class TrainingJobArgs:
     gpu_ready: Sequence[pulumi.Resource] = ()
     # The JobSet controller's release when the stack installs it (multi-node training needs its CRD).
     job_set_controller: pulumi.Resource | None = None
+    # `training` is a secret stack key (a nested `secure:` env value).
+    secret_env: bool = False
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -126,6 +128,8 @@ class TrainingJob(pulumi.ComponentResource):
     object_name: str
     program: core_v1.ConfigMap
     claim: core_v1.PersistentVolumeClaim | None
+    # The environment as a Secret when `training` is a secret stack key (pods.env_secret).
+    env_secret: core_v1.Secret | None
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:workloads:TrainingJob", name, None, opts)
@@ -151,7 +155,13 @@ class TrainingJob(pulumi.ComponentResource):
             "checkpoints", storage, f"{name}-checkpoints", metadata(f"{name}-checkpoints"),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=args.environment == "prod")))
 
-        template = self._pod_template(name, training, k8s, labels, args.image, args.files, checkpoints)
+        env_map = training.program_env(CHECKPOINT_MOUNT)
+        if k8s.network is not None:
+            env_map |= k8s.network.env()
+        self.env_secret = env_secret(f"{name}-env", env_map, args.namespace, labels, child) \
+            if args.secret_env else None
+        template = self._pod_template(name, training, k8s, labels, args.image, args.files, checkpoints,
+                                      env_vars(env_map, self.env_secret))
         failure_policy = batch_v1.PodFailurePolicyArgs(rules=[
             batch_v1.PodFailurePolicyRuleArgs(
                 action="FailJob",
@@ -237,12 +247,8 @@ class TrainingJob(pulumi.ComponentResource):
 
     def _pod_template(self, name: str, training: TrainingConfig, k8s: TrainingKubernetes, labels: dict[str, str],
                       image: str, files: Mapping[str, str],
-                      checkpoints: core_v1.VolumeArgs) -> core_v1.PodTemplateSpecArgs:
+                      checkpoints: core_v1.VolumeArgs, env: list[core_v1.EnvVarArgs]) -> core_v1.PodTemplateSpecArgs:
         network = k8s.network
-        env_map = training.program_env(CHECKPOINT_MOUNT)
-        if network is not None:
-            env_map |= network.env()
-        env = [core_v1.EnvVarArgs(name=k, value=v) for k, v in sorted(env_map.items())]
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
         resources = pod_resources(k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(training.shm_size),
                                   {network.rdma.resource: network.rdma.count} if network is not None else None)
@@ -308,6 +314,8 @@ class DockerTrainingArgs:
     partitions: Sequence[Partition]
     security_profile: SecurityProfile
     files: Mapping[str, str]
+    # `hosts` or `training` is a secret stack key: the containers' environments are secret.
+    secret_env: bool = False
 
 
 class DockerTraining(pulumi.ComponentResource):
@@ -342,5 +350,6 @@ class DockerTraining(pulumi.ComponentResource):
                 must_run=False,
                 volumes=[docker.ContainerVolumeArgs(host_path=host_dir, container_path=CHECKPOINT_MOUNT)],
                 uploads=uploads,
+                secret_env=args.secret_env,
             ), on_host)
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})
