@@ -11,7 +11,8 @@
 Every section is optional; what is present must agree on the GPUs. Neither tool prints the CPUs of a NUMA node,
 so a cpuset hint has to come from the host's config (`numa_node_of` gives the node to look up).
 
-`place(topology, sizes)` chooses disjoint GPU sets, see its docstring for the rule.
+`place(topology, sizes)` chooses disjoint GPU sets, see its docstring for the rule; `place_partitioned` does it on a
+host whose GPUs are split by a compute partition mode (logical GPUs), physical GPUs first.
 
 CLI: `rocm-stack topology FILE [--partition 4,4]` (tools/topology.py) prints the topology (and the chosen sets) as JSON.
 """
@@ -29,7 +30,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-MAX_GPUS = 16
+from domain.gpus import MAX_GPUS_PER_HOST as MAX_GPUS
 
 EXPECTED = (
     "expected the output of `rocm-smi --showtopo` (tables 'Weight between two GPUs', 'Hops between two GPUs', "
@@ -429,12 +430,19 @@ def numa_node_of(topology: Topology, gpus: Sequence[int]) -> int | None:
     return nodes.pop() if len(nodes) == 1 else None
 
 
+def _informative(matrix: IntMatrix | None) -> bool:
+    """A table with a non-zero link: one that is all zeros says nothing about which GPUs are closer."""
+    return matrix is not None and any(v for i, row in enumerate(matrix) for j, v in enumerate(row) if i != j)
+
+
 def _pair_costs(topology: Topology) -> list[list[int]]:
     n = len(topology.gpus)
-    if topology.weight is not None:
-        matrix: Sequence[Sequence[int]] = topology.weight
-    elif topology.hops is not None:
-        matrix = topology.hops
+    # An all-zero weight table (ROCm 7.x `amd-smi topology` prints one on MI355X, issue 14) would make every set
+    # look equally close: hops, else the link type, decide instead.
+    if _informative(topology.weight):
+        matrix: Sequence[Sequence[int]] = topology.weight  # type: ignore[assignment]
+    elif _informative(topology.hops):
+        matrix = topology.hops  # type: ignore[assignment]
     elif topology.link_type is not None:
         unknown = max(_LINK_RANK.values()) + 1
         matrix = [[_LINK_RANK.get(t.upper(), unknown) for t in row] for row in topology.link_type]
@@ -442,6 +450,83 @@ def _pair_costs(topology: Topology) -> list[list[int]]:
         matrix = [[0] * n for _ in range(n)]
     # Both directions count, so an asymmetric table still gives one cost per pair.
     return [[0 if i == j else matrix[i][j] + matrix[j][i] for j in range(n)] for i in range(n)]
+
+
+def physical_gpu(logical: int, per_gpu: int) -> int:
+    """The physical GPU of a logical GPU when each shows `per_gpu`: the logical GPUs of one physical GPU are numbered
+    consecutively (AMD SMI docs, rocm-systems projects/amdsmi/docs/conceptual/partition.md: an 8xMI300X in CPX shows
+    IDs 0-63, the partitions of one GPU share its bus address `0000:0c:00.0` ... `.7`, and its render nodes are
+    renderD128-135, the next physical GPU's start at renderD136)."""
+    return logical // per_gpu
+
+
+def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Sequence[int],
+                      per_gpu: int) -> list[tuple[int, ...]]:
+    """`place` on a host whose physical GPUs each show `per_gpu` logical GPUs (a compute partition mode).
+
+    `free` are the logical GPUs still free, `topology` (if any) is over all logical GPUs. A set larger than
+    `per_gpu` (a multiple of it) takes whole free physical GPUs, chosen by `place` on the physical GPUs (their link
+    cost is the cheapest link between their logical GPUs); a set of at most `per_gpu` stays on one physical GPU:
+    largest sets first, each on the physical GPU with the fewest free logical GPUs that still fit it (lowest index
+    on ties), then `place` chooses the logical GPUs inside each physical GPU. Returns sets in request order.
+    """
+    sizes = list(sizes)
+    for index, size in enumerate(sizes):
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise PlacementError(f"partition {index} has size {size!r}; sizes must be whole numbers >= 1")
+        if size > per_gpu and size % per_gpu:
+            raise PlacementError(f"partition {index} has size {size}, which would split a physical GPU of "
+                                 f"{per_gpu} logical GPUs; use at most {per_gpu} or a multiple of it")
+    if sum(sizes) > len(free):
+        raise PlacementError(f"partitions {sizes} need {sum(sizes)} GPUs but {len(free)} are free (GPUs {list(free)})")
+    if topology is None:  # no links known: every set costs the same, the lowest indices win
+        topology = Topology(gpus=tuple(sorted(free)), numa=(None,) * len(free))
+    free_of: dict[int, list[int]] = {}
+    for gpu in sorted(free):
+        free_of.setdefault(physical_gpu(gpu, per_gpu), []).append(gpu)
+    whole = [p for p, gpus in free_of.items() if len(gpus) == per_gpu]
+    chosen: dict[int, tuple[int, ...]] = {}
+
+    large = [k for k, size in enumerate(sizes) if size > per_gpu]
+    if large:
+        need = [sizes[k] // per_gpu for k in large]
+        if sum(need) > len(whole):
+            raise PlacementError(f"partitions {[sizes[k] for k in large]} need {sum(need)} whole physical GPUs of "
+                                 f"{per_gpu} logical GPUs but {len(whole)} are free (physical GPUs {whole})")
+        for k, physical in zip(large, place(_physical_topology(topology, whole, per_gpu), need)):
+            chosen[k] = tuple(g for p in physical for g in free_of.pop(p))
+
+    room = {p: len(gpus) for p, gpus in free_of.items()}
+    on: dict[int, list[int]] = {}
+    for k in sorted((k for k, size in enumerate(sizes) if size <= per_gpu), key=lambda k: -sizes[k]):
+        fits = [p for p in room if room[p] >= sizes[k]]
+        if not fits:
+            raise PlacementError(
+                f"partition {k} of size {sizes[k]} fits on no physical GPU: free logical GPUs per physical GPU "
+                f"{ {p: room[p] for p in sorted(room)} } (a set of at most {per_gpu} stays on one physical GPU)")
+        p = min(fits, key=lambda p: (room[p], p))
+        room[p] -= sizes[k]
+        on.setdefault(p, []).append(k)
+    for p, ks in on.items():
+        ks.sort()
+        for k, gpus in zip(ks, place(topology.subset(free_of[p]), [sizes[k] for k in ks])):
+            chosen[k] = gpus
+    return [chosen[k] for k in range(len(sizes))]
+
+
+def _physical_topology(topology: Topology, physical: list[int], per_gpu: int) -> Topology:
+    """The physical GPUs `physical` as a topology of their own: the cost of a pair is the cheapest link between
+    their logical GPUs, the NUMA node the one all their logical GPUs share (else unknown)."""
+    cost = _pair_costs(topology)
+    position = {g: i for i, g in enumerate(topology.gpus)}
+    members = {p: [position[g] for g in range(p * per_gpu, (p + 1) * per_gpu)] for p in physical}
+    numa = []
+    for p in physical:
+        nodes = {topology.numa[i] for i in members[p]}
+        numa.append(nodes.pop() if len(nodes) == 1 else None)
+    weight = tuple(tuple(0 if p == q else min(cost[a][b] for a in members[p] for b in members[q])
+                         for q in physical) for p in physical)
+    return Topology(gpus=tuple(physical), numa=tuple(numa), weight=weight)
 
 
 # Listing every s-set to find each GPU's cheapest one is worth it up to this many sets (C(16, 5) = 4368).

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, ValidationError, field_validator
 
-from domain.gpus import ModelName
+from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName, logical_per_gpu
 
 from .base import ConfigModel
 from .types import AbsolutePath, CpuList, EnvName, EnvValue, GpuCount, Name, Port, ShmSize, cpus_of
@@ -165,7 +165,8 @@ class ContainerConfig(ConfigModel):
     name: Name
     # A key of `rocm-stack:images`.
     image: str = "pytorch"
-    # Explicit GPU indices on the host; when absent (and no gpuCount) the container gets every GPU of the host.
+    # Explicit GPU indices on the host (logical GPUs in a partition mode); when absent (and no gpuCount) the container
+    # gets every GPU of the host.
     gpus: list[Annotated[int, Field(ge=0)]] | None = None
     # Or a partition size: the loader picks the GPUs from the host's topology (see place_partitions).
     gpu_count: GpuCount | None = None
@@ -185,7 +186,15 @@ class HostConfig(ConfigModel):
     name: Name
     docker: DockerEndpoint = DockerEndpoint()
     gpus: GpuCount = 1
+    """Physical GPUs of the host. With a `computePartition` the host shows more logical GPUs (`gpus` x 2, 4 or
+    one per XCD), which container `gpus`, `gpuCount`, the topology file and the render-node map count in."""
     gpu_model: ModelName | Literal["other"] = "MI300X"
+    compute_partition: ComputePartition | None = None
+    """The compute partition mode the host's GPUs are set to (`amd-smi set -C`): SPX, DPX, QPX or CPX, 1, 2, 4 or
+    one logical GPU per XCD (8 on MI300X/MI325X/MI350X/MI355X, 4 on MI308X) per physical GPU. Unset: SPX."""
+    memory_partition: MemoryPartition | None = None
+    """The memory partition mode (`amd-smi set -M`): NPS1, NPS2 or NPS4, validated with `computePartition`
+    against what the `gpuModel` supports. Unset: NPS1."""
     # Saved `rocm-smi --showtopo` / `amd-smi topology [--json]` output, relative to the project directory.
     topology: str | None = None
     # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.
@@ -205,6 +214,16 @@ class HostConfig(ConfigModel):
     """Where the host keeps /dev/kfd and /dev/dri; only tests move them (stand-in nodes)."""
     # At least one: omit the key for the default container (a host without any would run nothing of ours).
     containers: Annotated[list[ContainerConfig], Field(min_length=1)] = [ContainerConfig(name="rocm-dev")]
+
+    @property
+    def per_gpu(self) -> int:
+        """Logical GPUs per physical GPU in the host's compute mode."""
+        return logical_per_gpu(self.gpu_model, self.compute_partition)
+
+    @property
+    def logical_gpus(self) -> int:
+        """The GPUs the host shows (what indices, gpuCount, the topology file and render-node map count)."""
+        return self.gpus * self.per_gpu
 
 
 # What selects GPUs by environment (HIP, the ROCr runtime below it, and CUDA_VISIBLE_DEVICES, which vLLM on ROCm
@@ -231,7 +250,7 @@ class GpuDevices:
 
 def partition_gpus(host: HostConfig, container: ContainerConfig) -> list[int]:
     """The host GPU indices of a placed container (every GPU when it names none)."""
-    return list(container.gpus) if container.gpus is not None else list(range(host.gpus))
+    return list(container.gpus) if container.gpus is not None else list(range(host.logical_gpus))
 
 
 def gpu_devices(host: HostConfig, container: ContainerConfig) -> GpuDevices:
@@ -248,7 +267,7 @@ def gpu_devices(host: HostConfig, container: ContainerConfig) -> GpuDevices:
         minors = load_render_nodes(host.render_nodes)
         nodes = [f"renderD{minor}" for g in gpus for minor in minors[g]]
         return GpuDevices((kfd, *((f"{host.device_paths.dri}/{n}", f"{DRI}/{n}") for n in nodes)))
-    every_gpu = sorted(gpus) == list(range(host.gpus))
+    every_gpu = sorted(gpus) == list(range(host.logical_gpus))
     return GpuDevices((kfd, (host.device_paths.dri, DRI)), visible=None if every_gpu else tuple(gpus))
 
 
@@ -294,6 +313,7 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
         )
     for h_index, host in enumerate(hosts):
         at = f"hosts[{h_index}]"
+        yield from _partition_mode_problems(host, at)
         for name in sorted(_duplicates(c.name for c in host.containers)):
             yield f"{at}.containers", f"container name '{name}' is used twice on host '{host.name}'"
         owner: dict[int, str] = {}
@@ -308,9 +328,10 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
             if not container.gpus:
                 yield f"{c_at}.gpus", "an empty GPU list; omit the key to give the container every GPU"
             for g_index, gpu in enumerate(container.gpus):
-                if gpu >= host.gpus:
+                if gpu >= host.logical_gpus:
                     yield f"{c_at}.gpus[{g_index}]", (
-                        f"GPU {gpu} is out of range: host '{host.name}' has {host.gpus} GPUs (0..{host.gpus - 1})"
+                        f"GPU {gpu} is out of range: host '{host.name}' has {_gpus_phrase(host)} "
+                        f"(0..{host.logical_gpus - 1})"
                     )
                 elif gpu in owner:
                     yield f"{c_at}.gpus[{g_index}]", (
@@ -328,11 +349,19 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
                 "when a host has several containers each must list its `gpus` or `gpuCount`, "
                 "otherwise they would all share every GPU"
             )
-        if sum(c.gpu_count or 0 for c in sized) > host.gpus:
+        if sum(c.gpu_count or 0 for c in sized) > host.logical_gpus:
             yield f"{at}.containers", (
                 f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count for c in sized)} "
-                f"GPUs but host '{host.name}' has {host.gpus}"
+                f"GPUs but host '{host.name}' has {_gpus_phrase(host)}"
             )
+        for c_index, container in enumerate(host.containers):
+            size = container.gpu_count
+            if size is not None and host.per_gpu > 1 and size > host.per_gpu and size % host.per_gpu:
+                # Placement takes whole physical GPUs for a partition larger than one (docs/topology.md).
+                yield f"{at}.containers[{c_index}].gpuCount", (
+                    f"{size} logical GPUs would split a physical GPU: in {host.compute_partition} one {host.gpu_model} "
+                    f"shows {host.per_gpu}; use at most {host.per_gpu} (one physical GPU) or a multiple of "
+                    f"{host.per_gpu} (whole physical GPUs)")
         for node in host.numa_cpus:
             if node < 0:
                 yield f"{at}.numaCpus", f"NUMA node {node} is not a node number (0, 1, ...)"
@@ -357,6 +386,45 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
         yield from _render_node_problems(host, at)
 
 
+def _gpus_phrase(host: HostConfig) -> str:
+    """How many GPUs the host shows, in words: "8 GPUs", or "64 logical GPUs (8 MI300X in CPX)"."""
+    if host.compute_partition is None:
+        return f"{host.gpus} GPUs"
+    return f"{host.logical_gpus} logical GPUs ({host.gpus} {host.gpu_model} in {host.compute_partition})"
+
+
+def recapture_hint(host: HostConfig) -> str:
+    """How to save the host's topology and render-node map again, in its partition mode."""
+    mode = "" if host.compute_partition is None else (
+        f"after setting the mode (`sudo amd-smi set -C {host.compute_partition}`"
+        + (f"; `sudo amd-smi set -M {host.memory_partition}` and a driver reload" if host.memory_partition else "")
+        + ") ")
+    return (f"capture both on host '{host.name}' {mode}with `amd-smi topology --json > "
+            f"{host.topology or 'hosts/<host>.topology.json'}` and `amd-smi list -e --json > "
+            f"{host.render_nodes or 'hosts/<host>.render-nodes.json'}` (one entry per logical GPU)")
+
+
+def _partition_mode_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
+    """The host's compute/memory partition modes against its model's (domain/gpus.py, each mode with its source)."""
+    if host.compute_partition is None and host.memory_partition is None:
+        return
+    key = f"{at}.computePartition" if host.compute_partition is not None else f"{at}.memoryPartition"
+    model = MODELS.get(host.gpu_model)
+    if model is None or not model.modes:
+        what = ("gpuModel 'other' has no known partition modes; set gpuModel to the host's model"
+                if model is None else f"{host.gpu_model} GPUs have no partition modes (MI3xx only)")
+        yield key, f"{what}, or remove computePartition and memoryPartition"
+        return
+    compute, memory = host.compute_partition or "SPX", host.memory_partition or "NPS1"
+    if model.mode(host.compute_partition, host.memory_partition) is None:
+        yield key, (f"{compute} with {memory} is not a partition mode of {model.name} (memory partitions cannot "
+                    f"outnumber compute partitions, and each model supports its own pairs); supported "
+                    f"compute/memory pairs: {', '.join(map(str, model.modes))}")
+    elif host.logical_gpus > MAX_GPUS_PER_HOST:
+        yield key, (f"{host.gpus} GPUs in {compute} show {host.logical_gpus} logical GPUs; a host shows at most "
+                    f"{MAX_GPUS_PER_HOST}: lower gpus or use a mode with fewer partitions")
+
+
 def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
     from domain.render_nodes import RenderNodesError, load_render_nodes
 
@@ -373,10 +441,18 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
     except RenderNodesError as error:
         yield f"{at}.renderNodes", str(error)
         return
-    missing = sorted(set(range(host.gpus)) - set(minors))
+    if len(minors) != host.logical_gpus and (host.compute_partition is not None or len(minors) > host.logical_gpus):
+        # Each logical GPU is its own render node (AMD SMI docs, rocm-systems projects/amdsmi/docs/conceptual/
+        # partition.md "Device enumeration"): a map saved in another partition mode lists another number of GPUs.
+        yield f"{at}.renderNodes", (
+            f"{host.render_nodes} lists {len(minors)} GPUs but host '{host.name}' shows {_gpus_phrase(host)}: it was "
+            f"saved in another partition mode (or on another host); the topology {host.topology or '(none)'} must "
+            f"match the mode too: {recapture_hint(host)}")
+        return
+    missing = sorted(set(range(host.logical_gpus)) - set(minors))
     if missing:
         yield f"{at}.renderNodes", (f"the file has no render node for GPU(s) {missing} of host '{host.name}' "
-                                    f"({host.gpus} GPUs); save it again on the host")
+                                    f"({_gpus_phrase(host)}); save it again on the host")
     owners: dict[int, int] = {}
     for gpu, node_minors in sorted(minors.items()):
         for minor in node_minors:
@@ -422,6 +498,9 @@ class HostLock(ConfigModel):
     """What the partitions of one host were placed on (the basis), and their GPUs."""
 
     gpus: int
+    # The compute partition mode the partitions were placed in (none: unpartitioned): a GPU index means another GPU
+    # in another mode.
+    compute_partition: ComputePartition | None = None
     # sha256 of the parsed topology (format-independent): a re-captured or changed topology invalidates the lock.
     topology: str | None = None
     partitions: dict[str, list[Annotated[int, Field(ge=0)]]] = {}
@@ -482,7 +561,8 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
     does not hold is refused instead. A container's set on one NUMA node gets that node's CPUs from `numaCpus`
     unless it names its own `cpuset`.
     """
-    from domain.topology import PlacementError, TopologyError, load_topology, numa_node_of, place
+    from domain.topology import (PlacementError, TopologyError, load_topology, numa_node_of, place,
+                                 place_partitioned)
 
     topology = None
     if host.topology is not None:
@@ -490,9 +570,17 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
             topology = load_topology(host.topology)
         except TopologyError as error:
             return host, [(f"{at}.topology", f"{error}; expected saved `rocm-smi --showtopo` or `amd-smi topology` output")]
-        if len(topology.gpus) != host.gpus:
-            return host, [(f"{at}.topology", (
-                f"the file describes {len(topology.gpus)} GPUs but the host declares gpus: {host.gpus}"))]
+        if len(topology.gpus) != host.logical_gpus:
+            if host.compute_partition is None:
+                detail = f"the host declares gpus: {host.gpus}"
+            else:  # a partitioned GPU shows each logical GPU in the tables (AMD SMI partition.md, IDs 0-63)
+                detail = (f"host '{host.name}' shows {_gpus_phrase(host)}: it was saved in another partition mode; "
+                          f"the render-node map {host.render_nodes or '(none)'} must match the mode too: "
+                          f"{recapture_hint(host)}")
+            return host, [(f"{at}.topology", f"the file describes {len(topology.gpus)} GPUs but {detail}")]
+        numa_problems = _numa_problems(host, at, topology)
+        if numa_problems:
+            return host, numa_problems
     index_of = {c.name: i for i, c in enumerate(host.containers)}
     sized = sorted((c for c in host.containers if c.gpu_count is not None), key=lambda c: c.name)
     gpus_of, problems = _locked_gpus(host, at, sized, lock, topology, stack)
@@ -506,10 +594,12 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
     if new:
         # Placed in container-name order among the free GPUs, so that reordering the list moves nothing.
         taken = {g for gpus in gpus_of.values() for g in gpus}
-        free = [g for g in (topology.gpus if topology is not None else range(host.gpus)) if g not in taken]
+        free = [g for g in (topology.gpus if topology is not None else range(host.logical_gpus)) if g not in taken]
         sizes = [c.gpu_count for c in new]
         try:
-            if topology is not None:
+            if host.per_gpu > 1:
+                sets = place_partitioned(topology, free, sizes, host.per_gpu)
+            elif topology is not None:
                 sets = place(topology.subset(free), sizes)
             else:
                 starts = [sum(sizes[:i]) for i in range(len(sizes))]
@@ -530,9 +620,31 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
     return host.model_copy(update={"containers": containers}), []
 
 
+def _numa_problems(host: HostConfig, at: str, topology) -> list[tuple[str, str]]:
+    """GPUs whose NUMA node numaCpus cannot turn into a cpuset: unknown in the topology file (-1 or missing), or a
+    node numaCpus does not list. Either would silently leave their partitions unpinned."""
+    if not host.numa_cpus:
+        return []
+    problems = []
+    unknown = [g for g, node in zip(topology.gpus, topology.numa) if node is None]
+    if unknown:
+        problems.append((f"{at}.topology", (
+            f"{host.topology} gives no NUMA node (-1 or none) for GPU(s) {unknown}, so numaCpus cannot pin their "
+            "partitions: save it with the NUMA section (`rocm-smi --showtopo` prints 'Numa Nodes'; after `amd-smi "
+            "topology` append `amd-smi static --numa`), or remove numaCpus")))
+    unlisted = sorted({node for node in topology.numa if node is not None and node not in host.numa_cpus})
+    if unlisted:
+        gpus = [g for g, node in zip(topology.gpus, topology.numa) if node in unlisted]
+        problems.append((f"{at}.numaCpus", (
+            f"GPU(s) {gpus} are on NUMA node(s) {unlisted} ({host.topology}), which numaCpus does not list (it lists "
+            f"{sorted(host.numa_cpus)}); add their CPUs (`lscpu | grep 'NUMA node'`)")))
+    return problems
+
+
 def host_lock(host: HostConfig, topology) -> HostLock:
     """The lock entry of a placed host: its basis and the GPUs of its gpuCount partitions."""
-    return HostLock(gpus=host.gpus, topology=topology_digest(topology) if topology is not None else None,
+    return HostLock(gpus=host.gpus, compute_partition=host.compute_partition,
+                    topology=topology_digest(topology) if topology is not None else None,
                     partitions={c.name: list(c.gpus) for c in sorted(host.containers, key=lambda c: c.name)
                                 if c.gpu_count is not None and c.gpus is not None})
 
@@ -548,10 +660,15 @@ def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: 
     index_of = {c.name: i for i, c in enumerate(host.containers)}
     path = lock_file(stack)
     basis = host_lock(host, topology)
-    if (lock.gpus, lock.topology) != (basis.gpus, basis.topology):
-        what = (f"gpus {lock.gpus} -> {basis.gpus}" if lock.gpus != basis.gpus
-                else f"topology {host.topology or '(none)'} is not the one locked")
-        return {}, [(f"{at}.gpus" if lock.gpus != basis.gpus else f"{at}.topology", (
+    if (lock.gpus, lock.compute_partition, lock.topology) != (basis.gpus, basis.compute_partition, basis.topology):
+        if lock.gpus != basis.gpus:
+            key, what = f"{at}.gpus", f"gpus {lock.gpus} -> {basis.gpus}"
+        elif lock.compute_partition != basis.compute_partition:
+            key, what = f"{at}.computePartition", (f"computePartition {lock.compute_partition or 'unset'} -> "
+                                                   f"{basis.compute_partition or 'unset'}")
+        else:
+            key, what = f"{at}.topology", f"topology {host.topology or '(none)'} is not the one locked"
+        return {}, [(key, (
             f"host '{host.name}' changed since its partitions {sorted(held)} were locked in {path} ({what}); "
             f"run `{lock_command(stack, host.name)}` to place them anew (their containers move), and commit it"))]
     problems = []
@@ -561,15 +678,16 @@ def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: 
         if gpus is None:
             continue
         fix = f"run `{lock_command(stack, f'{host.name}/{c.name}')}` to place it anew (its container moves)"
+        shows = f"gpus: {host.gpus}" if host.compute_partition is None else _gpus_phrase(host)
         c_at = f"{at}.containers[{index_of[c.name]}].gpuCount"
-        out_of_range = [g for g in gpus if g >= host.gpus]
+        out_of_range = [g for g in gpus if g >= host.logical_gpus]
         clash = sorted({owner[g] for g in gpus if g in owner})
         if len(gpus) != c.gpu_count:
             problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on {len(gpus)} GPUs "
                                    f"{gpus} but asks for gpuCount {c.gpu_count}; {fix}"))
         elif out_of_range or len(set(gpus)) != len(gpus):
             problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
-                                   f"host '{host.name}' (gpus: {host.gpus}) does not have; {fix}"))
+                                   f"host '{host.name}' ({shows}) does not have; {fix}"))
         elif clash:
             problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
                                    f"overlap those of {clash}; {fix}"))

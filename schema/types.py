@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field
 
+from domain.gpus import MAX_GPUS_PER_HOST
+
 from .base import Check, matching
 
 # A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
@@ -66,8 +68,8 @@ def cpus_of(cpu_list: str) -> set[int]:
 AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces (starting with /)")]
 # A TCP/UDP port number (host side of a published port, a container port, a Service port).
 Port = Annotated[int, Field(ge=1, le=65535)]
-# GPUs of one host, partition, node or server.
-GpuCount = Annotated[int, Field(ge=1, le=16)]
+# GPUs of one host, partition, node or server: at most what one host can show, 64 (an 8-GPU node in CPX mode).
+GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_HOST)]
 
 
 # Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).

@@ -382,7 +382,7 @@ def partition_size(host: HostConfig, container: ContainerConfig) -> int:
     """GPUs of a partition: its indices, else its size (placed later by the loader), else the whole host."""
     if container.gpus is not None:
         return len(container.gpus)
-    return container.gpu_count or host.gpus
+    return container.gpu_count or host.logical_gpus
 
 
 def partitions_claimed(cfg: _StackWithWorkloads) -> dict[tuple[str, str], TrainingConfig | InferenceConfig]:

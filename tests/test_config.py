@@ -53,7 +53,7 @@ def host(name="h1", **extra):
 BAD_CONFIGS = {
     "unknown top-level key": ("dev", {P + "hostz": []}, "hostz", "unknown key; expected one of"),
     "unknown nested key": ("dev", {P + "hosts": [host(gpuz=4)]}, "hosts[0].gpuz", "unknown key"),
-    "too many gpus": ("dev", {P + "hosts": [host(gpus=17)]}, "hosts[0].gpus", "must be at most 16 (got 17)"),
+    "too many gpus": ("dev", {P + "hosts": [host(gpus=65)]}, "hosts[0].gpus", "must be at most 64 (got 65)"),
     "zero gpus": ("dev", {P + "hosts": [host(gpus=0)]}, "hosts[0].gpus", "must be at least 1 (got 0)"),
     "gpus not a number": ("dev", {P + "hosts": [host(gpus="eight")]}, "hosts[0].gpus", "expected a number, got the text 'eight'"),
     "bad host name": ("dev", {P + "hosts": [host(name="GPU_Node")]}, "hosts[0].name", "expected lowercase letters, digits and '-', at most 63 characters"),
@@ -167,6 +167,6 @@ def test_image_pinning(ref, pinned):
 def test_refused_program_declares_nothing_and_names_keys():
     """Through the real __main__.py: pulumi.RunError with every problem, before any resource."""
     config = stack_file("prod")
-    config[P + "hosts"][1]["gpus"] = 40
+    config[P + "hosts"][1]["gpus"] = 80
     message = refusal("prod", config)
-    assert message.splitlines() == [f"{P}hosts[1].gpus: must be at most 16 (got 40)"]
+    assert message.splitlines() == [f"{P}hosts[1].gpus: must be at most 64 (got 80)"]

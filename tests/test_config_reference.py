@@ -18,7 +18,7 @@ def test_reference_lists_every_key_with_its_docstring():
         assert f"## `rocm-stack:{field.alias or name}`" in page
     described = schema.StackConfig.model_fields["gpu_fleet"].description
     assert described and " ".join(described.split()) in page
-    assert "| `hosts[].containers[].gpuCount` | integer (≥ 1, ≤ 16) |" in page
+    assert "| `hosts[].containers[].gpuCount` | integer (≥ 1, ≤ 64) |" in page
 
 
 def test_check_fails_on_a_stale_page(tmp_path, capsys):

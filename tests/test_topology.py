@@ -255,9 +255,12 @@ def test_numa_for_a_gpu_without_table_row() -> None:
         parse_topology(text)
 
 
-def test_more_than_sixteen_gpus() -> None:
-    with pytest.raises(TopologyError, match="17 GPUs; 1 to 16 are supported"):
-        parse_topology(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 17))
+def test_more_than_sixty_four_gpus() -> None:
+    # 64 is what an 8-GPU host shows in CPX (AMD SMI docs, rocm-systems projects/amdsmi/docs/conceptual/partition.md:
+    # "On an 8xMI300X system in CPX mode, 64 logical GPUs are reported (amd-smi IDs 0-63)").
+    assert len(parse_topology(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 64)).gpus) == 64
+    with pytest.raises(TopologyError, match="65 GPUs; 1 to 64 are supported"):
+        parse_topology(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 65))
 
 
 def test_amd_smi_table_without_bdf_header() -> None:

@@ -72,7 +72,7 @@ def gpucheck_command(gpus: int, floors: GpuFloors, timeout_seconds: int) -> list
 
 def preflight_command(host: HostConfig, rocm: Sequence[str]) -> list[str]:
     command = ["python3", "-m", "programs.preflight", "--root", HOST_ROOT, "--host", host.name,
-               "--expect-gpus", str(host.gpus), "--gpu-model", host.gpu_model, "--json"]
+               "--expect-gpus", str(host.logical_gpus), "--gpu-model", host.gpu_model, "--json"]
     for release in sorted(set(rocm)):
         command += ["--rocm", release]
     return command
@@ -157,7 +157,7 @@ def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: 
     """`access` and `env`: the partition's device access and environment, from the definition its own container
     uses (components.docker.gpu_host rocm_access and the visibility variable)."""
     host = args.host
-    gpus = len(container.gpus) if container.gpus is not None else host.gpus
+    gpus = len(container.gpus) if container.gpus is not None else host.logical_gpus
     command = gpucheck_command(gpus, args.config.floors_for(host.gpu_model, args.environment),
                                args.config.timeout_seconds)
     # Device access is among the check's own inputs, which replace it when they change (ForceNew in the provider's
