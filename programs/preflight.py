@@ -11,8 +11,7 @@ Checks (each finding names the value seen and the fix):
   iommu           `iommu=pt` on /proc/cmdline (same guide, "iommu=pt"); not on MI300A, whose acceptance guide wants
                   the IOMMU off (ROCm/system-acceptance-docs docs/gpus/mi300a.md L154).
   driver          /sys/module/amdgpu/version is a driver that supports every --rocm release (DRIVER_ROCM).
-  gpu_count       GPU nodes of the KFD topology equal --expect-gpus (hosts[].gpus, times the logical GPUs per GPU
-                  in a compute partition mode).
+  gpu_count       GPU nodes of the KFD topology equal --expect-gpus (hosts[].gpus).
 Output: one JSON object with --json, else text. Exit 0: no finding; 1: findings; 2: bad arguments.
 """
 from __future__ import annotations
@@ -159,9 +158,8 @@ def check_gpu_count(root: Path, expected: int, report: Report) -> None:
     if count != expected:
         seen = "no KFD topology (amdgpu/KFD not loaded)" if count is None else f"{count} GPU(s) in the KFD topology"
         report.findings.append(Finding(
-            "gpu_count", seen, f"{expected} (hosts[].gpus, times the logical GPUs per GPU of hosts[].computePartition)",
-            "set hosts[].gpus to the host's physical GPUs and hosts[].computePartition to its mode (`amd-smi "
-            "partition`; CPX shows one GPU per XCD), "
+            "gpu_count", seen, f"{expected} (hosts[].gpus)",
+            "set hosts[].gpus to what the host has (`amd-smi list`; a partition mode such as CPX multiplies it), "
             "or find the missing GPUs (`dmesg | grep amdgpu`, PCIe link, pci=realloc=off)"))
 
 
