@@ -107,7 +107,7 @@ class CheckpointStore:
         try:
             with os.fdopen(fd, "wb") as file:
                 writer = _HashingWriter(file)
-                torch.save(state, writer)
+                torch.save(state, writer)  # type: ignore[arg-type]  # torch.save takes any object with write()
                 file.flush()
                 os.fsync(file.fileno())
             final = self.directory / f"ckpt-{step:09d}-{writer.digest.hexdigest()}.pt"

@@ -22,6 +22,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 SCHEMA = "preflight/1"
 
@@ -172,11 +173,10 @@ def preflight(root: Path, host: str, expect_gpus: int, gpu_model: str, rocm: lis
     return report
 
 
-def text_report(data: dict[str, object]) -> str:
+def text_report(data: dict[str, Any]) -> str:
     lines = [f"preflight {data['host']}: {str(data['verdict']).upper()}"]
-    lines += [f"  {f['check']}: {f['seen']} (expected {f['expected']}); fix: {f['fix']}"
-              for f in data["findings"]]  # type: ignore[union-attr]
-    lines += [f"  note: {note}" for note in data["notes"]]  # type: ignore[union-attr]
+    lines += [f"  {f['check']}: {f['seen']} (expected {f['expected']}); fix: {f['fix']}" for f in data["findings"]]
+    lines += [f"  note: {note}" for note in data["notes"]]
     return "\n".join(lines)
 
 

@@ -18,15 +18,16 @@ class ResidualMLP(nn.Module):
 
     def __init__(self, dim: int, layers: int) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(
-            nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-            for _ in range(layers)
-        )
-        for block in self.blocks:
-            # Each block starts as the identity (GPT-2/Fixup style), so depth cannot blow up the first updates.
-            nn.init.zeros_(block[-1].weight)
-            nn.init.zeros_(block[-1].bias)
+        self.blocks = nn.ModuleList(self._block(dim) for _ in range(layers))
         self.head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim))
+
+    @staticmethod
+    def _block(dim: int) -> nn.Sequential:
+        # Each block starts as the identity (GPT-2/Fixup style), so depth cannot blow up the first updates.
+        expand, output = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)  # created in this order: same init RNG
+        nn.init.zeros_(output.weight)
+        nn.init.zeros_(output.bias)
+        return nn.Sequential(nn.LayerNorm(dim), expand, nn.GELU(), output)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
