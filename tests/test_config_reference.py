@@ -1,10 +1,9 @@
 """docs/config-reference.md is generated from the schema's field docstrings and must match it."""
-from pathlib import Path
 
 import schema
 from tools import config_reference
+from schema.project import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_committed_reference_is_the_generated_one():

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tools import drift
+from schema.project import ROOT
 
 DATA = Path(__file__).parent / "data" / "drift"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def report_of(name: str) -> drift.DriftReport:

@@ -27,9 +27,9 @@ from tools.synth import Plan, docker_scripts, manifest_of, synthesize
 from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, stack_without_kubernetes
 from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural_schema, validate_object
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
+from schema.project import ROOT
 
 DATA = Path(__file__).parent / "data" / "monitoring"
-ROOT = Path(__file__).resolve().parent.parent
 P = "rocm-stack:"
 
 DOCKER_EXPORTER = "rocm-stack:monitoring:DockerExporter"

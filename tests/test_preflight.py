@@ -8,9 +8,9 @@ from pathlib import Path
 
 
 from programs import preflight
+from schema.project import ROOT
 
 DATA = Path(__file__).parent / "data" / "preflight"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(sample: str, *args: str) -> tuple[int, dict]:

@@ -11,8 +11,8 @@ import pytest
 
 from tools import synth_diff
 from conftest import CONTAINER
+from schema.project import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from schema.project import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 SETUP_ACTION = ROOT / ".github" / "actions" / "pulumi-setup" / "action.yml"
 BIN = Path(sys.executable).parent

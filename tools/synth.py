@@ -35,9 +35,9 @@ from typing import Any
 
 import yaml
 
+from schema.project import ROOT
 from schema.stackfile import StackFileError, as_program_config, read_config
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "[secret]"
 
 # Types whose inputs are not a Kubernetes object of their own.
