@@ -20,7 +20,8 @@ from pathlib import Path
 from domain.topology import load_topology
 from schema import ConfigError, ConfigProblem, load
 from schema.docker import HostLock, PlacementLock, host_lock, lock_file, lock_text, read_lock
-from tools.synth import ROOT, stack_config
+from schema.project import ROOT
+from tools.synth import stack_config
 
 
 def relocked(lock: PlacementLock, targets: Sequence[str]) -> PlacementLock:
