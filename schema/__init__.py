@@ -176,7 +176,7 @@ def _message(item: Mapping[str, Any]) -> str:
         return f"expected {item['ctx']['expected']}"
     template = _MESSAGES.get(kind)
     if template is None:
-        return item["msg"]
+        return str(item["msg"])
     return template.format(**{k: _shown(v) if isinstance(v, bool) else v for k, v in item.get("ctx", {}).items()})
 
 

@@ -365,9 +365,17 @@ class KubernetesConfig(ConfigModel):
 
 
 class _StackWithKubernetes(Protocol):
-    environment: str
-    kubernetes: KubernetesConfig | None
-    monitoring: MonitoringConfig
+    """What the checks read of StackConfig (read-only: the config is frozen; schema/__init__.py imports this module)."""
+
+    @property
+    def environment(self) -> str: ...
+
+    @property
+    def kubernetes(self) -> KubernetesConfig | None: ...
+
+    @property
+    def monitoring(self) -> MonitoringConfig: ...
+
 
 
 def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:

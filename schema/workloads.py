@@ -368,14 +368,32 @@ class InferenceConfig(ConfigModel):
 
 
 class _StackWithWorkloads(Protocol):
-    environment: str
-    hosts: list[HostConfig]
-    images: dict[str, str]
-    kubernetes: KubernetesConfig | None
-    monitoring: MonitoringConfig
-    gpu_fleet: GpuFleet | None
-    training: list[TrainingConfig]
-    inference: list[InferenceConfig]
+    """What the checks read of StackConfig (read-only: the config is frozen; schema/__init__.py imports this module)."""
+
+    @property
+    def environment(self) -> str: ...
+
+    @property
+    def hosts(self) -> list[HostConfig]: ...
+
+    @property
+    def images(self) -> dict[str, str]: ...
+
+    @property
+    def kubernetes(self) -> KubernetesConfig | None: ...
+
+    @property
+    def monitoring(self) -> MonitoringConfig: ...
+
+    @property
+    def gpu_fleet(self) -> GpuFleet | None: ...
+
+    @property
+    def training(self) -> list[TrainingConfig]: ...
+
+    @property
+    def inference(self) -> list[InferenceConfig]: ...
+
 
 
 def partition_size(host: HostConfig, container: ContainerConfig) -> int:
