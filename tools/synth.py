@@ -94,17 +94,17 @@ def _fake_id(name: str) -> str:
 
 
 def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]],
-                 run_results: Mapping[str, tuple[int, str]]):
+                 run_results: Mapping[str, tuple[int, str]]) -> tuple[Any, type[Any]]:
     import threading
 
-    from pulumi.runtime.mocks import MockMonitor, Mocks
+    from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
 
     # The SDK calls the monitor from a thread pool: each thread hands its call's values to the monitor.
     this_call = threading.local()
 
     class SynthMocks(Mocks):
-        def new_resource(self, args):
-            computed = {}
+        def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
+            computed: dict[str, Any] = {}
             if args.typ == "docker:index/remoteImage:RemoteImage":
                 computed = {"imageId": _fake_id(args.inputs["name"]),
                             "repoDigest": f"{args.inputs['name'].split(':')[0]}@{_fake_id(args.name)}"}
@@ -115,12 +115,13 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
             this_call.inputs, this_call.computed = args.inputs, computed
             return f"{args.name}-id", {**args.inputs, **computed}
 
-        def call(self, args):
+        # A bare dict is "no failures" (MockMonitor.Invoke: `if isinstance(tup, dict)`); (dict, None) would fail.
+        def call(self, args: MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
             return {}
 
     class RecordingMonitor(MockMonitor):
-        def RegisterResource(self, request):
-            response = super().RegisterResource(request)
+        def RegisterResource(self, request: Any) -> Any:
+            response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
             if request.type != "pulumi:pulumi:Stack":
                 # Nothing reads resources back (no getResource invokes): keep one copy, the plan's.
                 del self.resources[response.urn]
@@ -155,7 +156,7 @@ def _project(project_dir: Path) -> dict[str, Any]:
 
 def stack_file(stack: str, project_dir: Path = ROOT) -> Path:
     """`<stackConfigDir>/Pulumi.<stack>.yaml`; StackFileError naming the stacks that exist when it is missing."""
-    folder = project_dir / _project(project_dir).get("stackConfigDir", ".")
+    folder = project_dir / str(_project(project_dir).get("stackConfigDir", "."))
     path = folder / f"Pulumi.{stack}.yaml"
     if not _STACK_NAME.fullmatch(stack) or not path.is_file():
         # The CLI itself would start from an empty config (workspace/loaders.go L160-164); here stacks live in
@@ -185,7 +186,7 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime import settings
     from pulumi.runtime.mocks import set_mocks
-    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.stack import Stack, run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
     project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
@@ -213,8 +214,10 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(project_dir / "__main__.py"),
-                                                           run_name="__main__")))
+        def program() -> None:
+            runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+
+        _sync_await(run_pulumi_func(program))
     except pulumi.RunError as refused:
         raise ProgramRefused(str(refused)) from None
     finally:
@@ -224,7 +227,9 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
         sys.path.remove(str(project_dir))
 
     outputs = {}
-    for name, value in (settings.get_root_resource().outputs or {}).items():
+    root = settings.get_root_resource()
+    assert isinstance(root, Stack), "run_pulumi_func registers the root stack"
+    for name, value in (root.outputs or {}).items():
         output = pulumi.Output.from_input(value)
         resolved = _sync_await(output.future())
         outputs[name] = SECRET if _sync_await(output.is_secret()) else _redact(resolved)
