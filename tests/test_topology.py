@@ -472,6 +472,18 @@ def test_cli_prints_topology_and_sets() -> None:
     assert out["weight"][0][:3] == [0, 15, 30] and out["link_type"][0][:2] == ["SELF", "XGMI"]
 
 
+def test_cli_places_a_partitioned_host_physical_gpus_first(tmp_path: Path) -> None:
+    # 16 logical GPUs = 2 physical GPUs in CPX (8 each; logical GPU i on physical GPU i // 8, AMD SMI docs
+    # rocm-systems projects/amdsmi/docs/conceptual/partition.md, "Device enumeration"); hops all 1 (one xGMI fabric).
+    path = tmp_path / "cpx.txt"
+    path.write_text(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 16))
+    result = cli(path, "--partition", "4,8,4", "--per-gpu", "8")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sets"] == [[8, 9, 10, 11], list(range(8)), [12, 13, 14, 15]]
+    result = cli(path, "--partition", "4", "--per-gpu", "3")
+    assert result.returncode == 2 and "--per-gpu 3 does not divide the 16 GPUs" in result.stderr
+
+
 def test_cli_without_partition() -> None:
     result = cli(DATA / "amd_smi_2gpu_pcie_json_before_6.1.1_amdsmi_changelog.json")
     assert result.returncode == 0, result.stderr

@@ -1,4 +1,4 @@
-"""`rocm-stack topology FILE [--partition 4,4]`: print a saved GPU topology (and a placement) as JSON."""
+"""`rocm-stack topology FILE [--partition 4,4] [--per-gpu 8]`: print a saved GPU topology (and a placement) as JSON."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from domain.topology import PlacementError, TopologyError, load_topology, numa_node_of, place
+from domain.topology import PlacementError, TopologyError, load_topology, numa_node_of, place, place_partitioned
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -29,12 +29,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("file", help="saved output of `rocm-smi --showtopo` or `amd-smi topology [--json]`")
     parser.add_argument("--partition", type=_sizes, metavar="N,N,...",
                         help="also choose disjoint GPU sets of these sizes (e.g. 4,4)")
+    parser.add_argument("--per-gpu", type=int, default=1, metavar="N",
+                        help="logical GPUs per physical GPU of a partitioned host (CPX on MI300X: 8): sets are "
+                             "placed on whole physical GPUs first, as the stack places gpuCount")
     args = parser.parse_args(argv)
     try:
         topology = load_topology(args.file)
         result: dict[str, object] = topology.model_dump()
         if args.partition is not None:
-            sets = place(topology, args.partition)
+            if args.per_gpu < 1 or len(topology.gpus) % args.per_gpu:
+                raise PlacementError(f"--per-gpu {args.per_gpu} does not divide the {len(topology.gpus)} GPUs")
+            sets = (place(topology, args.partition) if args.per_gpu == 1
+                    else place_partitioned(topology, topology.gpus, args.partition, args.per_gpu))
             result["sets"] = sets
             result["sets_numa"] = [numa_node_of(topology, s) for s in sets]
     except (TopologyError, PlacementError) as err:
