@@ -352,7 +352,8 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
         if sum(c.gpu_count or 0 for c in sized) > host.logical_gpus:
             yield f"{at}.containers", (
                 f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count for c in sized)} "
-                f"GPUs but host '{host.name}' has {_gpus_phrase(host)}"
+                f"GPUs but host '{host.name}' has "
+                f"{host.gpus if host.compute_partition is None else _gpus_phrase(host)}"
             )
         for c_index, container in enumerate(host.containers):
             size = container.gpu_count

@@ -70,11 +70,15 @@ def test_a_group_of_128_members_gives_the_plan_of_128_written_out_hosts():
 
 
 def test_members_by_name_with_overrides_are_the_hosts_written_out():
-    small = {"gpus": 4, "topology": None, "numaCpus": None, "containers": [{"name": "solo", "gpus": [0, 1]}]}
+    # A 4-GPU member drops the template's 8-GPU topology and render-node map (a map listing GPUs the host does not
+    # have is another host's, refused), so it shares all of /dev/dri.
+    small = {"gpus": 4, "topology": None, "numaCpus": None, "renderNodes": None, "gpuAccess": "all",
+             "containers": [{"name": "solo", "gpus": [0, 1]}]}
     group = {"template": TEMPLATE, "members": ["alpha", "beta", "gamma"],
              "overrides": {"beta": small, "gamma": {"docker": {"host": "tcp://10.0.0.7:2376"}}}}
-    beta = {"name": "beta", **{k: v for k, v in written_out("beta").items() if k not in ("topology", "numaCpus")},
-            "gpus": 4, "containers": small["containers"]}
+    beta = {"name": "beta", **{k: v for k, v in written_out("beta").items()
+                               if k not in ("topology", "numaCpus", "renderNodes")},
+            "gpus": 4, "gpuAccess": "all", "containers": small["containers"]}
     gamma = written_out("gamma")
     gamma["docker"]["host"] = "tcp://10.0.0.7:2376"  # a mapping is merged: sshOpts stay the template's
     workstation = stack_file("dev")[P + "hosts"]
@@ -108,7 +112,7 @@ def test_a_template_problem_is_named_once_at_the_template_with_the_members_it_hi
     template = {**TEMPLATE, "gpus": 99}
     found = problems(dev_with(hostGroups=[{"template": template, "namePattern": "n-{index:02d}", "count": 5,
                                            "overrides": {"n-03": {"gpus": 8}}}]))
-    assert found == ["rocm-stack:hostGroups[0].template.gpus: member 'n-00': must be at most 16 (got 99) "
+    assert found == ["rocm-stack:hostGroups[0].template.gpus: member 'n-00': must be at most 64 (got 99) "
                      "(and 3 other member(s) alike)"]
 
 
