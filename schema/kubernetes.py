@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import AfterValidator, Field, PlainValidator
 
+from domain.gpus import MODELS, ComputePartition, MemoryPartition, ModelName
 from schema.base import ConfigModel, matching
 from schema.types import Name, Port, UnitDuration
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
@@ -47,6 +48,32 @@ TEST_RUNNER_IMAGE = "docker.io/rocm/test-runner:v1.5.1"
 UTILS_IMAGE = "docker.io/rocm/amd-gpu-operator-utils:v1.5.1"
 
 GPU_RESOURCE_NAME = "amd.com/gpu"
+# The device plugin registers its resources under this prefix (ROCm/k8s-device-plugin internal/pkg/plugin/plugin.go
+# L407 `return "amd.com"` @ v1.31.0.9).
+GPU_RESOURCE_PREFIX = "amd.com/"
+
+# How the device plugin names what it advertises (`-resource_naming_strategy`, cmd/k8s-device-plugin/main.go L110
+# @ v1.31.0.9, default "single"): `single` puts every GPU and partition under amd.com/gpu (a node whose GPUs are in
+# different modes is refused: main.go L79-82); `mixed` names each by its mode, "<compute>_<memory>" lowercased
+# (internal/pkg/amdgpu/amdgpu.go L173, L180, L278), e.g. amd.com/cpx_nps4: 64 on an 8-GPU CPX/NPS4 node, while GPUs
+# without partition support (MI210) stay amd.com/gpu (gpu-operator v1.5.1 docs/device_plugin/device-plugin.md
+# L85-135).
+ResourceNamingStrategy = Literal["single", "mixed"]
+DEVICE_PLUGIN_DEFAULT_NAMING = "single"
+
+# The Device Config Manager (DCM), the operator's GPU partitioning operand: the operator's own default image
+# (gpu-operator v1.5.1 internal/configmanager/configmanager.go L61 `defaultConfigManagerImage`).
+CONFIG_MANAGER_IMAGE = "docker.io/rocm/device-config-manager:v1.5.1"
+# DCM applies the profile a node's label names (ROCm/device-config-manager pkg/config_manager/globals/constants.go
+# L27 `LabelKey`; gpu-operator v1.5.1 docs/dcm/applying-partition-profiles.rst L229
+# `kubectl label node [nodename] dcm.amd.com/gpu-config-profile=cpx-profile --overwrite`).
+PARTITION_PROFILE_LABEL = "dcm.amd.com/gpu-config-profile"
+# DCM reads /etc/config-manager/config.json (constants.go L23 `JsonFilePath`), where the operator mounts the
+# DeviceConfig's `configManager.config` ConfigMap (configmanager.go L75 `DefaultDCMConfigMountPath`).
+CONFIG_MANAGER_FILE = "config.json"
+# The taint that evicts workloads before DCM repartitions a node; DCM tolerates it, the other operands must not
+# (applying-partition-profiles.rst L7-12, L202-210 `kubectl taint nodes [nodename] amd-dcm=up:NoExecute`).
+PARTITIONING_TAINT_KEY = "amd-dcm"
 
 # The NFD worker's default tolerations in gpu-operator-charts v1.5.1 values.yaml L10-17. Helm replaces lists
 # ("Scalar values and arrays are replaced, maps are merged": helm pkg/chartutil/coalesce.go CoalesceValues),
@@ -113,6 +140,10 @@ def _node_count(value: object) -> int | str:
 
 
 NodeCount = Annotated[int | str, PlainValidator(_node_count, json_schema_input_type=int | str)]
+# A profile name is the value of the node label that selects it: at most 63 characters (Kubernetes label values).
+ProfileName = Annotated[str, matching(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
+                                      "a label value: at most 63 letters, digits, '-', '_' or '.', starting and "
+                                      "ending with a letter or digit, e.g. cpx-nps4")]
 
 
 def parse_chart_version(version: str) -> tuple[int, int, int]:
@@ -222,6 +253,9 @@ class DriverConfig(ConfigModel):
 class OperatorDevicePluginConfig(ConfigModel):
     enable: bool = True
     image: Image = DEVICE_PLUGIN_IMAGE
+    resource_naming_strategy: ResourceNamingStrategy = DEVICE_PLUGIN_DEFAULT_NAMING
+    """`single`: every GPU and partition is `amd.com/gpu`; `mixed`: partitions are named by their mode
+    (`amd.com/cpx_nps4`, ...), see `kubernetes.partitionProfiles` (DeviceConfig devicePlugin.devicePluginArguments)."""
     node_labeller: bool = True
     node_labeller_image: Image = NODE_LABELLER_IMAGE
     # Labels on top of the labeller's defaults (DeviceConfig devicePlugin.nodeLabellerArguments).
@@ -268,6 +302,27 @@ class RemediationConfig(ConfigModel):
         return {"enabled": self.enabled, "installCRDs": install_crds}
 
 
+class ConfigManagerUpgradePolicy(ConfigModel):
+    upgrade_strategy: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
+    """How the DCM DaemonSet's pods are replaced when it changes."""
+    max_unavailable: int = Field(1, ge=1)
+    """DCM pods down at once during a RollingUpdate."""
+
+
+class ConfigManagerConfig(ConfigModel):
+    """The Device Config Manager (DeviceConfig `configManager`): partitions each node's GPUs by the profile of
+    `kubernetes.partitionProfiles` its label `dcm.amd.com/gpu-config-profile` names (docs/kubernetes.md)."""
+
+    enable: bool = False
+    """Deploy DCM on the selected nodes, reading a ConfigMap the stack builds from `kubernetes.partitionProfiles`."""
+    image: Image = CONFIG_MANAGER_IMAGE
+    config_map_name: ObjectName = "rocm-stack-dcm-config"
+    """The ConfigMap (in the operator's namespace) holding DCM's config.json."""
+    selector: dict[str, str] = {}
+    """Nodes DCM runs on; empty: the DeviceConfig's selector."""
+    upgrade_policy: ConfigManagerUpgradePolicy = ConfigManagerUpgradePolicy()
+
+
 class DeviceConfigSettings(ConfigModel):
     # metadata.name of the DeviceConfig; the operator prefixes its operand pods with it.
     name: ObjectName = "gpu-operator"
@@ -277,6 +332,8 @@ class DeviceConfigSettings(ConfigModel):
     device_plugin: OperatorDevicePluginConfig = OperatorDevicePluginConfig()
     metrics_exporter: MetricsExporterConfig = MetricsExporterConfig()
     test_runner: GpuTestRunnerConfig = GpuTestRunnerConfig()
+    config_manager: ConfigManagerConfig = ConfigManagerConfig()
+    """GPU partitioning on the nodes (the Device Config Manager); off by default."""
     utils_image: Image = UTILS_IMAGE
     """`commonConfig.utilsContainer.image`: runs the operator's driver-upgrade and remediation steps (the chart
     default is `latest`)."""
@@ -313,6 +370,9 @@ class StandaloneDevicePluginConfig(ConfigModel):
     # The reference manifests deploy into kube-system; any other namespace is created and owned by the stack.
     namespace: NamespaceName = "kube-system"
     image: Image = DEVICE_PLUGIN_IMAGE
+    resource_naming_strategy: ResourceNamingStrategy = DEVICE_PLUGIN_DEFAULT_NAMING
+    """`single`: every GPU and partition is `amd.com/gpu`; `mixed`: partitions are named by their mode
+    (`amd.com/cpx_nps4`, ...), see `kubernetes.partitionProfiles` (the plugin's -resource_naming_strategy flag)."""
     node_selector: dict[str, str] = {"kubernetes.io/arch": "amd64"}
     node_labeller: NodeLabellerConfig = NodeLabellerConfig()
 
@@ -333,6 +393,42 @@ class JobSetConfig(ConfigModel):
                           "pullPolicy": "IfNotPresent"}}
 
 
+class PartitionProfile(ConfigModel):
+    """A Device Config Manager profile (`gpu-config-profiles.<name>` of its config.json): the GPUs of a node in one
+    compute and memory partition mode. A node takes it once labelled `dcm.amd.com/gpu-config-profile=<name>`."""
+
+    gpu_model: ModelName
+    """The GPU model of the nodes that take this profile: the mode must be one it supports."""
+    compute_partition: ComputePartition
+    """SPX, DPX, QPX or CPX: 1, 2, 4 or one logical GPU per compute die (XCD) of each physical GPU."""
+    memory_partition: MemoryPartition
+    """NPS1, NPS2 or NPS4: how each GPU's memory is split."""
+    gpus: int = Field(ge=1, le=16)
+    """Physical GPUs of a node put in this mode (DCM `numGPUsAssigned`); with `skippedGpus`, all the node's GPUs."""
+    skipped_gpus: list[Annotated[int, Field(ge=0)]] = []
+    """GPU ids (0-based) DCM leaves as they are (DCM `skippedGPUs.ids`)."""
+    nodes: int = Field(0, ge=0)
+    """GPU nodes labelled with this profile: their partitions count towards what Kubernetes workloads can
+    request (the fleet check and the GPU gate)."""
+
+    @property
+    def logical_gpus_per_node(self) -> int:
+        """GPUs the device plugin advertises per node (the skipped GPUs' own modes are not known)."""
+        return self.gpus * MODELS[self.gpu_model].logical_per_gpu(self.compute_partition)
+
+    def resource_name(self, naming: ResourceNamingStrategy) -> str:
+        if naming == "single":
+            return GPU_RESOURCE_NAME
+        return f"{GPU_RESOURCE_PREFIX}{self.compute_partition.lower()}_{self.memory_partition.lower()}"
+
+    def dcm_profile(self) -> dict[str, object]:
+        """The profile as DCM's config.json spells it (gpu-operator v1.5.1 docs/dcm/device-config-manager-configmap.md
+        L28-62; device-config-manager gen/partition/partition.pb.go json tags)."""
+        return {"skippedGPUs": {"ids": list(self.skipped_gpus)},
+                "profiles": [{"computePartition": self.compute_partition, "memoryPartition": self.memory_partition,
+                              "numGPUsAssigned": self.gpus}]}
+
+
 class KubernetesConfig(ConfigModel):
     provider: ProviderConfig = ProviderConfig()
     mode: Literal["operator", "device-plugin"] = "operator"
@@ -346,6 +442,39 @@ class KubernetesConfig(ConfigModel):
     device_plugin: StandaloneDevicePluginConfig = StandaloneDevicePluginConfig()
     job_set: JobSetConfig = JobSetConfig()
     """The JobSet controller multi-node training needs; installed only when such a training exists."""
+    partition_profiles: dict[ProfileName, PartitionProfile] = {}
+    """GPU partition modes of the GPU nodes by profile name (docs/kubernetes.md): the Device Config Manager applies
+    them (`gpuOperator.deviceConfig.configManager`), or they describe nodes partitioned outside the stack; with
+    `resourceNamingStrategy: mixed` workloads request them as `amd.com/<compute>_<memory>`."""
+
+    @property
+    def resource_naming_strategy(self) -> ResourceNamingStrategy:
+        if self.mode == "operator":
+            return self.gpu_operator.device_config.device_plugin.resource_naming_strategy
+        return self.device_plugin.resource_naming_strategy
+
+    @property
+    def naming_key(self) -> str:
+        """The key path of the naming strategy in force."""
+        if self.mode == "operator":
+            return "kubernetes.gpuOperator.deviceConfig.devicePlugin.resourceNamingStrategy"
+        return "kubernetes.devicePlugin.resourceNamingStrategy"
+
+    def partition_resources(self) -> dict[str, list[str]]:
+        """Resource name -> the profiles whose nodes advertise it, under this stack's naming strategy."""
+        resources: dict[str, list[str]] = {}
+        for name, profile in self.partition_profiles.items():
+            resources.setdefault(profile.resource_name(self.resource_naming_strategy), []).append(name)
+        return resources
+
+    @property
+    def config_manager_enabled(self) -> bool:
+        return self.mode == "operator" and self.gpu_operator.device_config.config_manager.enable
+
+    def dcm_config(self) -> dict[str, object]:
+        """DCM's config.json: every profile, by name."""
+        return {"gpu-config-profiles": {name: profile.dcm_profile()
+                                        for name, profile in sorted(self.partition_profiles.items())}}
 
     def gpu_tolerations(self) -> list[dict[str, str]]:
         return gpu_node_tolerations(self.gpu_node_taints)
@@ -396,6 +525,8 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
         elif namespace in k8s.namespaces[:index]:
             yield f"kubernetes.namespaces[{index}]", f"'{namespace}' is listed twice"
 
+    yield from _partition_problems(k8s)
+
     images: list[tuple[str, str]] = []
     if k8s.mode == "operator":
         yield from _operator_problems(k8s.gpu_operator, cfg.environment, cfg.monitoring.enabled)
@@ -405,6 +536,8 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
                    (f"{path}.devicePlugin.nodeLabellerImage", device_config.device_plugin.node_labeller_image),
                    (f"{path}.metricsExporter.image", device_config.metrics_exporter.image),
                    (f"{path}.testRunner.image", device_config.test_runner.image)]
+        if device_config.config_manager.enable:
+            images.append((f"{path}.configManager.image", device_config.config_manager.image))
     else:
         plugin = k8s.device_plugin
         images += [("kubernetes.devicePlugin.image", plugin.image),
@@ -462,3 +595,42 @@ def _operator_problems(operator: GpuOperatorConfig, environment: str,
                "this exporter; set monitoring.enabled false to run without it")
     if exporter.service_monitor.enable and not exporter.enable:
         yield f"{path}.metricsExporter.serviceMonitor.enable", "needs metricsExporter.enable: true"
+
+
+def _partition_problems(k8s: KubernetesConfig) -> Iterable[tuple[str, str]]:
+    for name, profile in k8s.partition_profiles.items():
+        at = f"kubernetes.partitionProfiles.{name}"
+        model = MODELS[profile.gpu_model]
+        wanted = f"{profile.compute_partition}/{profile.memory_partition}"
+        if not model.modes:
+            yield f"{at}.gpuModel", f"{model.name} GPUs have no partition modes; remove the profile"
+        elif model.mode(profile.compute_partition, profile.memory_partition) is None:
+            supported = ", ".join(str(mode) for mode in model.modes)
+            key = ("memoryPartition" if any(m.compute == profile.compute_partition for m in model.modes)
+                   else "computePartition")
+            yield f"{at}.{key}", f"{model.name} does not support {wanted}; it supports {supported}"
+        # DCM refuses a profile unless numGPUsAssigned plus the skipped ids make the node's GPU count and every id is
+        # below it (device-config-manager pkg/config_manager/configmanager.go L288-316 validateProfile; gpu-operator
+        # v1.5.1 docs/dcm/device-config-manager-configmap.md L123-130).
+        total = profile.gpus + len(profile.skipped_gpus)
+        for index, gpu in enumerate(profile.skipped_gpus):
+            if gpu >= total:
+                yield (f"{at}.skippedGpus[{index}]",
+                       f"GPU id {gpu} is not on a node of {total} GPUs (gpus {profile.gpus} + "
+                       f"{len(profile.skipped_gpus)} skipped); ids run from 0 to {total - 1}")
+            elif gpu in profile.skipped_gpus[:index]:
+                yield f"{at}.skippedGpus[{index}]", f"GPU id {gpu} is listed twice"
+
+    if not k8s.config_manager_enabled:
+        return
+    path = "kubernetes.gpuOperator.deviceConfig.configManager"
+    if not k8s.partition_profiles:
+        yield (f"{path}.enable",
+               "the Device Config Manager applies the profiles of kubernetes.partitionProfiles: declare at least one "
+               "(e.g. {cpx-nps4: {gpuModel: MI300X, computePartition: CPX, memoryPartition: NPS4, gpus: 8}})")
+    for index, taint in enumerate(k8s.gpu_node_taints):
+        if taint.key == PARTITIONING_TAINT_KEY:
+            yield (f"kubernetes.gpuNodeTaints[{index}]",
+                   f"'{PARTITIONING_TAINT_KEY}' is the taint that evicts GPU pods while DCM repartitions a node; the "
+                   "device plugin, labeller and exporter must not tolerate it (they restart to see the new "
+                   "partitions): taint the node with it only while partitioning, and remove it here")

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Literal, Protocol
 
 from pydantic import ByteSize, Field
@@ -23,7 +24,7 @@ from .base import ConfigModel
 from .types import DNS_LABEL, AbsolutePath, EnvName, EnvValue, GpuCount, Port, ShmSize
 from .base import matching as _matching
 from .docker import VISIBILITY_VARIABLES, ContainerConfig, HostConfig, IpAddress
-from .kubernetes import BUILTIN_NAMESPACES, GpuNodeTaint, KubernetesConfig, NamespaceName
+from .kubernetes import BUILTIN_NAMESPACES, GPU_RESOURCE_NAME, GpuNodeTaint, KubernetesConfig, NamespaceName
 from .monitoring import MonitoringConfig
 
 
@@ -39,6 +40,10 @@ CpuQuantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?|[0-9]+m", 'CPU cores,
 # An extended resource `<domain>/<name>` (e.g. rdma/hca_shared_devices_a).
 ExtendedResource = Annotated[str, _matching(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
                                             "an extended resource name '<prefix>/<name>', e.g. rdma/hca_shared_devices_a")]
+# What the AMD device plugin advertises: amd.com/gpu, or a partition mode under the `mixed` naming strategy.
+GpuResourceName = Annotated[str, _matching(r"amd\.com/(gpu|(spx|dpx|qpx|cpx)_(nps1|nps2|nps4))",
+                                           "amd.com/gpu or a partition resource amd.com/<compute>_<memory>, "
+                                           "e.g. amd.com/cpx_nps4")]
 InterfaceName = Annotated[str, _matching(r"[A-Za-z0-9_.:-]{1,15}", "a network interface name, e.g. eth0 or net1")]
 # A Hugging Face repository id (`org/name`).
 ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
@@ -190,6 +195,9 @@ class TrainingKubernetes(ConfigModel):
     namespace: NamespaceName = "default"
     nodes: int = Field(1, ge=1, le=1024)
     gpus_per_node: GpuCount = 1
+    gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
+    """The extended resource each pod requests `gpusPerNode` of: a partition resource such as amd.com/cpx_nps4 runs
+    on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
     cpu: CpuQuantity = "16"
     """CPU request = limit of each pod (Guaranteed QoS: evicted last)."""
     memory: ByteSize = ByteSize(64 * 1024**3)
@@ -278,6 +286,9 @@ class InferenceKubernetes(ConfigModel):
     replicas: int | None = Field(None, ge=1)
     # GPUs per replica; None: tensorParallelSize. More than that adds vLLM data-parallel ranks.
     gpus: GpuCount | None = None
+    gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
+    """The extended resource each replica requests `gpus` of: a partition resource such as amd.com/cpx_nps4 runs
+    on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
     node_selector: dict[str, str] = {}
     tolerations: list[Toleration] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/huggingface in dev, a 200Gi ReadWriteMany PVC in prod.
@@ -433,6 +444,7 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     for index, inference in enumerate(cfg.inference):
         yield from _inference_problems(cfg, inference, f"inference[{index}]")
     yield from _partition_problems(cfg)
+    yield from _resource_problems(cfg)
     yield from _fleet_problems(cfg)
 
 
@@ -631,48 +643,125 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                     published[(host.name, port)] = f"inference '{workload.name}'"
 
 
+@dataclass(frozen=True)
+class GpuPool:
+    """Kubernetes GPU nodes alike: `nodes` of them each advertise `per_node` of `resource`; `key` declares them."""
+
+    resource: str
+    nodes: int
+    per_node: int
+    key: str
+
+
+def gpu_pools(cfg: _StackWithWorkloads) -> list[GpuPool]:
+    """The declared GPU nodes by what they advertise: `gpuFleet` (nodes without a partition profile, amd.com/gpu)
+    and the nodes of each partition profile (its resource under the stack's naming strategy)."""
+    pools = []
+    if cfg.gpu_fleet is not None:
+        pools.append(GpuPool(GPU_RESOURCE_NAME, cfg.gpu_fleet.nodes, cfg.gpu_fleet.gpus_per_node, "gpuFleet"))
+    k8s = cfg.kubernetes
+    for name, profile in sorted(k8s.partition_profiles.items()) if k8s is not None else ():
+        if profile.nodes:
+            pools.append(GpuPool(profile.resource_name(k8s.resource_naming_strategy), profile.nodes,
+                                 profile.logical_gpus_per_node, f"kubernetes.partitionProfiles.{name}.nodes"))
+    return pools
+
+
+def _resource_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    """A partition resource exists only under the `mixed` naming strategy, for a mode some profile declares."""
+    k8s = cfg.kubernetes
+    if k8s is None:
+        return
+    produced = k8s.partition_resources()
+    for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
+        for index, workload in enumerate(workloads):
+            resource = workload.kubernetes.gpu_resource if workload.kubernetes is not None else GPU_RESOURCE_NAME
+            if resource == GPU_RESOURCE_NAME or resource in produced:
+                continue
+            at = f"{kind}[{index}].kubernetes.gpuResource"
+            if k8s.resource_naming_strategy == "single":
+                yield at, (f"the device plugin advertises partitions as {GPU_RESOURCE_NAME} under resourceNamingStrategy "
+                           f"single, so no node offers {resource}: set {k8s.naming_key} to mixed or request "
+                           f"{GPU_RESOURCE_NAME}")
+            else:
+                compute, memory = resource.removeprefix("amd.com/").upper().split("_")
+                offered = ", ".join(sorted(produced)) or "none"
+                yield at, (f"no partition profile puts GPUs in {compute}/{memory}, so no node offers {resource} "
+                           f"(the profiles offer: {offered}); declare one in kubernetes.partitionProfiles")
+
+
 def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
-    # (key path, pods, key path of the GPUs per pod, GPUs per pod)
-    demands: list[tuple[str, int, str, int]] = []
+    # (key path, pods, key path of the GPUs per pod, GPUs per pod, resource)
+    demands: list[tuple[str, int, str, int, str]] = []
     for index, training in enumerate(cfg.training):
         if training.kubernetes is not None:
             at = f"training[{index}].kubernetes"
-            demands.append((at, training.kubernetes.nodes, f"{at}.gpusPerNode", training.kubernetes.gpus_per_node))
+            demands.append((at, training.kubernetes.nodes, f"{at}.gpusPerNode", training.kubernetes.gpus_per_node,
+                            training.kubernetes.gpu_resource))
     for index, inference in enumerate(cfg.inference):
         if inference.kubernetes is not None:
             k8s = inference.kubernetes
             gpus_at = (f"inference[{index}].kubernetes.gpus" if k8s.gpus is not None
                        else f"inference[{index}].tensorParallelSize")  # the GPUs of a replica default to TP
             demands.append((f"inference[{index}].kubernetes", k8s.effective_replicas(cfg.environment), gpus_at,
-                            k8s.gpus or inference.tensor_parallel_size))
+                            k8s.gpus or inference.tensor_parallel_size, k8s.gpu_resource))
     if not demands:
         return
-    fleet = cfg.gpu_fleet
-    if fleet is None:
+    pools = gpu_pools(cfg)
+    if not pools:
         if cfg.environment == "prod":
             yield "gpuFleet", ("prod runs GPU workloads on Kubernetes: declare the cluster's GPU nodes "
-                               "({nodes: N, gpusPerNode: G}) so that jobs that can never be scheduled are refused")
+                               "({nodes: N, gpusPerNode: G}, and the `nodes` of each partition profile) so that jobs "
+                               "that can never be scheduled are refused")
         return
+    produced = cfg.kubernetes.partition_resources() if cfg.kubernetes is not None else {}
+    for resource in dict.fromkeys(demand[4] for demand in demands):
+        offering = [pool for pool in pools if pool.resource == resource]
+        wanted = [demand for demand in demands if demand[4] == resource]
+        if not offering:
+            if resource == GPU_RESOURCE_NAME or resource in produced:  # an unknown name is refused on its own
+                for at, *_ in wanted:
+                    yield f"{at}.gpuResource", (
+                        f"no declared GPU node offers {resource} (gpuFleet declares the nodes of {GPU_RESOURCE_NAME}, "
+                        "the `nodes` of a partition profile those of its partitions): the pods could never run")
+            continue
+        yield from _pool_problems(cfg, resource, offering, wanted)
+
+
+def _pool_problems(cfg: _StackWithWorkloads, resource: str, pools: list[GpuPool],
+                   demands: list[tuple[str, int, str, int, str]]) -> Iterable[tuple[str, str]]:
+    """Whether the pods asking for `resource` fit the nodes advertising it (necessary conditions only)."""
+    unit = "GPUs" if resource == GPU_RESOURCE_NAME else resource
+    holder = " and ".join(pool.key.removesuffix(".nodes") for pool in pools)
+    key = pools[0].key
+    nodes = sum(pool.nodes for pool in pools)
+    largest = max(pool.per_node for pool in pools)
+    capacity = sum(pool.nodes * pool.per_node for pool in pools)
     for index, inference in enumerate(cfg.inference):
         k8s = inference.kubernetes
-        replicas = k8s.effective_replicas(cfg.environment) if k8s is not None else 0
+        if k8s is None or k8s.gpu_resource != resource:
+            continue
+        replicas = k8s.effective_replicas(cfg.environment)
         # With a budget the replicas are spread one per node (topologySpreadConstraints, DoNotSchedule).
-        if k8s is not None and k8s.effective_min_available(cfg.environment) is not None and replicas > fleet.nodes:
+        if k8s.effective_min_available(cfg.environment) is not None and replicas > nodes:
             yield f"inference[{index}].kubernetes.replicas", (
-                f"{replicas} replicas are spread one per node, but gpuFleet has {fleet.nodes}: some never start")
-    for at, pods, gpus_at, gpus in demands:
-        if gpus > fleet.gpus_per_node:
-            yield gpus_at, (f"{gpus} GPUs per pod, but gpuFleet nodes have {fleet.gpus_per_node}: "
+                f"{replicas} replicas are spread one per node, but {holder} has {nodes}: some never start")
+    for at, pods, gpus_at, gpus, _ in demands:
+        if gpus > largest:
+            yield gpus_at, (f"{gpus} {unit} per pod, but {holder} nodes have {largest}: "
                             "the pod can never be scheduled")
-        if at.startswith("training") and pods > fleet.nodes:
-            yield f"{at}.nodes", f"{pods} nodes, but gpuFleet has {fleet.nodes}: the job can never start"
-    # A pod asking for more than half a node's GPUs leaves too few for a second such pod: one node each.
-    exclusive = sum(pods for _, pods, _, gpus in demands if fleet.gpus_per_node >= gpus > fleet.gpus_per_node / 2)
-    if exclusive > fleet.nodes:
-        yield "gpuFleet", (f"{exclusive} Kubernetes pods each need more than half of a node's {fleet.gpus_per_node} "
-                           f"GPUs, so no two share a node, but the fleet has {fleet.nodes} nodes: some never run")
-    total = sum(pods * gpus for _, pods, _, gpus in demands)
-    if total > fleet.gpus:
-        yield "gpuFleet", (f"the Kubernetes workloads need {total} GPUs together, the fleet has {fleet.gpus} "
-                           f"({fleet.nodes} x {fleet.gpus_per_node}); a multi-node job whose pods cannot all run "
-                           "would wait forever at its rendezvous")
+        if at.startswith("training") and pods > nodes:
+            yield f"{at}.nodes", f"{pods} nodes, but {holder} has {nodes}: the job can never start"
+    if len(pools) == 1:
+        per_node = largest
+        # A pod asking for more than half a node's GPUs leaves too few for a second such pod: one node each.
+        exclusive = sum(pods for _, pods, _, gpus, _ in demands if per_node >= gpus > per_node / 2)
+        if exclusive > nodes:
+            yield key, (
+                f"{exclusive} Kubernetes pods each need more than half of a node's {per_node} {unit}, so no two share "
+                f"a node, but the fleet has {nodes} nodes: some never run")
+    total = sum(pods * gpus for _, pods, _, gpus, _ in demands)
+    if total > capacity:
+        shape = " + ".join(f"{pool.nodes} x {pool.per_node}" for pool in pools)
+        yield key, (f"the Kubernetes workloads need {total} {unit} together, the fleet has {capacity} ({shape}); "
+                    "a multi-node job whose pods cannot all run would wait forever at its rendezvous")

@@ -120,6 +120,7 @@ def build_kubernetes(config: KubernetesConfig, environment: str,
         cert_manager=cert_manager.release if cert_manager is not None else None,
         service_monitor=service_monitor,
         tolerations=config.gpu_tolerations(),
+        dcm_config=config.dcm_config(),
     ))
     return KubernetesLayer(
         cluster=cluster, gpu_ready=[gpu_operator.device_config],

@@ -16,7 +16,7 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.rbac import v1 as rbac_v1
 
-from schema.kubernetes import NodeLabellerConfig, StandaloneDevicePluginConfig
+from schema.kubernetes import DEVICE_PLUGIN_DEFAULT_NAMING, NodeLabellerConfig, StandaloneDevicePluginConfig
 
 # Upstream's object names, kept so the stack can adopt or replace a kubectl-applied install.
 DEVICE_PLUGIN_DAEMONSET = "amdgpu-device-plugin-daemonset"
@@ -25,6 +25,18 @@ LABELLER_SERVICE_ACCOUNT = "node-labeller-sa"
 LABELLER_CLUSTER_ROLE = "cr-node-labeller"
 LABELLER_CLUSTER_ROLE_BINDING = "labeller"
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+# The image's own command line: a CMD, no ENTRYPOINT (ROCm/k8s-device-plugin Dockerfile L33 @ v1.31.0.9). A flag
+# needs the whole line as the container's `command` ("The command and arguments that you define in the
+# configuration file override the default command and arguments provided by the container image",
+# kubernetes.io/docs/tasks/inject-data-application/define-command-argument-container/).
+DEVICE_PLUGIN_COMMAND = ("./k8s-device-plugin", "-logtostderr=true", "-stderrthreshold=INFO", "-v=5")
+
+
+def device_plugin_command(config: StandaloneDevicePluginConfig) -> list[str] | None:
+    """The container's command: the image's own unless the naming strategy differs from the plugin's default."""
+    if config.resource_naming_strategy == DEVICE_PLUGIN_DEFAULT_NAMING:
+        return None
+    return [*DEVICE_PLUGIN_COMMAND, f"-resource_naming_strategy={config.resource_naming_strategy}"]
 
 _CRITICAL_ADDONS_TOLERATION = core_v1.TolerationArgs(key="CriticalAddonsOnly", operator="Exists")
 # Privileged for /dev and /sys, yet no capabilities (upstream's choice).
@@ -73,6 +85,7 @@ class DevicePlugin(pulumi.ComponentResource):
                         containers=[core_v1.ContainerArgs(
                             image=config.image,
                             name="amdgpu-dp-cntr",
+                            command=device_plugin_command(config),
                             security_context=_PRIVILEGED_NO_CAPS,
                             volume_mounts=[
                                 core_v1.VolumeMountArgs(name="dp", mount_path=KUBELET_DEVICE_PLUGINS),

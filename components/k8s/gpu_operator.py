@@ -1,16 +1,20 @@
 """The AMD GPU Operator Helm release and the one DeviceConfig this stack owns."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 from pulumi_kubernetes import Provider
 from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.helm import v3 as helm_v3
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.kubernetes import (
+    CONFIG_MANAGER_FILE,
+    DEVICE_PLUGIN_DEFAULT_NAMING,
     GPU_OPERATOR_CHART,
     NFD_WORKER_DEFAULT_TOLERATIONS,
     DeviceConfigSettings,
@@ -73,6 +77,10 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str,
         "enableNodeLabeller": plugin.node_labeller,
         "nodeLabellerImage": plugin.node_labeller_image,
     }
+    if plugin.resource_naming_strategy != DEVICE_PLUGIN_DEFAULT_NAMING:
+        # The operator appends each entry as ` -<key>=<value>` to the plugin's command (internal/plugin/plugin.go
+        # L108-127 @ v1.5.1).
+        device_plugin["devicePluginArguments"] = {"resource_naming_strategy": plugin.resource_naming_strategy}
     if plugin.node_labeller_arguments:
         device_plugin["nodeLabellerArguments"] = list(plugin.node_labeller_arguments)
     if tolerations:
@@ -98,7 +106,7 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str,
     if exporter.node_port is not None:
         metrics_exporter["nodePort"] = exporter.node_port
 
-    return {
+    spec = {
         "selector": dict(settings.selector),
         "driver": spec_driver,
         "devicePlugin": device_plugin,
@@ -108,6 +116,25 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str,
         # The chart default is `amd-gpu-operator-utils:latest`: pinned to the operator's release instead.
         "commonConfig": {"utilsContainer": {"image": settings.utils_image}},
     }
+    manager = settings.config_manager
+    if manager.enable:
+        spec["configManager"] = {
+            "enable": True,
+            "image": manager.image,
+            # A named ConfigMap is mounted as is; without one the operator creates `default-dcm-config` with its own
+            # profiles (gpu-operator v1.5.1 docs/dcm/device-config-manager-configmap.md L9-11).
+            "config": {"name": manager.config_map_name},
+            "upgradePolicy": manager.upgrade_policy.model_dump(by_alias=True),
+            # DCM tolerates the partitioning taint `amd-dcm` itself (internal/configmanager/configmanager.go L187-193).
+            **({"configManagerTolerations": tolerations} if tolerations else {}),
+            **({"selector": dict(manager.selector)} if manager.selector else {}),
+        }
+    return spec
+
+
+def config_manager_data(dcm_config: dict[str, object]) -> dict[str, str]:
+    """The DCM ConfigMap's data: config.json, the one file DCM reads."""
+    return {CONFIG_MANAGER_FILE: json.dumps(dcm_config, indent=2, sort_keys=True) + "\n"}
 
 
 @dataclass(frozen=True)
@@ -123,11 +150,14 @@ class GpuOperatorArgs:
     service_monitor: dict[str, Any] | None = None
     # Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()).
     tolerations: list[dict[str, str]] = field(default_factory=list)
+    # DCM's config.json (KubernetesConfig.dcm_config()), for the ConfigMap of an enabled configManager.
+    dcm_config: dict[str, object] = field(default_factory=dict)
 
 
 class GpuOperator(pulumi.ComponentResource):
     release: helm_v3.Release
     device_config: CustomResource
+    config_manager_map: core_v1.ConfigMap | None = None
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:k8s:GpuOperator", name, None, opts)
@@ -144,6 +174,17 @@ class GpuOperator(pulumi.ComponentResource):
             atomic=False,
         )
         settings = config.device_config
+        depends_on: list[pulumi.Resource] = [self.release]
+        if settings.config_manager.enable:
+            # DCM's pod does not start without its ConfigMap (docs/dcm/device-config-manager.md L55); DCM watches it
+            # and reapplies profiles when it changes (device-config-manager-configmap.md L3), so it stays mutable.
+            self.config_manager_map = core_v1.ConfigMap(
+                f"{name}-dcm-config",
+                metadata=meta_v1.ObjectMetaArgs(name=settings.config_manager.config_map_name, namespace=args.namespace),
+                data=config_manager_data(args.dcm_config),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            )
+            depends_on.append(self.config_manager_map)
         # After the release: the chart installs the DeviceConfig CRD and the controller that reconciles it.
         # Deleting it removes the driver, device plugin and labeller from every selected node: protected in
         # prod. A rename (a new metadata.name) deletes the old one first: the operator refuses a second
@@ -158,7 +199,7 @@ class GpuOperator(pulumi.ComponentResource):
             kind=DEVICE_CONFIG_KIND,
             metadata=meta_v1.ObjectMetaArgs(name=settings.name, namespace=args.namespace),
             spec=device_config_spec(settings, args.environment, args.service_monitor, args.tolerations),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends_on,
                                         protect=args.environment == "prod", delete_before_replace=True,
                                         aliases=[pulumi.Alias(name=f"{name}-{settings.name}")]),
         )

@@ -141,7 +141,7 @@ class VllmServer(pulumi.ComponentResource):
             command=serve_command(inference, gpus),
             env=env,
             ports=[core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
-            resources=pod_resources(gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size)),
+            resources=pod_resources(k8s.gpu_resource, gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size)),
             security_context=security_context(k8s.pod_security),
             # Liveness and readiness only start once the model is loaded and /health answered.
             startup_probe=health(PROBE_PERIOD_SECONDS,

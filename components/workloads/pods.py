@@ -7,7 +7,6 @@ import pulumi
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
-from schema.kubernetes import GPU_RESOURCE_NAME
 from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration
 
 MIB = 1024 * 1024
@@ -41,7 +40,7 @@ def env_secret(resource_name: str, env: Mapping[str, str], namespace: pulumi.Inp
                           type="Opaque", string_data=pulumi.Output.secret(dict(env)), opts=opts)
 
 
-def pod_resources(gpus: int, cpu: str, memory_bytes: int, shm_bytes: int,
+def pod_resources(gpu_resource: str, gpus: int, cpu: str, memory_bytes: int, shm_bytes: int,
                   extra: Mapping[str, int] | None = None) -> core_v1.ResourceRequirementsArgs:
     """Requests equal to limits for every resource: Guaranteed QoS, evicted last. A pod asking only for
     `amd.com/gpu` is BestEffort ("Containers in a Pod can request other resources (not CPU or memory) and
@@ -50,7 +49,7 @@ def pod_resources(gpus: int, cpu: str, memory_bytes: int, shm_bytes: int,
     "files you write count against the memory limit of the container that wrote them"
     (https://kubernetes.io/docs/concepts/storage/volumes/#emptydir). Extended resources (GPUs, RDMA) cannot be
     overcommitted anyway."""
-    amounts = {"cpu": cpu, "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi", GPU_RESOURCE_NAME: str(gpus),
+    amounts = {"cpu": cpu, "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi", gpu_resource: str(gpus),
                **{name: str(count) for name, count in (extra or {}).items()}}
     return core_v1.ResourceRequirementsArgs(limits=amounts, requests=dict(amounts))
 

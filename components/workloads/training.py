@@ -250,7 +250,7 @@ class TrainingJob(pulumi.ComponentResource):
                       checkpoints: core_v1.VolumeArgs, env: list[core_v1.EnvVarArgs]) -> core_v1.PodTemplateSpecArgs:
         network = k8s.network
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
-        resources = pod_resources(k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(training.shm_size),
+        resources = pod_resources(k8s.gpu_resource, k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(training.shm_size),
                                   {network.rdma.resource: network.rdma.count} if network is not None else None)
         command = (torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node, k8s.max_restarts) if k8s.uses_job_set
                    else torchrun_standalone(k8s.gpus_per_node))
