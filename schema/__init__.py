@@ -61,8 +61,9 @@ class StackConfig(ConfigModel):
     kubernetes: KubernetesConfig | None = None
     """The Kubernetes GPU layer (docs/kubernetes.md). Unset: no Kubernetes resources (a Docker-only stack)."""
     gpu_fleet: GpuFleet | None = None
-    """The Kubernetes cluster's GPU nodes (the cluster cannot be asked offline): Kubernetes workloads are
-    checked against it. Required in prod when a workload runs on Kubernetes."""
+    """The Kubernetes cluster's GPU nodes advertising amd.com/gpu (the cluster cannot be asked offline); nodes of a
+    partition profile are counted by its `nodes`. Kubernetes workloads are checked against them. Required in prod
+    when a workload runs on Kubernetes, unless partition profiles declare the nodes."""
     training: list[TrainingConfig] = []
     """Training jobs (docs/workloads.md), each on Kubernetes, on Docker partitions of `hosts`, or both."""
     inference: list[InferenceConfig] = []

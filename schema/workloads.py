@@ -94,7 +94,8 @@ def merged_env(defaults: Mapping[str, str], overrides: Mapping[str, str | None])
 
 
 class GpuFleet(ConfigModel):
-    """The GPU nodes of the Kubernetes cluster (all alike)."""
+    """The GPU nodes of the Kubernetes cluster advertising amd.com/gpu (all alike; partition profiles declare their
+    own nodes)."""
 
     nodes: int = Field(ge=1)
     gpus_per_node: GpuCount
