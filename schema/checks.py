@@ -62,9 +62,11 @@ class ChecksConfig(ConfigModel):
     """ROCm release (major.minor) of an image (a key of `images`) whose tag does not name it; the preflight checks
     the host's amdgpu driver against it. Required in prod for such images."""
 
-    def floors_for(self, gpu_model: str, environment: str) -> GpuFloors:
+    def floors_for(self, gpu_model: str, environment: str, compute_partition: str | None = None) -> GpuFloors:
+        """The floors of whole GPUs of a model; a GPU split by a compute mode other than SPX has a share of its
+        compute and no published floor, so none."""
         enforce = self.enforce_floors if self.enforce_floors is not None else environment == "prod"
-        if not enforce:
+        if not enforce or compute_partition not in (None, "SPX"):
             return GpuFloors()
         return self.floors.get(gpu_model, DEFAULT_FLOORS.get(gpu_model, GpuFloors()))
 

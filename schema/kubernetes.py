@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import AfterValidator, Field, PlainValidator
 
-from domain.gpus import MODELS, ComputePartition, MemoryPartition, ModelName
+from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName
 from schema.base import ConfigModel, matching
 from schema.types import Name, Port, UnitDuration
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
@@ -59,7 +59,7 @@ GPU_RESOURCE_PREFIX = "amd.com/"
 # without partition support (MI210) stay amd.com/gpu (gpu-operator v1.5.1 docs/device_plugin/device-plugin.md
 # L85-135).
 ResourceNamingStrategy = Literal["single", "mixed"]
-DEVICE_PLUGIN_DEFAULT_NAMING = "single"
+DEVICE_PLUGIN_DEFAULT_NAMING: ResourceNamingStrategy = "single"
 
 # The Device Config Manager (DCM), the operator's GPU partitioning operand: the operator's own default image
 # (gpu-operator v1.5.1 internal/configmanager/configmanager.go L61 `defaultConfigManagerImage`).
@@ -609,6 +609,10 @@ def _partition_problems(k8s: KubernetesConfig) -> Iterable[tuple[str, str]]:
             key = ("memoryPartition" if any(m.compute == profile.compute_partition for m in model.modes)
                    else "computePartition")
             yield f"{at}.{key}", f"{model.name} does not support {wanted}; it supports {supported}"
+        elif profile.logical_gpus_per_node > MAX_GPUS_PER_HOST:
+            yield (f"{at}.gpus", f"{profile.gpus} {model.name} GPUs in {profile.compute_partition} make "
+                                 f"{profile.logical_gpus_per_node} GPUs on a node, more than the "
+                                 f"{MAX_GPUS_PER_HOST} a node can show")
         # DCM refuses a profile unless numGPUsAssigned plus the skipped ids make the node's GPU count and every id is
         # below it (device-config-manager pkg/config_manager/configmanager.go L288-316 validateProfile; gpu-operator
         # v1.5.1 docs/dcm/device-config-manager-configmap.md L123-130).

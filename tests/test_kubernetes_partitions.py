@@ -97,7 +97,7 @@ def test_profile_keys_are_those_of_the_charts_own_dcm_config():
     values = yaml.safe_load((DATA / "gpu-operator-values.yaml").read_text())
     upstream = json.loads(values["defaultDCMConfigMap"]["data"]["config.json"])["gpu-config-profiles"]
     upstream_keys = {key for profile in upstream.values() for entry in profile["profiles"] for key in entry}
-    ours = json.loads(manifest_of(one(synth("dev", DCM), CONFIG_MAP))["data"]["config.json"])
+    ours = json.loads(manifest_of(one(synth("dev", DCM), CONFIG_MAP, "rocm-stack-dcm-config"))["data"]["config.json"])
     our_keys = {key for profile in ours["gpu-config-profiles"].values() for entry in profile["profiles"]
                 for key in entry}
     assert our_keys == upstream_keys == {"computePartition", "memoryPartition", "numGPUsAssigned"}
@@ -155,7 +155,7 @@ def test_partitioning_is_off_by_default():
 def test_profiles_without_dcm_describe_nodes_partitioned_elsewhere():
     plan = synth("dev", {"partitionProfiles": PROFILES})
     assert "configManager" not in manifest_of(one(plan, DEVICE_CONFIG))["spec"]
-    assert not plan.of_type(CONFIG_MAP)
+    assert not [r for r in plan.of_type(CONFIG_MAP) if "dcm" in r["name"]]
 
 
 # --- standalone device plugin -------------------------------------------------------------------------------
@@ -214,6 +214,44 @@ def test_the_fleet_is_checked_per_resource():
     assert f"{P}training[0].kubernetes.nodes: 2 nodes, but gpuFleet has 1: the job can never start" in lines, lines
 
 
+# --- the GPU gate checks each profile's nodes -----------------------------------------------------------------
+
+JOB = "kubernetes:batch/v1:Job"
+
+
+def test_each_profile_with_nodes_gets_its_own_gate_on_its_resource():
+    plan = synth("prod", {**DCM, "provider": PROD_PROVIDER}, gpuFleet={"nodes": 3, "gpusPerNode": 8},
+                 checks={"enforceFloors": True})
+    gates = {r["name"]: r for r in plan.of_type(JOB) if r["name"].startswith("gpu-gate")}
+    assert sorted(gates) == ["gpu-gate", "gpu-gate-cpx-profile"]  # spx-profile declares no nodes
+    job = manifest_of(gates["gpu-gate-cpx-profile"])
+    validate_object(job)
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (2, 2)  # the profile's nodes
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"] == {"amd.com/cpx_nps4": "64"}
+    # A CPX partition has an eighth of a GPU's compute: the whole-GPU floors (600 TFLOP/s) do not apply.
+    assert container["command"][3:5] == ["--expect-gpus", "64"] and "--min-tflops" not in container["command"]
+    assert pod["nodeSelector"] == {"feature.node.kubernetes.io/amd-gpu": "true",
+                                   "dcm.amd.com/gpu-config-profile": "cpx-profile"}
+    # The gpuFleet gate keeps to the nodes without a profile (under `single` naming they offer amd.com/gpu too).
+    fleet = manifest_of(gates["gpu-gate"])
+    validate_object(fleet)
+    (term,) = fleet["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": "dcm.amd.com/gpu-config-profile", "operator": "DoesNotExist"}]}
+    assert "--min-tflops" not in fleet["spec"]["template"]["spec"]["containers"][0]["command"]  # "other": no floor
+
+
+def test_an_spx_profile_gate_keeps_the_models_floors():
+    kubernetes = copy.deepcopy(DCM) | {"provider": PROD_PROVIDER}
+    kubernetes["partitionProfiles"] = {"whole": PROFILES["spx-profile"] | {"nodes": 1}}
+    plan = synth("prod", kubernetes, checks={"enforceFloors": True})
+    (gate,) = [r for r in plan.of_type(JOB) if r["name"] == "gpu-gate-whole"]
+    command = manifest_of(gate)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--min-tflops") + 1] == "600"  # MI300X, schema/checks.py DEFAULT_FLOORS
+
+
 # --- refusals name the key -----------------------------------------------------------------------------------
 
 def _profile(**fields: Any) -> dict[str, Any]:
@@ -234,6 +272,7 @@ BAD = {
     "skipped id beyond the node": (_profile(gpus=6, skippedGpus=[0, 8]), f"{PP}.skippedGpus[1]",
                                    "GPU id 8 is not on a node of 8 GPUs"),
     "skipped id twice": (_profile(gpus=6, skippedGpus=[1, 1]), f"{PP}.skippedGpus[1]", "listed twice"),
+    "more than 64 GPUs on a node": (_profile(gpus=16), f"{PP}.gpus", "128 GPUs on a node, more than the 64"),
     "profile name no label value": ({"partitionProfiles": {"cpx profile": _profile()["partitionProfiles"]["p"]}},
                                     "kubernetes.partitionProfiles.cpx profile", "a label value"),
     "DCM without profiles": ({"gpuOperator": {"deviceConfig": {"configManager": {"enable": True}}}},

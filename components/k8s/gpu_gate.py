@@ -1,5 +1,5 @@
-"""The Kubernetes GPU gate: programs/gpucheck.py on every GPU node of `gpuFleet`, after the device plugin and before
-the GPU workloads, as one Indexed Job that `pulumi up` awaits.
+"""The Kubernetes GPU gate: programs/gpucheck.py on every GPU node of `gpuFleet` and of each partition profile's
+`nodes`, after the device plugin and before the GPU workloads, as one Indexed Job each that `pulumi up` awaits.
 
 Why a Job of our own and not the GPU Operator's test runner (DeviceConfig `spec.testRunner`): the runner runs RVS
 recipes that "aren't compatible with partitioned GPUs" (ROCm/gpu-operator docs/test/auto-unhealthy-device-test.md
@@ -32,6 +32,7 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.checks import GpuFloors
+from schema.kubernetes import PARTITION_PROFILE_LABEL
 from schema.workloads import GpuFleet
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class GpuGateArgs:
     # Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()).
     tolerations: tuple[Mapping[str, str], ...] = ()
     node_selector: dict[str, str] | None = None
+    # A node label the checked nodes must not carry (the partition profile label, for the gpuFleet gate).
+    without_label: str | None = None
     # What must be up before: the DeviceConfig or the device plugin DaemonSet.
     gpu_ready: tuple[pulumi.Resource, ...] = ()
 
@@ -112,7 +115,8 @@ class GpuGate(pulumi.ComponentResource):
                         enable_service_links=False,
                         node_selector=args.node_selector or None,
                         tolerations=[core_v1.TolerationArgs(**t) for t in args.tolerations] or None,
-                        affinity=core_v1.AffinityArgs(pod_anti_affinity=core_v1.PodAntiAffinityArgs(
+                        affinity=core_v1.AffinityArgs(node_affinity=_without(args.without_label),
+                                                      pod_anti_affinity=core_v1.PodAntiAffinityArgs(
                             required_during_scheduling_ignored_during_execution=[core_v1.PodAffinityTermArgs(
                                 label_selector=meta_v1.LabelSelectorArgs(match_labels=labels),
                                 topology_key="kubernetes.io/hostname")])),
@@ -147,29 +151,54 @@ class GpuGate(pulumi.ComponentResource):
         self.register_outputs({"job": self.job.metadata.name})
 
 
+def _without(label: str | None) -> core_v1.NodeAffinityArgs | None:
+    if label is None:
+        return None
+    return core_v1.NodeAffinityArgs(required_during_scheduling_ignored_during_execution=core_v1.NodeSelectorArgs(
+        node_selector_terms=[core_v1.NodeSelectorTermArgs(match_expressions=[
+            core_v1.NodeSelectorRequirementArgs(key=label, operator="DoesNotExist")])]))
+
+
 def gate_gpu_workloads(kubernetes: KubernetesLayer, cfg: StackConfig) -> KubernetesLayer:
-    """The layer with the gate in front of its GPU workloads: they wait for it instead of the device plugin alone.
-    No gate without `gpuFleet` (the nodes to expect) or with `checks.enable` off."""
-    if not cfg.checks.enable or cfg.gpu_fleet is None or cfg.kubernetes is None:
+    """The layer with the gates in front of its GPU workloads: they wait for them instead of the device plugin alone.
+    One gate for `gpuFleet` (the nodes without a partition profile) and one per partition profile with `nodes`
+    (its label's nodes, its resource); none with `checks.enable` off."""
+    if not cfg.checks.enable or cfg.kubernetes is None:
         return kubernetes
     from components.workloads.training import program_files
 
     config = cfg.kubernetes
     operator = config.mode == "operator"
-    gate = GpuGate("gpu-gate", GpuGateArgs(
-        fleet=cfg.gpu_fleet,
-        image=cfg.images["pytorch"],
-        provider=kubernetes.provider,
-        namespace=kubernetes.cluster.namespace_name(
-            config.gpu_operator.namespace if operator else config.device_plugin.namespace),
-        # gpuFleet names no GPU model: floors apply where the config gives them for "other".
-        floors=cfg.checks.floors_for("other", cfg.environment),
-        timeout_seconds=cfg.checks.timeout_seconds,
-        files=program_files(),
-        gpu_resource_name=kubernetes.gpu_resource_name,
-        tolerations=tuple(config.gpu_tolerations()),
-        node_selector=dict(config.gpu_operator.device_config.selector if operator
-                           else config.device_plugin.node_selector),
-        gpu_ready=tuple(kubernetes.gpu_ready),
-    ))
-    return replace(kubernetes, gpu_ready=[gate])
+    partitioned = {name: profile for name, profile in sorted(config.partition_profiles.items()) if profile.nodes}
+    selector = dict(config.gpu_operator.device_config.selector if operator else config.device_plugin.node_selector)
+
+    def gate(name: str, fleet: GpuFleet, floors: GpuFloors, resource: str, node_selector: dict[str, str],
+             without_label: str | None = None) -> GpuGate:
+        return GpuGate(name, GpuGateArgs(
+            fleet=fleet,
+            image=cfg.images["pytorch"],
+            provider=kubernetes.provider,
+            namespace=kubernetes.cluster.namespace_name(
+                config.gpu_operator.namespace if operator else config.device_plugin.namespace),
+            floors=floors,
+            timeout_seconds=cfg.checks.timeout_seconds,
+            files=program_files(),
+            gpu_resource_name=resource,
+            tolerations=tuple(config.gpu_tolerations()),
+            node_selector=node_selector,
+            without_label=without_label,
+            gpu_ready=tuple(kubernetes.gpu_ready),
+        ))
+
+    gates = []
+    if cfg.gpu_fleet is not None:
+        # gpuFleet names no GPU model: floors apply where the config gives them for "other". Under `single` naming
+        # a partitioned node offers amd.com/gpu too: its profile's own gate checks it.
+        gates.append(gate("gpu-gate", cfg.gpu_fleet, cfg.checks.floors_for("other", cfg.environment),
+                          kubernetes.gpu_resource_name, selector, PARTITION_PROFILE_LABEL if partitioned else None))
+    for name, profile in partitioned.items():
+        gates.append(gate(f"gpu-gate-{name}", GpuFleet(nodes=profile.nodes, gpus_per_node=profile.logical_gpus_per_node),
+                          cfg.checks.floors_for(profile.gpu_model, cfg.environment, profile.compute_partition),
+                          profile.resource_name(config.resource_naming_strategy),
+                          {**selector, PARTITION_PROFILE_LABEL: name}))
+    return replace(kubernetes, gpu_ready=gates) if gates else kubernetes
