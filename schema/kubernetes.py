@@ -141,8 +141,9 @@ def _node_count(value: object) -> int | str:
 
 NodeCount = Annotated[int | str, PlainValidator(_node_count, json_schema_input_type=int | str)]
 # A profile name is the value of the node label that selects it, and names the profile's GPU gate Job
-# `gpu-gate-<name>-<10-character digest>` ("Even when the name is a DNS subdomain, the name must be no longer than
-# 63 characters", kubernetes.io/docs/concepts/workloads/controllers/job/#writing-a-job-spec).
+# `gpu-gate-<name>-<10-character digest>`, which the Job controller copies into its pods' label
+# `batch.kubernetes.io/job-name` (kubernetes.io/docs/reference/labels-annotations-taints/), and a label value "must
+# be 63 characters or less" (kubernetes.io/docs/concepts/overview/working-with-objects/labels/).
 ProfileName = Annotated[str, matching(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
                                       "lowercase letters, digits and '-', at most 40 characters, starting and "
                                       "ending with a letter or digit, e.g. cpx-nps4")]
