@@ -40,8 +40,9 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 PROD_PROVIDER = {"context": "gpu-prod"}
 
-# AMD's documented DCM ConfigMap (device-config-manager-configmap.md L28-62, `gpuClientSystemdServices` left out: it
-# names host systemd units, which Kubernetes GPU nodes run none of).
+# AMD's documented DCM ConfigMap (device-config-manager-configmap.md L28-62), `gpuClientSystemdServices` left out: it
+# names host systemd units DCM stops while partitioning, and without it DCM stops none (ROCm/device-config-manager
+# pkg/config_manager/configmanager.go L822-825 @ fe98bda: `serviceList := []string{}; if services.List != nil`).
 AMD_EXAMPLE_CONFIG = {
     "gpu-config-profiles": {
         "cpx-profile": {"skippedGPUs": {"ids": []},
@@ -148,8 +149,8 @@ def test_partitioning_is_off_by_default():
     spec = manifest_of(one(plan, DEVICE_CONFIG))["spec"]
     assert "configManager" not in spec and "devicePluginArguments" not in spec["devicePlugin"]
     assert not [r for r in plan.of_type(CONFIG_MAP) if "dcm" in r["name"]]
-    (plugin,) = synth("dev", {"mode": "device-plugin"}).of_type(DAEMON_SET)[:1]
-    assert "command" not in manifest_of(plugin)["spec"]["template"]["spec"]["containers"][0]
+    plugin = one(synth("dev", {"mode": "device-plugin"}), DAEMON_SET, "amdgpu-device-plugin-daemonset")
+    assert "command" not in manifest_of(plugin)["spec"]["template"]["spec"]["containers"][0]  # the image's own
 
 
 def test_profiles_without_dcm_describe_nodes_partitioned_elsewhere():
@@ -162,8 +163,7 @@ def test_profiles_without_dcm_describe_nodes_partitioned_elsewhere():
 
 def test_standalone_device_plugin_takes_the_mixed_flag_after_the_images_own_command():
     plan = synth("dev", {"mode": "device-plugin", "devicePlugin": {"resourceNamingStrategy": "mixed"}})
-    [plugin] = [r for r in plan.of_type(DAEMON_SET) if r["name"] == "amdgpu-device-plugin-daemonset"]
-    obj = manifest_of(plugin)
+    obj = manifest_of(one(plan, DAEMON_SET, "amdgpu-device-plugin-daemonset"))
     validate_object(obj)
     (container,) = obj["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["./k8s-device-plugin", "-logtostderr=true", "-stderrthreshold=INFO", "-v=5",
