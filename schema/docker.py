@@ -5,17 +5,21 @@ import hashlib
 import ipaddress
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 import yaml
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, ValidationError, field_validator
 
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName, logical_per_gpu
+
+if TYPE_CHECKING:  # imported where used: `pulumi up` reads no topology module for a stack without one
+    from domain.topology import Topology
 
 from .base import ConfigModel
 from .types import AbsolutePath, CpuList, EnvName, EnvValue, GpuCount, Name, Port, ShmSize, cpus_of
@@ -283,8 +287,7 @@ def with_default_gpu_access(data: object) -> object:
 
 
 def _duplicates(names: Iterable[str]) -> set[str]:
-    seen: set[str] = set()
-    return {n for n in names if n in seen or seen.add(n)}
+    return {name for name, count in Counter(names).items() if count > 1}
 
 
 def _cpu_ranges(cpus: set[int]) -> str:
@@ -351,7 +354,7 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
             )
         if sum(c.gpu_count or 0 for c in sized) > host.logical_gpus:
             yield f"{at}.containers", (
-                f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count for c in sized)} "
+                f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count or 0 for c in sized)} "
                 f"GPUs but host '{host.name}' has "
                 f"{host.gpus if host.compute_partition is None else _gpus_phrase(host)}"
             )
@@ -532,10 +535,10 @@ def lock_text(stack: str, lock: PlacementLock) -> str:
               "# partition. Commit it; the program keeps these partitions exactly here and places new ones on free GPUs.\n")
     data = {"hosts": {name: lock.hosts[name].model_dump(by_alias=True, exclude_none=True)
                       for name in sorted(lock.hosts)}}
-    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
+    return header + str(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
 
 
-def topology_digest(topology) -> str:
+def topology_digest(topology: Topology) -> str:
     """What placement reads of a topology, hashed: the same host captured again gives the same digest."""
     basis = [topology.gpus, topology.numa, topology.weight, topology.hops, topology.link_type]
     return "sha256:" + hashlib.sha256(json.dumps(basis).encode()).hexdigest()
@@ -596,7 +599,7 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
         # Placed in container-name order among the free GPUs, so that reordering the list moves nothing.
         taken = {g for gpus in gpus_of.values() for g in gpus}
         free = [g for g in (topology.gpus if topology is not None else range(host.logical_gpus)) if g not in taken]
-        sizes = [c.gpu_count for c in new]
+        sizes = [c.gpu_count for c in new if c.gpu_count is not None]  # all of them: `sized`
         try:
             if host.per_gpu > 1:
                 sets = place_partitioned(topology, free, sizes, host.per_gpu)
@@ -621,7 +624,7 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
     return host.model_copy(update={"containers": containers}), []
 
 
-def _numa_problems(host: HostConfig, at: str, topology) -> list[tuple[str, str]]:
+def _numa_problems(host: HostConfig, at: str, topology: Topology) -> list[tuple[str, str]]:
     """GPUs whose NUMA node numaCpus cannot turn into a cpuset: unknown in the topology file (-1 or missing), or a
     node numaCpus does not list. Either would silently leave their partitions unpinned."""
     if not host.numa_cpus:
@@ -642,7 +645,7 @@ def _numa_problems(host: HostConfig, at: str, topology) -> list[tuple[str, str]]
     return problems
 
 
-def host_lock(host: HostConfig, topology) -> HostLock:
+def host_lock(host: HostConfig, topology: Topology | None) -> HostLock:
     """The lock entry of a placed host: its basis and the GPUs of its gpuCount partitions."""
     return HostLock(gpus=host.gpus, compute_partition=host.compute_partition,
                     topology=topology_digest(topology) if topology is not None else None,
@@ -650,7 +653,8 @@ def host_lock(host: HostConfig, topology) -> HostLock:
                                 if c.gpu_count is not None and c.gpus is not None})
 
 
-def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: HostLock | None, topology,
+def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: HostLock | None,
+                 topology: Topology | None,
                  stack: str) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
     """The GPUs the lock holds for this host's partitions, or why an entry no longer fits."""
     if lock is None:

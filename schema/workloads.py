@@ -14,7 +14,7 @@
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Protocol
 
@@ -415,20 +415,25 @@ def partition_size(host: HostConfig, container: ContainerConfig) -> int:
     return container.gpu_count or host.logical_gpus
 
 
+def _by_kind(cfg: _StackWithWorkloads) -> tuple[tuple[str, Sequence[TrainingConfig | InferenceConfig]], ...]:
+    return ("training", cfg.training), ("inference", cfg.inference)
+
+
 def partitions_claimed(cfg: _StackWithWorkloads) -> dict[tuple[str, str], TrainingConfig | InferenceConfig]:
     """(host, container) -> the workload running in that Docker partition."""
     claimed: dict[tuple[str, str], TrainingConfig | InferenceConfig] = {}
-    for workload in [*cfg.training, *cfg.inference]:
-        for ref in workload.docker.partitions if workload.docker else ():
-            host, container = ref.split("/")
-            claimed.setdefault((host, container), workload)
+    for _, workloads in _by_kind(cfg):
+        for workload in workloads:
+            for ref in workload.docker.partitions if workload.docker else ():
+                host, container = ref.split("/")
+                claimed.setdefault((host, container), workload)
     return claimed
 
 
 def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     """Cross-field checks of `training`, `inference` and `gpuFleet` (key paths relative to `rocm-stack:`)."""
     seen: dict[str, str] = {}
-    for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
+    for kind, workloads in _by_kind(cfg):
         for index, workload in enumerate(workloads):
             at = f"{kind}[{index}]"
             if workload.name in seen:
@@ -470,7 +475,7 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
 
 
 def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
-    managed = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
+    managed: tuple[str, ...] = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
     if isinstance(workload, TrainingConfig) and workload.kubernetes and workload.kubernetes.network:
         managed += NETWORK_MANAGED_ENV
     for key in ("env", "rccl_env" if isinstance(workload, TrainingConfig) else "rocm_env"):
@@ -604,7 +609,7 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                         f"{published[(host.name, port.external)]}; choose another external port")
                     continue
                 published[(host.name, port.external)] = f"container '{c.name}'"
-    for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
+    for kind, workloads in _by_kind(cfg):
         for index, workload in enumerate(workloads):
             if workload.docker is None:
                 continue
@@ -637,11 +642,11 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                     tp = workload.tensor_parallel_size
                     if gpus % tp:
                         yield at, (f"tensorParallelSize {tp} does not divide the {gpus} GPU(s) of partition '{ref}'")
-                    port = workload.docker.published_port or workload.port
-                    if (host.name, port) in published:
-                        yield at, (f"host port {port} of '{host.name}' is already published by "
-                                   f"{published[(host.name, port)]}; set inference.docker.publishedPort")
-                    published[(host.name, port)] = f"inference '{workload.name}'"
+                    api_port = workload.docker.published_port or workload.port
+                    if (host.name, api_port) in published:
+                        yield at, (f"host port {api_port} of '{host.name}' is already published by "
+                                   f"{published[(host.name, api_port)]}; set inference.docker.publishedPort")
+                    published[(host.name, api_port)] = f"inference '{workload.name}'"
 
 
 @dataclass(frozen=True)
@@ -700,12 +705,11 @@ def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
             demands.append((at, training.kubernetes.nodes, f"{at}.gpusPerNode", training.kubernetes.gpus_per_node,
                             training.kubernetes.gpu_resource))
     for index, inference in enumerate(cfg.inference):
-        if inference.kubernetes is not None:
-            k8s = inference.kubernetes
-            gpus_at = (f"inference[{index}].kubernetes.gpus" if k8s.gpus is not None
+        if (served := inference.kubernetes) is not None:
+            gpus_at = (f"inference[{index}].kubernetes.gpus" if served.gpus is not None
                        else f"inference[{index}].tensorParallelSize")  # the GPUs of a replica default to TP
-            demands.append((f"inference[{index}].kubernetes", k8s.effective_replicas(cfg.environment), gpus_at,
-                            k8s.gpus or inference.tensor_parallel_size, k8s.gpu_resource))
+            demands.append((f"inference[{index}].kubernetes", served.effective_replicas(cfg.environment), gpus_at,
+                            served.gpus or inference.tensor_parallel_size, served.gpu_resource))
     if not demands:
         return
     pools = gpu_pools(cfg)
