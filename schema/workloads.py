@@ -666,7 +666,9 @@ def gpu_pools(cfg: _StackWithWorkloads) -> list[GpuPool]:
     if cfg.gpu_fleet is not None:
         pools.append(GpuPool(GPU_RESOURCE_NAME, cfg.gpu_fleet.nodes, cfg.gpu_fleet.gpus_per_node, "gpuFleet"))
     k8s = cfg.kubernetes
-    for name, profile in sorted(k8s.partition_profiles.items()) if k8s is not None else ():
+    if k8s is None:
+        return pools
+    for name, profile in sorted(k8s.partition_profiles.items()):
         if profile.nodes:
             pools.append(GpuPool(profile.resource_name(k8s.resource_naming_strategy), profile.nodes,
                                  profile.logical_gpus_per_node, f"kubernetes.partitionProfiles.{name}.nodes"))
@@ -679,7 +681,7 @@ def _resource_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     if k8s is None:
         return
     produced = k8s.partition_resources()
-    for kind, workloads in (("training", cfg.training), ("inference", cfg.inference)):
+    for kind, workloads in _by_kind(cfg):
         for index, workload in enumerate(workloads):
             resource = workload.kubernetes.gpu_resource if workload.kubernetes is not None else GPU_RESOURCE_NAME
             if resource == GPU_RESOURCE_NAME or resource in produced:
