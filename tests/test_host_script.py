@@ -17,19 +17,22 @@ from typing import Any
 
 import pytest
 
-from conftest import CONTAINER, REMOTE_IMAGE
+from conftest import CONTAINER, REMOTE_IMAGE, check_containers
 from tools.synth import SECRET, Plan, docker_scripts
 
 # A shell script, not Python: it runs once per docker call. Arguments are separated by \\037 (never in the
 # plan's values), one call per line; the tar piped to `docker cp -` is kept as LOG.<call number>.tar; a
-# container awaited healthy (`docker inspect`) is healthy at once.
+# container awaited healthy (`docker inspect`) is healthy at once, unless DOCKER_HEALTH says otherwise; the
+# attached run (`start --attach`) of the container named DOCKER_FAILS exits 1.
 RECORDER = r"""#!/bin/sh
 log=$DOCKER_CALLS
 n=$(wc -l < "$log")
 if [ "$1" = cp ] && [ "$2" = - ]; then cat > "$log.$n.tar"; fi
-if [ "$1" = inspect ]; then echo healthy; fi
+if [ "$1" = inspect ]; then echo "${DOCKER_HEALTH:-healthy}"; fi
+if [ "$1" = logs ]; then echo "the server's last words"; fi
 for arg in "$@"; do printf '%s\037' "$arg"; done >> "$log"
 echo >> "$log"
+if [ "$1 $2 $3" = "start --attach ${DOCKER_FAILS:-}" ]; then exit 1; fi
 """
 
 
@@ -54,7 +57,7 @@ def _create_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_recorded(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def run_recorded(script: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Runs `script` with the recording `docker`; each call is {"argv": [...]} (+ "stdin": the piped tar)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -65,7 +68,7 @@ def run_recorded(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProce
     log.write_text("")
     (tmp_path / "host.sh").write_text(script)
     result = subprocess.run(["sh", str(tmp_path / "host.sh")], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_CALLS": str(log)})
+                            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_CALLS": str(log), **env})
     calls = []
     for n, line in enumerate(log.read_text().splitlines()):
         call: dict[str, Any] = {"argv": line.split("\037")[:-1]}
@@ -196,3 +199,58 @@ def test_a_container_with_a_secret_stops_the_script_before_any_docker_call(dev_p
 def test_an_input_the_script_cannot_render_stops_synth(dev_plan: Plan):
     with pytest.raises(ValueError, match="privileged.*'serve'"):
         docker_scripts(_with_inputs(dev_plan, "serve", privileged=True))
+
+
+def _created(calls: list[dict[str, Any]]) -> list[str]:
+    return [c["argv"][1].removeprefix("--name=") for c in calls if c["argv"][0] == "create"]
+
+
+def _check_names(plan: Plan) -> dict[str, str]:
+    """Resource name -> Docker name of the dev stack's one-shot checks."""
+    return {c["name"]: c["inputs"]["name"] for c in check_containers(plan)}
+
+
+def test_a_container_is_created_after_the_checks_it_waits_for(dev_plan: Plan, tmp_path):
+    """`pulumi up` creates a resource only after those it depends on (the workloads' depends_on on their checks)."""
+    result, calls = run_recorded(docker_scripts(dev_plan)["workstation"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    created = _created(calls)
+    names = {c["urn"]: c["inputs"]["name"] for c in dev_plan.of_type(CONTAINER)}
+    waits = 0
+    for container in dev_plan.of_type(CONTAINER):
+        for dependency in (names[urn] for urn in container["depends_on"] if urn in names):
+            assert created.index(dependency) < created.index(container["inputs"]["name"]), (dependency, container["name"])
+            waits += 1
+    assert waits >= 4, "dev: each partition's workload waits for the preflight and its GPU check"
+
+
+def test_a_failed_gpu_check_leaves_its_partition_uncreated_and_the_script_failing(dev_plan: Plan, tmp_path):
+    """As `pulumi up` stops at the check's verdict (components/docker/checks.py), the script never creates what
+    waits for a failed check, says which check, goes on with the other partition, and exits 1."""
+    check = _check_names(dev_plan)["workstation-train-gpucheck"]
+    result, calls = run_recorded(docker_scripts(dev_plan)["workstation"], tmp_path, DOCKER_FAILS=check)
+    assert result.returncode == 1
+    created = _created(calls)
+    assert "train" not in created and "serve" in created
+    assert f"train: not created: {check}, which it waits for, failed" in result.stderr
+    assert result.stderr.strip().endswith(f"failed: {check} train")
+
+
+def test_a_failed_preflight_is_a_warning_in_dev(dev_plan: Plan, tmp_path):
+    """The dev preflight's verdict is a warning (label rocm-stack.verdict=warn): everything is still created."""
+    preflight = _check_names(dev_plan)["workstation-preflight"]
+    result, calls = run_recorded(docker_scripts(dev_plan)["workstation"], tmp_path, DOCKER_FAILS=preflight)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: {preflight} failed" in result.stderr
+    assert {"train", "serve"} <= set(_created(calls))
+
+
+def test_a_server_never_healthy_fails_the_script_with_its_last_log_lines(dev_plan: Plan, tmp_path):
+    """The provider's `wait` gives up after waitTimeout with only "container failed to be in healthy state"
+    (terraform-provider-docker v4.5.0 internal/provider/resource_docker_container_funcs.go L590-622,
+    errContainerFailedToBeInHealthyState): the script says the same and adds the container's last log lines."""
+    plan = _with_inputs(dev_plan, "serve", waitTimeout=1)
+    result, calls = run_recorded(docker_scripts(plan)["workstation"], tmp_path, DOCKER_HEALTH="starting")
+    assert result.returncode == 1
+    assert "serve: not healthy after 1s; its last 20 log lines:\nthe server's last words" in result.stderr
+    assert ["logs", "--tail", "20", "serve"] in [c["argv"] for c in calls]

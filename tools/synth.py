@@ -333,7 +333,9 @@ def _upload_lines(name: str, uploads: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _container_block(container: dict[str, Any], image_names: Mapping[str, str]) -> list[str]:
+def _container_block(container: dict[str, Any], image_names: Mapping[str, str], gates: list[str],
+                     verdict_label: str, log_lines: int) -> list[str]:
+    """`gates`: the Docker names of the containers on this host that this one depends on (its checks)."""
     i = container["inputs"]
     name = i["name"]
     lines = [f"# {name}: created, its files copied in, then started, as the Docker provider does.", "(",
@@ -354,15 +356,41 @@ def _container_block(container: dict[str, Any], image_names: Mapping[str, str]) 
         timeout = i.get("waitTimeout", 60)
         lines += ["waited=0",
                   f"until [ \"$(docker inspect -f '{{{{.State.Health.Status}}}}' {shlex.quote(name)})\" = healthy ]; do",
-                  f'  if [ "$waited" -ge {timeout} ]; then echo "{name}: not healthy after {timeout}s" >&2; exit 1; fi',
+                  f'  if [ "$waited" -ge {timeout} ]; then echo "{name}: not healthy after {timeout}s; its last '
+                  f'{log_lines} log lines:" >&2; docker logs --tail {log_lines} {shlex.quote(name)} >&2; exit 1; fi',
                   "  sleep 1; waited=$((waited + 1))", "done"]
     # Outside the subshell -e is off, so one container's failure leaves the others to be tried (as `pulumi up`
     # goes on with independent resources) and the script still exits non-zero.
-    return lines + [")", f'[ $? -eq 0 ] || failed="$failed {name}"']
+    labels = {label["label"]: label["value"] for label in i.get("labels", [])}
+    if labels.get(verdict_label) == "warn":  # a check whose failure the stack only reports (the preflight in dev)
+        lines += [")", f'[ $? -eq 0 ] || echo "warning: {name} failed; a warning only in this environment" >&2']
+    else:
+        lines += [")", f'[ $? -eq 0 ] || failed="$failed {name}"']
+    if not gates:
+        return lines
+    # What depends on a failed check is never created, as `pulumi up` stops there (components/docker/checks.py).
+    return [f"gate=$(blocked {' '.join(shlex.quote(g) for g in gates)})",
+            f'if [ -n "$gate" ]; then echo "{name}: not created: $gate, which it waits for, failed" >&2; '
+            f'failed="$failed {name}"; else', *lines, "fi"]
+
+
+def _in_dependency_order(containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The containers with each after those of them it depends on (its checks), otherwise in plan order."""
+    pending = {c["urn"]: c for c in containers}
+    ordered: list[dict[str, Any]] = []
+    while pending:
+        ready = [c for c in pending.values() if not set(c["depends_on"]) & pending.keys()]
+        if not ready:
+            raise ValueError(f"docker/HOST.sh: a dependency cycle among {sorted(c['inputs']['name'] for c in pending.values())}")
+        for container in ready:
+            ordered.append(pending.pop(container["urn"]))
+    return ordered
 
 
 def docker_scripts(plan: Plan) -> dict[str, str]:
     """Per Docker provider (one per host daemon): a runnable script of the images and containers it declares."""
+    from components.docker.checks import LOG_LINES_SHOWN, VERDICT_LABEL
+
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
     image_names = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
                    for r in plan.of_type("docker:index/remoteImage:RemoteImage")}
@@ -384,12 +412,15 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
         if secret:
             lines += [f"echo 'containers {' '.join(secret)} hold Pulumi secrets that synth does not see: "
                       "deploy this host with pulumi up' >&2", "exit 1"]
-        lines.append("failed=")
+        lines += ["failed=", "# The first of its arguments that failed (or was not created) above.",
+                  'blocked() { for dep in "$@"; do case " $failed " in *" $dep "*) echo "$dep"; return;; esac; done; }']
         for image in (r["inputs"]["name"] for r in on_host if r["type"] == "docker:index/remoteImage:RemoteImage"):
             ref = shlex.quote(image)
             lines.append(f'docker image inspect {ref} >/dev/null 2>&1 || docker pull {ref} || failed="$failed {ref}"')
-        for container in containers:
-            lines += _container_block(container, image_names)
+        names = {c["urn"]: c["inputs"]["name"] for c in containers}
+        for container in _in_dependency_order(containers):
+            gates = [names[urn] for urn in container["depends_on"] if urn in names]
+            lines += _container_block(container, image_names, gates, VERDICT_LABEL, LOG_LINES_SHOWN)
         lines += ['if [ -n "$failed" ]; then echo "failed:$failed" >&2; exit 1; fi']
         scripts[provider["name"]] = "\n".join(lines) + "\n"
     return scripts
