@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import io
 import json
 import os
@@ -224,6 +225,15 @@ def _add_entry(tar: tarfile.TarFile, name: str, kind: bytes, mode: int = 0o755, 
     tar.addfile(info)
 
 
+def _torch_system_libraries() -> list[Path]:
+    """The system libraries (libstdc++, ...) that torch's own shared libraries load, so that a torch
+    bind-mounted into the stand-in (`on_cpu`) imports; torch's libraries come with the mount."""
+    site = torch_site_packages()
+    if site is None:
+        return []
+    return [lib for lib in _shared_libraries((site / "torch" / "lib").glob("*.so*")) if site not in lib.parents]
+
+
 def standin_rootfs() -> bytes:
     """A tar of the stand-in root filesystem (see the module docstring); files keep their host paths."""
     python = Path(os.path.realpath(sys.executable))
@@ -231,11 +241,13 @@ def standin_rootfs() -> bytes:
     shell = Path(os.path.realpath("/bin/sh"))
     stdlib_files = list(_stdlib_files(stdlib))
     extensions = [f for f in stdlib_files if f.suffix == ".so"]
+    torch_libraries = _torch_system_libraries()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for directory in ("/tmp", "/root", "/dev", "/proc", "/sys", "/etc", "/bin", "/usr/bin", "/usr/local/bin"):
             _add_entry(tar, directory, tarfile.DIRTYPE, 0o1777 if directory == "/tmp" else 0o755)
-        copied = {python, shell, *stdlib_files, *_shared_libraries([python, shell, *extensions])}
+        copied = {python, shell, *stdlib_files, *torch_libraries,
+                  *_shared_libraries([python, shell, *extensions, *torch_libraries])}
         # A symbolic link (the loader /lib64/ld-linux-x86-64.so.2 is one) is copied with what it names.
         links = {path: Path(os.path.realpath(path)) for path in copied if os.path.realpath(path) != str(path)}
         for path in sorted((copied - links.keys()) | set(links.values())):
@@ -276,10 +288,12 @@ def _free_dynamic_major() -> int:
 
 @dataclass(frozen=True)
 class GpuNodes:
-    """Stand-in /dev of a host with `gpus` GPUs: <root>/kfd, <root>/dri/card<n>, <root>/dri/renderD<128+n>."""
+    """Stand-in /dev of a host with `gpus` GPUs: <root>/kfd, <root>/dri/card<n>, <root>/dri/renderD<minor of n>
+    (128 + n unless `minors` says otherwise: an MI300X host has 128, 136, 144, ...)."""
 
     root: Path
     gpus: int
+    minors: tuple[int, ...] = ()
 
     @property
     def kfd(self) -> Path:
@@ -289,18 +303,21 @@ class GpuNodes:
     def dri(self) -> Path:
         return self.root / "dri"
 
+    def minor(self, gpu: int) -> int:
+        return self.minors[gpu] if self.minors else RENDER_MINOR_BASE + gpu
+
     def render(self, gpu: int) -> Path:
-        return self.dri / f"renderD{RENDER_MINOR_BASE + gpu}"
+        return self.dri / f"renderD{self.minor(gpu)}"
 
 
-def make_gpu_nodes(root: Path, gpus: int) -> GpuNodes:
+def make_gpu_nodes(root: Path, gpus: int, minors: tuple[int, ...] = ()) -> GpuNodes:
     """Character devices owned like a ROCm host's: kfd and renderD* by `render`, card* by `video`, mode 0660."""
-    nodes = GpuNodes(root, gpus)
+    nodes = GpuNodes(root, gpus, minors)
     nodes.dri.mkdir(parents=True)
     entries = [(nodes.kfd, _free_dynamic_major(), 0, RENDER_GID)]
     for gpu in range(gpus):
         entries += [(nodes.dri / f"card{gpu}", DRM_MAJOR, gpu, VIDEO_GID),
-                    (nodes.render(gpu), DRM_MAJOR, RENDER_MINOR_BASE + gpu, RENDER_GID)]
+                    (nodes.render(gpu), DRM_MAJOR, nodes.minor(gpu), RENDER_GID)]
     for path, major, minor, gid in entries:
         os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(major, minor))
         os.chown(path, 0, gid)
@@ -312,7 +329,8 @@ def make_gpu_nodes(root: Path, gpus: int) -> GpuNodes:
 
 def on_test_host(plan: Any, docker_host: str, dev_root: Path) -> Any:
     """The plan with only two things changed: every Docker provider's host is `docker_host`, and every
-    device host path /dev/X is `dev_root`/X (the stand-in nodes). Everything else is what the program declared."""
+    device host path /dev/X is `dev_root`/X (the stand-in nodes; a host whose `devicePaths` point at them
+    already keeps its paths). Everything else is what the program declared."""
     from tools.synth import Plan
 
     resources = copy.deepcopy(plan.resources)
@@ -321,6 +339,57 @@ def on_test_host(plan: Any, docker_host: str, dev_root: Path) -> Any:
         if resource["type"] == "pulumi:providers:docker":
             inputs["host"] = docker_host
         for device in inputs.get("devices", []) if resource["type"] == "docker:index/container:Container" else []:
-            assert device["hostPath"].startswith("/dev/"), device
-            device["hostPath"] = str(dev_root / device["hostPath"].removeprefix("/dev/"))
+            if device["hostPath"].startswith("/dev/"):
+                device["hostPath"] = str(dev_root / device["hostPath"].removeprefix("/dev/"))
+            assert device["hostPath"].startswith(f"{dev_root}/"), device
     return Plan(plan.project, plan.stack, resources, plan.outputs, plan.mock_outputs)
+
+
+def _containers(plan: Any) -> Iterator[dict[str, Any]]:
+    return (r["inputs"] for r in plan.resources if r["type"] == "docker:index/container:Container")
+
+
+def with_health_interval(plan: Any, interval: str = "1s") -> Any:
+    """Every health check probes every `interval`. dockerd 20.10 runs a container's first probe one interval after
+    it starts (moby daemon/health.go monitor(): `probeInterval` timer before the first probe; a faster start
+    interval needs API 1.44 / Docker 25, `--health-start-interval`), so the vLLM container's 30 s interval
+    alone would hold `HOST.sh` (which awaits it healthy, as `wait` does) for 30 s."""
+    for inputs in _containers(plan):
+        if "healthcheck" in inputs:
+            inputs["healthcheck"]["interval"] = interval
+    return plan
+
+
+def torch_site_packages() -> Path | None:
+    """The site-packages directory of this interpreter's torch (the project's .venv: CPU torch), or None."""
+    spec = importlib.util.find_spec("torch")
+    return Path(spec.origin).resolve().parent.parent if spec and spec.origin else None
+
+
+def image_site_packages() -> str:
+    """Where the stand-in image's Python (this one's interpreter, without the venv) looks for packages."""
+    python = os.path.realpath(sys.executable)
+    return subprocess.run([python, "-I", "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def on_cpu(plan: Any) -> Any:
+    """The plan of a host whose GPUs are stand-ins, run on the CPU instead: every container gets the project's
+    CPU torch bind-mounted read-only at the stand-in image's site-packages (a ROCm image has torch installed
+    there; the image itself stays small and is built in seconds), the training program's backend is gloo
+    (the plan says nccl: no GPU here), and each GPU check runs gpucheck's CPU mode (gloo, one process, a small
+    matrix, no floors: CPU figures are no GPU measurements). The device access, uploads and everything else
+    stay what the program declared."""
+    site = torch_site_packages()
+    assert site is not None, "the project's .venv has torch (requirements-dev.txt)"
+    for inputs in _containers(plan):
+        inputs.setdefault("volumes", []).append(
+            {"hostPath": str(site), "containerPath": image_site_packages(), "readOnly": True})
+        inputs["envs"] = [e.replace("TRAIN_BACKEND=nccl", "TRAIN_BACKEND=gloo") for e in inputs.get("envs", [])]
+        command = inputs.get("command", [])
+        if command[1:3] == ["-m", "programs.gpucheck"]:
+            kept = [a for a, flag in zip(command, ["", *command]) if not a.startswith("--min-") and
+                    not flag.startswith("--min-") and a != "--expect-gpus" and flag != "--expect-gpus"]
+            inputs["command"] = [*kept, "--expect-gpus", "0", "--backend", "gloo", "--cpu-processes", "1",
+                                 "--matmul-size", "64"]
+    return plan

@@ -3,12 +3,15 @@
 
 - `vllm serve MODEL --host H --port P ...`: answers GET /health (200) and /v1/models on H:P, like vLLM's
   OpenAI-compatible server, until stopped.
-- `torchrun [options] SCRIPT [args]`: checks that SCRIPT is present and compiles (so its upload happened
-  before the container started), prints what it would run, and exits 0.
+- `torchrun [options] SCRIPT [args]`: where a test mounts torch into the container (harness.on_cpu), torch's
+  own torchrun (`python -m torch.distributed.run`, what the `torchrun` console script runs) in this process;
+  otherwise checks that SCRIPT is present and compiles (so its upload happened before the container
+  started), prints what it would run, and exits 0.
 - anything else (the image's default command): the device metrics exporter's /metrics on port 5000.
 Every server stops with exit code 0 on SIGTERM, as the real ones do.
 """
 import http.server
+import importlib.util
 import json
 import os
 import py_compile
@@ -44,6 +47,8 @@ def main(argv):
         models = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]})
         serve(option(args, "--host", "0.0.0.0"), int(option(args, "--port", "8000")),
               {"/health": "", "/v1/models": models})
+    elif program == "torchrun" and importlib.util.find_spec("torch") is not None:
+        os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", *argv[1:]])
     elif program == "torchrun":
         script = next(a for a in argv[1:] if a.endswith(".py"))
         py_compile.compile(script, doraise=True, cfile="/tmp/standin-compiled.pyc")

@@ -3,7 +3,9 @@
 The plan is synthesized from the committed dev stack with two config values moved into the test's temporary
 directory (the training checkpoint and model cache host directories, which `docker create -v` would
 otherwise create under /var/lib); the script is rendered from it with nothing changed but the daemon address
-and the device host paths (the stand-in nodes). The stack's checks are off in the config: they need real GPUs. Assertions read the plan's inputs, what the program
+and the device host paths (the stand-in nodes), and health checks probe every second (harness.with_health_interval:
+dockerd 20.10 runs the first probe one interval after start). The stack's checks are off in the config: they need
+real GPUs (test_e2e_render_nodes.py runs them on the CPU). Assertions read the plan's inputs, what the program
 declared, so they hold whatever the Docker layer declares next.
 """
 from __future__ import annotations
@@ -22,10 +24,10 @@ from typing import Any
 import pytest
 
 from conftest import CONTAINER, REMOTE_IMAGE, stack_file
-from e2e.harness import Docker, make_gpu_nodes, on_test_host
+from e2e.harness import Docker, make_gpu_nodes, on_test_host, with_health_interval
 from tools.synth import docker_scripts, synthesize
 
-SCRIPT_TIMEOUT_S = 180  # the vLLM container is awaited healthy: its first health check runs after 30 s
+SCRIPT_TIMEOUT_S = 120  # the vLLM container is awaited healthy
 ONE_SHOT_TIMEOUT_S = 30
 
 
@@ -50,7 +52,7 @@ def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPa
     config["rocm-stack:checks"] = {"enable": False}
     (host,) = config["rocm-stack:hosts"]
     nodes = make_gpu_nodes(tmp / "dev", gpus=host["gpus"])
-    plan = on_test_host(synthesize("dev", config), docker.host, nodes.root)
+    plan = with_health_interval(on_test_host(synthesize("dev", config), docker.host, nodes.root))
     images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"] for r in plan.of_type(REMOTE_IMAGE)}
     for reference in images.values():
         docker.run("tag", standin_image, reference)
