@@ -379,10 +379,13 @@ def on_cpu(plan: Any) -> Any:
     there; the image itself stays small and is built in seconds), the training program's backend is gloo
     (the plan says nccl: no GPU here), and each GPU check runs gpucheck's CPU mode (gloo, one process, a small
     matrix, no floors: CPU figures are no GPU measurements). The device access, uploads and everything else
-    stay what the program declared."""
+    stay what the program declared, except the hostname of a container that has none: `localhost`. The private
+    daemon has no bridge network, so Docker writes no address for a container's own hostname into its /etc/hosts
+    (measured: getaddrinfo(gethostname()) fails), and torchrun's rendezvous and gloo connect to that name."""
     site = torch_site_packages()
     assert site is not None, "the project's .venv has torch (requirements-dev.txt)"
     for inputs in _containers(plan):
+        inputs.setdefault("hostname", "localhost")
         inputs.setdefault("volumes", []).append(
             {"hostPath": str(site), "containerPath": image_site_packages(), "readOnly": True})
         inputs["envs"] = [e.replace("TRAIN_BACKEND=nccl", "TRAIN_BACKEND=gloo") for e in inputs.get("envs", [])]

@@ -10,39 +10,20 @@ declared, so they hold whatever the Docker layer declares next.
 """
 from __future__ import annotations
 
-import io
-import json
-import re
-import shlex
-import subprocess
-import tarfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from conftest import CONTAINER, REMOTE_IMAGE, stack_file
+from conftest import stack_file
+from e2e.deployment import (Deployment, check_created_as_declared, check_gpu_nodes, check_health_checks,
+                            check_running_or_exited_0, check_uploads, deploy)
 from e2e.harness import Docker, make_gpu_nodes, on_test_host, with_health_interval
-from tools.synth import docker_scripts, synthesize
-
-SCRIPT_TIMEOUT_S = 120  # the vLLM container is awaited healthy
-ONE_SHOT_TIMEOUT_S = 30
-
-
-@dataclass
-class Deployment:
-    containers: dict[str, dict[str, Any]]  # name -> inputs, as the plan declares them (devices on the stand-ins)
-    images: dict[str, str]  # image id in the plan -> reference
-    dev_root: Path
-    script: subprocess.CompletedProcess[str]
-    seconds: float
+from tools.synth import synthesize
 
 
 @pytest.fixture(scope="module")
 def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("workstation")
+    tmp: Path = tmp_path_factory.mktemp("workstation")
     config = stack_file("dev")
     for workload, key, folder in (("training", "checkpointDir", "checkpoints"),
                                   ("inference", "modelCacheDir", "huggingface")):
@@ -53,169 +34,25 @@ def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPa
     (host,) = config["rocm-stack:hosts"]
     nodes = make_gpu_nodes(tmp / "dev", gpus=host["gpus"])
     plan = with_health_interval(on_test_host(synthesize("dev", config), docker.host, nodes.root))
-    images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"] for r in plan.of_type(REMOTE_IMAGE)}
-    for reference in images.values():
-        docker.run("tag", standin_image, reference)
-    script = tmp / "workstation.sh"
-    script.write_text(docker_scripts(plan)[host["name"]])
-    started = time.monotonic()
-    result = subprocess.run(["sh", str(script)], env=docker.env, capture_output=True, text=True,
-                            timeout=SCRIPT_TIMEOUT_S)
-    seconds = time.monotonic() - started
-    print(f"\ne2e: HOST.sh of dev ran in {seconds:.2f}s (exit {result.returncode})")
-    yield Deployment({c["inputs"]["name"]: c["inputs"] for c in plan.of_type(CONTAINER)}, images, nodes.root,
-                     result, seconds)
+    yield deploy(docker, standin_image, plan, host["name"], nodes.root, tmp)
     docker.remove_all_containers()
 
 
-def _nanoseconds(duration: str) -> int:
-    """A Go duration as the provider writes it ("30s", "1800s", "1m30s") in nanoseconds, as docker stores it."""
-    units = {"h": 3600e9, "m": 60e9, "s": 1e9, "ms": 1e6}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", duration)
-    assert "".join(n + u for n, u in parts) == duration, duration
-    return int(sum(float(n) * units[u] for n, u in parts))
-
-
-def _expected(inputs: dict[str, Any], images: dict[str, str]) -> dict[str, Any]:
-    """docker inspect's fields for what the plan declares, per the provider's mapping of each input
-    (terraform-provider-docker internal/provider/resource_docker_container_funcs.go and _structures.go)."""
-    host_config: dict[str, Any] = {
-        "Devices": [{"PathOnHost": d["hostPath"], "PathInContainer": d.get("containerPath") or d["hostPath"],
-                     "CgroupPermissions": d.get("permissions") or "rwm"} for d in inputs.get("devices", [])],
-        "GroupAdd": sorted(inputs.get("groupAdds", [])),  # a set in the provider's schema
-        "CpusetCpus": inputs.get("cpuSet", ""),
-        "CapAdd": inputs.get("capabilities", {}).get("adds"),
-        "SecurityOpt": inputs.get("securityOpts"),
-        "PortBindings": {f"{p['internal']}/{p.get('protocol', 'tcp')}":
-                         [{"HostIp": p.get("ip") or "0.0.0.0", "HostPort": str(p.get("external", ""))}]
-                         for p in inputs.get("ports", [])},
-        "Binds": [f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
-                  for v in inputs.get("volumes", [])] or None,
-        "RestartPolicy": {"Name": inputs.get("restart", "no"), "MaximumRetryCount": inputs.get("maxRetryCount", 0)},
-    }
-    if "ipcMode" in inputs:
-        host_config["IpcMode"] = inputs["ipcMode"]
-    if "shmSize" in inputs:
-        host_config["ShmSize"] = inputs["shmSize"] * 1024 * 1024  # the provider's shm_size is MiB
-    config: dict[str, Any] = {"Image": images[inputs["image"]], "Cmd": inputs.get("command")}
-    if "hostname" in inputs:
-        config["Hostname"] = inputs["hostname"]
-    return {"HostConfig": host_config, "Config": config}
-
-
 def test_each_container_is_created_as_the_plan_declares(docker: Docker, deployed: Deployment):
-    mismatches = {}
-    for name, inputs in deployed.containers.items():
-        inspected = docker.inspect(name)
-        expected = _expected(inputs, deployed.images)
-        actual = {section: {key: inspected[section][key] for key in fields} for section, fields in expected.items()}
-        host = actual["HostConfig"]
-        host["GroupAdd"] = sorted(host["GroupAdd"] or [])
-        # The docker CLI 28 writes capabilities with their CAP_ prefix; the daemon takes either spelling.
-        host["CapAdd"] = [c.removeprefix("CAP_") for c in host["CapAdd"]] if host["CapAdd"] else None
-        # With --ipc=host the engine also records label=disable (SELinux labels off; measured with the 20.10
-        # and 28.2 CLIs on dockerd 20.10): not the plan's, and no effect without SELinux.
-        if host.get("IpcMode") == "host" and host["SecurityOpt"]:
-            host["SecurityOpt"] = [o for o in host["SecurityOpt"] if o != "label=disable"] or None
-        if "command" not in inputs:  # no command: the image's own
-            expected["Config"]["Cmd"] = json.loads(docker.out("image", "inspect", expected["Config"]["Image"]))[0][
-                "Config"]["Cmd"]
-        for section, fields in expected.items():
-            for key, value in fields.items():
-                if actual[section][key] != value:
-                    mismatches[f"{name} {section}.{key}"] = {"plan": value, "docker": actual[section][key]}
-        missing_env = set(inputs.get("envs", [])) - set(inspected["Config"]["Env"])
-        if missing_env:
-            mismatches[f"{name} env"] = sorted(missing_env)
-    assert not mismatches, json.dumps(mismatches, indent=1)
+    check_created_as_declared(docker, deployed)
 
 
 def test_health_checks_are_the_plans_commands(docker: Docker, deployed: Deployment):
-    """docker/cli's --health-cmd stores ["CMD-SHELL", cmd] (cli/command/container/opts.go): the plan's
-    exec-form ["CMD", *argv] is kept as a shell command that a POSIX shell splits back into the same argv."""
-    checked = 0
-    for name, inputs in deployed.containers.items():
-        if "healthcheck" not in inputs:
-            continue
-        plan, health = inputs["healthcheck"], docker.inspect(name)["Config"]["Healthcheck"]
-        kind, *argv = plan["tests"]
-        assert health["Test"][0] == "CMD-SHELL"
-        assert (shlex.split(health["Test"][1]) if kind == "CMD" else health["Test"][1:]) == argv
-        for key, field in (("interval", "Interval"), ("timeout", "Timeout"), ("startPeriod", "StartPeriod")):
-            assert health[field] == _nanoseconds(plan[key]), (name, key)
-        assert health["Retries"] == plan["retries"]
-        checked += 1
-    assert checked, "the dev stack declares a container with a health check (the vLLM server)"
+    assert check_health_checks(docker, deployed), "the dev stack declares a container with a health check (vLLM)"
 
 
 def test_uploaded_files_are_in_the_containers(docker: Docker, deployed: Deployment):
-    """Each upload is in the container before it starts, byte for byte, with the provider's mode (0644 unless
-    executable or `permissions`), read back with `docker cp` (works on created and stopped containers)."""
-    checked = 0
-    for name, inputs in deployed.containers.items():
-        for upload in inputs.get("uploads", []):
-            archive = tarfile.open(fileobj=io.BytesIO(docker.run("cp", f"{name}:{upload['file']}", "-").stdout))
-            (member,) = archive.getmembers()
-            assert archive.extractfile(member).read().decode() == upload["content"], upload["file"]
-            assert member.mode & 0o7777 == int(upload.get("permissions") or
-                                                ("0744" if upload.get("executable") else "0644"), 8)
-            checked += 1
-    assert checked, "the dev stack's training container gets its program as uploads"
-
-
-def _state(docker: Docker, name: str) -> dict[str, Any]:
-    return docker.inspect(name)["State"]
-
-
-def _one_shot(inputs: dict[str, Any]) -> bool:
-    # A container whose restart policy lets a clean exit stand (on-failure, no) is a job that may finish.
-    return inputs.get("restart", "no") in ("on-failure", "no")
+    assert check_uploads(docker, deployed), "the dev stack's training container gets its program as uploads"
 
 
 def test_every_container_starts_and_runs_or_exits_0(docker: Docker, deployed: Deployment):
-    """HOST.sh exits 0; every container runs, or has exited 0 when its restart policy makes it a one-shot;
-    a running container's health check command passes in it (run with docker exec, as dockerd runs it)."""
-    assert deployed.script.returncode == 0, deployed.script.stderr
-    for name, inputs in deployed.containers.items():
-        deadline = time.monotonic() + ONE_SHOT_TIMEOUT_S
-        state = _state(docker, name)
-        while _one_shot(inputs) and state["Running"] and time.monotonic() < deadline:
-            time.sleep(0.2)
-            state = _state(docker, name)
-        assert state["Running"] or (_one_shot(inputs) and state["Status"] == "exited" and state["ExitCode"] == 0), \
-            (name, state, docker.out("logs", name, check=False))
-        health = docker.inspect(name)["Config"].get("Healthcheck")
-        if state["Running"] and health:
-            # The stand-in server may need a moment to listen; dockerd's own start period is 30 minutes.
-            for _ in range(50):
-                probe = docker.run("exec", name, "/bin/sh", "-c", health["Test"][1], check=False)
-                if probe.returncode == 0:
-                    break
-                time.sleep(0.1)
-            assert probe.returncode == 0, (name, probe.stderr.decode())
-
-
-def _nodes_under(path: Path, dev_root: Path) -> set[str]:
-    """The container paths a --device host path maps: a directory maps every device node below it."""
-    nodes = [path] if not path.is_dir() else [p for p in path.rglob("*") if not p.is_dir()]
-    return {"/dev/" + str(p.relative_to(dev_root)) for p in nodes}
+    check_running_or_exited_0(docker, deployed)
 
 
 def test_running_containers_see_exactly_the_gpu_nodes_the_plan_maps(docker: Docker, deployed: Deployment):
-    checked = 0
-    for name, inputs in deployed.containers.items():
-        if not _state(docker, name)["Running"]:
-            continue  # a container that never started is the test above's failure
-        expected = set()
-        for device in inputs.get("devices", []):
-            host = Path(device["hostPath"])
-            mapped = _nodes_under(host, deployed.dev_root)
-            container = device.get("containerPath") or device["hostPath"]
-            expected |= {container + m.removeprefix("/dev/" + str(host.relative_to(deployed.dev_root)))
-                         for m in mapped}
-        listing = docker.out("exec", name, "python3", "-c",
-                             "import os; print('\\n'.join(os.path.join(d, f) for d, _, fs in os.walk('/dev') "
-                             "for f in fs if d == '/dev/dri' or f == 'kfd'))").split()
-        assert set(listing) == expected, name
-        checked += 1
-    assert checked, "at least one container of the dev stack runs"
+    assert check_gpu_nodes(docker, deployed), "at least one container of the dev stack runs"
