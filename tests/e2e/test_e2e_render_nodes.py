@@ -42,8 +42,9 @@ MINORS = (128, 136, 144, 152)
 PARTITIONS = {"trainer": [0, 2], "server": [1]}
 # What each partition must see: /dev/kfd and the render nodes of its GPUs' minors; no card*, nothing of GPU 3.
 EXPECTED_NODES = {p: {"/dev/kfd", *(f"/dev/dri/renderD{MINORS[g]}" for g in gpus)} for p, gpus in PARTITIONS.items()}
-# Enough steps that the test sees a checkpoint before the run ends (~3 s on 2 idle cores, 40 s at a load of 14).
-STEPS, CHECKPOINT_EVERY = 500, 10
+# Enough steps that the test sees a checkpoint (polling every 20 ms) well before the run ends: after the first,
+# 19 more checkpoints are written and synced to disk.
+STEPS, CHECKPOINT_EVERY = 200, 10
 RESTART_TIMEOUT_S = 120
 
 
