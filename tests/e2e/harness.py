@@ -384,15 +384,20 @@ def on_cpu(plan: Any) -> Any:
     (measured: getaddrinfo(gethostname()) fails), and torchrun's rendezvous and gloo connect to that name."""
     site = torch_site_packages()
     assert site is not None, "the project's .venv has torch (requirements-dev.txt)"
+    torch_mount = {"hostPath": str(site), "containerPath": image_site_packages(), "readOnly": True}
     for inputs in _containers(plan):
         inputs.setdefault("hostname", "localhost")
-        inputs.setdefault("volumes", []).append(
-            {"hostPath": str(site), "containerPath": image_site_packages(), "readOnly": True})
-        inputs["envs"] = [e.replace("TRAIN_BACKEND=nccl", "TRAIN_BACKEND=gloo") for e in inputs.get("envs", [])]
+        inputs.setdefault("volumes", []).append(dict(torch_mount))
+        inputs["envs"] = ["TRAIN_BACKEND=gloo" if e == "TRAIN_BACKEND=nccl" else e for e in inputs.get("envs", [])]
         command = inputs.get("command", [])
         if command[1:3] == ["-m", "programs.gpucheck"]:
-            kept = [a for a, flag in zip(command, ["", *command]) if not a.startswith("--min-") and
-                    not flag.startswith("--min-") and a != "--expect-gpus" and flag != "--expect-gpus"]
+            assert "--expect-gpus" in command, command
+            args, kept = iter(command), []
+            for arg in args:
+                if arg in ("--expect-gpus", "--min-tflops", "--min-busbw"):
+                    next(args)  # and its value
+                else:
+                    kept.append(arg)
             inputs["command"] = [*kept, "--expect-gpus", "0", "--backend", "gloo", "--cpu-processes", "1",
                                  "--matmul-size", "64"]
     return plan
