@@ -740,6 +740,7 @@ def _pool_problems(cfg: _StackWithWorkloads, resource: str, pools: list[GpuPool]
     """Whether the pods asking for `resource` fit the nodes advertising it (necessary conditions only)."""
     unit = "GPUs" if resource == GPU_RESOURCE_NAME else resource
     holder = " and ".join(pool.key.removesuffix(".nodes") for pool in pools)
+    has = "has" if len(pools) == 1 else "together have"
     key = pools[0].key
     nodes = sum(pool.nodes for pool in pools)
     largest = max(pool.per_node for pool in pools)
@@ -752,13 +753,13 @@ def _pool_problems(cfg: _StackWithWorkloads, resource: str, pools: list[GpuPool]
         # With a budget the replicas are spread one per node (topologySpreadConstraints, DoNotSchedule).
         if k8s.effective_min_available(cfg.environment) is not None and replicas > nodes:
             yield f"inference[{index}].kubernetes.replicas", (
-                f"{replicas} replicas are spread one per node, but {holder} has {nodes}: some never start")
+                f"{replicas} replicas are spread one per node, but {holder} {has} {nodes}: some never start")
     for at, pods, gpus_at, gpus, _ in demands:
         if gpus > largest:
             yield gpus_at, (f"{gpus} {unit} per pod, but {holder} nodes have {largest}: "
                             "the pod can never be scheduled")
         if at.startswith("training") and pods > nodes:
-            yield f"{at}.nodes", f"{pods} nodes, but {holder} has {nodes}: the job can never start"
+            yield f"{at}.nodes", f"{pods} nodes, but {holder} {has} {nodes}: the job can never start"
     if len(pools) == 1:
         per_node = largest
         # A pod asking for more than half a node's GPUs leaves too few for a second such pod: one node each.

@@ -38,6 +38,7 @@ P = "rocm-stack:"
 DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+JOB = "kubernetes:batch/v1:Job"
 PROD_PROVIDER = {"context": "gpu-prod"}
 
 # AMD's documented DCM ConfigMap (device-config-manager-configmap.md L28-62), `gpuClientSystemdServices` left out: it
@@ -170,6 +171,23 @@ def test_standalone_device_plugin_takes_the_mixed_flag_after_the_images_own_comm
                                     "-resource_naming_strategy=mixed"]
 
 
+def test_device_plugin_mode_runs_workloads_on_partitions_made_outside_the_stack():
+    """No DCM in device-plugin mode: the profiles describe the nodes (a standalone DCM or amd-smi partitioned them)
+    for the fleet check, the gate and the resource names."""
+    kubernetes = {"mode": "device-plugin", "devicePlugin": {"resourceNamingStrategy": "mixed"},
+                  "partitionProfiles": {"cpx": PROFILES["cpx-profile"]}}
+    plan = synth("dev", kubernetes, training=_training(gpusPerNode=64, gpuResource="amd.com/cpx_nps4"))
+    validate_all([manifest_of(r) for r in plan.kubernetes_objects()], CRDS)
+    assert not plan.of_type(DEVICE_CONFIG) and not [r for r in plan.of_type(CONFIG_MAP) if "dcm" in r["name"]]
+    (gate,) = [r for r in plan.of_type(JOB) if r["name"] == "gpu-gate-cpx"]
+    pod = manifest_of(gate)["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"] == {"amd.com/cpx_nps4": "64"}
+    assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64", "dcm.amd.com/gpu-config-profile": "cpx"}
+    lines = refusal("dev", kubernetes, training=_training(nodes=3, gpusPerNode=64, gpuResource="amd.com/cpx_nps4"))
+    assert any(line.startswith(f"{P}training[0].kubernetes.nodes: 3 nodes, but kubernetes.partitionProfiles.cpx "
+                               "has 2") for line in lines), lines
+
+
 # --- resource names ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("compute", "memory", "gpus", "resource", "count"), [
@@ -214,10 +232,18 @@ def test_the_fleet_is_checked_per_resource():
     assert f"{P}training[0].kubernetes.nodes: 2 nodes, but gpuFleet has 1: the job can never start" in lines, lines
 
 
+def test_under_single_naming_partitioned_nodes_offer_amd_com_gpu_too():
+    """device-plugin.md L101-111: `single` reports the 64 partitions of a CPX/NPS4 node as amd.com/gpu."""
+    single = copy.deepcopy(DCM)
+    del single["gpuOperator"]["deviceConfig"]["devicePlugin"]
+    fleet = {"nodes": 1, "gpusPerNode": 8}
+    synth("dev", single, gpuFleet=fleet, training=_training(nodes=3, gpusPerNode=8))
+    lines = refusal("dev", single, gpuFleet=fleet, training=_training(nodes=4, gpusPerNode=8))
+    assert (f"{P}training[0].kubernetes.nodes: 4 nodes, but gpuFleet and kubernetes.partitionProfiles.cpx-profile "
+            "together have 3: the job can never start") in lines, lines
+
+
 # --- the GPU gate checks each profile's nodes -----------------------------------------------------------------
-
-JOB = "kubernetes:batch/v1:Job"
-
 
 def test_each_profile_with_nodes_gets_its_own_gate_on_its_resource():
     plan = synth("prod", {**DCM, "provider": PROD_PROVIDER}, gpuFleet={"nodes": 3, "gpusPerNode": 8},
