@@ -42,7 +42,7 @@ if monitoring is not None:
     for name, host in hosts.items():
         DockerExporter(name, DockerExporterArgs(config=monitoring, provider=host.provider))
     pulumi.export("prometheusScrapeConfig", prometheus_scrape_config_text(
-        monitoring, {host.name: exporter_address(host.docker.host) for host in cfg.hosts}))
+        monitoring, {host.name: (exporter_address(host.docker.host), host.gpu_model) for host in cfg.hosts}))
 
 kubernetes = None
 if cfg.kubernetes is not None:

@@ -1,8 +1,12 @@
 """GPU alert rules built from the monitoring thresholds, as Prometheus rule groups.
 
 One builder feeds both outputs: the `monitoring.coreos.com/v1` PrometheusRule spec (Kubernetes) and the plain
-rules file `monitoring/rules/gpu-alerts.rules.yml` (Docker-only Prometheus). The committed file is the MI300X
-default; `rocm-stack alerts` (tools/alerts.py) rewrites it and tests/test_monitoring_alerts.py fails when it drifts.
+rules file `monitoring/rules/gpu-alerts.rules.yml` (Docker-only Prometheus). The committed file is the defaults;
+`rocm-stack alerts` (tools/alerts.py) rewrites it and tests/test_monitoring_alerts.py fails when it drifts.
+
+A fleet may mix GPU models and families: every model has its own group whose rules select its GPUs by the
+`gpu_model` target label (MODEL_LABEL) and use its metric set and thresholds; a GPU without a known model label
+trips GpuModelUnknown instead of going unwatched.
 
 Metric and label names are those ROCm/device-metrics-exporter emits with its default (empty) MetricsFieldPrefix,
 lower-cased field names from docs/configuration/metrics-support-matrix.yaml:
@@ -30,6 +34,7 @@ from typing import Any
 import yaml
 
 from schema.kubernetes import GPU_RESOURCE_NAME
+from domain.gpus import MODELS
 from schema.monitoring import MonitoringConfig, Thresholds
 from schema.project import ROOT
 
@@ -39,18 +44,24 @@ EXPORTER_JOB = "amd-device-metrics-exporter"
 # A GPU (or GPU partition) on a host, as the exporter identifies it.
 GPU_KEY = ("hostname", "gpu_id", "gpu_partition_id")
 RULES_FILE = ROOT / "monitoring" / "rules" / "gpu-alerts.rules.yml"
+# hosts[].gpuModel of a GPU rocm-stack has no figures for: labelled so, watched only by the model-free rules.
+OTHER_MODEL = "other"
 
+# The target label naming a GPU's model (a domain/gpus.py name): Docker scrape targets carry their host's
+# hosts[].gpuModel, Kubernetes targets get it from the node labeller's amd.com/gpu.device-id (components/monitoring).
+MODEL_LABEL = "gpu_model"
+# Per family: the hot sensor, the power metric and the utilisation expression ({m}: the model's matcher).
 _FAMILY_METRICS = {
     "MI3xx": {
         "temperature": ("gpu_junction_temperature", "junction (hotspot)"),
         "power": "gpu_package_power",
         # Per-die busy percentage; the GPU's utilisation is the mean over its dies (as the upstream dashboard).
-        "utilization": "avg without (xcc_index) (gpu_gfx_busy_instantaneous)",
+        "utilization": "avg without (xcc_index) (gpu_gfx_busy_instantaneous{m})",
     },
     "MI2xx": {
         "temperature": ("gpu_edge_temperature", "edge"),
         "power": "gpu_average_package_power",
-        "utilization": "gpu_gfx_activity",
+        "utilization": "gpu_gfx_activity{m}",
     },
 }
 _WHERE = "{{ $labels.hostname }} GPU {{ $labels.gpu_id }}"
@@ -78,81 +89,113 @@ def _num(value: float) -> str:
     return format(value, "g")
 
 
-def _alert(name: str, expr: str, for_: str | None, severity: str, summary: str, description: str) -> dict[str, Any]:
+def _alert(name: str, expr: str, for_: str | None, severity: str, summary: str, description: str,
+           model: str | None = None) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_:
         rule["for"] = for_
-    rule["labels"] = {"severity": severity}
+    # The model as a rule label too: one alert name per model group is otherwise a duplicate rule to promtool.
+    rule["labels"] = {"severity": severity, **({MODEL_LABEL: model} if model else {})}
     rule["annotations"] = {"summary": summary, "description": description}
     return rule
 
 
-def alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
-    """Alerting rules for the configured GPU model, thresholds resolved from its defaults and overrides."""
-    t: Thresholds = cfg.effective_thresholds()
-    metrics = _FAMILY_METRICS[cfg.family]
+def alert_rules(cfg: MonitoringConfig, model: str) -> list[dict[str, Any]]:
+    """Alerting rules for the GPUs of one model (selected by MODEL_LABEL), with its thresholds."""
+    t: Thresholds = cfg.effective_thresholds(model)
+    family = MODELS[model].line
+    metrics = _FAMILY_METRICS[family]
     temperature, sensor = metrics["temperature"]
+    is_model = f'{MODEL_LABEL}="{model}"'
+    m = "{" + is_model + "}"
     key = ", ".join(GPU_KEY)
     # A workload holds the GPU when a scheduler label names it (Kubernetes pod, Slurm job) or, on plain Docker
     # hosts where the exporter sees no scheduler, when it holds a real share of the VRAM. Serving pods (owned by
     # a Deployment's ReplicaSet) are left out: an inference replica nobody queries is idle by design.
     workload = (
-        f'(gpu_used_vram{{pod!=""}} unless on (namespace, pod) kube_pod_owner{{owner_kind="{SERVING_OWNER_KIND}"}})'
-        f' or gpu_used_vram{{job_id!=""}}'
-        f' or (gpu_used_vram{{pod="", job_id=""}} / gpu_total_vram > {_num(t.idle_vram_in_use_fraction)})'
+        f'(gpu_used_vram{{{is_model}, pod!=""}} unless on (namespace, pod) '
+        f'kube_pod_owner{{owner_kind="{SERVING_OWNER_KIND}"}})'
+        f' or gpu_used_vram{{{is_model}, job_id!=""}}'
+        f' or (gpu_used_vram{{{is_model}, pod="", job_id=""}} / gpu_total_vram{m}'
+        f' > {_num(t.idle_vram_in_use_fraction)})'
     )
-    temperature_name = "GpuJunctionTemperatureHigh" if cfg.family == "MI3xx" else "GpuEdgeTemperatureHigh"
+    temperature_name = "GpuJunctionTemperatureHigh" if family == "MI3xx" else "GpuEdgeTemperatureHigh"
+    where = _WHERE
     return [
         _alert(
-            temperature_name, f"{temperature} > {_num(t.gpu_temperature_celsius)}", t.sustained_for, "warning",
+            temperature_name, f"{temperature}{m} > {_num(t.gpu_temperature_celsius)}", t.sustained_for, "warning",
             f"GPU {sensor} temperature high",
-            f"{_WHERE} {sensor} temperature is {{{{ $value }}}} °C, above {_num(t.gpu_temperature_celsius)} °C "
+            f"{where} {sensor} temperature is {{{{ $value }}}} °C, above {_num(t.gpu_temperature_celsius)} °C "
             f"for {t.sustained_for}: check cooling before the GPU throttles.",
+            model=model,
         ),
         _alert(
-            "GpuMemoryTemperatureHigh", f"gpu_memory_temperature > {_num(t.memory_temperature_celsius)}",
+            "GpuMemoryTemperatureHigh", f"gpu_memory_temperature{m} > {_num(t.memory_temperature_celsius)}",
             t.sustained_for, "warning", "GPU memory (HBM) temperature high",
-            f"{_WHERE} memory temperature is {{{{ $value }}}} °C, above {_num(t.memory_temperature_celsius)} °C "
+            f"{where} memory temperature is {{{{ $value }}}} °C, above {_num(t.memory_temperature_celsius)} °C "
             f"for {t.sustained_for}.",
+            model=model,
         ),
+        # A model without a board power (MI308X unless modelThresholds sets it) has no power-at-cap rule.
         *([] if t.power_cap_watts is None else [_alert(
-            "GpuPowerAtCap", f"{metrics['power']} >= {_num(t.power_cap_watts * t.power_cap_fraction)}",
+            "GpuPowerAtCap", f"{metrics['power']}{m} >= {_num(t.power_cap_watts * t.power_cap_fraction)}",
             t.sustained_for, "info", "GPU running at its power cap",
-            f"{_WHERE} draws {{{{ $value }}}} W, at least {_num(t.power_cap_fraction * 100)}% of its "
+            f"{where} draws {{{{ $value }}}} W, at least {_num(t.power_cap_fraction * 100)}% of its "
             f"{_num(t.power_cap_watts)} W cap for {t.sustained_for}: it is power-throttled.",
+            model=model,
         )]),
         _alert(
             "GpuIdleWhileAllocated",
-            f"({metrics['utilization']} < {_num(t.idle_utilization_percent)})\n"
+            f"({metrics['utilization'].format(m=m)} < {_num(t.idle_utilization_percent)})\n"
             f"and on ({key})\n({workload})",
             t.idle_for, "warning", "GPU idle while a workload holds it",
-            f"{_WHERE} is below {_num(t.idle_utilization_percent)}% busy for {t.idle_for} although "
+            f"{where} is below {_num(t.idle_utilization_percent)}% busy for {t.idle_for} although "
             "{{ if $labels.pod }}pod {{ $labels.pod }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}"
             "{{ else }}a process holding VRAM{{ end }} has it: the job may be stuck or starved of input.",
+            model=model,
         ),
         _alert(
-            "GpuVramNearlyFull", f"gpu_used_vram / gpu_total_vram > {_num(t.vram_full_fraction)}",
+            "GpuVramNearlyFull", f"gpu_used_vram{m} / gpu_total_vram{m} > {_num(t.vram_full_fraction)}",
             t.sustained_for, "warning", "GPU VRAM nearly full",
-            f"{_WHERE} uses {{{{ $value | humanizePercentage }}}} of its VRAM for {t.sustained_for}: "
+            f"{where} uses {{{{ $value | humanizePercentage }}}} of its VRAM for {t.sustained_for}: "
             "the next allocation may fail with out-of-memory.",
+            model=model,
         ),
         _alert(
-            "GpuEccUncorrectableErrors", f"increase(gpu_ecc_uncorrect_total[{t.ecc_window}]) > 0", None, "critical",
-            "GPU uncorrectable ECC errors",
-            f"{_WHERE} reported {{{{ $value | humanize }}}} new uncorrectable ECC errors in {t.ecc_window}: "
+            "GpuEccUncorrectableErrors", f"increase(gpu_ecc_uncorrect_total{m}[{t.ecc_window}]) > 0", None,
+            "critical", "GPU uncorrectable ECC errors",
+            f"{where} reported {{{{ $value | humanize }}}} new uncorrectable ECC errors in {t.ecc_window}: "
             "drain the GPU and check its RAS/CPER records.",
+            model=model,
         ),
         _alert(
             "GpuEccCorrectableErrorsRising",
-            f"increase(gpu_ecc_correct_total[{t.ecc_window}]) > {t.ecc_correctable_max_increase}", None, "warning",
-            "GPU correctable ECC errors rising",
-            f"{_WHERE} reported {{{{ $value | humanize }}}} correctable ECC errors in {t.ecc_window} "
+            f"increase(gpu_ecc_correct_total{m}[{t.ecc_window}]) > {t.ecc_correctable_max_increase}", None,
+            "warning", "GPU correctable ECC errors rising",
+            f"{where} reported {{{{ $value | humanize }}}} correctable ECC errors in {t.ecc_window} "
             f"(more than {t.ecc_correctable_max_increase}): memory may be degrading.",
+            model=model,
         ),
         _alert(
-            "GpuUnhealthy", "gpu_health == 0", t.sustained_for, "critical", "GPU reports itself unhealthy",
-            f"{_WHERE} has reported gpu_health 0 (unhealthy) for {t.sustained_for}: drain it and check its RAS "
+            "GpuUnhealthy", f"gpu_health{m} == 0", t.sustained_for, "critical", "GPU reports itself unhealthy",
+            f"{where} has reported gpu_health 0 (unhealthy) for {t.sustained_for}: drain it and check its RAS "
             "events before scheduling work there again.",
+            model=model,
+        ),
+    ]
+
+
+def exporter_alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
+    """Rules on the exporters themselves and on GPUs no model's rules watch (fleet-wide thresholds)."""
+    t: Thresholds = cfg.effective_thresholds()
+    known = "|".join([*MODELS, OTHER_MODEL])
+    return [
+        _alert(
+            "GpuModelUnknown", f'gpu_health{{{MODEL_LABEL}!~"{known}"}}', t.exporter_down_for, "warning",
+            "GPU of no known model: its temperature, power and idle alerts are off",
+            f"{_WHERE} has no {MODEL_LABEL} label of a model the alert rules know: "
+            "on Docker set the host's gpuModel; on Kubernetes check the node's amd.com/gpu.device-id label "
+            "(the GPU Operator's node labeller) and that Prometheus attaches node metadata.",
         ),
         _alert(
             "GpuMetricsExporterDown", f'up{{job="{EXPORTER_JOB}"}} == 0', t.exporter_down_for, "warning",
@@ -225,8 +268,10 @@ def kubernetes_alert_rules(cfg: MonitoringConfig, stack: GpuStackWorkloads) -> l
 
 
 def rule_groups(cfg: MonitoringConfig, stack: GpuStackWorkloads | None = None) -> list[dict[str, Any]]:
-    """The GPU rules; with `stack` (Kubernetes) also the group watching the GPU stack's objects."""
-    groups = [{"name": f"rocm-gpu-{cfg.gpu_model.lower()}", "rules": alert_rules(cfg)}]
+    """One group per GPU model, the exporter group, and with `stack` (Kubernetes) the group watching the GPU
+    stack's objects."""
+    groups = [{"name": f"rocm-gpu-{model.lower()}", "rules": alert_rules(cfg, model)} for model in MODELS]
+    groups.append({"name": "rocm-gpu-exporter", "rules": exporter_alert_rules(cfg)})
     if stack is not None:
         groups.append({"name": "rocm-gpu-kubernetes", "rules": kubernetes_alert_rules(cfg, stack)})
     return groups
@@ -252,7 +297,7 @@ _RulesDumper.add_representer(
 def rules_file_text(cfg: MonitoringConfig) -> str:
     """The same groups as a Prometheus rules file (`rule_files:` in prometheus.yml)."""
     header = (
-        f"# GPU alert rules for {cfg.gpu_model} (rocm-stack monitoring defaults).\n"
+        "# GPU alert rules of every GPU model, each selected by its gpu_model target label (rocm-stack monitoring).\n"
         "# Generated by `rocm-stack alerts`; edit domain/alerts.py or the stack config, not this file.\n"
     )
     return header + yaml.dump(

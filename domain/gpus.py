@@ -22,6 +22,12 @@ Alert defaults per model:
 
 GPU check floors (`min_tflops`, `min_busbw`) exist only where AMD publishes a figure (schema/checks.py says where).
 
+`pci_device_id` is what the GPU Operator's node labeller puts in `amd.com/gpu.device-id` (e.g. `74a1` on MI300X),
+which is how Kubernetes monitoring tells a node's model: AMD's acceptance guides (ROCm/system-acceptance-docs
+docs/common/health-checks.md "Check GPU Presence": MI300X 1002:74a1, MI308X 1002:74a2, MI325X 1002:74a5, MI350X
+1002:75a0, MI355X 1002:75a3; docs/gpus/mi250.md: "MI250X also shares the MI250 PCI vendor:device ID (1002:740c)");
+MI210 1002:740f (lspci's pci.ids name "Instinct MI210 [1002:740f]"). A shared ID labels its first model here.
+
 Partition modes. A compute mode splits one physical GPU into logical GPUs: SPX 1, DPX 2, QPX 4, CPX one per XCD
 (compute die). A memory mode (NPS1/NPS2/NPS4) splits its HBM; the number of memory partitions cannot exceed the
 number of compute partitions. The amdgpu driver's table of compatible pairs (Linux
@@ -98,6 +104,8 @@ class GpuModel:
     memory_temperature_celsius: float
     # None: no published board power; the stack must give it (monitoring.modelThresholds.<model>.powerCapWatts).
     power_cap_watts: float | None
+    # The node labeller's amd.com/gpu.device-id (see above).
+    pci_device_id: str
     # gpucheck floors (bf16 TFLOP/s of an 8192^3 product, all-reduce bus GB/s at 1 GiB); None: no floor.
     min_tflops: float | None = None
     min_busbw: float | None = None
@@ -124,14 +132,14 @@ MODELS: dict[str, GpuModel] = {
         # XCDs: MI300X and MI325X 8 ("MI300X / MI325X (CDNA 3, gfx942): 8 XCDs. In CPX mode, 8 logical GPUs are
         # reported", AMD SMI partition.md); MI350X/MI355X 8 (aac.amd.com "GPU Partitioning Modes": MI355X SPX/DPX/
         # QPX/CPX = 1/2/4/8 logical GPUs per physical GPU, 64 on an 8-GPU node); MI308X 4 (above).
-        GpuModel("MI300X", "MI3xx", "gfx942", 95, 85, 750, min_tflops=600, min_busbw=100, xcds=8, modes=_MI300X),
-        GpuModel("MI325X", "MI3xx", "gfx942", 95, 85, 1000, min_tflops=600, min_busbw=100, xcds=8, modes=_MI325X),
-        GpuModel("MI308X", "MI3xx", "gfx942", 95, 85, None, xcds=4, modes=_MI308X),
-        GpuModel("MI350X", "MI3xx", "gfx950", 95, 85, 1000, xcds=8, modes=_MI350),
-        GpuModel("MI355X", "MI3xx", "gfx950", 95, 85, 1400, xcds=8, modes=_MI350),
-        GpuModel("MI250X", "MI2xx", "gfx90a", 80, 85, 500),
-        GpuModel("MI250", "MI2xx", "gfx90a", 80, 85, 500),
-        GpuModel("MI210", "MI2xx", "gfx90a", 80, 85, 300),
+        GpuModel("MI300X", "MI3xx", "gfx942", 95, 85, 750, "74a1", min_tflops=600, min_busbw=100, xcds=8, modes=_MI300X),
+        GpuModel("MI325X", "MI3xx", "gfx942", 95, 85, 1000, "74a5", min_tflops=600, min_busbw=100, xcds=8, modes=_MI325X),
+        GpuModel("MI308X", "MI3xx", "gfx942", 95, 85, None, "74a2", xcds=4, modes=_MI308X),
+        GpuModel("MI350X", "MI3xx", "gfx950", 95, 85, 1000, "75a0", xcds=8, modes=_MI350),
+        GpuModel("MI355X", "MI3xx", "gfx950", 95, 85, 1400, "75a3", xcds=8, modes=_MI350),
+        GpuModel("MI250X", "MI2xx", "gfx90a", 80, 85, 500, "740c"),
+        GpuModel("MI250", "MI2xx", "gfx90a", 80, 85, 500, "740c"),
+        GpuModel("MI210", "MI2xx", "gfx90a", 80, 85, 300, "740f"),
     )
 }
 assert tuple(MODELS) == get_args(ModelName), "MODELS and ModelName list the same models"

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from domain.gpus import MODELS, Line, ModelName
+from domain.gpus import MODELS, ModelName
 
 from .base import ConfigModel, matching
 from .types import Duration, Port, UnitDuration, duration_seconds
@@ -51,7 +51,7 @@ class Thresholds(ConfigModel):
 
 
 class ThresholdOverrides(ConfigModel):
-    """Per-threshold overrides of the GPU model's defaults (same ranges as `Thresholds`)."""
+    """Overrides of every GPU model's defaults (same ranges as `Thresholds`)."""
 
     gpu_temperature_celsius: Celsius | None = None
     memory_temperature_celsius: Celsius | None = None
@@ -65,6 +65,14 @@ class ThresholdOverrides(ConfigModel):
     ecc_correctable_max_increase: Annotated[int, Field(ge=0)] | None = None
     exporter_down_for: Duration | None = None
     sustained_for: Duration | None = None
+
+
+class ModelThresholdOverrides(ConfigModel):
+    """Overrides of one GPU model's board figures, over `thresholds` (the policy fields are fleet-wide)."""
+
+    gpu_temperature_celsius: Celsius | None = None
+    memory_temperature_celsius: Celsius | None = None
+    power_cap_watts: Watts | None = None
 
 
 _COMMON = dict(
@@ -87,6 +95,9 @@ MODEL_DEFAULTS: dict[str, Thresholds] = {
     for name, model in MODELS.items()
 }
 
+# Where only the fleet-wide thresholds matter (exporter and Kubernetes rules): hosts[].gpuModel's default.
+DEFAULT_MODEL = "MI300X"
+
 # The tag ROCm/device-metrics-exporter's own Helm chart ships (helm-charts/values.yaml `image.tag`, Chart.yaml
 # appVersion v1.5.2 at the vendored commit).
 DEFAULT_EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
@@ -103,8 +114,10 @@ class KubePrometheusStackConfig(ConfigModel):
 
 class MonitoringConfig(ConfigModel):
     enabled: bool = True
-    gpu_model: ModelName = "MI300X"
+    # The rules cover every GPU model, each host's GPUs by their `gpu_model` label (domain/alerts.py MODEL_LABEL):
+    # `thresholds` tunes them all, `modelThresholds.<model>` one model's board figures.
     thresholds: ThresholdOverrides = ThresholdOverrides()
+    model_thresholds: dict[ModelName, ModelThresholdOverrides] = {}
     exporter_image: str = DEFAULT_EXPORTER_IMAGE
     # Upstream's ServerPort default; on Docker hosts this is the published host port.
     exporter_port: Port = 5000
@@ -123,13 +136,26 @@ class MonitoringConfig(ConfigModel):
             raise ValueError(problem)
         return value
 
-    @property
-    def family(self) -> Line:
-        return MODELS[self.gpu_model].line
+    @model_validator(mode="before")
+    @classmethod
+    def _no_single_model(cls, data: object) -> object:
+        # One `gpuModel` for the whole fleet could not monitor mixed fleets; say what replaced it.
+        if isinstance(data, dict) and ("gpuModel" in data or "gpu_model" in data):
+            raise ValueError(
+                "gpuModel is no longer used: the alert rules cover every GPU model, each host's GPUs by their "
+                "hosts[].gpuModel (Kubernetes: the node's amd.com/gpu.device-id label); remove it and tune one "
+                "model with modelThresholds.<model> (e.g. modelThresholds: {MI250: {powerCapWatts: 450}})")
+        return data
 
-    def effective_thresholds(self) -> Thresholds:
-        defaults = MODEL_DEFAULTS[self.gpu_model].model_dump()
-        return Thresholds(**{**defaults, **self.thresholds.model_dump(exclude_none=True)})
+    def effective_thresholds(self, model: str = DEFAULT_MODEL) -> Thresholds:
+        """`model`'s thresholds: its defaults, then `thresholds`, then `modelThresholds.<model>`. The fleet-wide
+        fields (durations, fractions) are the same for every model, so any model gives them."""
+        overrides = self.model_thresholds.get(model, ModelThresholdOverrides())  # type: ignore[call-overload]
+        return Thresholds(**{
+            **MODEL_DEFAULTS[model].model_dump(),
+            **self.thresholds.model_dump(exclude_none=True),
+            **overrides.model_dump(exclude_none=True),
+        })
 
     def installs_kube_prometheus_stack(self, environment: str) -> bool:
         install = self.kube_prometheus_stack.install
@@ -147,15 +173,12 @@ def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] =
                 f"{getattr(thresholds, key)} is shorter than two scrape intervals "
                 f"(scrapeInterval {cfg.scrape_interval}); use at least {2 * scrape:g}s"
             )
-    if thresholds.power_cap_watts is None:
-        yield "monitoring.thresholds.powerCapWatts", (
-            f"AMD publishes no board power (TBP) for {cfg.gpu_model}, so there is no default for the power-at-cap "
-            "alert; set it to the board's power cap (SOCKET_POWER in `amd-smi static --limit`)")
+    # A model in the fleet without a board power would go without the power-at-cap alert.
+    uncapped: dict[str, str] = {}
     for host, model in host_gpu_models:
-        family = MODELS[model].line if model in MODELS else None
-        if family is not None and family != cfg.family:
-            yield "monitoring.gpuModel", (
-                f"host '{host}' has {model} GPUs ({family}) but monitoring.gpuModel is {cfg.gpu_model} "
-                f"({cfg.family}): the exporter reports different temperature/power metrics per family, "
-                f"so its alerts would never fire there; set monitoring.gpuModel to a {family} model"
-            )
+        if model in MODELS and cfg.effective_thresholds(model).power_cap_watts is None:
+            uncapped.setdefault(model, host)
+    for model, host in uncapped.items():
+        yield f"monitoring.modelThresholds.{model}.powerCapWatts", (
+            f"host '{host}' has {model} GPUs, for which AMD publishes no board power (TBP), so the power-at-cap "
+            "alert has no default; set it to the board's power cap (SOCKET_POWER in `amd-smi static --limit`)")

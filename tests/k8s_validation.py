@@ -182,6 +182,9 @@ SERVICE_MONITOR_SUBSET = strict_structural_schema({
             "required": ["endpoints", "selector"],
             "properties": {
                 "jobLabel": {"type": "string"},
+                # "attachMetadata: Attaches node metadata to discovered targets. Requires Prometheus v2.37.0 and
+                # above." (same CRD; the DeviceConfig CRD's serviceMonitor has the same field).
+                "attachMetadata": {"type": "object", "properties": {"node": {"type": "boolean"}}},
                 "namespaceSelector": {"type": "object", "properties": {
                     "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}},
                 }},

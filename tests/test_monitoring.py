@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from domain import alerts, dashboard
+from domain.gpus import MODELS
 from schema.kubernetes import KubernetesConfig
 from schema.monitoring import MonitoringConfig
 from components.k8s import gpu_stack_workloads
@@ -21,6 +22,7 @@ from components.monitoring import (
     EXPORTER_JOB,
     device_config_service_monitor,
     exporter_address,
+    exporter_relabelings,
     prometheus_scrape_config,
 )
 from tools.synth import Plan, docker_scripts, manifest_of, synthesize
@@ -114,14 +116,27 @@ def test_scrape_config_lists_every_host_with_a_host_label(prod_docker: Plan) -> 
     (job,) = scrape["scrape_configs"]
     assert job["job_name"] == EXPORTER_JOB and job["scrape_interval"] == "30s"
     assert job["static_configs"] == [
-        {"targets": [f"gpu-node-{n}.example.internal:5000"], "labels": {"host": f"gpu-node-{n}"}} for n in range(1, 5)
+        {"targets": [f"gpu-node-{n}.example.internal:5000"], "labels": {"host": f"gpu-node-{n}", "gpu_model": "MI300X"}}
+        for n in range(1, 5)
     ]
+
+
+def test_a_mixed_mi250_and_mi300x_fleet_is_monitored_with_each_hosts_model() -> None:
+    """The rules select a GPU's model by the gpu_model target label (tests/data/monitoring/promtool/mixed.test.yml
+    runs them on both families); the scrape config gives every host's target its hosts[].gpuModel."""
+    hosts = stack_file("prod")[P + "hosts"]
+    mixed = [{**host, "gpuModel": "MI250" if n % 2 else "MI300X"} for n, host in enumerate(hosts)]
+    plan = synth("prod", hosts=mixed)
+    (job,) = yaml.safe_load(plan.outputs["prometheusScrapeConfig"])["scrape_configs"]
+    assert {c["labels"]["host"]: c["labels"]["gpu_model"] for c in job["static_configs"]} == {
+        host["name"]: host["gpuModel"] for host in mixed}
+    assert len(exporters(plan)) == len(hosts)
 
 
 def test_exporter_port_setting_moves_the_published_port_and_the_targets() -> None:
     cfg = MonitoringConfig(exporter_port=9400, scrape_interval="15s")
-    (job,) = prometheus_scrape_config(cfg, {"b": "10.0.0.2", "a": "localhost"})["scrape_configs"]
-    assert job["static_configs"][0] == {"targets": ["localhost:9400"], "labels": {"host": "a"}}
+    (job,) = prometheus_scrape_config(cfg, {"b": ("10.0.0.2", "MI250"), "a": ("localhost", "other")})["scrape_configs"]
+    assert job["static_configs"][0] == {"targets": ["localhost:9400"], "labels": {"host": "a", "gpu_model": "other"}}
     assert job["scrape_interval"] == "15s"
     plan = synth("dev", {"exporterPort": 9400})
     (container,) = exporters(plan).values()
@@ -157,8 +172,8 @@ def test_disabled_monitoring_declares_nothing() -> None:
 def test_bad_monitoring_config_stops_with_the_key() -> None:
     message = refusal("dev", {"thresholds": {"vramFullFraction": 2}})
     assert "rocm-stack:monitoring.thresholds.vramFullFraction" in message
-    # prod hosts are MI300X: MI250 thresholds would watch metrics they never export.
-    assert "rocm-stack:monitoring.gpuModel" in refusal("prod", {"gpuModel": "MI250"})
+    # One model for the whole fleet is gone: the message says what replaced it.
+    assert "modelThresholds" in refusal("prod", {"gpuModel": "MI250"})
 
 
 # --- Kubernetes ---------------------------------------------------------------------------------------------
@@ -178,7 +193,8 @@ def test_prometheus_rule_is_valid_and_carries_the_alert_rules(dev_operator: Plan
     validate_object(rule, PROMETHEUS_RULE_CRD)
     watched = gpu_stack_workloads(KubernetesConfig(namespaces=["monitoring"]))
     assert rule["spec"] == alerts.prometheus_rule_spec(MonitoringConfig(), watched)
-    assert [g["name"] for g in rule["spec"]["groups"]] == ["rocm-gpu-mi300x", "rocm-gpu-kubernetes"]
+    assert [g["name"] for g in rule["spec"]["groups"]] == [
+        *(f"rocm-gpu-{model.lower()}" for model in MODELS), "rocm-gpu-exporter", "rocm-gpu-kubernetes"]
     assert rule["metadata"]["namespace"] == "monitoring"
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
@@ -261,7 +277,9 @@ def test_device_plugin_mode_runs_the_exporter_and_a_matching_service_monitor(dev
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == port["name"] and port["targetPort"] in {p["name"] for p in container["ports"]}
     assert endpoint["honorLabels"] is True
-    assert {r.get("targetLabel") for r in endpoint["relabelings"]} == {"job", "host", None}
+    assert {r.get("targetLabel") for r in endpoint["relabelings"]} == {"job", "host", "gpu_model", None}
+    # The GPU model comes from the node's labeller label, which Prometheus only sees with node metadata attached.
+    assert monitor["spec"]["attachMetadata"] == {"node": True}
     # The exporter pod's own pod/container target labels are dropped: with honorLabels they would fill in for
     # GPUs without a workload, and the idle-while-allocated alert would take every idle GPU for a held one.
     assert {"action": "labeldrop", "regex": "pod|container"} in endpoint["relabelings"]
@@ -428,3 +446,22 @@ def test_device_plugin_mode_alerts_watch_its_daemon_sets_and_the_exporter(dev_de
         'kube_daemonset_status_number_unavailable{namespace="kube-system", '
         'daemonset=~"amdgpu-device-plugin-daemonset|amdgpu-labeller-daemonset"} > 0 '
         'or kube_daemonset_status_number_unavailable{daemonset="amd-device-metrics-exporter"} > 0')
+
+
+def test_kubernetes_targets_get_the_model_of_their_nodes_device_id() -> None:
+    """The node labeller writes the PCI device ID in lower-case hex: "Example labels for an AMD MI300X GPU:
+    amd.com/gpu.device-id=74a1" (ROCm/k8s-device-plugin installation guide, "Install Node Labeler"). Prometheus
+    relabeling matches the regex anchored (^(?:regex)$) and leaves the target alone when it does not match."""
+    rules = [r for r in exporter_relabelings() if r.get("targetLabel") == "gpu_model"]
+
+    def model_of(device_id: str) -> str | None:
+        for rule in rules:
+            if re.fullmatch(rule["regex"], device_id):
+                return rule["replacement"]
+        return None
+
+    assert model_of("74a1") == "MI300X" and model_of("75a3") == "MI355X" and model_of("75A0") == "MI350X"
+    assert model_of("740f") == "MI210" and model_of("740c") in {"MI250X", "MI250"} and model_of("1586") is None
+    assert {r["sourceLabels"][0] for r in rules} == {"__meta_kubernetes_node_label_amd_com_gpu_device_id"}
+    # Both operator mode (the DeviceConfig's serviceMonitor) and device-plugin mode attach node metadata.
+    assert device_config_service_monitor(MonitoringConfig())["attachMetadata"] == {"node": True}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from domain import alerts
 from tools import cli
+from domain.gpus import MODELS
 from schema.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
 from monitoring_reference import (
     PROMETHEUS_LABELS,
@@ -30,6 +32,7 @@ OPERATOR_STACK = gpu_stack_workloads(KubernetesConfig())
 DATA = Path(__file__).parent / "data" / "monitoring"
 PROMTOOL_TESTS = DATA / "promtool"
 ALL_MODELS = sorted(MODEL_DEFAULTS)
+ALL_MODELS_IN_ORDER = list(MODELS)
 
 
 @pytest.fixture(scope="session")
@@ -56,13 +59,17 @@ def _unit_test(promtool: str, tmp_path: Path, rules_text: str, test_file: str) -
 # --- configuration --------------------------------------------------------------------------------------------
 
 def test_model_defaults_differ_by_family_and_overrides_win() -> None:
-    mi300x = MonitoringConfig().effective_thresholds()
-    mi250 = MonitoringConfig(gpu_model="MI250").effective_thresholds()
-    assert (mi300x.power_cap_watts, mi250.power_cap_watts) == (750, 500)
-    tuned = MonitoringConfig.model_validate(
-        {"gpuModel": "MI300X", "thresholds": {"gpuTemperatureCelsius": 90, "idleFor": "1h"}}
-    ).effective_thresholds()
-    assert (tuned.gpu_temperature_celsius, tuned.idle_for, tuned.power_cap_watts) == (90, "1h", 750)
+    cfg = MonitoringConfig()
+    assert (cfg.effective_thresholds("MI300X").power_cap_watts, cfg.effective_thresholds("MI250").power_cap_watts) \
+        == (750, 500)
+    tuned = MonitoringConfig.model_validate({
+        "thresholds": {"gpuTemperatureCelsius": 90, "idleFor": "1h"},
+        "modelThresholds": {"MI250": {"gpuTemperatureCelsius": 75, "powerCapWatts": 450}},
+    })
+    mi300x, mi250 = tuned.effective_thresholds("MI300X"), tuned.effective_thresholds("MI250")
+    assert (mi300x.gpu_temperature_celsius, mi300x.idle_for, mi300x.power_cap_watts) == (90, "1h", 750)
+    # A model's own overrides win over the fleet-wide ones.
+    assert (mi250.gpu_temperature_celsius, mi250.idle_for, mi250.power_cap_watts) == (75, "1h", 450)
 
 
 def test_each_model_has_its_board_power_and_mi308x_none() -> None:
@@ -72,13 +79,15 @@ def test_each_model_has_its_board_power_and_mi308x_none() -> None:
     # consume up to 1400W"); MI300X 750 W as rocm-smi shows its default cap ("PwrCap 750.0W", ROCm issue #5231).
     caps = {model: MODEL_DEFAULTS[model].power_cap_watts for model in ("MI355X", "MI350X", "MI325X", "MI300X")}
     assert caps == {"MI355X": 1400, "MI350X": 1000, "MI325X": 1000, "MI300X": 750}
-    # MI308X: AMD publishes no TBP; it must not silently take MI300X's 750 W.
+    # MI308X: AMD publishes no TBP; it must not silently take MI300X's 750 W. A fleet with MI308X hosts must say.
     assert MODEL_DEFAULTS["MI308X"].power_cap_watts is None
-    found = dict(problems(MonitoringConfig(gpu_model="MI308X")))
-    assert "no board power" in found["monitoring.thresholds.powerCapWatts"]
-    tuned = MonitoringConfig.model_validate({"gpuModel": "MI308X", "thresholds": {"powerCapWatts": 650}})
-    assert list(problems(tuned)) == []
-    assert "GpuPowerAtCap" not in {rule["alert"] for rule in alerts.alert_rules(MonitoringConfig(gpu_model="MI308X"))}
+    found = dict(problems(MonitoringConfig(), [("cn-1", "MI308X"), ("cn-2", "MI308X")]))
+    assert "'cn-1' has MI308X" in found["monitoring.modelThresholds.MI308X.powerCapWatts"]
+    assert "GpuPowerAtCap" not in {rule["alert"] for rule in alerts.alert_rules(MonitoringConfig(), "MI308X")}
+    tuned = MonitoringConfig.model_validate({"modelThresholds": {"MI308X": {"powerCapWatts": 650}}})
+    assert list(problems(tuned, [("cn-1", "MI308X")])) == []
+    exprs = {rule["alert"]: rule["expr"] for rule in alerts.alert_rules(tuned, "MI308X")}
+    assert exprs["GpuPowerAtCap"] == 'gpu_package_power{gpu_model="MI308X"} >= 617.5'
 
 
 @pytest.mark.parametrize(
@@ -92,7 +101,8 @@ def test_each_model_has_its_board_power_and_mi308x_none() -> None:
         ({"thresholds": {"eccWindow": "0s"}}, "thresholds.eccWindow"),
         ({"thresholds": {"eccCorrectableMaxIncrease": -1}}, "thresholds.eccCorrectableMaxIncrease"),
         ({"thresholds": {"junctionTemp": 90}}, "thresholds.junctionTemp"),
-        ({"gpuModel": "MI100"}, "gpuModel"),
+        ({"modelThresholds": {"MI100": {"powerCapWatts": 300}}}, "modelThresholds.MI100.[key]"),
+        ({"modelThresholds": {"MI250": {"idleFor": "1h"}}}, "modelThresholds.MI250.idleFor"),
         ({"exporterImage": "rocm/device-metrics-exporter:latest"}, "exporterImage"),
         ({"exporterImage": "rocm/device-metrics-exporter"}, "exporterImage"),
         ({"exporterPort": 70000}, "exporterPort"),
@@ -108,11 +118,18 @@ def test_bad_values_are_rejected_with_their_key(stack_value: dict, key: str) -> 
 
 
 def test_cross_field_problems() -> None:
-    assert list(problems(MonitoringConfig(), [("gpu-1", "MI300X"), ("gpu-2", "MI308X"), ("odd", "other")])) == []
+    # A mixed fleet (MI2xx and MI3xx hosts) is fine: each model has its own rules.
+    fleet = [("gpu-1", "MI300X"), ("old-box", "MI250"), ("new-box", "MI355X"), ("odd", "other")]
+    assert list(problems(MonitoringConfig(), fleet)) == []
     cfg = MonitoringConfig.model_validate({"scrapeInterval": "1m", "thresholds": {"eccWindow": "90s"}})
     found = dict(problems(cfg, [("old-box", "MI250X")]))
     assert "two scrape intervals" in found["monitoring.thresholds.eccWindow"]
-    assert "old-box" in found["monitoring.gpuModel"] and "MI2xx" in found["monitoring.gpuModel"]
+
+
+def test_the_single_gpu_model_key_is_refused_with_what_replaced_it() -> None:
+    with pytest.raises(ValidationError) as error:
+        MonitoringConfig.model_validate({"gpuModel": "MI250"})
+    assert "modelThresholds" in str(error.value) and "every GPU model" in str(error.value)
 
 
 def test_kube_prometheus_stack_defaults_by_environment() -> None:
@@ -124,7 +141,7 @@ def test_kube_prometheus_stack_defaults_by_environment() -> None:
 
 # --- rules: content and names -----------------------------------------------------------------------------
 
-def test_committed_rules_file_is_the_generated_mi300x_default() -> None:
+def test_committed_rules_file_is_the_generated_default() -> None:
     assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig()), (
         "monitoring/rules/gpu-alerts.rules.yml is stale: run `rocm-stack alerts --write`"
     )
@@ -146,17 +163,30 @@ def test_cli_never_overwrites_a_file_unasked_and_a_missing_stack_is_exit_2(tmp_p
 
 def test_thresholds_reach_the_expressions() -> None:
     cfg = MonitoringConfig.model_validate({"thresholds": {"gpuTemperatureCelsius": 91, "powerCapWatts": 600}})
-    exprs = {rule["alert"]: rule["expr"] for rule in alerts.alert_rules(cfg)}
-    assert exprs["GpuJunctionTemperatureHigh"] == "gpu_junction_temperature > 91"
-    assert exprs["GpuPowerAtCap"] == "gpu_package_power >= 570"
+    exprs = {rule["alert"]: rule["expr"] for rule in alerts.alert_rules(cfg, "MI300X")}
+    assert exprs["GpuJunctionTemperatureHigh"] == 'gpu_junction_temperature{gpu_model="MI300X"} > 91'
+    assert exprs["GpuPowerAtCap"] == 'gpu_package_power{gpu_model="MI300X"} >= 570'
+
+
+def test_every_model_has_its_group_selecting_its_gpus() -> None:
+    groups = alerts.rule_groups(MonitoringConfig())
+    assert [g["name"] for g in groups] == [f"rocm-gpu-{m.lower()}" for m in ALL_MODELS_IN_ORDER] + ["rocm-gpu-exporter"]
+    for group in groups[:-1]:
+        model = group["name"].removeprefix("rocm-gpu-").upper()
+        for rule in group["rules"]:
+            # Every exporter metric of the rule is restricted to the group's model.
+            metrics, _ = promql_names(rule["expr"])
+            selected = re.findall(r"\b(gpu_\w+)\{[^}]*gpu_model=\"" + model + '"', rule["expr"])
+            assert {m for m in metrics if m.startswith("gpu_")} == set(selected), rule["alert"]
+            assert rule["labels"]["gpu_model"] == model
 
 
 @pytest.mark.parametrize("model", ALL_MODELS)
 def test_rules_use_only_metrics_the_exporter_emits_for_the_family(model: str) -> None:
-    cfg = MonitoringConfig(gpu_model=model)
+    family = MODELS[model].line
     matrix = support_matrix()
     ksm = kube_state_metrics()
-    for rule in alerts.alert_rules(cfg):
+    for rule in alerts.alert_rules(MonitoringConfig(), model) + alerts.exporter_alert_rules(MonitoringConfig()):
         metrics, labels = promql_names(rule["expr"])
         allowed_labels = exporter_labels() | PROMETHEUS_LABELS
         for metric in metrics - PROMETHEUS_METRICS:
@@ -164,8 +194,9 @@ def test_rules_use_only_metrics_the_exporter_emits_for_the_family(model: str) ->
                 allowed_labels |= ksm[metric]
                 continue
             assert metric in matrix, f"{rule['alert']}: {metric} is not an exporter metric"
-            assert cfg.family in matrix[metric], f"{rule['alert']}: {metric} is not emitted on {cfg.family}"
-        assert labels <= allowed_labels, rule["alert"]
+            assert family in matrix[metric], f"{rule['alert']}: {metric} is not emitted on {family}"
+        # gpu_model is our target label (Docker scrape config, Kubernetes relabeling), not the exporter's.
+        assert labels <= allowed_labels | {alerts.MODEL_LABEL}, rule["alert"]
         templated = {part.split("}}")[0].strip() for part in rule["annotations"]["description"].split("$labels.")[1:]}
         assert templated <= allowed_labels, rule["alert"]
 
@@ -212,34 +243,38 @@ def test_promql_names_sees_every_name() -> None:
 
 
 def test_prometheus_rule_spec_has_the_rules_file_groups() -> None:
-    cfg = MonitoringConfig(gpu_model="MI250")
+    cfg = MonitoringConfig.model_validate({"modelThresholds": {"MI250": {"powerCapWatts": 450}}})
     assert alerts.prometheus_rule_spec(cfg) == yaml.safe_load(alerts.rules_file_text(cfg))
 
 
 # --- promtool -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model", ALL_MODELS)
-def test_promtool_check_rules(promtool: str, tmp_path: Path, model: str) -> None:
+def test_promtool_check_rules(promtool: str, tmp_path: Path) -> None:
     rules = tmp_path / "rules.yml"
-    rules.write_text(alerts.rules_file_text(MonitoringConfig(gpu_model=model)), encoding="utf-8")
+    rules.write_text(alerts.rules_file_text(MonitoringConfig()), encoding="utf-8")
     result = _run_promtool(promtool, "check", "rules", rules)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(alerts.alert_rules(MonitoringConfig(gpu_model=model)))} rules found" in result.stdout
+    count = sum(len(group["rules"]) for group in alerts.rule_groups(MonitoringConfig()))
+    assert f"SUCCESS: {count} rules found" in result.stdout
 
 
-def test_promtool_unit_tests_of_the_committed_mi300x_rules(promtool: str, tmp_path: Path) -> None:
-    result = _unit_test(promtool, tmp_path, alerts.RULES_FILE.read_text(encoding="utf-8"), "mi3xx.test.yml")
+@pytest.mark.parametrize("test_file", ["mi3xx.test.yml", "mi2xx.test.yml", "mixed.test.yml"])
+def test_promtool_unit_tests_of_the_committed_rules(promtool: str, tmp_path: Path, test_file: str) -> None:
+    """mi3xx: MI300X GPUs, mi2xx: MI250 GPUs, mixed: MI250 + MI300X + MI355X + MI308X hosts in one fleet."""
+    result = _unit_test(promtool, tmp_path, alerts.RULES_FILE.read_text(encoding="utf-8"), test_file)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_promtool_unit_tests_of_the_mi250_rules(promtool: str, tmp_path: Path) -> None:
-    rules = alerts.rules_file_text(MonitoringConfig(gpu_model="MI250"))
-    result = _unit_test(promtool, tmp_path, rules, "mi2xx.test.yml")
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_promtool_mixed_fleet_case_fails_without_the_model_split(promtool: str, tmp_path: Path) -> None:
+    """The mixed-fleet unit test pins the split: rules that ignore the model label (the MI300X thresholds for every
+    GPU) page the MI355X at 1000 W and fail it."""
+    text = alerts.RULES_FILE.read_text(encoding="utf-8").replace('{gpu_model="MI300X"}', "")
+    result = _unit_test(promtool, tmp_path, text, "mixed.test.yml")
+    assert result.returncode != 0 and 'hostname="node-x"' in result.stdout + result.stderr
 
 
 def test_promtool_unit_tests_of_the_kubernetes_rules(promtool: str, tmp_path: Path) -> None:
-    rules = yaml.safe_dump({"groups": alerts.rule_groups(MonitoringConfig(), OPERATOR_STACK)[1:]})
+    rules = yaml.safe_dump({"groups": alerts.rule_groups(MonitoringConfig(), OPERATOR_STACK)[-1:]})
     result = _unit_test(promtool, tmp_path, rules, "kubernetes.test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -273,12 +308,13 @@ def _eval_cases(test_file: str) -> dict[str, set[bool]]:
 
 def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
     mi3xx = _eval_cases("mi3xx.test.yml")
-    for rule in alerts.alert_rules(MonitoringConfig()):
+    for rule in alerts.alert_rules(MonitoringConfig(), "MI300X") + alerts.exporter_alert_rules(MonitoringConfig())[1:]:
         assert mi3xx.get(rule["alert"]) == {True, False}, rule["alert"]
-    # MI250 rules that differ from the MI300X ones need their own cases; identical ones are covered above.
-    mi300x_exprs = {rule["expr"] for rule in alerts.alert_rules(MonitoringConfig())}
+    assert _eval_cases("mixed.test.yml")["GpuModelUnknown"] == {True, False}
+    # MI250 rules that differ from the MI300X ones (beyond the model matcher) need their own cases.
+    mi300x_exprs = {rule["expr"].replace("MI300X", "MI250") for rule in alerts.alert_rules(MonitoringConfig(), "MI300X")}
     mi2xx = _eval_cases("mi2xx.test.yml")
-    mi250_rules = alerts.alert_rules(MonitoringConfig(gpu_model="MI250"))
+    mi250_rules = alerts.alert_rules(MonitoringConfig(), "MI250")
     specific = [rule["alert"] for rule in mi250_rules if rule["expr"] not in mi300x_exprs]
     assert specific == ["GpuEdgeTemperatureHigh", "GpuPowerAtCap", "GpuIdleWhileAllocated"]
     for name in specific:

@@ -22,7 +22,8 @@ import pulumi
 import pulumi_docker as docker
 import yaml
 
-from domain.alerts import EXPORTER_JOB, GpuStackWorkloads, prometheus_rule_spec
+from domain.alerts import EXPORTER_JOB, MODEL_LABEL, GpuStackWorkloads, prometheus_rule_spec
+from domain.gpus import MODELS
 from schema.monitoring import MonitoringConfig
 from domain.dashboard import dashboard_json_text
 
@@ -37,15 +38,28 @@ _PART_OF = {"app.kubernetes.io/part-of": "rocm-stack", "app.kubernetes.io/manage
 _EXPORTER_SELECTOR = {"app.kubernetes.io/name": EXPORTER_NAME}
 
 
+# The node labeller's `amd.com/gpu.device-id` as a Prometheus meta label: with attachMetadata.node, endpoints
+# targets carry `__meta_kubernetes_node_label_<name>` with the name's invalid characters as `_` (Prometheus docs,
+# kubernetes_sd_config: "attach_metadata ... node ... Valid for roles: pod, endpoints, endpointslice").
+NODE_DEVICE_ID_LABEL = "__meta_kubernetes_node_label_amd_com_gpu_device_id"
+
+
 def exporter_relabelings() -> list[dict[str, Any]]:
     """Target relabelings (ServiceMonitor/DeviceConfig camelCase form) giving every exporter target the
-    `job` the alert rules select and a `host` label with the node name, as the Docker scrape config does.
+    `job` the alert rules select, a `host` label with the node name, as the Docker scrape config does, and the
+    GPU model (MODEL_LABEL) its node's PCI device ID names (domain/gpus.py `pci_device_id`; needs
+    attachMetadata.node).
 
     The target's own `pod`/`container` labels (the exporter pod) are dropped: with honorLabels they would
     fill in wherever the exporter reports no workload, and every idle GPU would look held by a pod."""
+    by_device: dict[str, str] = {}
+    for model in MODELS.values():
+        by_device.setdefault(model.pci_device_id, model.name)
     return [
         {"action": "replace", "targetLabel": "job", "replacement": EXPORTER_JOB},
         {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host"},
+        *({"action": "replace", "sourceLabels": [NODE_DEVICE_ID_LABEL], "regex": f"(?i){device}",
+           "targetLabel": MODEL_LABEL, "replacement": model} for device, model in by_device.items()),
         {"action": "labeldrop", "regex": "pod|container"},
     ]
 
@@ -59,6 +73,7 @@ def device_config_service_monitor(cfg: MonitoringConfig) -> dict[str, Any]:
         "interval": cfg.scrape_interval,
         "honorLabels": True,
         "labels": dict(cfg.prometheus_selector_labels),
+        "attachMetadata": {"node": True},
         "relabelings": exporter_relabelings(),
     }
 
@@ -191,6 +206,8 @@ class KubernetesMonitoring(pulumi.ComponentResource):
                 spec={
                     "selector": {"matchLabels": _EXPORTER_SELECTOR},
                     "namespaceSelector": {"matchNames": [args.namespace]},
+                    # Node labels for the GPU model relabeling (exporter_relabelings).
+                    "attachMetadata": {"node": True},
                     "endpoints": [{
                         "port": "metrics",
                         "path": "/metrics",
@@ -343,19 +360,20 @@ def exporter_address(docker_host: str) -> str:
     return match.group(1) if match else "localhost"
 
 
-def prometheus_scrape_config(cfg: MonitoringConfig, hosts: Mapping[str, str]) -> dict[str, Any]:
-    """prometheus.yml `scrape_configs` for the Docker hosts' exporters; `hosts` maps host name -> address.
-    One static target per host, labelled `host`, sorted by name so the output is stable."""
+def prometheus_scrape_config(cfg: MonitoringConfig, hosts: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+    """prometheus.yml `scrape_configs` for the Docker hosts' exporters; `hosts` maps host name -> (address,
+    hosts[].gpuModel). One static target per host, labelled `host` and with its GPU model (MODEL_LABEL, which
+    the alert rules select by), sorted by name so the output is stable."""
     return {"scrape_configs": [{
         "job_name": EXPORTER_JOB,
         "scrape_interval": cfg.scrape_interval,
         "metrics_path": "/metrics",
         "static_configs": [
-            {"targets": [f"{address}:{cfg.exporter_port}"], "labels": {"host": name}}
-            for name, address in sorted(hosts.items())
+            {"targets": [f"{address}:{cfg.exporter_port}"], "labels": {"host": name, MODEL_LABEL: model}}
+            for name, (address, model) in sorted(hosts.items())
         ],
     }]}
 
 
-def prometheus_scrape_config_text(cfg: MonitoringConfig, hosts: Mapping[str, str]) -> str:
+def prometheus_scrape_config_text(cfg: MonitoringConfig, hosts: Mapping[str, tuple[str, str]]) -> str:
     return yaml.safe_dump(prometheus_scrape_config(cfg, hosts), sort_keys=False)
