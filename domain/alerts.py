@@ -51,7 +51,7 @@ OTHER_MODEL = "other"
 # hosts[].gpuModel, Kubernetes targets get it from the node labeller's amd.com/gpu.device-id (components/monitoring).
 MODEL_LABEL = "gpu_model"
 # Per family: the hot sensor, the power metric and the utilisation expression ({m}: the model's matcher).
-_FAMILY_METRICS = {
+_FAMILY_METRICS: dict[str, dict[str, Any]] = {
     "MI3xx": {
         "temperature": ("gpu_junction_temperature", "junction (hotspot)"),
         "power": "gpu_package_power",
