@@ -2,6 +2,7 @@
 import pulumi
 
 from schema import ConfigError, from_pulumi
+from schema.docker import host_images
 from components.docker.gpu_host import GpuHost, GpuHostArgs
 from components.k8s import build_kubernetes, gpu_stack_workloads
 from components.monitoring import (
@@ -26,7 +27,7 @@ monitoring = cfg.monitoring if cfg.monitoring.enabled else None
 hosts = {
     host.name: GpuHost(host.name, GpuHostArgs(
         host=host_for_gpu_host(cfg, host),
-        images=cfg.images,
+        images=host_images(host, cfg.images),
         security_profile=cfg.security_profile,
         registry=cfg.registry,
         registry_password=secrets.registry_password,

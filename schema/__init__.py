@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 from pydantic import ValidationError, field_validator, model_validator
 
+from domain.gpus import MODELS
 from policy.rocm_policy import rules
 
 from . import checks, docker, groups, kubernetes, monitoring, workloads
 from .base import ConfigModel, strict_problems
 from .checks import ChecksConfig
-from .docker import DEFAULT_IMAGES, HostConfig, SecurityConfig, SecurityProfile
+from .docker import DEFAULT_IMAGES, HostConfig, ImageRef, SecurityConfig, SecurityProfile, image_for
 from .groups import HostGroup
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
@@ -51,9 +52,11 @@ class StackConfig(ConfigModel):
     host_groups: list[HostGroup] = []
     """Fleets described once: each group's members become hosts after those of `hosts`, exactly as if written
     there (docs/configuration.md, "Host groups")."""
-    images: dict[str, str] = DEFAULT_IMAGES
-    """Image references by key (containers and workloads name a key); setting one keeps the other defaults.
-    Each must be pinned: an explicit version tag other than `latest`, or an `@sha256:` digest."""
+    images: dict[str, ImageRef] = DEFAULT_IMAGES  # type: ignore[assignment]
+    """Image references by key (containers and workloads name a key); setting one keeps the other defaults. A key
+    is one reference for every GPU family, or one per family (`vllm: {gfx942: REF, gfx950: REF}`): a Docker host
+    takes its `gpuModel`'s family's. Each must be pinned: an explicit version tag other than `latest`, or an
+    `@sha256:` digest."""
     security: SecurityConfig = SecurityConfig()
     """Privileges of the GPU containers: see docs/security.md."""
     registry: RegistryConfig | None = None
@@ -80,7 +83,7 @@ class StackConfig(ConfigModel):
 
     @field_validator("images")
     @classmethod
-    def _keep_default_images(cls, images: dict[str, str]) -> dict[str, str]:
+    def _keep_default_images(cls, images: dict[str, ImageRef]) -> dict[str, ImageRef]:
         # Setting one image must not drop the pinned defaults of the others.
         return {**DEFAULT_IMAGES, **images}
 
@@ -234,6 +237,17 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from workloads.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
+    # The Kubernetes GPU gates (components/k8s/gpu_gate.py) run `pytorch`: the gpuFleet gate on nodes of any family,
+    # a partition profile's gate on its model's nodes.
+    if cfg.checks.enable and cfg.kubernetes is not None:
+        if cfg.gpu_fleet is not None and not isinstance(cfg.images["pytorch"], str):
+            yield "images.pytorch", ("the Kubernetes GPU gate runs it on every GPU node, of any family: give one "
+                                     "reference for every family")
+        for name, profile in sorted(cfg.kubernetes.partition_profiles.items()):
+            gfx = MODELS[profile.gpu_model].gfx
+            if profile.nodes and image_for(cfg.images, "pytorch", gfx) is None:
+                yield "images.pytorch", (f"the GPU gate of kubernetes.partitionProfiles.{name} ({profile.gpu_model}) "
+                                         f"runs it on {gfx} nodes; add images.pytorch.{gfx}")
 
 
 # Namespaces of the providers and of Pulumi itself: never taken for a misspelt `rocm-stack`.

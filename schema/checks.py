@@ -14,7 +14,7 @@ from pydantic import Field
 from domain.gpus import MODELS
 
 from .base import ConfigModel, matching
-from .docker import HostConfig, image_pin_problem
+from .docker import HostConfig, ImageRef, image_pin_problem, image_refs
 
 GpuModel = HostConfig.model_fields["gpu_model"].annotation
 GPU_MODELS: tuple[str, ...] = get_args(GpuModel)
@@ -78,7 +78,7 @@ class ChecksConfig(ConfigModel):
         return f"{match[1]}.{match[2]}" if match else None
 
 
-def problems(checks: ChecksConfig, images: dict[str, str], environment: str) -> list[tuple[str, str]]:
+def problems(checks: ChecksConfig, images: dict[str, ImageRef], environment: str) -> list[tuple[str, str]]:
     """Cross-field checks of `checks` (key paths relative to `rocm-stack:`). An image of unknown ROCm release is
     refused in prod, where the preflight fails on an incompatible driver; dev's preflight notes it and goes on."""
     found = [(f"checks.imageRocm.{key}", f"unknown image '{key}'; expected one of {sorted(images)}")
@@ -86,8 +86,8 @@ def problems(checks: ChecksConfig, images: dict[str, str], environment: str) -> 
     if checks.enable and environment == "prod":
         found += [(f"images.{key}", (
             f"the preflight cannot tell which ROCm release '{ref}' is built on (its tag names none); "
-            f"set checks.imageRocm.{key} to it, e.g. \"7.0\""))
-            for key, ref in sorted(images.items())
+            f"set checks.imageRocm.{key.split('.')[0]} to it, e.g. \"7.0\""))
+            for key, ref in sorted(image_refs(images))
             # A reference that is no pin at all is refused once, for that (schema.docker.problems).
-            if checks.rocm_version(key, ref) is None and image_pin_problem(ref) is None]
+            if checks.rocm_version(key.split(".")[0], ref) is None and image_pin_problem(ref) is None]
     return found

@@ -16,7 +16,15 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, ValidationError, field_validator
 
-from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName, logical_per_gpu
+from domain.gpus import (
+    MAX_GPUS_PER_HOST,
+    MODELS,
+    ComputePartition,
+    Gfx,
+    MemoryPartition,
+    ModelName,
+    logical_per_gpu,
+)
 
 if TYPE_CHECKING:  # imported where used: `pulumi up` reads no topology module for a stack without one
     from domain.topology import Topology
@@ -82,6 +90,48 @@ def image_pin_problem(ref: str) -> str | None:
 
     reason = unpinned_reason(ref)
     return f"'{ref}' is not pinned: it {reason}; use an explicit version tag or an @sha256 digest" if reason else None
+
+
+# An image for every GPU family, or one per LLVM target: AMD publishes separate vLLM images for gfx942 (MI300X/MI325X)
+# and gfx950 (MI350X/MI355X), e.g. rocm/vllm:rocm7.12.0_gfx94X-dcgpu_... and rocm/vllm:rocm7.12.0_gfx950-dcgpu_...
+# (rocm.docs.amd.com/en/7.12.0-preview/rocm-for-ai/vllm.html, "Pull the ROCm vLLM Docker image" per device).
+ImageRef = str | dict[Gfx, str]
+
+
+def image_refs(images: dict[str, ImageRef]) -> Iterable[tuple[str, str]]:
+    """(key path under `images`, reference) of every reference: `vllm`, or `vllm.gfx950` for a per-family one."""
+    for key, ref in images.items():
+        if isinstance(ref, str):
+            yield key, ref
+        else:
+            yield from ((f"{key}.{gfx}", one) for gfx, one in ref.items())
+
+
+def host_gfx(host: HostConfig) -> str | None:
+    """The host's GPU family (LLVM target); None for `other`."""
+    return MODELS[host.gpu_model].gfx if host.gpu_model in MODELS else None
+
+
+def image_for(images: dict[str, ImageRef], key: str, gfx: str | None) -> str | None:
+    """The reference of image `key` for GPUs of family `gfx`: a plain reference for every family, else the
+    family's own; None when the key has none for it (or the host's family is unknown)."""
+    ref = images[key]
+    if isinstance(ref, str):
+        return ref
+    return ref.get(gfx) if gfx is not None else None  # type: ignore[call-overload]
+
+
+def host_images(host: HostConfig, images: dict[str, ImageRef]) -> dict[str, str]:
+    """Every image key the host's GPU family has a reference for, resolved."""
+    gfx = host_gfx(host)
+    return {key: ref for key in images if (ref := image_for(images, key, gfx)) is not None}
+
+
+def no_image_problem(host: HostConfig, key: str, images: dict[str, ImageRef]) -> str:
+    families = ", ".join(sorted(images[key]))
+    return (f"host '{host.name}' has {host.gpu_model} GPUs ({host_gfx(host) or 'no known family'}) but images.{key} "
+            f"has references only for {families}; add images.{key}.{host_gfx(host) or '<gfx>'} or make "
+            f"images.{key} one reference for every family")
 
 
 class GpuAccess(str, Enum):
@@ -300,12 +350,12 @@ def _cpu_ranges(cpus: set[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
-def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
+def problems(hosts: list[HostConfig], images: dict[str, ImageRef], environment: str,
              security: SecurityConfig) -> Iterable[tuple[str, str]]:
     """Cross-field checks of the Docker section; yields (key path, what is expected)."""
     for name in sorted(_duplicates(h.name for h in hosts)):
         yield "hosts", f"host name '{name}' is used twice; host names must be unique"
-    for key, ref in images.items():
+    for key, ref in image_refs(images):
         problem = image_pin_problem(ref)
         if problem and (environment == "prod" or "not a Docker image reference" in problem):
             yield f"images.{key}", problem
@@ -324,6 +374,8 @@ def problems(hosts: list[HostConfig], images: dict[str, str], environment: str,
             c_at = f"{at}.containers[{c_index}]"
             if container.image not in images:
                 yield f"{c_at}.image", f"unknown image '{container.image}'; expected one of {sorted(images)}"
+            elif image_for(images, container.image, host_gfx(host)) is None:
+                yield f"{c_at}.image", no_image_problem(host, container.image, images)
             if container.gpus is not None and container.gpu_count is not None:
                 yield f"{c_at}.gpuCount", "set either `gpus` (explicit indices) or `gpuCount` (a size), not both"
             if container.gpus is None:

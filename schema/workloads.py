@@ -23,7 +23,16 @@ from pydantic import ByteSize, Field
 from .base import ConfigModel
 from .types import DNS_LABEL, AbsolutePath, EnvName, EnvValue, GpuCount, Port, ShmSize
 from .base import matching as _matching
-from .docker import VISIBILITY_VARIABLES, ContainerConfig, HostConfig, IpAddress
+from .docker import (
+    VISIBILITY_VARIABLES,
+    ContainerConfig,
+    HostConfig,
+    ImageRef,
+    IpAddress,
+    host_gfx,
+    image_for,
+    no_image_problem,
+)
 from .kubernetes import BUILTIN_NAMESPACES, GPU_RESOURCE_NAME, GpuNodeTaint, KubernetesConfig, NamespaceName
 from .monitoring import MonitoringConfig
 
@@ -389,7 +398,7 @@ class _StackWithWorkloads(Protocol):
     def hosts(self) -> list[HostConfig]: ...
 
     @property
-    def images(self) -> dict[str, str]: ...
+    def images(self) -> dict[str, ImageRef]: ...
 
     @property
     def kubernetes(self) -> KubernetesConfig | None: ...
@@ -405,7 +414,6 @@ class _StackWithWorkloads(Protocol):
 
     @property
     def inference(self) -> list[InferenceConfig]: ...
-
 
 
 def partition_size(host: HostConfig, container: ContainerConfig) -> int:
@@ -430,6 +438,21 @@ def partitions_claimed(cfg: _StackWithWorkloads) -> dict[tuple[str, str], Traini
     return claimed
 
 
+def _family_image_problems(cfg: _StackWithWorkloads, workload: TrainingConfig | InferenceConfig,
+                           at: str) -> Iterable[tuple[str, str]]:
+    """Every Docker partition's host takes its family's reference of the workload's image; a Kubernetes workload
+    needs one reference for every family (nothing here ties its pods to one GPU family's nodes yet)."""
+    key = workload.image
+    if workload.kubernetes is not None and not isinstance(cfg.images[key], str):
+        yield f"{at}.image", (f"images.{key} has one reference per GPU family, but a Kubernetes workload takes one "
+                              f"image for every node; use an image key with a single reference")
+    hosts = {host.name: host for host in cfg.hosts}
+    for p_index, ref in enumerate(workload.docker.partitions if workload.docker else ()):
+        host = hosts.get(ref.split("/")[0])
+        if host is not None and image_for(cfg.images, key, host_gfx(host)) is None:
+            yield f"{at}.docker.partitions[{p_index}]", no_image_problem(host, key, cfg.images)
+
+
 def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     """Cross-field checks of `training`, `inference` and `gpuFleet` (key paths relative to `rocm-stack:`)."""
     seen: dict[str, str] = {}
@@ -442,6 +465,8 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
             seen.setdefault(workload.name, at)
             if workload.image not in cfg.images:
                 yield f"{at}.image", f"unknown image '{workload.image}'; expected one of {sorted(cfg.images)}"
+            else:
+                yield from _family_image_problems(cfg, workload, at)
             if workload.kubernetes is None and workload.docker is None:
                 yield at, "runs nowhere: set `kubernetes`, `docker` or both"
             yield from _env_problems(workload, at)

@@ -25,6 +25,7 @@ SECURITY_OPTS = {
 @dataclass(frozen=True)
 class GpuHostArgs:
     host: HostConfig
+    # Image key -> the reference for this host's GPU family (schema.docker.host_images).
     images: dict[str, str]
     security_profile: SecurityProfile
     registry: RegistryConfig | None = None

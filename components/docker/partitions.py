@@ -44,11 +44,12 @@ class Partition:
         return visibility_env(self.host, self.container, variable)
 
 
-def pull_on_hosts(workload: str, image: str, partitions: Sequence[Partition],
+def pull_on_hosts(workload: str, images: Mapping[str, str], partitions: Sequence[Partition],
                   parent: pulumi.Resource) -> dict[str, docker.RemoteImage]:
-    """The workload's image, pulled once on every host that has one of its partitions, by host name."""
+    """The workload's image (`images`: host -> the reference for its GPU family), pulled once on every host that
+    has one of its partitions, by host name."""
     providers = {p.host.name: p.provider for p in partitions}
-    return {host: docker.RemoteImage(f"{host}-{workload}", name=image, keep_locally=True,
+    return {host: docker.RemoteImage(f"{host}-{workload}", name=images[host], keep_locally=True,
                                      opts=pulumi.ResourceOptions(parent=parent, provider=provider))
             for host, provider in providers.items()}
 

@@ -31,7 +31,9 @@ from pulumi_kubernetes.batch import v1 as batch_v1
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
+from domain.gpus import MODELS
 from schema.checks import GpuFloors
+from schema.docker import image_for
 from schema.kubernetes import PARTITION_PROFILE_LABEL
 from schema.workloads import GpuFleet
 
@@ -172,11 +174,12 @@ def gate_gpu_workloads(kubernetes: KubernetesLayer, cfg: StackConfig) -> Kuberne
     partitioned = {name: profile for name, profile in sorted(config.partition_profiles.items()) if profile.nodes}
     selector = dict(config.gpu_operator.device_config.selector if operator else config.device_plugin.node_selector)
 
-    def gate(name: str, fleet: GpuFleet, floors: GpuFloors, resource: str, node_selector: dict[str, str],
-             without_label: str | None = None) -> GpuGate:
+    def gate(name: str, fleet: GpuFleet, image: str | None, floors: GpuFloors, resource: str,
+             node_selector: dict[str, str], without_label: str | None = None) -> GpuGate:
+        assert image is not None, "problems() requires images.pytorch for every gated GPU family"
         return GpuGate(name, GpuGateArgs(
             fleet=fleet,
-            image=cfg.images["pytorch"],
+            image=image,
             provider=kubernetes.provider,
             namespace=kubernetes.cluster.namespace_name(
                 config.gpu_operator.namespace if operator else config.device_plugin.namespace),
@@ -194,10 +197,13 @@ def gate_gpu_workloads(kubernetes: KubernetesLayer, cfg: StackConfig) -> Kuberne
     if cfg.gpu_fleet is not None:
         # gpuFleet names no GPU model: floors apply where the config gives them for "other". Under `single` naming
         # a partitioned node offers amd.com/gpu too: its profile's own gate checks it.
-        gates.append(gate("gpu-gate", cfg.gpu_fleet, cfg.checks.floors_for("other", cfg.environment),
+        # Nodes of any family: `pytorch` must be one reference for every family (schema problems).
+        gates.append(gate("gpu-gate", cfg.gpu_fleet, image_for(cfg.images, "pytorch", None),
+                          cfg.checks.floors_for("other", cfg.environment),
                           kubernetes.gpu_resource_name, selector, PARTITION_PROFILE_LABEL if partitioned else None))
     for name, profile in partitioned.items():
         gates.append(gate(f"gpu-gate-{name}", GpuFleet(nodes=profile.nodes, gpus_per_node=profile.logical_gpus_per_node),
+                          image_for(cfg.images, "pytorch", MODELS[profile.gpu_model].gfx),
                           cfg.checks.floors_for(profile.gpu_model, cfg.environment, profile.compute_partition),
                           profile.resource_name(config.resource_naming_strategy),
                           {**selector, PARTITION_PROFILE_LABEL: name}))

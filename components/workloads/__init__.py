@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schema import StackConfig, StackSecrets
-from schema.docker import HostConfig
+from schema.docker import HostConfig, host_images
 from schema.workloads import partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
@@ -64,7 +64,14 @@ def host_checks(cfg: StackConfig, host: HostConfig) -> HostChecksArgs | None:
     images = {c.name: claimed[(host.name, c.name)].image if (host.name, c.name) in claimed else c.image
               for c in host.containers}
     return HostChecksArgs(config=cfg.checks, environment=cfg.environment, host=host, partition_images=images,
-                          image_rocm={key: cfg.checks.rocm_version(key, cfg.images[key]) for key in set(images.values())})
+                          image_rocm={key: cfg.checks.rocm_version(key, host_images(host, cfg.images)[key])
+                                      for key in set(images.values())})
+
+
+def _by_host(cfg: StackConfig, key: str, partitions: list[str]) -> dict[str, str]:
+    """Host -> the reference of image `key` for that host's GPU family, for the hosts of `partitions`."""
+    hosts = {host.name: host for host in cfg.hosts}
+    return {name: host_images(hosts[name], cfg.images)[key] for name in sorted({p.split("/")[0] for p in partitions})}
 
 
 def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: KubernetesLayer | None,
@@ -87,6 +94,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
         for training in cfg.training:
             image = cfg.images[training.image]
             if training.kubernetes is not None:
+                assert isinstance(image, str), "problems() requires one reference for a Kubernetes workload"
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.training_jobs[training.name] = TrainingJob(training.name, TrainingJobArgs(
                     training=training, environment=cfg.environment, image=image, provider=kubernetes.provider,
@@ -97,7 +105,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 ))
             if training.docker is not None:
                 workloads.docker_training[training.name] = DockerTraining(training.name, DockerTrainingArgs(
-                    training=training, image=image, security_profile=cfg.security_profile, files=files,
+                    training=training, images=_by_host(cfg, training.image, training.docker.partitions), security_profile=cfg.security_profile, files=files,
                     partitions=[partitions[ref] for ref in training.docker.partitions],
                     secret_env=secrets.env_is_secret("hosts", "training"),
                 ))
@@ -108,6 +116,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
         for inference in cfg.inference:
             image = cfg.images[inference.image]
             if inference.kubernetes is not None:
+                assert isinstance(image, str), "problems() requires one reference for a Kubernetes workload"
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.vllm_servers[inference.name] = VllmServer(inference.name, VllmServerArgs(
                     inference=inference, environment=cfg.environment, image=image, provider=kubernetes.provider,
@@ -117,7 +126,7 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 ))
             if inference.docker is not None:
                 workloads.docker_vllm[inference.name] = DockerVllm(inference.name, DockerVllmArgs(
-                    inference=inference, image=image, security_profile=cfg.security_profile,
+                    inference=inference, images=_by_host(cfg, inference.image, inference.docker.partitions), security_profile=cfg.security_profile,
                     partitions=[partitions[ref] for ref in inference.docker.partitions], huggingface_token=token,
                     api_key=secrets.vllm_api_key, secret_env=secrets.env_is_secret("hosts", "inference"),
                 ))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -234,7 +234,8 @@ def with_api_key_from_file(command: Sequence[str]) -> list[str]:
 @dataclass(frozen=True)
 class DockerVllmArgs:
     inference: InferenceConfig
-    image: str
+    # Host -> the image reference for that host's GPU family (one key of `images`, schema.docker.host_images).
+    images: Mapping[str, str]
     partitions: Sequence[Partition]
     security_profile: SecurityProfile
     huggingface_token: pulumi.Input[str] | None = None
@@ -253,7 +254,7 @@ class DockerVllm(pulumi.ComponentResource):
         super().__init__("rocm-stack:workloads:DockerVllm", name, None, opts)
         inference, placement = args.inference, args.inference.docker
         assert placement is not None, "DockerVllm needs inference.docker"
-        images = pull_on_hosts(name, args.image, args.partitions, self)
+        images = pull_on_hosts(name, args.images, args.partitions, self)
         self.containers = {}
         # Docker's health check runs inside the container: the image has Python, not necessarily curl.
         probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{inference.port}{HEALTH_PATH}', timeout=5)"

@@ -310,7 +310,8 @@ class TrainingJob(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class DockerTrainingArgs:
     training: TrainingConfig
-    image: str
+    # Host -> the image reference for that host's GPU family (one key of `images`, schema.docker.host_images).
+    images: Mapping[str, str]
     partitions: Sequence[Partition]
     security_profile: SecurityProfile
     files: Mapping[str, str]
@@ -334,7 +335,7 @@ class DockerTraining(pulumi.ComponentResource):
         assert placement is not None, "DockerTraining needs training.docker"
         uploads = [docker.ContainerUploadArgs(file=f"{PROGRAM_DIR}/{file}", content=text)
                    for file, text in sorted(args.files.items())]
-        images = pull_on_hosts(name, args.image, args.partitions, self)
+        images = pull_on_hosts(name, args.images, args.partitions, self)
         self.containers = {}
         for partition in args.partitions:
             on_host = pulumi.ResourceOptions(parent=self, provider=partition.provider)
