@@ -30,15 +30,16 @@ from grafana_foundation_sdk.models.common import (
     TooltipDisplayMode,
 )
 
-from domain.alerts import EXPORTER_JOB, GPU_KEY
+from domain.alerts import EXPORTER_JOB, GPU_KEY, MODEL_LABEL
 from schema.project import ROOT
 
 DASHBOARD_FILE = ROOT / "monitoring" / "dashboards" / "rocm-gpus.json"
 DASHBOARD_UID = "rocm-stack-gpus"
 
 _DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
-# `hostname` and `gpu_id` are labels the exporter always sets; the variables are named for people.
-_SELECTOR = '{hostname=~"$host", gpu_id=~"$gpu"}'
+# `hostname` and `gpu_id` are labels the exporter always sets, `gpu_model` the target label the alert rules
+# select a model by (domain/alerts.py MODEL_LABEL); the variables are named for people.
+_SELECTOR = f'{{{MODEL_LABEL}=~"$model", hostname=~"$host", gpu_id=~"$gpu"}}'
 _LEGEND = "{{hostname}} GPU {{gpu_id}}"
 _BY_MODEL = "{{model_name}}"
 
@@ -88,7 +89,11 @@ def dashboard_builder() -> Dashboard:
         Dashboard("ROCm GPUs").uid(DASHBOARD_UID).tags(["rocm", "amd", "gpu", "vllm"]).timezone("browser")
         .editable().refresh("30s").time("now-6h", "now")
         .with_variable(DatasourceVariable("datasource").label("Data source").type("prometheus"))
-        .with_variable(_gpu_variable("host", "Host", "label_values(gpu_total_vram, hostname)"))
+        # A mixed fleet: one model at a time. "All" is `.*`, which also keeps GPUs without a model label.
+        .with_variable(_gpu_variable("model", "GPU model", f"label_values(gpu_total_vram, {MODEL_LABEL})")
+                       .all_value(".*").sort(model.VariableSort.ALPHABETICAL_ASC))
+        .with_variable(_gpu_variable("host", "Host",
+                                     f'label_values(gpu_total_vram{{{MODEL_LABEL}=~"$model"}}, hostname)'))
         .with_variable(_gpu_variable("gpu", "GPU", 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'))
         .with_row(Row("GPUs"))
         .with_panel(_timeseries("GPU temperature (junction on MI3xx, edge on MI2xx)", "celsius", [

@@ -333,7 +333,11 @@ def test_dashboard_is_built_with_the_pinned_grafana_foundation_sdk() -> None:
 def test_dashboard_has_host_and_gpu_variables_and_the_panels() -> None:
     board = json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8"))
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert variables["host"]["query"] == "label_values(gpu_total_vram, hostname)"
+    # A mixed fleet is viewed one GPU model at a time (the gpu_model target label the alert rules select by); "All"
+    # is `.*` so GPUs without that label still show.
+    assert variables["model"]["query"] == "label_values(gpu_total_vram, gpu_model)"
+    assert variables["model"]["allValue"] == ".*"
+    assert variables["host"]["query"] == 'label_values(gpu_total_vram{gpu_model=~"$model"}, hostname)'
     assert variables["gpu"]["query"] == 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'
     rows = _rows(board)
     assert list(rows) == ["GPUs", "vLLM"]
@@ -342,7 +346,8 @@ def test_dashboard_has_host_and_gpu_variables_and_the_panels() -> None:
         assert topic in titles
     assert [p["id"] for p in board["panels"]] == list(range(1, len(board["panels"]) + 1))
     for panel in rows["GPUs"][:-1]:  # per-GPU panels filter by both variables (not the exporter targets)
-        assert all('hostname=~"$host"' in t["expr"] and 'gpu_id=~"$gpu"' in t["expr"] for t in panel["targets"])
+        assert all('hostname=~"$host"' in t["expr"] and 'gpu_id=~"$gpu"' in t["expr"]
+                   and 'gpu_model=~"$model"' in t["expr"] for t in panel["targets"])
 
 
 def _vllm_metrics() -> tuple[set[str], set[str]]:
@@ -399,11 +404,13 @@ def test_dashboard_queries_use_only_exporter_metrics_and_labels() -> None:
               for v in board["templating"]["list"] if v["type"] == "query"]
     seen = set()
     for expr in exprs:
-        concrete = expr.replace("$__rate_interval", "5m").replace("$host", ".*").replace("$gpu", ".*")
+        concrete = (expr.replace("$__rate_interval", "5m").replace("$host", ".*").replace("$gpu", ".*")
+                    .replace("$model", ".*"))
         metrics, labels = promql_names(concrete)
         seen |= metrics
         assert metrics - PROMETHEUS_METRICS <= set(matrix), expr
-        assert labels <= allowed_labels, expr
+        # gpu_model is the stack's own target label (scrape config, Kubernetes relabeling), not the exporter's.
+        assert labels <= allowed_labels | {alerts.MODEL_LABEL}, expr
     assert {"gpu_junction_temperature", "gpu_package_power", "gpu_used_vram", "gpu_ecc_uncorrect_total",
             "gpu_health"} <= seen
 
