@@ -23,6 +23,8 @@ from pydantic import ByteSize, Field
 from .base import ConfigModel
 from .types import DNS_LABEL, AbsolutePath, EnvName, EnvValue, GpuCount, Port, ShmSize
 from .base import matching as _matching
+from domain.gpus import MODELS
+
 from .docker import (
     VISIBILITY_VARIABLES,
     ContainerConfig,
@@ -438,14 +440,31 @@ def partitions_claimed(cfg: _StackWithWorkloads) -> dict[tuple[str, str], Traini
     return claimed
 
 
+# The GPU Operator's node labeller label with the GPU's PCI device ID (domain/gpus.py `pci_device_id`).
+DEVICE_ID_LABEL = "amd.com/gpu.device-id"
+
+
+def kubernetes_gfx(node_selector: dict[str, str]) -> str | None:
+    """The GPU family a Kubernetes workload's nodeSelector pins it to (by the labeller's device-id), else None."""
+    device = node_selector.get(DEVICE_ID_LABEL, "").lower()
+    return next((model.gfx for model in MODELS.values() if model.pci_device_id == device), None)
+
+
 def _family_image_problems(cfg: _StackWithWorkloads, workload: TrainingConfig | InferenceConfig,
                            at: str) -> Iterable[tuple[str, str]]:
     """Every Docker partition's host takes its family's reference of the workload's image; a Kubernetes workload
-    needs one reference for every family (nothing here ties its pods to one GPU family's nodes yet)."""
+    takes that of the family its nodeSelector's device ID names (kubernetes_gfx)."""
     key = workload.image
     if workload.kubernetes is not None and not isinstance(cfg.images[key], str):
-        yield f"{at}.image", (f"images.{key} has one reference per GPU family, but a Kubernetes workload takes one "
-                              f"image for every node; use an image key with a single reference")
+        gfx = kubernetes_gfx(workload.kubernetes.node_selector)
+        if gfx is None:
+            yield f"{at}.kubernetes.nodeSelector", (
+                f"images.{key} has one reference per GPU family, so the pods must stay on one family's nodes: set "
+                f"nodeSelector {{{DEVICE_ID_LABEL}: <PCI device ID>}} (the node labeller's label, e.g. 75a3 for "
+                f"MI355X, 74a1 for MI300X), or use an image key with one reference for every family")
+        elif image_for(cfg.images, key, gfx) is None:
+            yield f"{at}.image", (f"nodeSelector {DEVICE_ID_LABEL} picks {gfx} nodes but images.{key} has references "
+                                  f"only for {', '.join(sorted(cfg.images[key]))}; add images.{key}.{gfx}")
     hosts = {host.name: host for host in cfg.hosts}
     for p_index, ref in enumerate(workload.docker.partitions if workload.docker else ()):
         host = hosts.get(ref.split("/")[0])

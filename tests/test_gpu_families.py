@@ -66,12 +66,25 @@ def test_a_per_family_image_takes_only_known_families(family: str) -> None:
     assert "rocm-stack:images.vllm" in message
 
 
-def test_a_kubernetes_workload_needs_one_reference_for_every_family() -> None:
-    """Its pods may land on any GPU node; nothing ties them to one family's nodes yet."""
+def test_a_kubernetes_workload_takes_the_image_of_its_node_selectors_family() -> None:
+    """Its family is known from its nodeSelector on the labeller's amd.com/gpu.device-id ("Example labels for an
+    AMD MI300X GPU: amd.com/gpu.device-id=74a1", ROCm/k8s-device-plugin install guide; 75a3 is MI355X's PCI device
+    ID, ROCm/system-acceptance-docs docs/common/health-checks.md); without one a per-family image is refused."""
     config = stack_file("prod")
     inference = config[P + "inference"]
     k8s = next(i for i, workload in enumerate(inference) if workload.get("kubernetes") is not None)
     image = inference[k8s].get("image", "vllm")
     config[P + "images"] = {image: {"gfx942": VLLM_GFX942, "gfx950": VLLM_GFX950}}
     message = refusal("prod", config)
-    assert f"rocm-stack:inference[{k8s}].image" in message and "one reference per GPU family" in message
+    assert f"rocm-stack:inference[{k8s}].kubernetes.nodeSelector" in message and "amd.com/gpu.device-id" in message
+
+    inference[k8s]["kubernetes"]["nodeSelector"] = {"amd.com/gpu.device-id": "75a3"}
+    plan = synthesize("prod", config)
+    deployments = [r for r in plan.of_type("kubernetes:apps/v1:Deployment")
+                   if r["inputs"]["spec"]["template"]["spec"].get("nodeSelector")]
+    (deployment,) = deployments
+    (server,) = deployment["inputs"]["spec"]["template"]["spec"]["containers"]
+    assert server["image"] == VLLM_GFX950
+
+    config[P + "images"] = {image: {"gfx942": VLLM_GFX942}}
+    assert f"rocm-stack:inference[{k8s}].image" in refusal("prod", config)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schema import StackConfig, StackSecrets
-from schema.docker import HostConfig, host_images
-from schema.workloads import partitions_claimed
+from schema.docker import HostConfig, host_images, image_for
+from schema.workloads import kubernetes_gfx, partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
 
@@ -92,9 +92,9 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
 
         files = program_files()
         for training in cfg.training:
-            image = cfg.images[training.image]
             if training.kubernetes is not None:
-                assert isinstance(image, str), "problems() requires one reference for a Kubernetes workload"
+                image = image_for(cfg.images, training.image, kubernetes_gfx(training.kubernetes.node_selector))
+                assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.training_jobs[training.name] = TrainingJob(training.name, TrainingJobArgs(
                     training=training, environment=cfg.environment, image=image, provider=kubernetes.provider,
@@ -114,9 +114,9 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
         from .inference import DockerVllm, DockerVllmArgs, VllmServer, VllmServerArgs
 
         for inference in cfg.inference:
-            image = cfg.images[inference.image]
             if inference.kubernetes is not None:
-                assert isinstance(image, str), "problems() requires one reference for a Kubernetes workload"
+                image = image_for(cfg.images, inference.image, kubernetes_gfx(inference.kubernetes.node_selector))
+                assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.vllm_servers[inference.name] = VllmServer(inference.name, VllmServerArgs(
                     inference=inference, environment=cfg.environment, image=image, provider=kubernetes.provider,
