@@ -170,8 +170,7 @@ def test_mi250_gcd_pairs_stay_together():
     containers = [{"name": f"p{i}", "gpuCount": 2} for i in range(4)]
     plan = synthesize("dev", {P + "hosts": [{
         "name": "mi250", "gpus": 8, "gpuModel": "MI250",
-        "topology": "tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt", "containers": containers}],
-        P + "monitoring": {"gpuModel": "MI250"}})
+        "topology": "tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt", "containers": containers}]})
     assert _partitions(plan) == {"mi250-p0": ("0,1", None), "mi250-p1": ("2,3", None),
                                  "mi250-p2": ("4,5", None), "mi250-p3": ("6,7", None)}
 
