@@ -23,7 +23,14 @@ def replay_list(plan: Any) -> list[dict[str, Any]]:
     """The plan's custom resources as the baseline program declares them (see bench/baseline/__main__.py)."""
     custom = [r for r in plan.resources if r["custom"]]
     keys = {r["urn"] for r in custom}
-    image_of = {outputs["imageId"]: urn for urn, outputs in plan.mock_outputs.items() if "imageId" in outputs}
+    image_ids = {urn: outputs["imageId"] for urn, outputs in plan.mock_outputs.items() if "imageId" in outputs}
+
+    def image_of(resource: dict[str, Any], value: Any) -> str | None:
+        # The image a container's input came from is among its dependencies. An image id alone does not say
+        # which: the mock id derives from the reference, the same on every host (each host has its own image).
+        images = [urn for urn in resource["depends_on"] if image_ids.get(urn) == value]
+        return images[0] if len(images) == 1 else None
+
     entries = [{
         "key": r["urn"],
         "type": r["type"],
@@ -31,8 +38,8 @@ def replay_list(plan: Any) -> list[dict[str, Any]]:
         "inputs": r["inputs"],
         "provider": r["provider"] if r["provider"] in keys else None,
         "dependsOn": [urn for urn in r["depends_on"] if urn in keys],
-        "outputOf": {key: {"key": image_of[value], "output": "image_id"} for key, value in r["inputs"].items()
-                     if isinstance(value, str) and value in image_of},
+        "outputOf": {key: {"key": image, "output": "image_id"} for key, value in r["inputs"].items()
+                     if isinstance(value, str) and (image := image_of(r, value)) is not None},
     } for r in custom]
     return _dependencies_first(entries)
 
