@@ -66,6 +66,20 @@ def test_synth_is_deterministic(tmp_path):
     assert (tmp_path / "a" / "plan.json").read_text() == (tmp_path / "b" / "plan.json").read_text()
 
 
+def test_a_synth_process_writes_what_synthesize_renders_and_flushes_its_output(tmp_path):
+    # The CLI process runs without the cyclic GC and ends with os._exit after writing (tools.synth.exit_process):
+    # its files must be the in-process ones byte for byte, and its piped (block-buffered) stdout complete.
+    plan = synth.synthesize("prod")
+    files = synth.rendered_files(plan)
+    for command in (["tools.synth"], ["tools.cli", "synth"]):
+        out = tmp_path / command[-1]
+        result = subprocess.run([sys.executable, "-m", *command, "--stack", "prod", "--out", str(out)], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"{len(plan.resources)} resources of stack 'prod': {len(files)} files written to {out}\n"
+        assert {relative: (out / relative).read_text() for relative in files} == files
+
+
 def test_dev_synth_shows_debug_flags(tmp_path):
     assert run_synth("--stack", "dev", "--out", str(tmp_path)).returncode == 0
     (script,) = (tmp_path / "docker").iterdir()

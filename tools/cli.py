@@ -6,6 +6,7 @@ person at a terminal: never under CI (`CI` set) or when stderr is not a TTY, so 
 """
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import os
@@ -82,7 +83,13 @@ def run(argv: Sequence[str]) -> int:
 
 
 def main() -> None:
-    sys.exit(run(sys.argv[1:]))
+    argv = sys.argv[1:]
+    if argv[:1] != ["synth"]:
+        sys.exit(run(argv))
+    from tools.synth import exit_process
+
+    gc.disable()  # a synth process never turns it back on and skips teardown (tools.synth.exit_process)
+    exit_process(run(argv))
 
 
 if __name__ == "__main__":

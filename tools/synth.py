@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -555,5 +555,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_process(code: int) -> NoReturn:
+    """End a synth process right after its files are written, without interpreter teardown.
+
+    The CLI runs with the cyclic GC off and never turns it back on: one collection over a 1,000-host run's
+    objects took ~3.5 s, and freeing them at exit another ~0.2 s, with byte-identical files either way (issue 14).
+    The files are closed by then; only the standard streams need flushing. In-process callers of synthesize()
+    and main() keep the GC as they had it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    gc.disable()
+    exit_process(main())
