@@ -4,6 +4,7 @@ so that ru_maxrss is the peak of that run alone).
     python -m bench.worker synth PROJECT [--warmup PROJECT] [--repeat N] [--replay-out FILE]
     python -m bench.worker start PROJECT      # seconds from here until the first resource is registered
     python -m bench.worker import-pulumi      # seconds of `import pulumi` alone
+    python -m bench.worker place KIND GPUS SIZES SEED   # seconds of one placement (bench/placement.py)
 """
 import time
 
@@ -105,6 +106,15 @@ def measure_start(project: Path) -> dict[str, Any]:
     return {"seconds": first[0]}
 
 
+def measure_place(kind: str, gpus: int, sizes: tuple[int, ...], seed: int) -> dict[str, Any]:
+    """One placement, timed from its input (the topology built or read) to the chosen sets."""
+    from bench.placement import place_once
+
+    began = time.perf_counter()
+    sets = place_once(kind, gpus, sizes, seed)
+    return {"seconds": time.perf_counter() - began, "sets": sets}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.worker")
     sub = parser.add_subparsers(dest="what", required=True)
@@ -115,11 +125,18 @@ def main() -> None:
     synth.add_argument("--replay-out", type=Path)
     sub.add_parser("start").add_argument("project", type=Path)
     sub.add_parser("import-pulumi")
+    placement = sub.add_parser("place")
+    placement.add_argument("kind")
+    placement.add_argument("gpus", type=int)
+    placement.add_argument("sizes")
+    placement.add_argument("seed", type=int)
     args = parser.parse_args()
     if args.what == "synth":
         result = measure_synth(args.project, args.warmup, args.repeat, args.replay_out)
     elif args.what == "start":
         result = measure_start(args.project)
+    elif args.what == "place":
+        result = measure_place(args.kind, args.gpus, tuple(int(size) for size in args.sizes.split(",")), args.seed)
     else:
         import pulumi  # noqa: F401
 

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from bench import fleet
+from bench import fleet, placement
 from bench.__main__ import measure, table, targets
 from bench.worker import replay_list
 from schema import load
@@ -93,7 +93,7 @@ def test_baseline_declares_the_same_custom_resources_flat(plans, tmp_path):
 
 
 def test_runner_measures_both_programs_both_ways(tmp_path):
-    results = measure((1,), 1, tmp_path, log=lambda _: None)
+    results = measure((1,), 1, tmp_path, log=lambda _: None, with_placement=False)
     (row,) = results["rows"]
     assert row["ours"].resources == row["ours_whole"].resources
     assert row["ours"].custom == row["baseline"].resources == row["baseline_whole"].resources
@@ -104,3 +104,34 @@ def test_runner_measures_both_programs_both_ways(tmp_path):
     # One host: the 1,000-host targets are reported as not measured rather than met or missed.
     scale_targets = [met for target, met, _ in targets(results) if target.startswith(("overhead", "peak memory"))]
     assert len(scale_targets) == 3 and set(scale_targets) == {None}
+
+
+def test_placement_timings_run_each_case_in_a_worker_and_judge_the_target():
+    (case,) = [c for c in placement.CASES if c.kind == "mi300x"]
+    rows = placement.measure((case,), log=lambda _: None)
+    (run,) = rows[0]["runs"]
+    assert isinstance(run, float) and 0 < run < placement.LIMIT_SECONDS
+    assert f"| {case.label} | 1 |" in placement.table(rows)
+    over = [{"case": "slow", "runs": [0.05, 0.4]}, {"case": "gone", "runs": ["> 10 s"]},
+            {"case": "absent", "runs": ["unavailable: ImportError"]}]
+    label, met, numbers = placement.target(over)
+    assert met is False and numbers == ("worst timed 400.0 ms; over it: gone, slow; not measured (see the table): "
+                                        "absent")
+    assert placement.target(over[:1] + over[2:])[1] is False
+    assert placement.target([{"case": "fast", "runs": [0.05]}, over[2]])[1] is True
+    assert placement.target(over[2:])[1] is None
+
+
+def test_placement_cases_are_valid_placements():
+    """What the timings place is a real answer: disjoint sets of the asked sizes (the 64-GPU cases where this
+    checkout's domain/topology.py places logical GPUs; the random 16-GPU searches take seconds: `make bench`)."""
+    for case in placement.CASES:
+        if case.kind == "flat":
+            continue
+        try:
+            sets = placement.place_once(case.kind, case.gpus, case.sizes, case.seeds[0])
+        except ImportError:
+            continue
+        assert [len(s) for s in sets] == list(case.sizes)
+        chosen = [g for s in sets for g in s]
+        assert len(set(chosen)) == len(chosen) and set(chosen) <= set(range(case.gpus))

@@ -1,0 +1,129 @@
+"""Placement timings for `python -m bench`: what domain/topology.py does for one host, worst cases included.
+
+Issue 14's target: placing one host's partitions takes <= 100 ms, also for 64 logical GPUs (8 MI300X in CPX mode)
+and for adversarial 16-GPU weight matrices (random weights, mixed sizes). Each placement runs in a fresh worker
+(`python -m bench.worker place ...`) with a time limit, so a search that runs away is reported, not waited for.
+"""
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from domain.topology import Topology, load_topology, place
+
+from . import fleet
+
+TARGET_SECONDS = 0.1
+LIMIT_SECONDS = 10
+# The saved topology of prod's 8x MI300X hosts: the physical GPUs of the 64-logical-GPU case.
+MI300X = "hosts/mi300x-8gpu.showtopo.txt"
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    kind: str  # "flat": place() on `gpus` GPUs; "cpx": 8 logical GPUs per physical GPU of the MI300X host
+    gpus: int
+    sizes: tuple[int, ...]
+    seeds: tuple[int, ...] = (0,)  # random weight matrices (flat cases other than the MI300X file)
+
+
+CASES = (
+    Case("8x MI300X (saved topology), 4+4", "mi300x", 8, (4, 4)),
+    Case("16 GPUs, random weights, 4+3+3+2+2+1+1", "flat", 16, (4, 3, 3, 2, 2, 1, 1), (0, 1, 2)),
+    Case("16 GPUs, random weights, 3+3+3+3+2+2", "flat", 16, (3, 3, 3, 3, 2, 2), (0, 1, 2)),
+    Case("16 GPUs, random weights, 8x2", "flat", 16, (2,) * 8, (0, 1, 2)),
+    Case("64 logical GPUs (8x MI300X CPX), 8x8", "cpx", 64, (8,) * 8),
+    Case("64 logical GPUs (8x MI300X CPX), 16+8+8+4+4+2+2+1+1", "cpx", 64, (16, 8, 8, 4, 4, 2, 2, 1, 1)),
+)
+
+
+def random_topology(gpus: int, seed: int) -> Topology:
+    """A symmetric weight table of random link weights (10..100) over two NUMA nodes: no structure to exploit."""
+    rng = random.Random(seed)
+    weight = [[0] * gpus for _ in range(gpus)]
+    for i in range(gpus):
+        for j in range(i + 1, gpus):
+            weight[i][j] = weight[j][i] = rng.randint(10, 100)
+    return Topology(gpus=tuple(range(gpus)), numa=tuple(i * 2 // gpus for i in range(gpus)),
+                    weight=tuple(map(tuple, weight)))
+
+
+def cpx_topology(per_gpu: int = 8) -> dict[str, Any]:
+    """The MI300X host's topology seen through `per_gpu` logical GPUs per physical GPU, as plain data: a pair of
+    logical GPUs costs what their physical GPUs' link costs (0 inside one physical GPU)."""
+    physical = load_topology(fleet.ROOT / MI300X)
+    n = len(physical.gpus) * per_gpu
+    weight = physical.weight or [[0] * len(physical.gpus)] * len(physical.gpus)
+    return {"gpus": tuple(range(n)), "numa": tuple(physical.numa[g // per_gpu] for g in range(n)),
+            "weight": tuple(tuple(0 if g // per_gpu == h // per_gpu else weight[g // per_gpu][h // per_gpu]
+                                  for h in range(n)) for g in range(n))}
+
+
+def place_once(kind: str, gpus: int, sizes: tuple[int, ...], seed: int) -> list[tuple[int, ...]]:
+    """One placement of a case (what the worker times)."""
+    if kind == "mi300x":
+        return place(load_topology(fleet.ROOT / MI300X), sizes)
+    if kind == "flat":
+        return place(random_topology(gpus, seed), sizes)
+    from domain.topology import place_partitioned  # hierarchical placement (partition modes, issue 14 part 1)
+
+    topology = Topology(**cpx_topology())
+    return place_partitioned(topology, topology.gpus, sizes, 8)
+
+
+def _run(case: Case, seed: int) -> float | str:
+    """Seconds of one placement in a fresh worker, or why there is no number (over the limit, unavailable)."""
+    command = [sys.executable, "-m", "bench.worker", "place", case.kind, str(case.gpus),
+               ",".join(map(str, case.sizes)), str(seed)]
+    try:
+        result = subprocess.run(command, cwd=fleet.ROOT, capture_output=True, text=True, timeout=LIMIT_SECONDS + 5)
+    except subprocess.TimeoutExpired:
+        return f"> {LIMIT_SECONDS} s"
+    if result.returncode != 0:
+        return "unavailable: " + (result.stderr.strip().splitlines() or ["?"])[-1].split(" (/")[0]
+    seconds = json.loads(result.stdout)["seconds"]
+    return seconds if seconds <= LIMIT_SECONDS else f"> {LIMIT_SECONDS} s"
+
+
+def measure(cases: tuple[Case, ...] = CASES, log=print) -> list[dict[str, Any]]:
+    rows = []
+    for case in cases:
+        runs = [_run(case, seed) for seed in case.seeds]
+        rows.append({"case": case.label, "runs": runs})
+        log(f"  placement {case.label}: {', '.join(_shown(r) for r in runs)}")
+    return rows
+
+
+def _shown(run: float | str) -> str:
+    return f"{run * 1e3:.1f} ms" if isinstance(run, float) else run
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| placement (one host) | runs | median | worst |", "|---|---:|---:|---:|"]
+    for row in rows:
+        timed = [r for r in row["runs"] if isinstance(r, float)]
+        failed = [r for r in row["runs"] if not isinstance(r, float)]
+        median = _shown(statistics.median(timed)) if timed and not failed else "–"
+        worst = failed[0] if failed else _shown(max(timed))
+        lines.append(f"| {row['case']} | {len(row['runs'])} | {median} | {worst} |")
+    return "\n".join(lines)
+
+
+def target(rows: list[dict[str, Any]]) -> tuple[str, bool | None, str]:
+    """Issue 14's target over every case: (target, met (None: nothing timed), the worst case)."""
+    label = f"placement of one host <= {TARGET_SECONDS * 1e3:.0f} ms"
+    runs = [(row["case"], run) for row in rows for run in row["runs"]]
+    timed = [run for _, run in runs if isinstance(run, float)]
+    over = sorted({case for case, run in runs if isinstance(run, float) and run > TARGET_SECONDS
+                   or isinstance(run, str) and run.startswith(">")})
+    unavailable = sorted({case for case, run in runs if isinstance(run, str) and not run.startswith(">")})
+    numbers = (f"worst timed {_shown(max(timed))}" if timed else "nothing timed") \
+        + (f"; over it: {', '.join(over)}" if over else "") \
+        + (f"; not measured (see the table): {', '.join(unavailable)}" if unavailable else "")
+    return label, (not over) if runs and len(unavailable) < len({case for case, _ in runs}) else None, numbers
