@@ -1,8 +1,9 @@
 """Stack configurations of N GPU hosts, and throwaway Pulumi projects that hold them.
 
 A fleet is the prod stack with more hosts: prod's own hosts first (its workloads run on their partitions),
-then generated ones. Every other section is copied from prod, so the Kubernetes, monitoring and workload
-sections the program grows are benchmarked as soon as prod declares them.
+then generated ones, described once as a host group (`rocm-stack:hostGroups`, as a user would write a fleet).
+Every other section is copied from prod, so the Kubernetes, monitoring and workload sections the program grows
+are benchmarked as soon as prod declares them.
 """
 from __future__ import annotations
 
@@ -19,16 +20,21 @@ TEMPLATE_STACK = ROOT / "stacks" / "Pulumi.prod.yaml"
 BASELINE = Path(__file__).resolve().parent / "baseline"
 STACK = "bench"
 HOSTS = "rocm-stack:hosts"
+GROUPS = "rocm-stack:hostGroups"
 GPUS_PER_HOST = 8
+NAME_PATTERN = "gpu-{index:04d}"
 
 
-def host(index: int) -> dict[str, Any]:
+def name(index: int) -> str:
+    """The name of generated host `index` (counting prod's hosts)."""
+    return f"gpu-{index:04d}"
+
+
+def host_template() -> dict[str, Any]:
     """One 8-GPU host split into two explicit 4-GPU partitions, as in prod."""
-    name = f"gpu-{index:04d}"
     half = GPUS_PER_HOST // 2
     return {
-        "name": name,
-        "docker": {"host": f"ssh://deploy@{name}.example.internal", "sshOpts": ["-o", "StrictHostKeyChecking=yes"]},
+        "docker": {"host": "ssh://deploy@{name}.example.internal", "sshOpts": ["-o", "StrictHostKeyChecking=yes"]},
         "gpus": GPUS_PER_HOST,
         "gpuModel": "MI300X",
         "gpuAccess": "renderNodes",
@@ -47,11 +53,14 @@ def template_config(template: Path = TEMPLATE_STACK) -> dict[str, Any]:
 
 
 def fleet_config(hosts: int, template: Path = TEMPLATE_STACK) -> tuple[dict[str, Any], list[str]]:
-    """The template stack's config with `hosts` hosts (`environment: prod`), and the keys of the sections
-    left out because they name template hosts that a fleet smaller than the template lacks."""
+    """The template stack's config with `hosts` hosts (`environment: prod`): its own, then a group of generated
+    ones; and the keys of the sections left out because they name template hosts that a smaller fleet lacks."""
     config = template_config(template)
     own = config.get(HOSTS, [])
-    config[HOSTS] = own[:hosts] + [host(i) for i in range(len(own), hosts)]
+    config[HOSTS] = own[:hosts]
+    if hosts > len(own):
+        config[GROUPS] = [{"template": host_template(), "namePattern": NAME_PATTERN, "start": len(own),
+                           "count": hosts - len(own)}]
     left_out: list[str] = []
     while hosts < len(own) and (refused := _sections_refused(config)):
         left_out += refused
@@ -78,7 +87,7 @@ def _sections_refused(config: dict[str, Any]) -> list[str]:
         load(STACK, config, secret_keys, lock=template_lock())
     except ConfigError as error:
         keys = {f"rocm-stack:{re.split(r'[.[]', problem.path)[0]}" for problem in error.problems}
-        refused = sorted(keys - {HOSTS, "rocm-stack:environment"})
+        refused = sorted(keys - {HOSTS, GROUPS, "rocm-stack:environment"})
         if not refused:
             raise
         return refused

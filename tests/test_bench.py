@@ -38,13 +38,15 @@ def test_fleet_is_prod_plus_generated_partitioned_hosts():
     prod = fleet.template_config()
     config, left_out = fleet.fleet_config(TEMPLATE_HOSTS + 2)
     assert left_out == []
-    assert {k: v for k, v in config.items() if k != fleet.HOSTS} == {k: v for k, v in prod.items() if k != fleet.HOSTS}
-    assert config[fleet.HOSTS][:TEMPLATE_HOSTS] == prod[fleet.HOSTS]
+    assert {k: v for k, v in config.items() if k not in (fleet.HOSTS, fleet.GROUPS)} == \
+        {k: v for k, v in prod.items() if k != fleet.HOSTS}
+    assert config[fleet.HOSTS] == prod[fleet.HOSTS] and config[fleet.GROUPS][0]["count"] == 2
     cfg = load(fleet.STACK, config, [k for k, v in config.items() if isinstance(v, dict) and "secure" in v],
                lock=fleet.template_lock())
     assert cfg.environment == "prod" and cfg.kubernetes is not None
     generated = cfg.hosts[TEMPLATE_HOSTS:]
     assert [h.name for h in generated] == [f"gpu-{i:04d}" for i in range(TEMPLATE_HOSTS, TEMPLATE_HOSTS + 2)]
+    assert generated[0].docker.host == f"ssh://deploy@gpu-{TEMPLATE_HOSTS:04d}.example.internal"
     for host in generated:
         assert host.gpus == 8
         assert [c.gpus for c in host.containers] == [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -53,13 +55,13 @@ def test_fleet_is_prod_plus_generated_partitioned_hosts():
 def test_one_host_fleet_leaves_out_only_what_names_missing_hosts():
     config, left_out = fleet.fleet_config(1)
     assert [h["name"] for h in config[fleet.HOSTS]] == [fleet.template_config()[fleet.HOSTS][0]["name"]]
-    assert fleet.HOSTS not in left_out and "rocm-stack:kubernetes" in config
+    assert fleet.HOSTS not in left_out and fleet.GROUPS not in config and "rocm-stack:kubernetes" in config
     assert not set(left_out) & set(config)
 
 
 def test_resources_per_host_are_constant(plans):
     small, large = SIZES
-    generated = [fleet.host(i)["name"] for i in range(TEMPLATE_HOSTS, large)]
+    generated = [fleet.name(i) for i in range(TEMPLATE_HOSTS, large)]
     per_host = _per_host(plans[large], generated)
     one = per_host[generated[0]]
     # A GPU host: its component, Docker provider, two images and two containers (plus what monitoring adds).
