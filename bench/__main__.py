@@ -79,9 +79,9 @@ def whole_process(project: Path, out: Path, repeat: int) -> Run:
                 raise RuntimeError(f"synth of {project} failed:\n{stderr.read().decode()}")
         if attempt == 0:
             plan = json.loads((out / "plan.json").read_text())["resources"]
-            first = Run(seconds, usage.ru_maxrss / 1024, len(plan), sum(r["custom"] for r in plan))
+            peak_mib, resources, custom = usage.ru_maxrss / 1024, len(plan), sum(r["custom"] for r in plan)
         times.append(seconds)
-    return Run(min(times), first.peak_mib, first.resources, first.custom, max(times))
+    return Run(min(times), peak_mib, resources, custom, max(times))
 
 
 def best_of(repeat: int, *args: str) -> float:
