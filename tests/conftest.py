@@ -7,7 +7,6 @@ import copy
 import os
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,17 +103,9 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
 
 
 # --- e2e: the real Docker daemon ------------------------------------------------------------------------
-# All e2e tests share one daemon per session: they are put in one xdist group (`--dist loadgroup`, set in
-# pyproject.toml), so with `-n auto` one worker runs them all and only that worker starts a daemon.
-# Where no daemon can be used they skip with the reason, except under CI=1, where that is a failure:
-# CI must prove the Docker layer on a real engine, never report it skipped.
-E2E_DIR = Path(__file__).resolve().parent / "e2e"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if E2E_DIR in Path(item.path).parents:
-            item.add_marker(pytest.mark.xdist_group("docker-e2e"))
+# Each e2e file runs on one xdist worker (`--dist loadfile`, set in pyproject.toml); a worker that runs any starts
+# one private daemon for them (this session fixture). Where no daemon can be used they skip with the reason, except
+# under CI=1, where that is a failure: CI must prove the Docker layer on a real engine, never report it skipped.
 
 
 @pytest.fixture(scope="session")
