@@ -302,3 +302,17 @@ def test_unknown_or_unlisted_numa_nodes_are_reported(tmp_path):
     assert f"{P}hosts[0].numaCpus: GPU(s) [1] are on NUMA node(s) [1] ({known}), which numaCpus does not list" in message
     # Without numaCpus nothing is pinned, so nothing is lost: the host loads.
     assert load("dev", {P + "hosts": [{**base, "topology": str(unknown)}]}).hosts[0].containers[0].gpus == [0]
+
+
+
+def test_a_partitioned_hosts_gpu_check_applies_no_whole_gpu_floor(tmp_path):
+    """AMD's 600 TFLOP/s / 100 GB/s floors are for whole MI300X GPUs (CVS preflight_config.json, schema/checks.py);
+    a CPX partition has one of the GPU's eight XCDs (AMD SMI partition.md), so its check has no floor."""
+    whole = {"name": "whole", "gpus": 8, "gpuModel": "MI300X", "containers": [{"name": "p0", "gpus": [0, 1]}]}
+    config = {P + "hosts": [cpx_host(tmp_path, [{"name": "p0", "gpus": list(range(8))}]), whole],
+              P + "checks": {"enforceFloors": True}}
+    commands = {c["name"]: c["inputs"]["command"] for c in synthesize("dev", config).of_type(
+        "docker:index/container:Container") if c["name"].endswith("-gpucheck")}
+    assert "--min-tflops" not in commands["cpx-p0-gpucheck"] and "--min-busbw" not in commands["cpx-p0-gpucheck"]
+    spx = commands["whole-p0-gpucheck"]
+    assert spx[spx.index("--min-tflops") + 1] == "600" and spx[spx.index("--min-busbw") + 1] == "100"

@@ -158,7 +158,7 @@ def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: 
     uses (components.docker.gpu_host rocm_access and the visibility variable)."""
     host = args.host
     gpus = len(container.gpus) if container.gpus is not None else host.logical_gpus
-    command = gpucheck_command(gpus, args.config.floors_for(host.gpu_model, args.environment),
+    command = gpucheck_command(gpus, args.config.floors_for(host.gpu_model, args.environment, host.compute_partition),
                                args.config.timeout_seconds)
     # Device access is among the check's own inputs, which replace it when they change (ForceNew in the provider's
     # schema, resource_docker_container.go: devices, group_add, ipc_mode, env, ...); the hash adds the rest of the
