@@ -531,6 +531,13 @@ def _physical_topology(topology: Topology, physical: list[int], per_gpu: int) ->
 
 # Listing every s-set to find each GPU's cheapest one is worth it up to this many sets (C(16, 5) = 4368).
 _MAX_LISTED_SETS = 5000
+# Nodes (calls of `_grow`) the search may visit, both passes together: a count, not a clock, so the answer is the
+# same on every machine. Real hosts' searches need far fewer; random 16-GPU matrices would otherwise take seconds.
+_NODE_BUDGET = 1200
+
+
+class _OutOfBudget(Exception):
+    """The search visited its node budget."""
 
 
 class _BranchAndBound:
@@ -540,6 +547,9 @@ class _BranchAndBound:
        on its cost cannot beat the best solution so far (a greedy solution to start with).
     2. The lowest-index solution of that cost: the same search in index order, cutting every branch whose
        bound exceeds the optimum and stopping at the first solution, which is the lexicographically first.
+
+    Both passes together visit at most `_NODE_BUDGET` nodes. If pass 1 runs out, the best solution so far (the
+    incumbent: the greedy one or a later improvement) is the answer; if pass 2 does, pass 1's optimum is.
 
     Bounds rest on shares: a set's cost is at least the sum of its members' shares, where a GPU's share in a set
     of size s is either half its s - 1 cheapest links ("star") or 1/s of the cheapest s-set containing it.
@@ -563,19 +573,36 @@ class _BranchAndBound:
         self.limit = (0, 0)  # pass 1: best (weight, spread) so far; pass 2: the optimum
         self.lowest_index = False  # which pass
         self.found: list[tuple[int, ...]] | None = None
+        self.requested = sizes
+        self.incumbent: list[tuple[int, ...]] = []  # best solution so far, in request order
+        self.nodes = 0
 
     def solve(self) -> list[tuple[int, ...]]:
         if not self.sizes:
             return []
         full = (1 << self.n) - 1
-        self.limit = self._greedy()
+        self.limit, greedy = self._greedy()
+        self.incumbent = self._in_request_order(greedy, self.requested)
         # The optimum does not depend on the order of the sets, and searching large sets first prunes best.
-        requested, self.sizes = self.sizes, sorted(self.sizes, reverse=True)
-        self._next_set(0, full, 0, 0)
-        self.sizes, self.lowest_index = requested, True
-        self._next_set(0, full, 0, 0)
+        self.sizes = sorted(self.requested, reverse=True)
+        try:
+            self._next_set(0, full, 0, 0)
+            self.sizes, self.lowest_index = self.requested, True
+            self._next_set(0, full, 0, 0)
+        except _OutOfBudget:
+            return self.incumbent
         assert self.found is not None  # pass 1 proved a solution of cost `limit` exists
         return self.found
+
+    def _in_request_order(self, sets: Sequence[Sequence[int]], sizes: list[int]) -> list[tuple[int, ...]]:
+        """`sets` (of `sizes`) in request order, ascending each; among equal sizes the earlier request gets the set
+        with the lowest GPU, as the lowest-index rule would."""
+        by_size: dict[int, list[tuple[int, ...]]] = {}
+        for size, members in zip(sizes, sets):
+            by_size.setdefault(size, []).append(tuple(sorted(members)))
+        for group in by_size.values():
+            group.sort(reverse=True)
+        return [by_size[size].pop() for size in self.requested]
 
     def _spread(self, members: Sequence[int]) -> int:
         return max(len({self.numa[g] for g in members if self.numa[g] is not None}) - 1, 0)
@@ -588,10 +615,11 @@ class _BranchAndBound:
             return self.found is not None or bound > self.limit
         return bound >= self.limit
 
-    def _greedy(self) -> tuple[int, int]:
-        """The cost of a quick solution: each set grown from its best seed by adding the cheapest GPU."""
+    def _greedy(self) -> tuple[tuple[int, int], list[list[int]]]:
+        """A quick solution and its cost: each set grown from its best seed by adding the cheapest GPU."""
         free = set(range(self.n))
         total = (0, 0)
+        sets = []
         for size in self.sizes:
             options = []
             for seed in sorted(free):
@@ -604,8 +632,9 @@ class _BranchAndBound:
                 options.append(((self._set_cost(members), self._spread(members)), members))
             key, members = min(options)
             free -= set(members)
+            sets.append(members)
             total = (total[0] + key[0], total[1] + key[1])
-        return total
+        return total, sets
 
     def _listed_shares(self, size: int) -> list[int] | None:
         """Each GPU's share as 1/size of the cheapest size-set containing it, if listing the sets is cheap."""
@@ -648,6 +677,7 @@ class _BranchAndBound:
                 self.found = list(self.sets)
             elif not self.lowest_index and (weight, spread) < self.limit:
                 self.limit = (weight, spread)
+                self.incumbent = self._in_request_order(self.sets, self.sizes)
             return
         # Equal-size requests are interchangeable; the lowest-index answer gives the earlier one the lower GPU.
         first = next((s[0] + 1 for size, s in zip(self.sizes[k - 1::-1], self.sets[::-1])
@@ -691,6 +721,9 @@ class _BranchAndBound:
 
     def _grow(self, k: int, members: list[int], free: int, start: int, weight: int, spread: int,
               plan: _Plan) -> None:
+        self.nodes += 1
+        if self.nodes > _NODE_BUDGET:
+            raise _OutOfBudget
         need = self.sizes[k] - len(members)
         if need == 0:
             self.sets.append(tuple(members))

@@ -46,6 +46,8 @@ from domain.topology import (
     TopologyError,
     load_topology,
     numa_node_of,
+    _BranchAndBound,
+    _pair_costs,
     parse_topology,
     place,
 )
@@ -453,6 +455,26 @@ def test_sixteen_gpus_fast(host: str) -> None:
         assert len({g for s in sets for g in s}) == sum(sizes)
         assert elapsed < 0.1, f"{host} {sizes}: {elapsed * 1000:.0f} ms"
     assert place(topo, [8, 8]) == [tuple(range(8)), tuple(range(8, 16))]  # NUMA halves in every host
+
+
+def test_random_sixteen_gpus_bounded() -> None:
+    """Random weights: nothing collapses, the exact search would take seconds; the node budget stops it with a
+    valid, deterministic answer at least as good as the greedy start. (Its time is benchmarked in bench/.)"""
+    rng = random.Random(3)
+    weight = [[0] * 16 for _ in range(16)]
+    for i, j in itertools.combinations(range(16), 2):
+        weight[i][j] = weight[j][i] = rng.randint(10, 100)
+    numa: list[int | None] = [g // 8 for g in range(16)]
+    topo, sizes = topology(weight, numa), [3, 3, 3, 3, 2, 2]
+    sets = place(topo, sizes)
+    assert [len(s) for s in sets] == sizes
+    assert len({g for s in sets for g in s}) == 16
+    assert all(list(s) == sorted(s) for s in sets)
+    assert place(topo, sizes) == sets
+    cost = (sum(2 * weight[a][b] for s in sets for a, b in itertools.combinations(s, 2)),
+            sum(len({numa[g] for g in s}) - 1 for s in sets))
+    greedy, _ = _BranchAndBound(_pair_costs(topo), numa, sizes)._greedy()
+    assert cost <= greedy
 
 
 # ----------------------------------------------------------------------------------------------- CLI
