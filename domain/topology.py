@@ -406,7 +406,11 @@ def place(topology: Topology, sizes: Sequence[int]) -> list[tuple[int, ...]]:
     hops table, else the link type XGMI < PCIE); (2) keep each set on one NUMA node where possible (fewest
     extra NUMA nodes spanned, summed over the sets); (3) remaining ties go to the lowest GPU indices
     (lexicographic in request order). Weight comes first because it already grows across sockets for PCIe paths, while an XGMI link
-    beats socket locality for GPU-to-GPU traffic. Exact (branch and bound), deterministic.
+    beats socket locality for GPU-to-GPU traffic. Branch and bound within a budget of `_NODE_BUDGET` search nodes:
+    exact when the search finishes within it, which real hosts' structured topologies always do (interchangeable
+    GPUs collapse to one, see `_BranchAndBound.twins`); otherwise (e.g. random 16-GPU weight matrices) the best
+    solution found within the budget, equal sizes ordered by lowest GPU. Deterministic either way: the budget is a
+    node count, not a clock.
     """
     sizes = list(sizes)
     n = len(topology.gpus)
