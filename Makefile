@@ -37,6 +37,7 @@ verify: $(BIN)/.runtime
 # Code checks first (seconds): lint, types, the import contract between the folders.
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -1,4 +1,5 @@
 """rocm-stack: read the stack config, wire the components. All logic lives in components/."""
+
 import pulumi
 
 from schema import ConfigError, from_pulumi
@@ -25,15 +26,18 @@ except ConfigError as error:
 monitoring = cfg.monitoring if cfg.monitoring.enabled else None
 
 hosts = {
-    host.name: GpuHost(host.name, GpuHostArgs(
-        host=host_for_gpu_host(cfg, host),
-        images=host_images(host, cfg.images),
-        security_profile=cfg.security_profile,
-        registry=cfg.registry,
-        registry_password=secrets.registry_password,
-        checks=host_checks(cfg, host),
-        secret_env=secrets.env_is_secret("hosts"),
-    ))
+    host.name: GpuHost(
+        host.name,
+        GpuHostArgs(
+            host=host_for_gpu_host(cfg, host),
+            images=host_images(host, cfg.images),
+            security_profile=cfg.security_profile,
+            registry=cfg.registry,
+            registry_password=secrets.registry_password,
+            checks=host_checks(cfg, host),
+            secret_env=secrets.env_is_secret("hosts"),
+        ),
+    )
     for host in cfg.hosts
 }
 pulumi.export("environment", cfg.environment)
@@ -42,29 +46,38 @@ pulumi.export("dockerHosts", {name: host.provider.host for name, host in hosts.i
 if monitoring is not None:
     for name, host in hosts.items():
         DockerExporter(name, DockerExporterArgs(config=monitoring, provider=host.provider))
-    pulumi.export("prometheusScrapeConfig", prometheus_scrape_config_text(
-        monitoring, {host.name: (exporter_address(host.docker.host), host.gpu_model) for host in cfg.hosts}))
+    pulumi.export(
+        "prometheusScrapeConfig",
+        prometheus_scrape_config_text(
+            monitoring, {host.name: (exporter_address(host.docker.host), host.gpu_model) for host in cfg.hosts}
+        ),
+    )
 
 kubernetes = None
 if cfg.kubernetes is not None:
     kubernetes = build_kubernetes(
-        cfg.kubernetes, cfg.environment,
+        cfg.kubernetes,
+        cfg.environment,
         service_monitor=device_config_service_monitor(monitoring) if monitoring is not None else None,
         needs_job_set=any(t.kubernetes is not None and t.kubernetes.uses_job_set for t in cfg.training),
     )
     pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
     pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)
     if monitoring is not None:
-        KubernetesMonitoring("monitoring", KubernetesMonitoringArgs(
-            config=monitoring,
-            environment=cfg.environment,
-            gpu_stack=cfg.kubernetes.mode,
-            provider=kubernetes.provider,
-            namespace=kubernetes.namespace_name("monitoring"),
-            exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
-            exporter_tolerations=cfg.kubernetes.gpu_tolerations(),
-            gpu_stack_workloads=gpu_stack_workloads(cfg.kubernetes),
-        ), opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready))
+        KubernetesMonitoring(
+            "monitoring",
+            KubernetesMonitoringArgs(
+                config=monitoring,
+                environment=cfg.environment,
+                gpu_stack=cfg.kubernetes.mode,
+                provider=kubernetes.provider,
+                namespace=kubernetes.namespace_name("monitoring"),
+                exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
+                exporter_tolerations=cfg.kubernetes.gpu_tolerations(),
+                gpu_stack_workloads=gpu_stack_workloads(cfg.kubernetes),
+            ),
+            opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready),
+        )
 
 if kubernetes is not None:
     from components.k8s.gpu_gate import gate_gpu_workloads

@@ -7,6 +7,7 @@ whole process (`python -m tools.synth`, as CI runs it); the best of `--repeat` r
 (slowest / best) is shown, peak memory is the ru_maxrss of the first run. Prints the tables and the targets
 of issues 8 and 14.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,9 @@ class Run:
 
 
 def _worker(*args: str) -> dict[str, Any]:
-    result = subprocess.run([sys.executable, "-m", "bench.worker", *args], cwd=fleet.ROOT,
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.worker", *args], cwd=fleet.ROOT, capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(f"bench.worker {' '.join(args)} failed:\n{result.stderr}")
     return json.loads(result.stdout)
@@ -59,8 +61,9 @@ def in_process(project: Path, warmup: Path | None, repeat: int, replay_out: Path
     if replay_out is not None:
         args += ["--replay-out", str(replay_out)]
     result = _worker(*args)
-    return Run(min(result["seconds"]), result["peak_kib"] / 1024, result["resources"], result["custom"],
-               max(result["seconds"]))
+    return Run(
+        min(result["seconds"]), result["peak_kib"] / 1024, result["resources"], result["custom"], max(result["seconds"])
+    )
 
 
 def whole_process(project: Path, out: Path, repeat: int) -> Run:
@@ -69,9 +72,22 @@ def whole_process(project: Path, out: Path, repeat: int) -> Run:
     for attempt in range(repeat):
         with tempfile.TemporaryFile() as stderr:
             began = time.perf_counter()
-            child = subprocess.Popen([sys.executable, "-m", "tools.synth", "--stack", fleet.STACK,
-                                      "--out", str(out), "--project-dir", str(project)],
-                                     cwd=fleet.ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+            child = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tools.synth",
+                    "--stack",
+                    fleet.STACK,
+                    "--out",
+                    str(out),
+                    "--project-dir",
+                    str(project),
+                ],
+                cwd=fleet.ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
             _, status, usage = os.wait4(child.pid, 0)
             seconds = time.perf_counter() - began
             if os.waitstatus_to_exitcode(status) != 0:
@@ -89,8 +105,14 @@ def best_of(repeat: int, *args: str) -> float:
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown CPU")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown CPU",
+    )
     return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, {platform.system()}"
 
 
@@ -98,8 +120,7 @@ def load() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def measure(sizes: tuple[int, ...], repeat: int, work: Path, log=print,
-            with_placement: bool = True) -> dict[str, Any]:
+def measure(sizes: tuple[int, ...], repeat: int, work: Path, log=print, with_placement: bool = True) -> dict[str, Any]:
     """Every number of the table, for `sizes` hosts; `work` receives the generated projects."""
     # Warm-up: the smallest fleet with every section of the template (all lazy imports happen).
     warm_ours = fleet.our_project(work / "warmup", fleet.fleet_config(len(fleet.template_config()[fleet.HOSTS]))[0])
@@ -116,16 +137,29 @@ def measure(sizes: tuple[int, ...], repeat: int, work: Path, log=print,
         base = in_process(base_dir, warm_base, times)
         ours_whole = whole_process(ours_dir, work / f"out-ours-{hosts}", times)
         base_whole = whole_process(base_dir, work / f"out-baseline-{hosts}", times)
-        rows.append({"hosts": hosts, "ours": ours, "baseline": base,
-                     "ours_whole": ours_whole, "baseline_whole": base_whole, "load": load(), "left_out": left_out})
+        rows.append(
+            {
+                "hosts": hosts,
+                "ours": ours,
+                "baseline": base,
+                "ours_whole": ours_whole,
+                "baseline_whole": base_whole,
+                "load": load(),
+                "left_out": left_out,
+            }
+        )
         log(f"  {hosts} hosts: {ours.resources} resources, {ours.seconds:.2f}s in-process, load {load()}")
     start = {
         "ours": best_of(repeat, "start", str(warm_ours)),
         "baseline": best_of(repeat, "start", str(warm_base)),
         "import pulumi": best_of(repeat, "import-pulumi"),
     }
-    return {"rows": rows, "start": start, "repeat": repeat,
-            "placement": placement.measure(log=log) if with_placement else []}
+    return {
+        "rows": rows,
+        "start": start,
+        "repeat": repeat,
+        "placement": placement.measure(log=log) if with_placement else [],
+    }
 
 
 def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
@@ -137,20 +171,41 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         # In-process only: a whole process adds a fixed ~1 s start-up, which alone makes 10 hosts look slower.
         per = {h: rows[h]["ours"].seconds / rows[h]["ours"].resources for h in (10, max(rows))}
         growth = per[max(rows)] / per[10]
-        checks.append((f"linear (in-process): time/resource at {max(rows)} hosts <= {LINEAR_LIMIT}x at 10",
-                       growth <= LINEAR_LIMIT,
-                       f"{per[max(rows)] * 1e3:.2f} ms vs {per[10] * 1e3:.2f} ms = {growth:.2f}x"))
+        checks.append(
+            (
+                f"linear (in-process): time/resource at {max(rows)} hosts <= {LINEAR_LIMIT}x at 10",
+                growth <= LINEAR_LIMIT,
+                f"{per[max(rows)] * 1e3:.2f} ms vs {per[10] * 1e3:.2f} ms = {growth:.2f}x",
+            )
+        )
     for label, ours, base in (("in-process", "ours", "baseline"), ("whole process", "ours_whole", "baseline_whole")):
         ratio = largest[ours].seconds / largest[base].seconds
-        checks.append((f"overhead ({label}) at {largest['hosts']} hosts <= {OVERHEAD_LIMIT}x baseline",
-                       ratio <= OVERHEAD_LIMIT if largest["hosts"] >= 1000 else None, f"{ratio:.2f}x"))
+        checks.append(
+            (
+                f"overhead ({label}) at {largest['hosts']} hosts <= {OVERHEAD_LIMIT}x baseline",
+                ratio <= OVERHEAD_LIMIT if largest["hosts"] >= 1000 else None,
+                f"{ratio:.2f}x",
+            )
+        )
     peak = largest["ours_whole"].peak_mib
-    checks.append((f"peak memory at {largest['hosts']} hosts < {MEMORY_LIMIT_MIB} MiB",
-                   peak < MEMORY_LIMIT_MIB if largest["hosts"] >= 1000 else None, f"{peak:.0f} MiB"))
+    checks.append(
+        (
+            f"peak memory at {largest['hosts']} hosts < {MEMORY_LIMIT_MIB} MiB",
+            peak < MEMORY_LIMIT_MIB if largest["hosts"] >= 1000 else None,
+            f"{peak:.0f} MiB",
+        )
+    )
     start = results["start"]
-    checks.append(("start (imports until the first resource) vs the baseline's (same SDK modules)",
-                   None, (f"{start['ours'] * 1e3:.0f} ms vs {start['baseline'] * 1e3:.0f} ms; "
-                          f"`import pulumi` alone {start['import pulumi'] * 1e3:.0f} ms")))
+    checks.append(
+        (
+            "start (imports until the first resource) vs the baseline's (same SDK modules)",
+            None,
+            (
+                f"{start['ours'] * 1e3:.0f} ms vs {start['baseline'] * 1e3:.0f} ms; "
+                f"`import pulumi` alone {start['import pulumi'] * 1e3:.0f} ms"
+            ),
+        )
+    )
     if results["placement"]:
         checks.append(placement.target(results["placement"]))
     return checks
@@ -158,8 +213,10 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        ("| hosts | resources (ours / baseline) | in-process s (ours / baseline) | spread | ratio | ms per resource "
-         "| whole process s (ours / baseline) | spread | ratio | peak MiB (ours / baseline) | load |"),
+        (
+            "| hosts | resources (ours / baseline) | in-process s (ours / baseline) | spread | ratio | ms per resource "
+            "| whole process s (ours / baseline) | spread | ratio | peak MiB (ours / baseline) | load |"
+        ),
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in results["rows"]:
@@ -170,10 +227,14 @@ def table(results: dict[str, Any]) -> str:
             f"| {ours.seconds / base.seconds:.2f} | {ours.seconds / ours.resources * 1e3:.2f} "
             f"| {ours_whole.seconds:.2f} / {base_whole.seconds:.2f} | {ours_whole.spread} / {base_whole.spread} "
             f"| {ours_whole.seconds / base_whole.seconds:.2f} "
-            f"| {ours_whole.peak_mib:.0f} / {base_whole.peak_mib:.0f} | {row['load']} |")
+            f"| {ours_whole.peak_mib:.0f} / {base_whole.peak_mib:.0f} | {row['load']} |"
+        )
     lines.append(f"\nBest of {results['repeat']} runs; spread: how much slower the slowest run was.")
-    lines += [f"\nAt {row['hosts']} host(s), without {', '.join(row['left_out'])}: they name prod hosts beyond it."
-              for row in results["rows"] if row["left_out"]]
+    lines += [
+        f"\nAt {row['hosts']} host(s), without {', '.join(row['left_out'])}: they name prod hosts beyond it."
+        for row in results["rows"]
+        if row["left_out"]
+    ]
     if results["placement"]:
         lines += ["", placement.table(results["placement"])]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ then generated ones, described once as a host group (`rocm-stack:hostGroups`, as
 Every other section is copied from prod, so the Kubernetes, monitoring and workload sections the program grows
 are benchmarked as soon as prod declares them.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,10 +41,20 @@ def host_template() -> dict[str, Any]:
         "gpuAccess": "renderNodes",
         "renderNodes": "hosts/mi300x-8gpu.render-nodes.json",
         "containers": [
-            {"name": "train-a", "image": "pytorch", "gpus": list(range(half)),
-             "command": ["sleep", "infinity"], "shmSize": "64GiB"},
-            {"name": "serve-b", "image": "vllm", "gpus": list(range(half, GPUS_PER_HOST)),
-             "command": ["sleep", "infinity"], "shmSize": "64GiB"},
+            {
+                "name": "train-a",
+                "image": "pytorch",
+                "gpus": list(range(half)),
+                "command": ["sleep", "infinity"],
+                "shmSize": "64GiB",
+            },
+            {
+                "name": "serve-b",
+                "image": "vllm",
+                "gpus": list(range(half, GPUS_PER_HOST)),
+                "command": ["sleep", "infinity"],
+                "shmSize": "64GiB",
+            },
         ],
     }
 
@@ -59,8 +70,9 @@ def fleet_config(hosts: int, template: Path = TEMPLATE_STACK) -> tuple[dict[str,
     own = config.get(HOSTS, [])
     config[HOSTS] = own[:hosts]
     if hosts > len(own):
-        config[GROUPS] = [{"template": host_template(), "namePattern": NAME_PATTERN, "start": len(own),
-                           "count": hosts - len(own)}]
+        config[GROUPS] = [
+            {"template": host_template(), "namePattern": NAME_PATTERN, "start": len(own), "count": hosts - len(own)}
+        ]
     left_out: list[str] = []
     while hosts < len(own) and (refused := _sections_refused(config)):
         left_out += refused
@@ -98,7 +110,8 @@ def _write_stack(project: Path, config: dict[str, Any]) -> None:
     (project / "stacks").mkdir(parents=True, exist_ok=True)
     # CSafeDumper: a 1,000-host stack file is written per run.
     (project / "stacks" / f"Pulumi.{STACK}.yaml").write_text(
-        yaml.dump({"config": config}, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
+        yaml.dump({"config": config}, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
+    )
 
 
 def our_project(directory: Path, config: dict[str, Any]) -> Path:

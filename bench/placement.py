@@ -4,6 +4,7 @@ Issue 14's target: placing one host's partitions takes <= 100 ms, also for 64 lo
 and for adversarial 16-GPU weight matrices (random weights, mixed sizes). Each placement runs in a fresh worker
 (`python -m bench.worker place ...`) with a time limit, so a search that runs away is reported, not waited for.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ def random_topology(gpus: int, seed: int) -> Topology:
     for i in range(gpus):
         for j in range(i + 1, gpus):
             weight[i][j] = weight[j][i] = rng.randint(10, 100)
-    return Topology(gpus=tuple(range(gpus)), numa=tuple(i * 2 // gpus for i in range(gpus)),
-                    weight=tuple(map(tuple, weight)))
+    return Topology(
+        gpus=tuple(range(gpus)), numa=tuple(i * 2 // gpus for i in range(gpus)), weight=tuple(map(tuple, weight))
+    )
 
 
 def cpx_topology(per_gpu: int = 8) -> dict[str, Any]:
@@ -60,9 +62,14 @@ def cpx_topology(per_gpu: int = 8) -> dict[str, Any]:
     physical = load_topology(fleet.ROOT / MI300X)
     n = len(physical.gpus) * per_gpu
     weight = physical.weight or [[0] * len(physical.gpus)] * len(physical.gpus)
-    return {"gpus": tuple(range(n)), "numa": tuple(physical.numa[g // per_gpu] for g in range(n)),
-            "weight": tuple(tuple(0 if g // per_gpu == h // per_gpu else weight[g // per_gpu][h // per_gpu]
-                                  for h in range(n)) for g in range(n))}
+    return {
+        "gpus": tuple(range(n)),
+        "numa": tuple(physical.numa[g // per_gpu] for g in range(n)),
+        "weight": tuple(
+            tuple(0 if g // per_gpu == h // per_gpu else weight[g // per_gpu][h // per_gpu] for h in range(n))
+            for g in range(n)
+        ),
+    }
 
 
 def place_once(kind: str, gpus: int, sizes: tuple[int, ...], seed: int) -> list[tuple[int, ...]]:
@@ -77,8 +84,16 @@ def place_once(kind: str, gpus: int, sizes: tuple[int, ...], seed: int) -> list[
 
 def _run(case: Case, seed: int) -> float | str:
     """Seconds of one placement in a fresh worker, or why there is no number (over the limit, failed)."""
-    command = [sys.executable, "-m", "bench.worker", "place", case.kind, str(case.gpus),
-               ",".join(map(str, case.sizes)), str(seed)]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.worker",
+        "place",
+        case.kind,
+        str(case.gpus),
+        ",".join(map(str, case.sizes)),
+        str(seed),
+    ]
     try:
         result = subprocess.run(command, cwd=fleet.ROOT, capture_output=True, text=True, timeout=LIMIT_SECONDS + 5)
     except subprocess.TimeoutExpired:
@@ -122,6 +137,7 @@ def target(rows: list[dict[str, Any]]) -> tuple[str, bool | None, str]:
     missed = sorted({case for case, run in runs if not isinstance(run, float) or run > TARGET_SECONDS})
     if not runs:
         return label, None, "nothing run"
-    numbers = (f"worst timed {_shown(max(timed))}" if timed else "nothing timed") \
-        + (f"; missed by: {', '.join(missed)}" if missed else "")
+    numbers = (f"worst timed {_shown(max(timed))}" if timed else "nothing timed") + (
+        f"; missed by: {', '.join(missed)}" if missed else ""
+    )
     return label, not missed, numbers

@@ -6,6 +6,7 @@ so that ru_maxrss is the peak of that run alone).
     python -m bench.worker import-pulumi      # seconds of `import pulumi` alone
     python -m bench.worker place KIND GPUS SIZES SEED   # seconds of one placement (bench/placement.py)
 """
+
 import time
 
 STARTED = time.perf_counter()  # before any other import: start times are measured from here
@@ -32,16 +33,22 @@ def replay_list(plan: Any) -> list[dict[str, Any]]:
         images = [urn for urn in resource["depends_on"] if image_ids.get(urn) == value]
         return images[0] if len(images) == 1 else None
 
-    entries = [{
-        "key": r["urn"],
-        "type": r["type"],
-        "name": r["name"],
-        "inputs": r["inputs"],
-        "provider": r["provider"] if r["provider"] in keys else None,
-        "dependsOn": [urn for urn in r["depends_on"] if urn in keys],
-        "outputOf": {key: {"key": image, "output": "image_id"} for key, value in r["inputs"].items()
-                     if isinstance(value, str) and (image := image_of(r, value)) is not None},
-    } for r in custom]
+    entries = [
+        {
+            "key": r["urn"],
+            "type": r["type"],
+            "name": r["name"],
+            "inputs": r["inputs"],
+            "provider": r["provider"] if r["provider"] in keys else None,
+            "dependsOn": [urn for urn in r["depends_on"] if urn in keys],
+            "outputOf": {
+                key: {"key": image, "output": "image_id"}
+                for key, value in r["inputs"].items()
+                if isinstance(value, str) and (image := image_of(r, value)) is not None
+            },
+        }
+        for r in custom
+    ]
     return _dependencies_first(entries)
 
 

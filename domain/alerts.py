@@ -25,6 +25,7 @@ On Kubernetes a second group watches the GPU stack itself through kube-state-met
 kube-prometheus-stack runs): the operator Deployment, the device plugin / labeller / exporter DaemonSets and
 each node's allocatable `amd.com/gpu` (docs/metrics/{workload,cluster}/*-metrics.md, all STABLE).
 """
+
 from __future__ import annotations
 
 import re
@@ -89,8 +90,9 @@ def _num(value: float) -> str:
     return format(value, "g")
 
 
-def _alert(name: str, expr: str, for_: str | None, severity: str, summary: str, description: str,
-           model: str | None = None) -> dict[str, Any]:
+def _alert(
+    name: str, expr: str, for_: str | None, severity: str, summary: str, description: str, model: str | None = None
+) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_:
         rule["for"] = for_
@@ -117,67 +119,96 @@ def alert_rules(cfg: MonitoringConfig, model: str) -> list[dict[str, Any]]:
         f'kube_pod_owner{{owner_kind="{SERVING_OWNER_KIND}"}})'
         f' or gpu_used_vram{{{is_model}, job_id!=""}}'
         f' or (gpu_used_vram{{{is_model}, pod="", job_id=""}} / gpu_total_vram{m}'
-        f' > {_num(t.idle_vram_in_use_fraction)})'
+        f" > {_num(t.idle_vram_in_use_fraction)})"
     )
     temperature_name = "GpuJunctionTemperatureHigh" if family == "MI3xx" else "GpuEdgeTemperatureHigh"
     where = _WHERE
     return [
         _alert(
-            temperature_name, f"{temperature}{m} > {_num(t.gpu_temperature_celsius)}", t.sustained_for, "warning",
+            temperature_name,
+            f"{temperature}{m} > {_num(t.gpu_temperature_celsius)}",
+            t.sustained_for,
+            "warning",
             f"GPU {sensor} temperature high",
             f"{where} {sensor} temperature is {{{{ $value }}}} °C, above {_num(t.gpu_temperature_celsius)} °C "
             f"for {t.sustained_for}: check cooling before the GPU throttles.",
             model=model,
         ),
         _alert(
-            "GpuMemoryTemperatureHigh", f"gpu_memory_temperature{m} > {_num(t.memory_temperature_celsius)}",
-            t.sustained_for, "warning", "GPU memory (HBM) temperature high",
+            "GpuMemoryTemperatureHigh",
+            f"gpu_memory_temperature{m} > {_num(t.memory_temperature_celsius)}",
+            t.sustained_for,
+            "warning",
+            "GPU memory (HBM) temperature high",
             f"{where} memory temperature is {{{{ $value }}}} °C, above {_num(t.memory_temperature_celsius)} °C "
             f"for {t.sustained_for}.",
             model=model,
         ),
         # A model without a board power (MI308X unless modelThresholds sets it) has no power-at-cap rule.
-        *([] if t.power_cap_watts is None else [_alert(
-            "GpuPowerAtCap", f"{metrics['power']}{m} >= {_num(t.power_cap_watts * t.power_cap_fraction)}",
-            t.sustained_for, "info", "GPU running at its power cap",
-            f"{where} draws {{{{ $value }}}} W, at least {_num(t.power_cap_fraction * 100)}% of its "
-            f"{_num(t.power_cap_watts)} W cap for {t.sustained_for}: it is power-throttled.",
-            model=model,
-        )]),
+        *(
+            []
+            if t.power_cap_watts is None
+            else [
+                _alert(
+                    "GpuPowerAtCap",
+                    f"{metrics['power']}{m} >= {_num(t.power_cap_watts * t.power_cap_fraction)}",
+                    t.sustained_for,
+                    "info",
+                    "GPU running at its power cap",
+                    f"{where} draws {{{{ $value }}}} W, at least {_num(t.power_cap_fraction * 100)}% of its "
+                    f"{_num(t.power_cap_watts)} W cap for {t.sustained_for}: it is power-throttled.",
+                    model=model,
+                )
+            ]
+        ),
         _alert(
             "GpuIdleWhileAllocated",
             f"({metrics['utilization'].format(m=m)} < {_num(t.idle_utilization_percent)})\n"
             f"and on ({key})\n({workload})",
-            t.idle_for, "warning", "GPU idle while a workload holds it",
+            t.idle_for,
+            "warning",
+            "GPU idle while a workload holds it",
             f"{where} is below {_num(t.idle_utilization_percent)}% busy for {t.idle_for} although "
             "{{ if $labels.pod }}pod {{ $labels.pod }}{{ else if $labels.job_id }}Slurm job {{ $labels.job_id }}"
             "{{ else }}a process holding VRAM{{ end }} has it: the job may be stuck or starved of input.",
             model=model,
         ),
         _alert(
-            "GpuVramNearlyFull", f"gpu_used_vram{m} / gpu_total_vram{m} > {_num(t.vram_full_fraction)}",
-            t.sustained_for, "warning", "GPU VRAM nearly full",
+            "GpuVramNearlyFull",
+            f"gpu_used_vram{m} / gpu_total_vram{m} > {_num(t.vram_full_fraction)}",
+            t.sustained_for,
+            "warning",
+            "GPU VRAM nearly full",
             f"{where} uses {{{{ $value | humanizePercentage }}}} of its VRAM for {t.sustained_for}: "
             "the next allocation may fail with out-of-memory.",
             model=model,
         ),
         _alert(
-            "GpuEccUncorrectableErrors", f"increase(gpu_ecc_uncorrect_total{m}[{t.ecc_window}]) > 0", None,
-            "critical", "GPU uncorrectable ECC errors",
+            "GpuEccUncorrectableErrors",
+            f"increase(gpu_ecc_uncorrect_total{m}[{t.ecc_window}]) > 0",
+            None,
+            "critical",
+            "GPU uncorrectable ECC errors",
             f"{where} reported {{{{ $value | humanize }}}} new uncorrectable ECC errors in {t.ecc_window}: "
             "drain the GPU and check its RAS/CPER records.",
             model=model,
         ),
         _alert(
             "GpuEccCorrectableErrorsRising",
-            f"increase(gpu_ecc_correct_total{m}[{t.ecc_window}]) > {t.ecc_correctable_max_increase}", None,
-            "warning", "GPU correctable ECC errors rising",
+            f"increase(gpu_ecc_correct_total{m}[{t.ecc_window}]) > {t.ecc_correctable_max_increase}",
+            None,
+            "warning",
+            "GPU correctable ECC errors rising",
             f"{where} reported {{{{ $value | humanize }}}} correctable ECC errors in {t.ecc_window} "
             f"(more than {t.ecc_correctable_max_increase}): memory may be degrading.",
             model=model,
         ),
         _alert(
-            "GpuUnhealthy", f"gpu_health{m} == 0", t.sustained_for, "critical", "GPU reports itself unhealthy",
+            "GpuUnhealthy",
+            f"gpu_health{m} == 0",
+            t.sustained_for,
+            "critical",
+            "GPU reports itself unhealthy",
             f"{where} has reported gpu_health 0 (unhealthy) for {t.sustained_for}: drain it and check its RAS "
             "events before scheduling work there again.",
             model=model,
@@ -191,20 +222,29 @@ def exporter_alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
     known = "|".join([*MODELS, OTHER_MODEL])
     return [
         _alert(
-            "GpuModelUnknown", f'gpu_health{{{MODEL_LABEL}!~"{known}"}}', t.exporter_down_for, "warning",
+            "GpuModelUnknown",
+            f'gpu_health{{{MODEL_LABEL}!~"{known}"}}',
+            t.exporter_down_for,
+            "warning",
             "GPU of no known model: its temperature, power and idle alerts are off",
             f"{_WHERE} has no {MODEL_LABEL} label of a model the alert rules know: "
             "on Docker set the host's gpuModel; on Kubernetes check the node's amd.com/gpu.device-id label "
             "(the GPU Operator's node labeller) and that Prometheus attaches node metadata.",
         ),
         _alert(
-            "GpuMetricsExporterDown", f'up{{job="{EXPORTER_JOB}"}} == 0', t.exporter_down_for, "warning",
+            "GpuMetricsExporterDown",
+            f'up{{job="{EXPORTER_JOB}"}} == 0',
+            t.exporter_down_for,
+            "warning",
             "AMD device metrics exporter down",
             f"Prometheus has failed to scrape the exporter at {{{{ $labels.instance }}}} for {t.exporter_down_for}: "
             "GPU alerts are blind on that host.",
         ),
         _alert(
-            "GpuMetricsExporterAbsent", f'absent(up{{job="{EXPORTER_JOB}"}})', t.exporter_down_for, "warning",
+            "GpuMetricsExporterAbsent",
+            f'absent(up{{job="{EXPORTER_JOB}"}})',
+            t.exporter_down_for,
+            "warning",
             "No AMD device metrics exporter is scraped",
             f"Prometheus has had no target of job {EXPORTER_JOB} for {t.exporter_down_for}: the exporter is not "
             "deployed or not discovered (ServiceMonitor labels, scrape config), so no GPU alert can fire.",
@@ -232,38 +272,55 @@ def kubernetes_alert_rules(cfg: MonitoringConfig, stack: GpuStackWorkloads) -> l
     if stack.deployments:
         available = " or ".join(
             f"kube_deployment_status_replicas_available{_selector(ns, names, 'deployment')} < 1"
-            for ns, names in _by_namespace(stack.deployments).items())
+            for ns, names in _by_namespace(stack.deployments).items()
+        )
         missing = " or ".join(
             f"absent(kube_deployment_status_replicas_available{_selector(ns, [name], 'deployment')})"
-            for ns, name in stack.deployments)
-        rules.append(_alert(
-            "GpuOperatorDown", f"{available} or {missing}", t.exporter_down_for, "critical",
-            "AMD GPU Operator not running",
-            f"Deployment {{{{ $labels.namespace }}}}/{{{{ $labels.deployment }}}} has had no available replica for "
-            f"{t.exporter_down_for}: DeviceConfig changes, driver upgrades and failed operands are not handled.",
-        ))
+            for ns, name in stack.deployments
+        )
+        rules.append(
+            _alert(
+                "GpuOperatorDown",
+                f"{available} or {missing}",
+                t.exporter_down_for,
+                "critical",
+                "AMD GPU Operator not running",
+                f"Deployment {{{{ $labels.namespace }}}}/{{{{ $labels.deployment }}}} has had no available replica for "
+                f"{t.exporter_down_for}: DeviceConfig changes, driver upgrades and failed operands are not handled.",
+            )
+        )
     if stack.daemon_sets:
         unavailable = " or ".join(
             f"kube_daemonset_status_number_unavailable{_selector(ns, names, 'daemonset')} > 0"
-            for ns, names in _by_namespace(stack.daemon_sets).items())
-        rules.append(_alert(
-            "GpuStackDaemonSetUnavailable", unavailable, t.exporter_down_for, "critical",
-            "GPU device plugin, labeller or metrics exporter pods unavailable",
-            f"{{{{ $value }}}} pod(s) of DaemonSet {{{{ $labels.namespace }}}}/{{{{ $labels.daemonset }}}} have been "
-            f"unavailable for {t.exporter_down_for}: their nodes advertise no {GPU_RESOURCE_NAME} (device plugin) "
-            "or report no GPU metrics (exporter).",
-        ))
+            for ns, names in _by_namespace(stack.daemon_sets).items()
+        )
+        rules.append(
+            _alert(
+                "GpuStackDaemonSetUnavailable",
+                unavailable,
+                t.exporter_down_for,
+                "critical",
+                "GPU device plugin, labeller or metrics exporter pods unavailable",
+                f"{{{{ $value }}}} pod(s) of DaemonSet {{{{ $labels.namespace }}}}/{{{{ $labels.daemonset }}}} have been "
+                f"unavailable for {t.exporter_down_for}: their nodes advertise no {GPU_RESOURCE_NAME} (device plugin) "
+                "or report no GPU metrics (exporter).",
+            )
+        )
     allocatable = f'kube_node_status_allocatable{{resource="{KSM_GPU_RESOURCE}", unit="integer"}}'
-    rules.append(_alert(
-        "GpuAllocatableDropped",
-        f"{allocatable}\n< max_over_time({allocatable}[{ALLOCATABLE_MEMORY}])\n"
-        # A cordoned node is being drained on purpose (driver upgrade: the operator removes the device plugin).
-        "unless on (node) kube_node_spec_unschedulable == 1",
-        t.exporter_down_for, "warning", f"Node lost allocatable {GPU_RESOURCE_NAME}",
-        f"Node {{{{ $labels.node }}}} offers {{{{ $value }}}} {GPU_RESOURCE_NAME} for {t.exporter_down_for}, fewer "
-        f"than it had in the last {ALLOCATABLE_MEMORY}: a GPU fell off the bus, failed health checks, or the device "
-        "plugin lost it.",
-    ))
+    rules.append(
+        _alert(
+            "GpuAllocatableDropped",
+            f"{allocatable}\n< max_over_time({allocatable}[{ALLOCATABLE_MEMORY}])\n"
+            # A cordoned node is being drained on purpose (driver upgrade: the operator removes the device plugin).
+            "unless on (node) kube_node_spec_unschedulable == 1",
+            t.exporter_down_for,
+            "warning",
+            f"Node lost allocatable {GPU_RESOURCE_NAME}",
+            f"Node {{{{ $labels.node }}}} offers {{{{ $value }}}} {GPU_RESOURCE_NAME} for {t.exporter_down_for}, fewer "
+            f"than it had in the last {ALLOCATABLE_MEMORY}: a GPU fell off the bus, failed health checks, or the device "
+            "plugin lost it.",
+        )
+    )
     return rules
 
 
@@ -288,9 +345,7 @@ class _RulesDumper(yaml.SafeDumper):
 
 _RulesDumper.add_representer(
     str,
-    lambda dumper, value: dumper.represent_scalar(
-        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
-    ),
+    lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None),
 )
 
 

@@ -13,6 +13,7 @@ present so one dashboard serves any fleet. vLLM names are those of vLLM 0.11.2 (
 labels model_name and engine); its KV-cache gauge is `vllm:kv_cache_usage_perc` (`vllm:gpu_cache_usage_perc`
 is hidden since 0.10 and removed in 0.12).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,12 +49,30 @@ def _query(ref: str, expr: str, legend: str) -> prometheus.Dataquery:
     return prometheus.Dataquery().ref_id(ref).datasource(_DATASOURCE).expr(expr).legend_format(legend)
 
 
-def _timeseries(title: str, unit: str, queries: list[prometheus.Dataquery], *, min_val: float | None = None,
-                max_val: float | None = None) -> timeseries.Panel:
-    panel = (timeseries.Panel().title(title).datasource(_DATASOURCE).unit(unit).height(8).span(12)
-             .legend(common.VizLegendOptions().display_mode(LegendDisplayMode.TABLE)
-                     .placement(LegendPlacement.RIGHT).calcs(["lastNotNull", "max"]).show_legend(True))
-             .tooltip(common.VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.DESCENDING)))
+def _timeseries(
+    title: str,
+    unit: str,
+    queries: list[prometheus.Dataquery],
+    *,
+    min_val: float | None = None,
+    max_val: float | None = None,
+) -> timeseries.Panel:
+    panel = (
+        timeseries.Panel()
+        .title(title)
+        .datasource(_DATASOURCE)
+        .unit(unit)
+        .height(8)
+        .span(12)
+        .legend(
+            common.VizLegendOptions()
+            .display_mode(LegendDisplayMode.TABLE)
+            .placement(LegendPlacement.RIGHT)
+            .calcs(["lastNotNull", "max"])
+            .show_legend(True)
+        )
+        .tooltip(common.VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.DESCENDING))
+    )
     for query in queries:
         panel = panel.with_target(query)
     if min_val is not None:
@@ -64,80 +83,190 @@ def _timeseries(title: str, unit: str, queries: list[prometheus.Dataquery], *, m
 
 
 def _gpu_variable(name: str, label: str, query: str) -> QueryVariable:
-    return (QueryVariable(name).label(label).datasource(_DATASOURCE).query(query)
-            # On time-range change: new hosts and GPUs appear without reloading.
-            .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
-            .multi(True).include_all(True).current(model.VariableOption(text="All", value="$__all"))
-            # Numerically ascending, so GPU 10 follows GPU 9.
-            .sort(model.VariableSort.NUMERICAL_ASC))
+    return (
+        QueryVariable(name)
+        .label(label)
+        .datasource(_DATASOURCE)
+        .query(query)
+        # On time-range change: new hosts and GPUs appear without reloading.
+        .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .multi(True)
+        .include_all(True)
+        .current(model.VariableOption(text="All", value="$__all"))
+        # Numerically ascending, so GPU 10 follows GPU 9.
+        .sort(model.VariableSort.NUMERICAL_ASC)
+    )
 
 
 def _zero_or_one(title: str, expr: str, legend: str, zero: str, one: str) -> stat.Panel:
     """A 0/1 gauge per series, red for 0."""
-    return (stat.Panel().title(title).datasource(_DATASOURCE).height(4).span(12)
-            .with_target(_query("A", expr, legend))
-            .color_mode(BigValueColorMode.BACKGROUND)
-            .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]))
-            .mappings([model.ValueMap(options={
-                "0": model.ValueMappingResult(text=zero, color="red"),
-                "1": model.ValueMappingResult(text=one, color="green")})]))
+    return (
+        stat.Panel()
+        .title(title)
+        .datasource(_DATASOURCE)
+        .height(4)
+        .span(12)
+        .with_target(_query("A", expr, legend))
+        .color_mode(BigValueColorMode.BACKGROUND)
+        .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]))
+        .mappings(
+            [
+                model.ValueMap(
+                    options={
+                        "0": model.ValueMappingResult(text=zero, color="red"),
+                        "1": model.ValueMappingResult(text=one, color="green"),
+                    }
+                )
+            ]
+        )
+    )
 
 
 def dashboard_builder() -> Dashboard:
     by_gpu = ", ".join(GPU_KEY)
     return (
-        Dashboard("ROCm GPUs").uid(DASHBOARD_UID).tags(["rocm", "amd", "gpu", "vllm"]).timezone("browser")
-        .editable().refresh("30s").time("now-6h", "now")
+        Dashboard("ROCm GPUs")
+        .uid(DASHBOARD_UID)
+        .tags(["rocm", "amd", "gpu", "vllm"])
+        .timezone("browser")
+        .editable()
+        .refresh("30s")
+        .time("now-6h", "now")
         .with_variable(DatasourceVariable("datasource").label("Data source").type("prometheus"))
         # A mixed fleet: one model at a time. "All" is `.*`, which also keeps GPUs without a model label.
-        .with_variable(_gpu_variable("model", "GPU model", f"label_values(gpu_total_vram, {MODEL_LABEL})")
-                       .all_value(".*").sort(model.VariableSort.ALPHABETICAL_ASC))
-        .with_variable(_gpu_variable("host", "Host",
-                                     f'label_values(gpu_total_vram{{{MODEL_LABEL}=~"$model"}}, hostname)'))
+        .with_variable(
+            _gpu_variable("model", "GPU model", f"label_values(gpu_total_vram, {MODEL_LABEL})")
+            .all_value(".*")
+            .sort(model.VariableSort.ALPHABETICAL_ASC)
+        )
+        .with_variable(
+            _gpu_variable("host", "Host", f'label_values(gpu_total_vram{{{MODEL_LABEL}=~"$model"}}, hostname)')
+        )
         .with_variable(_gpu_variable("gpu", "GPU", 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'))
         .with_row(Row("GPUs"))
-        .with_panel(_timeseries("GPU temperature (junction on MI3xx, edge on MI2xx)", "celsius", [
-            _query("A", f"gpu_junction_temperature{_SELECTOR}", f"{_LEGEND} junction"),
-            _query("B", f"gpu_edge_temperature{_SELECTOR}", f"{_LEGEND} edge"),
-        ]))
-        .with_panel(_timeseries("Memory (HBM) temperature", "celsius", [
-            _query("A", f"gpu_memory_temperature{_SELECTOR}", _LEGEND),
-        ]))
-        .with_panel(_timeseries("Package power", "watt", [
-            _query("A", f"gpu_package_power{_SELECTOR}", _LEGEND),
-            _query("B", f"gpu_average_package_power{_SELECTOR}", f"{_LEGEND} (average)"),
-        ], min_val=0))
-        .with_panel(_timeseries("GFX utilisation", "percent", [
-            _query("A", f"avg without (xcc_index) (gpu_gfx_busy_instantaneous{_SELECTOR})", _LEGEND),
-            # MI2xx only: where per-die series exist (MI3xx) they are the better measure.
-            _query("B", f"gpu_gfx_activity{_SELECTOR} unless on ({by_gpu}) gpu_gfx_busy_instantaneous", _LEGEND),
-        ], min_val=0, max_val=100))
-        .with_panel(_timeseries("VRAM used", "percentunit", [
-            _query("A", f"gpu_used_vram{_SELECTOR} / gpu_total_vram{_SELECTOR}", _LEGEND),
-        ], min_val=0, max_val=1))
-        .with_panel(_timeseries("ECC errors per interval", "short", [
-            _query("A", f"increase(gpu_ecc_uncorrect_total{_SELECTOR}[$__rate_interval])", f"{_LEGEND} uncorrectable"),
-            _query("B", f"increase(gpu_ecc_correct_total{_SELECTOR}[$__rate_interval])", f"{_LEGEND} correctable"),
-        ], min_val=0))
+        .with_panel(
+            _timeseries(
+                "GPU temperature (junction on MI3xx, edge on MI2xx)",
+                "celsius",
+                [
+                    _query("A", f"gpu_junction_temperature{_SELECTOR}", f"{_LEGEND} junction"),
+                    _query("B", f"gpu_edge_temperature{_SELECTOR}", f"{_LEGEND} edge"),
+                ],
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "Memory (HBM) temperature",
+                "celsius",
+                [
+                    _query("A", f"gpu_memory_temperature{_SELECTOR}", _LEGEND),
+                ],
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "Package power",
+                "watt",
+                [
+                    _query("A", f"gpu_package_power{_SELECTOR}", _LEGEND),
+                    _query("B", f"gpu_average_package_power{_SELECTOR}", f"{_LEGEND} (average)"),
+                ],
+                min_val=0,
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "GFX utilisation",
+                "percent",
+                [
+                    _query("A", f"avg without (xcc_index) (gpu_gfx_busy_instantaneous{_SELECTOR})", _LEGEND),
+                    # MI2xx only: where per-die series exist (MI3xx) they are the better measure.
+                    _query(
+                        "B", f"gpu_gfx_activity{_SELECTOR} unless on ({by_gpu}) gpu_gfx_busy_instantaneous", _LEGEND
+                    ),
+                ],
+                min_val=0,
+                max_val=100,
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "VRAM used",
+                "percentunit",
+                [
+                    _query("A", f"gpu_used_vram{_SELECTOR} / gpu_total_vram{_SELECTOR}", _LEGEND),
+                ],
+                min_val=0,
+                max_val=1,
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "ECC errors per interval",
+                "short",
+                [
+                    _query(
+                        "A",
+                        f"increase(gpu_ecc_uncorrect_total{_SELECTOR}[$__rate_interval])",
+                        f"{_LEGEND} uncorrectable",
+                    ),
+                    _query(
+                        "B", f"increase(gpu_ecc_correct_total{_SELECTOR}[$__rate_interval])", f"{_LEGEND} correctable"
+                    ),
+                ],
+                min_val=0,
+            )
+        )
         # 1 healthy, 0 unhealthy (the exporter's gpu_health), the GpuUnhealthy alert's input.
         .with_panel(_zero_or_one("GPU health", f"gpu_health{_SELECTOR}", _LEGEND, "UNHEALTHY", "healthy"))
-        .with_panel(_zero_or_one("Exporter targets up", f'up{{job="{EXPORTER_JOB}", host=~"$host"}}', "{{host}}",
-                                 "DOWN", "UP"))
+        .with_panel(
+            _zero_or_one("Exporter targets up", f'up{{job="{EXPORTER_JOB}", host=~"$host"}}', "{{host}}", "DOWN", "UP")
+        )
         .with_row(Row("vLLM"))
-        .with_panel(_timeseries("Requests running / waiting", "short", [
-            _query("A", "sum by (model_name) (vllm:num_requests_running)", f"{_BY_MODEL} running"),
-            _query("B", "sum by (model_name) (vllm:num_requests_waiting)", f"{_BY_MODEL} waiting"),
-        ], min_val=0))
-        .with_panel(_timeseries("Time to first token (p50, p95)", "s", [
-            _query("A", "histogram_quantile(0.5, sum by (le, model_name) "
-                        "(rate(vllm:time_to_first_token_seconds_bucket[$__rate_interval])))", f"{_BY_MODEL} p50"),
-            _query("B", "histogram_quantile(0.95, sum by (le, model_name) "
-                        "(rate(vllm:time_to_first_token_seconds_bucket[$__rate_interval])))", f"{_BY_MODEL} p95"),
-        ], min_val=0))
-        .with_panel(_timeseries("KV-cache usage", "percentunit", [
-            # Per replica (engine label within a pod, pod from the scrape): the fullest one matters.
-            _query("A", "max by (model_name) (vllm:kv_cache_usage_perc)", f"{_BY_MODEL} fullest replica"),
-        ], min_val=0, max_val=1))
+        .with_panel(
+            _timeseries(
+                "Requests running / waiting",
+                "short",
+                [
+                    _query("A", "sum by (model_name) (vllm:num_requests_running)", f"{_BY_MODEL} running"),
+                    _query("B", "sum by (model_name) (vllm:num_requests_waiting)", f"{_BY_MODEL} waiting"),
+                ],
+                min_val=0,
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "Time to first token (p50, p95)",
+                "s",
+                [
+                    _query(
+                        "A",
+                        "histogram_quantile(0.5, sum by (le, model_name) "
+                        "(rate(vllm:time_to_first_token_seconds_bucket[$__rate_interval])))",
+                        f"{_BY_MODEL} p50",
+                    ),
+                    _query(
+                        "B",
+                        "histogram_quantile(0.95, sum by (le, model_name) "
+                        "(rate(vllm:time_to_first_token_seconds_bucket[$__rate_interval])))",
+                        f"{_BY_MODEL} p95",
+                    ),
+                ],
+                min_val=0,
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "KV-cache usage",
+                "percentunit",
+                [
+                    # Per replica (engine label within a pod, pod from the scrape): the fullest one matters.
+                    _query("A", "max by (model_name) (vllm:kv_cache_usage_perc)", f"{_BY_MODEL} fullest replica"),
+                ],
+                min_val=0,
+                max_val=1,
+            )
+        )
     )
 
 
@@ -152,4 +281,3 @@ def dashboard_json_text() -> str:
     for panel_id, panel in enumerate(board.panels or [], start=1):
         panel.id_val = panel_id
     return json.dumps(board, cls=JSONEncoder, indent=2, ensure_ascii=False) + "\n"
-

@@ -39,6 +39,7 @@ Which modes a die count offers: 8 XCCs SPX/DPX/QPX/CPX, 4 XCCs SPX/DPX/CPX (`__a
 AMD documents for it, each pair with its source; MI2xx GPUs have no partition modes (rocprofiler-compute docs,
 "Compute and memory partition modes in analysis": partitioning applies to MI300A/MI300X/MI325X and MI350X/MI355X).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -80,19 +81,41 @@ def _modes(source: str, *pairs: str) -> tuple[PartitionMode, ...]:
     return tuple(modes)
 
 
-_MI300X = _modes("AMD SMI docs, rocm-systems projects/amdsmi/docs/conceptual/partition.md, 'Compatibility matrix' "
-                 "(MI300X)", "SPX/NPS1", "DPX/NPS1", "DPX/NPS2", "QPX/NPS1", "QPX/NPS4", "CPX/NPS1", "CPX/NPS4")
+_MI300X = _modes(
+    "AMD SMI docs, rocm-systems projects/amdsmi/docs/conceptual/partition.md, 'Compatibility matrix' (MI300X)",
+    "SPX/NPS1",
+    "DPX/NPS1",
+    "DPX/NPS2",
+    "QPX/NPS1",
+    "QPX/NPS4",
+    "CPX/NPS1",
+    "CPX/NPS4",
+)
 # ROCm/amdgpu-docs docs/gpu-partitioning/index.rst, compatibility matrix note: "DPX + NPS2 bare-metal partitioning
 # is supported on MI300X, MI350, and MI355, but NOT on MI300A or MI325".
 _MI325X = tuple(m for m in _MI300X if str(m) != "DPX/NPS2")
-_MI350 = _modes("amdgpu driver table (module docstring); ROCm/amdgpu-docs docs/gpu-partitioning/index.rst validates "
-                "SPX + NPS1 and DPX + NPS2 on MI350 and MI355", "SPX/NPS1", "DPX/NPS1", "DPX/NPS2", "QPX/NPS1",
-                "CPX/NPS1") + _modes(
+_MI350 = _modes(
+    "amdgpu driver table (module docstring); ROCm/amdgpu-docs docs/gpu-partitioning/index.rst validates "
+    "SPX + NPS1 and DPX + NPS2 on MI350 and MI355",
+    "SPX/NPS1",
+    "DPX/NPS1",
+    "DPX/NPS2",
+    "QPX/NPS1",
+    "CPX/NPS1",
+) + _modes(
     "amdgpu GC 9.5.0 (MI350 series) adds NPS2 to QPX and CPX ('drm/amdgpu: Update supported modes for GC v9.5.0'); "
-    "ROCm/amdgpu-docs gpu-partitioning/index.rst marks CPX + NPS4 'NA' on MI350 and MI355", "QPX/NPS2", "CPX/NPS2")
-_MI308X = _modes("MI308X has 4 XCDs: CPX shows 32 GPUs on an 8x MI308X (ROCm/rocm-systems issue #8529), 20 CUs each "
-                 "(ROCm/rocMLIR PR #2197); 4 XCCs offer SPX/DPX/CPX, no QPX; no source gives it a memory mode but "
-                 "NPS1", "SPX/NPS1", "DPX/NPS1", "CPX/NPS1")
+    "ROCm/amdgpu-docs gpu-partitioning/index.rst marks CPX + NPS4 'NA' on MI350 and MI355",
+    "QPX/NPS2",
+    "CPX/NPS2",
+)
+_MI308X = _modes(
+    "MI308X has 4 XCDs: CPX shows 32 GPUs on an 8x MI308X (ROCm/rocm-systems issue #8529), 20 CUs each "
+    "(ROCm/rocMLIR PR #2197); 4 XCCs offer SPX/DPX/CPX, no QPX; no source gives it a memory mode but "
+    "NPS1",
+    "SPX/NPS1",
+    "DPX/NPS1",
+    "CPX/NPS1",
+)
 
 
 @dataclass(frozen=True)
@@ -132,8 +155,12 @@ MODELS: dict[str, GpuModel] = {
         # XCDs: MI300X and MI325X 8 ("MI300X / MI325X (CDNA 3, gfx942): 8 XCDs. In CPX mode, 8 logical GPUs are
         # reported", AMD SMI partition.md); MI350X/MI355X 8 (aac.amd.com "GPU Partitioning Modes": MI355X SPX/DPX/
         # QPX/CPX = 1/2/4/8 logical GPUs per physical GPU, 64 on an 8-GPU node); MI308X 4 (above).
-        GpuModel("MI300X", "MI3xx", "gfx942", 95, 85, 750, "74a1", min_tflops=600, min_busbw=100, xcds=8, modes=_MI300X),
-        GpuModel("MI325X", "MI3xx", "gfx942", 95, 85, 1000, "74a5", min_tflops=600, min_busbw=100, xcds=8, modes=_MI325X),
+        GpuModel(
+            "MI300X", "MI3xx", "gfx942", 95, 85, 750, "74a1", min_tflops=600, min_busbw=100, xcds=8, modes=_MI300X
+        ),
+        GpuModel(
+            "MI325X", "MI3xx", "gfx942", 95, 85, 1000, "74a5", min_tflops=600, min_busbw=100, xcds=8, modes=_MI325X
+        ),
         GpuModel("MI308X", "MI3xx", "gfx942", 95, 85, None, "74a2", xcds=4, modes=_MI308X),
         GpuModel("MI350X", "MI3xx", "gfx950", 95, 85, 1000, "75a0", xcds=8, modes=_MI350),
         GpuModel("MI355X", "MI3xx", "gfx950", 95, 85, 1400, "75a3", xcds=8, modes=_MI350),

@@ -15,6 +15,7 @@ auto-detected:
 
 The GPU indices are the host's, as in `gpus`, `gpuCount` placement and the topology file.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,8 +23,10 @@ import json
 import re
 from pathlib import Path
 
-EXPECTED = ("expected `amd-smi list -e --json` / `amd-smi list -e`, `amd-ctk cdi list`, or the KFD topology "
-            "(`grep -H drm_render_minor /sys/class/kfd/kfd/topology/nodes/*/properties`)")
+EXPECTED = (
+    "expected `amd-smi list -e --json` / `amd-smi list -e`, `amd-ctk cdi list`, or the KFD topology "
+    "(`grep -H drm_render_minor /sys/class/kfd/kfd/topology/nodes/*/properties`)"
+)
 
 RenderNodes = dict[int, tuple[int, ...]]
 
@@ -44,8 +47,10 @@ def _from_amd_smi_records(records: list[dict[str, object]]) -> RenderNodes:
             raise RenderNodesError("`amd-smi list` without -e prints no render node; save `amd-smi list -e --json`")
         minor = _minor(str(record["render"]))
         if minor is None:  # "N/A": ROCm 6.4.0 printed it for CPX partitions (fixed in 6.4.1)
-            raise RenderNodesError(f"GPU {record.get('gpu')} has no render node ({record['render']!r}); save the "
-                                   "output again with ROCm 6.4.1 or newer")
+            raise RenderNodesError(
+                f"GPU {record.get('gpu')} has no render node ({record['render']!r}); save the "
+                "output again with ROCm 6.4.1 or newer"
+            )
         nodes.setdefault(int(str(record["gpu"])), []).append(minor)
     return {gpu: tuple(minors) for gpu, minors in nodes.items()}
 

@@ -16,6 +16,7 @@ host whose GPUs are split by a compute partition mode (logical GPUs), physical G
 
 CLI: `rocm-stack topology FILE [--partition 4,4]` (tools/topology.py) prints the topology (and the chosen sets) as JSON.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -78,15 +79,20 @@ class Topology(BaseModel):
                 raise ValueError(f"{name} has a negative value; link costs are 0 or more")
         return self
 
-
     def subset(self, gpus: Sequence[int]) -> Topology:
         """The same host seen through some of its GPUs (those a placement may still use)."""
         keep = [self.gpus.index(g) for g in sorted(gpus)]
 
         def pick(matrix: tuple | None) -> tuple | None:
             return None if matrix is None else tuple(tuple(matrix[i][j] for j in keep) for i in keep)
-        return Topology(gpus=tuple(self.gpus[i] for i in keep), numa=tuple(self.numa[i] for i in keep),
-                        weight=pick(self.weight), hops=pick(self.hops), link_type=pick(self.link_type))
+
+        return Topology(
+            gpus=tuple(self.gpus[i] for i in keep),
+            numa=tuple(self.numa[i] for i in keep),
+            weight=pick(self.weight),
+            hops=pick(self.hops),
+            link_type=pick(self.link_type),
+        )
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -157,8 +163,11 @@ _ROCM_SMI_SECTION = re.compile(
     r"^[\s=]*(weight|hops|link\s+type)\s+between\s+two\s+gpus[\s=]*$|^[\s=]*numa\s+nodes[\s=]*$", re.I | re.M
 )
 _ROCM_SMI_MATRIX = {"weight": "weight", "hops": "hops", "linktype": "link_type"}
-_ROCM_SMI_TITLE = {"weight": "Weight between two GPUs", "hops": "Hops between two GPUs",
-                   "link_type": "Link Type between two GPUs"}
+_ROCM_SMI_TITLE = {
+    "weight": "Weight between two GPUs",
+    "hops": "Hops between two GPUs",
+    "link_type": "Link Type between two GPUs",
+}
 # Newer rocm-smi prints `GPU[0]\t\t: ...`, ROCm 5.x `GPU 0          : ...`.
 _ROCM_SMI_NUMA = re.compile(r"^\s*GPU\s*\[?(\d+)\]?\s*:\s*\(Topology\)\s*Numa\s+(Node|Affinity)\s*:\s*(-?\d+)", re.I)
 _GPU_LABEL = re.compile(r"^GPU(\d+)$")
@@ -187,14 +196,16 @@ def _parse_rocm_smi(text: str) -> _Parsed:
     for name, lines in sections.items():
         ids, rows = _rocm_smi_table(_ROCM_SMI_TITLE[name], lines)
         if gpus is not None and ids != gpus:
-            raise TopologyError(
-                f"'{_ROCM_SMI_TITLE[name]}' lists GPUs {ids} but an earlier table lists GPUs {gpus}"
-            )
+            raise TopologyError(f"'{_ROCM_SMI_TITLE[name]}' lists GPUs {ids} but an earlier table lists GPUs {gpus}")
         gpus = ids
-        matrices[name] = rows if name == "link_type" else [
-            [_int_cell(v, f"'{_ROCM_SMI_TITLE[name]}' GPU{ids[i]} to GPU{ids[j]}") for j, v in enumerate(row)]
-            for i, row in enumerate(rows)
-        ]
+        matrices[name] = (
+            rows
+            if name == "link_type"
+            else [
+                [_int_cell(v, f"'{_ROCM_SMI_TITLE[name]}' GPU{ids[i]} to GPU{ids[j]}") for j, v in enumerate(row)]
+                for i, row in enumerate(rows)
+            ]
+        )
 
     numa = _rocm_smi_numa(text)
     if gpus is None:  # only `--showtoponuma`
@@ -303,14 +314,10 @@ def _amd_smi_table(title: str, rows: list[list[str]]) -> tuple[list[str], list[l
     columns, body = rows[0], rows[1:]
     labels = [r[0] for r in body]
     if labels != columns:
-        raise TopologyError(
-            f"'{title} TABLE': rows {labels} do not match columns {columns}; the matrix must be square"
-        )
+        raise TopologyError(f"'{title} TABLE': rows {labels} do not match columns {columns}; the matrix must be square")
     for row in body:
         if len(row) - 1 != len(columns):
-            raise TopologyError(
-                f"'{title} TABLE': row {row[0]} has {len(row) - 1} values, expected {len(columns)}"
-            )
+            raise TopologyError(f"'{title} TABLE': row {row[0]} has {len(row) - 1} values, expected {len(columns)}")
     return columns, [row[1:] for row in body]
 
 
@@ -382,7 +389,8 @@ def _parse_amd_smi_json(text: str) -> _Parsed:
             raise TopologyError(f"JSON '{name}' is not a full matrix over GPUs {gpus}: {detail}")
         matrices[name] = [
             [
-                str(values[a, b]) if name == "link_type"
+                str(values[a, b])
+                if name == "link_type"
                 else _int_cell(values[a, b], f"JSON {name} from GPU {a} to GPU {b}")
                 for b in gpus
             ]
@@ -464,8 +472,9 @@ def physical_gpu(logical: int, per_gpu: int) -> int:
     return logical // per_gpu
 
 
-def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Sequence[int],
-                      per_gpu: int) -> list[tuple[int, ...]]:
+def place_partitioned(
+    topology: Topology | None, free: Sequence[int], sizes: Sequence[int], per_gpu: int
+) -> list[tuple[int, ...]]:
     """`place` on a host whose physical GPUs each show `per_gpu` logical GPUs (a compute partition mode).
 
     `free` are the logical GPUs still free, `topology` (if any) is over all logical GPUs. A set larger than
@@ -479,8 +488,10 @@ def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Seq
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise PlacementError(f"partition {index} has size {size!r}; sizes must be whole numbers >= 1")
         if size > per_gpu and size % per_gpu:
-            raise PlacementError(f"partition {index} has size {size}, which would split a physical GPU of "
-                                 f"{per_gpu} logical GPUs; use at most {per_gpu} or a multiple of it")
+            raise PlacementError(
+                f"partition {index} has size {size}, which would split a physical GPU of "
+                f"{per_gpu} logical GPUs; use at most {per_gpu} or a multiple of it"
+            )
     if sum(sizes) > len(free):
         raise PlacementError(f"partitions {sizes} need {sum(sizes)} GPUs but {len(free)} are free (GPUs {list(free)})")
     if topology is None:  # no links known: every set costs the same, the lowest indices win
@@ -495,8 +506,10 @@ def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Seq
     if large:
         need = [sizes[k] // per_gpu for k in large]
         if sum(need) > len(whole):
-            raise PlacementError(f"partitions {[sizes[k] for k in large]} need {sum(need)} whole physical GPUs of "
-                                 f"{per_gpu} logical GPUs but {len(whole)} are free (physical GPUs {whole})")
+            raise PlacementError(
+                f"partitions {[sizes[k] for k in large]} need {sum(need)} whole physical GPUs of "
+                f"{per_gpu} logical GPUs but {len(whole)} are free (physical GPUs {whole})"
+            )
         for k, physical in zip(large, place(_physical_topology(topology, whole, per_gpu), need)):
             chosen[k] = tuple(g for p in physical for g in free_of.pop(p))
 
@@ -507,7 +520,8 @@ def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Seq
         if not fits:
             raise PlacementError(
                 f"partition {k} of size {sizes[k]} fits on no physical GPU: free logical GPUs per physical GPU "
-                f"{ {p: room[p] for p in sorted(room)} } (a set of at most {per_gpu} stays on one physical GPU)")
+                f"{ {p: room[p] for p in sorted(room)} } (a set of at most {per_gpu} stays on one physical GPU)"
+            )
         p = min(fits, key=lambda p: (room[p], p))
         room[p] -= sizes[k]
         on.setdefault(p, []).append(k)
@@ -528,8 +542,10 @@ def _physical_topology(topology: Topology, physical: list[int], per_gpu: int) ->
     for p in physical:
         nodes = {topology.numa[i] for i in members[p]}
         numa.append(nodes.pop() if len(nodes) == 1 else None)
-    weight = tuple(tuple(0 if p == q else min(cost[a][b] for a in members[p] for b in members[q])
-                         for q in physical) for p in physical)
+    weight = tuple(
+        tuple(0 if p == q else min(cost[a][b] for a in members[p] for b in members[q]) for q in physical)
+        for p in physical
+    )
     return Topology(gpus=tuple(physical), numa=tuple(numa), weight=weight)
 
 
@@ -566,8 +582,11 @@ class _BranchAndBound:
         # Interchangeable GPUs (same NUMA node, same cost to every other GPU): swapping one for a lower-index
         # twin never changes the cost and lowers the indices, so only the lowest free twin is ever tried.
         self.twins = [
-            [a for a in range(g) if numa[a] == numa[g]
-             and all(cost[a][x] == cost[g][x] for x in range(self.n) if x not in (a, g))]
+            [
+                a
+                for a in range(g)
+                if numa[a] == numa[g] and all(cost[a][x] == cost[g][x] for x in range(self.n) if x not in (a, g))
+            ]
             for g in range(self.n)
         ]
         self.unit = 2 * math.lcm(*sizes)
@@ -629,10 +648,12 @@ class _BranchAndBound:
             for seed in sorted(free):
                 members = [seed]
                 while len(members) < size:
-                    members.append(min(
-                        sorted(free - set(members)),
-                        key=lambda g: (sum(self.cost[g][m] for m in members), self._spread([*members, g])),
-                    ))
+                    members.append(
+                        min(
+                            sorted(free - set(members)),
+                            key=lambda g: (sum(self.cost[g][m] for m in members), self._spread([*members, g])),
+                        )
+                    )
                 options.append(((self._set_cost(members), self._spread(members)), members))
             key, members = min(options)
             free -= set(members)
@@ -684,14 +705,18 @@ class _BranchAndBound:
                 self.incumbent = self._in_request_order(self.sets, self.sizes)
             return
         # Equal-size requests are interchangeable; the lowest-index answer gives the earlier one the lower GPU.
-        first = next((s[0] + 1 for size, s in zip(self.sizes[k - 1::-1], self.sets[::-1])
-                      if size == self.sizes[k]), 0) if k else 0
+        first = (
+            next((s[0] + 1 for size, s in zip(self.sizes[k - 1 :: -1], self.sets[::-1]) if size == self.sizes[k]), 0)
+            if k
+            else 0
+        )
         members = [g for g in range(self.n) if free >> g & 1]
-        rest = self.sizes[k + 1:]
+        rest = self.sizes[k + 1 :]
         shares = {size: self._shares(size, free, members) for size in set(rest)}
         # c sets of size s take c * s distinct GPUs: at least the c * s smallest shares.
-        units = sum(sum(sorted(shares[size][g] for g in members)[: size * count])
-                    for size, count in Counter(rest).items())
+        units = sum(
+            sum(sorted(shares[size][g] for g in members)[: size * count]) for size, count in Counter(rest).items()
+        )
         later = complement = None
         if rest and sum(self.sizes[k:]) == len(members):
             # Every free GPU joins this set or a later one: it costs at least its smallest later share.
@@ -704,8 +729,7 @@ class _BranchAndBound:
                 complement = _Complement(self._set_cost(members), degree)
         self._grow(k, [], free, first, weight, spread, _Plan(units, later, complement))
 
-    def _bound(self, members: list[int], free: int, candidates: list[int], need: int, weight: int,
-               plan: _Plan) -> int:
+    def _bound(self, members: list[int], free: int, candidates: list[int], need: int, weight: int, plan: _Plan) -> int:
         """Lower bound on the total weight of any solution through this node."""
         joining = self._joining(candidates, need)
         half = self.unit // 2
@@ -719,12 +743,17 @@ class _BranchAndBound:
         if plan.complement is not None:
             c = plan.complement
             partial = self._set_cost(members)
-            bound = max(bound, weight + partial + c.free_cost + sum(c.degree[g] for g in members)
-                        + sum(sorted(j + c.degree[g] for g, j in zip(candidates, joining))[:need]))
+            bound = max(
+                bound,
+                weight
+                + partial
+                + c.free_cost
+                + sum(c.degree[g] for g in members)
+                + sum(sorted(j + c.degree[g] for g, j in zip(candidates, joining))[:need]),
+            )
         return bound
 
-    def _grow(self, k: int, members: list[int], free: int, start: int, weight: int, spread: int,
-              plan: _Plan) -> None:
+    def _grow(self, k: int, members: list[int], free: int, start: int, weight: int, spread: int, plan: _Plan) -> None:
         self.nodes += 1
         if self.nodes > _NODE_BUDGET:
             raise _OutOfBudget

@@ -4,6 +4,7 @@ The CLI runs this file with the policy pack directory as working directory and f
 the rules are imported as the package `rocm_policy` beside it. Starting the pack serves the policies to the
 engine over gRPC until the operation ends.
 """
+
 from pulumi_policy import PolicyPack
 
 from rocm_policy.pack import POLICIES, enforcement_level, stack_context

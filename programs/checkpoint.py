@@ -11,6 +11,7 @@ A checkpoint is one `torch.save` file named `ckpt-<step, 9 digits>-<sha256 of th
 
 Files stay loadable with a plain `torch.load(path, weights_only=True)` outside this module.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -121,7 +122,7 @@ class CheckpointStore:
 
     def prune(self) -> None:
         """Keep the newest `keep` checkpoints; older ones go."""
-        for old in self.checkpoints()[self.keep:]:
+        for old in self.checkpoints()[self.keep :]:
             old.path.unlink(missing_ok=True)
             self._log("checkpoint_pruned", path=str(old.path), step=old.step)
 

@@ -14,6 +14,7 @@ Checks (each finding names the value seen and the fix):
   gpu_count       GPU nodes of the KFD topology equal --expect-gpus (hosts[].gpus).
 Output: one JSON object with --json, else text. Exit 0: no finding; 1: findings; 2: bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,14 @@ class Report:
     facts: dict[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
-        return {"schema": SCHEMA, "host": self.host, "verdict": "fail" if self.findings else "pass",
-                "findings": [asdict(f) for f in self.findings], "notes": self.notes, "facts": self.facts}
+        return {
+            "schema": SCHEMA,
+            "host": self.host,
+            "verdict": "fail" if self.findings else "pass",
+            "findings": [asdict(f) for f in self.findings],
+            "notes": self.notes,
+            "facts": self.facts,
+        }
 
 
 def _read(path: Path) -> str | None:
@@ -84,10 +91,15 @@ def check_numa_balancing(root: Path, report: Report) -> None:
         # The sysctl exists only in kernels built with CONFIG_NUMA_BALANCING: there is nothing to balance.
         report.notes.append("kernel.numa_balancing does not exist (kernel without NUMA balancing)")
     elif value != "0":
-        report.findings.append(Finding(
-            "numa_balancing", f"kernel.numa_balancing = {value}", "0",
-            "sysctl -w kernel.numa_balancing=0, and keep it across reboots with "
-            "`echo kernel.numa_balancing=0 > /etc/sysctl.d/90-rocm.conf` (or boot with numa_balancing=disable)"))
+        report.findings.append(
+            Finding(
+                "numa_balancing",
+                f"kernel.numa_balancing = {value}",
+                "0",
+                "sysctl -w kernel.numa_balancing=0, and keep it across reboots with "
+                "`echo kernel.numa_balancing=0 > /etc/sysctl.d/90-rocm.conf` (or boot with numa_balancing=disable)",
+            )
+        )
 
 
 def check_iommu(root: Path, gpu_model: str, report: Report) -> None:
@@ -97,10 +109,15 @@ def check_iommu(root: Path, gpu_model: str, report: Report) -> None:
         report.notes.append(f"iommu=pt not checked: {gpu_model} runs with the IOMMU off")
         return
     if "iommu=pt" not in cmdline.split():
-        report.findings.append(Finding(
-            "iommu", f"kernel command line without iommu=pt: {cmdline or '(empty)'}", "iommu=pt",
-            "add iommu=pt (and amd_iommu=on on AMD CPUs, intel_iommu=on on Intel) to GRUB_CMDLINE_LINUX in "
-            "/etc/default/grub, run update-grub (or grub2-mkconfig) and reboot"))
+        report.findings.append(
+            Finding(
+                "iommu",
+                f"kernel command line without iommu=pt: {cmdline or '(empty)'}",
+                "iommu=pt",
+                "add iommu=pt (and amd_iommu=on on AMD CPUs, intel_iommu=on on Intel) to GRUB_CMDLINE_LINUX in "
+                "/etc/default/grub, run update-grub (or grub2-mkconfig) and reboot",
+            )
+        )
 
 
 def check_driver(root: Path, rocm: list[str], report: Report) -> None:
@@ -108,27 +125,40 @@ def check_driver(root: Path, rocm: list[str], report: Report) -> None:
     report.facts["amdgpu_version"] = version
     if version is None:
         if (root / "sys/module/amdgpu").is_dir():
-            report.notes.append("amdgpu is loaded without a version (the kernel's in-tree driver): compatibility "
-                                "with the images' ROCm releases cannot be checked")
+            report.notes.append(
+                "amdgpu is loaded without a version (the kernel's in-tree driver): compatibility "
+                "with the images' ROCm releases cannot be checked"
+            )
         else:
-            report.findings.append(Finding(
-                "driver", "the amdgpu kernel module is not loaded", "amdgpu loaded",
-                "install the AMD GPU driver (amdgpu-dkms, AMD's install guide) and `modprobe amdgpu`"))
+            report.findings.append(
+                Finding(
+                    "driver",
+                    "the amdgpu kernel module is not loaded",
+                    "amdgpu loaded",
+                    "install the AMD GPU driver (amdgpu-dkms, AMD's install guide) and `modprobe amdgpu`",
+                )
+            )
         return
     series = ".".join(version.split(".")[:2])
     release = DRIVER_RELEASE.get(series)
     if release is None:
-        report.notes.append(f"amdgpu {version}: not in the driver table (programs/preflight.py DRIVER_RELEASE), "
-                            "compatibility with the images' ROCm releases not checked")
+        report.notes.append(
+            f"amdgpu {version}: not in the driver table (programs/preflight.py DRIVER_RELEASE), "
+            "compatibility with the images' ROCm releases not checked"
+        )
         return
     report.facts["driver_release"] = release
     unsupported = [r for r in rocm if r not in DRIVER_ROCM[release]]
     if unsupported:
-        report.findings.append(Finding(
-            "driver", f"amdgpu {version} (release {release}) does not support ROCm {', '.join(unsupported)}",
-            f"a driver supporting ROCm {', '.join(sorted(set(rocm)))} (supports {', '.join(DRIVER_ROCM[release])})",
-            "install a driver release that AMD's compatibility matrix lists for the images' ROCm release, "
-            "or pin images built on a ROCm release this driver supports"))
+        report.findings.append(
+            Finding(
+                "driver",
+                f"amdgpu {version} (release {release}) does not support ROCm {', '.join(unsupported)}",
+                f"a driver supporting ROCm {', '.join(sorted(set(rocm)))} (supports {', '.join(DRIVER_ROCM[release])})",
+                "install a driver release that AMD's compatibility matrix lists for the images' ROCm release, "
+                "or pin images built on a ROCm release this driver supports",
+            )
+        )
 
 
 def kfd_gpu_nodes(root: Path) -> int | None:
@@ -158,10 +188,15 @@ def check_gpu_count(root: Path, expected: int, report: Report) -> None:
     report.facts["kfd_gpus"] = count
     if count != expected:
         seen = "no KFD topology (amdgpu/KFD not loaded)" if count is None else f"{count} GPU(s) in the KFD topology"
-        report.findings.append(Finding(
-            "gpu_count", seen, f"{expected} (hosts[].gpus)",
-            "set hosts[].gpus to what the host has (`amd-smi list`; a partition mode such as CPX multiplies it), "
-            "or find the missing GPUs (`dmesg | grep amdgpu`, PCIe link, pci=realloc=off)"))
+        report.findings.append(
+            Finding(
+                "gpu_count",
+                seen,
+                f"{expected} (hosts[].gpus)",
+                "set hosts[].gpus to what the host has (`amd-smi list`; a partition mode such as CPX multiplies it), "
+                "or find the missing GPUs (`dmesg | grep amdgpu`, PCIe link, pci=realloc=off)",
+            )
+        )
 
 
 def preflight(root: Path, host: str, expect_gpus: int, gpu_model: str, rocm: list[str]) -> Report:
@@ -186,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default=os.uname().nodename, help="the host's name in the stack")
     p.add_argument("--expect-gpus", type=int, required=True, metavar="N")
     p.add_argument("--gpu-model", default="other")
-    p.add_argument("--rocm", action="append", default=[], metavar="X.Y",
-                   help="ROCm release of an image the host runs (repeatable)")
+    p.add_argument(
+        "--rocm", action="append", default=[], metavar="X.Y", help="ROCm release of an image the host runs (repeatable)"
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.expect_gpus < 1:

@@ -4,6 +4,7 @@ Environment variables exist so a Kubernetes Job or a Docker container can config
 rewriting its command. Every value is validated before any process group starts; a bad one exits with
 status 2 and a message naming the flag or variable. `python programs/train.py --help` lists them all.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,7 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
         return value
+
     return parse
 
 
@@ -82,6 +84,7 @@ def _one_of(choices: Sequence[str]) -> Callable[[str], str]:
         if text not in choices:
             raise argparse.ArgumentTypeError(f"expected one of {', '.join(choices)}, got {text!r}")
         return text
+
     return parse
 
 
@@ -111,30 +114,72 @@ class _Option:
 
 
 OPTIONS = (
-    _Option("steps", "TRAIN_STEPS", _int_at_least(1), 100, "total optimizer steps of the run (a resumed run counts "
-            "the steps already checkpointed)"),
-    _Option("batch_size", "BATCH_SIZE", _int_at_least(1), 32, "samples per step per process; the global batch is "
-            "this times the world size"),
-    _Option("checkpoint_dir", "CHECKPOINT_DIR", _directory, Path("checkpoints"), "directory of checkpoints; must "
-            "be the same shared storage for every node of a multi-node run"),
-    _Option("checkpoint_every", "CHECKPOINT_EVERY", _int_at_least(0), 50, "save every N steps and at the last "
-            "step; 0 disables checkpoints (and resume)"),
+    _Option(
+        "steps",
+        "TRAIN_STEPS",
+        _int_at_least(1),
+        100,
+        "total optimizer steps of the run (a resumed run counts the steps already checkpointed)",
+    ),
+    _Option(
+        "batch_size",
+        "BATCH_SIZE",
+        _int_at_least(1),
+        32,
+        "samples per step per process; the global batch is this times the world size",
+    ),
+    _Option(
+        "checkpoint_dir",
+        "CHECKPOINT_DIR",
+        _directory,
+        Path("checkpoints"),
+        "directory of checkpoints; must be the same shared storage for every node of a multi-node run",
+    ),
+    _Option(
+        "checkpoint_every",
+        "CHECKPOINT_EVERY",
+        _int_at_least(0),
+        50,
+        "save every N steps and at the last step; 0 disables checkpoints (and resume)",
+    ),
     _Option("checkpoint_keep", "CHECKPOINT_KEEP", _int_at_least(1), 3, "how many newest checkpoints to keep"),
-    _Option("backend", "TRAIN_BACKEND", _one_of(BACKENDS), "auto", "torch.distributed backend: nccl (RCCL on "
-            "ROCm) for GPUs, gloo for CPU; auto picks nccl when a GPU is visible"),
-    _Option("precision", "TRAIN_PRECISION", _one_of(PRECISIONS), "fp32", "bf16 runs forward/loss under "
-            "torch.autocast(bfloat16); weights and optimizer stay fp32"),
+    _Option(
+        "backend",
+        "TRAIN_BACKEND",
+        _one_of(BACKENDS),
+        "auto",
+        "torch.distributed backend: nccl (RCCL on ROCm) for GPUs, gloo for CPU; auto picks nccl when a GPU is visible",
+    ),
+    _Option(
+        "precision",
+        "TRAIN_PRECISION",
+        _one_of(PRECISIONS),
+        "fp32",
+        "bf16 runs forward/loss under torch.autocast(bfloat16); weights and optimizer stay fp32",
+    ),
     _Option("lr", "TRAIN_LR", _positive_float, 3e-4, "learning rate of the default AdamW optimizer"),
-    _Option("grad_clip", "TRAIN_GRAD_CLIP", _non_negative_float, 1.0, "clip the global gradient norm to this; 0 "
-            "disables"),
+    _Option(
+        "grad_clip", "TRAIN_GRAD_CLIP", _non_negative_float, 1.0, "clip the global gradient norm to this; 0 disables"
+    ),
     _Option("seed", "TRAIN_SEED", _int_at_least(0), 0, "seed of initial weights and synthetic data"),
     _Option("hidden_size", "TRAIN_HIDDEN_SIZE", _int_at_least(1), 32, "width of the default synthetic model"),
     _Option("layers", "TRAIN_LAYERS", _int_at_least(1), 2, "residual MLP blocks of the default synthetic model"),
     _Option("log_every", "TRAIN_LOG_EVERY", _int_at_least(1), 1, "log loss and samples/s every N steps (rank 0)"),
-    _Option("entrypoint", "TRAIN_ENTRYPOINT", _entrypoint, "programs.synthetic:build", "module:function that "
-            "returns a programs.workload.Workload (your model, data and loss)"),
-    _Option("fail_at_step", "TRAIN_FAIL_AT_STEP", _int_at_least(1), None, "failure drill: SIGKILL the process of "
-            "rank --fail-rank right after this step (tests, restart-policy checks); unset it for the restart"),
+    _Option(
+        "entrypoint",
+        "TRAIN_ENTRYPOINT",
+        _entrypoint,
+        "programs.synthetic:build",
+        "module:function that returns a programs.workload.Workload (your model, data and loss)",
+    ),
+    _Option(
+        "fail_at_step",
+        "TRAIN_FAIL_AT_STEP",
+        _int_at_least(1),
+        None,
+        "failure drill: SIGKILL the process of "
+        "rank --fail-rank right after this step (tests, restart-policy checks); unset it for the restart",
+    ),
     _Option("fail_rank", "TRAIN_FAIL_RANK", _int_at_least(0), 0, "rank that --fail-at-step kills"),
 )
 assert {option.field for option in OPTIONS} == {field.name for field in fields(TrainConfig)}
@@ -154,8 +199,9 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                 default = option.parse(raw)
             except argparse.ArgumentTypeError as error:
                 parser.error(f"environment variable {option.env}: {error}")
-        parser.add_argument(option.flag, dest=option.field, type=option.parse, default=default,
-                            help=f"{option.help} [env {option.env}]")
+        parser.add_argument(
+            option.flag, dest=option.field, type=option.parse, default=default, help=f"{option.help} [env {option.env}]"
+        )
     return parser
 
 

@@ -4,6 +4,7 @@ Needs no dataset, so it runs anywhere (a smoke test of the GPUs, RCCL and the ch
 visibly, and every batch is a pure function of (seed, step, rank) — which is what lets a resumed run reproduce
 an uninterrupted one bit for bit. Size it with --hidden-size / --layers / --batch-size.
 """
+
 from __future__ import annotations
 
 import torch

@@ -33,6 +33,7 @@ Behaviour:
   * Exit status: 0 done, 2 invalid settings, anything else a failure (torchrun reports the failed rank, and
     writes its traceback to TORCHELASTIC_ERROR_FILE), so restart policies and Job backoff apply.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -100,8 +101,10 @@ def init_world(config: TrainConfig) -> World:
         if not gpu_visible:
             raise SetupError("backend nccl needs a visible GPU (torch.cuda.is_available() is False); use gloo on CPU")
         if local_rank >= torch.cuda.device_count():
-            raise SetupError(f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPU(s) visible: "
-                             "--nproc-per-node must not exceed the GPUs in HIP_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES")
+            raise SetupError(
+                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPU(s) visible: "
+                "--nproc-per-node must not exceed the GPUs in HIP_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES"
+            )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     else:
@@ -134,8 +137,9 @@ def broadcast_name(name: str, world: World) -> str:
     return bytes(buffer.tolist()).rstrip(b"\0").decode("ascii")
 
 
-def resume(store: CheckpointStore, world: World, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-           log: Logger) -> int:
+def resume(
+    store: CheckpointStore, world: World, model: torch.nn.Module, optimizer: torch.optim.Optimizer, log: Logger
+) -> int:
     """Load the newest valid checkpoint into model and optimizer on every rank; return its step (0 if none)."""
     name = ""
     state: dict[str, Any] | None = None
@@ -154,15 +158,16 @@ def resume(store: CheckpointStore, world: World, model: torch.nn.Module, optimiz
         try:
             state = store.load(Checkpoint(store.directory / name, int(match["step"]), match["sha256"]))
         except InvalidCheckpoint as invalid:
-            error = f"rank {world.rank} cannot use {name} that rank 0 chose ({invalid}); " \
-                    "CHECKPOINT_DIR must be the same shared storage on every node"
+            error = (
+                f"rank {world.rank} cannot use {name} that rank 0 chose ({invalid}); "
+                "CHECKPOINT_DIR must be the same shared storage on every node"
+            )
     if not all_ranks_ok(not error, world):
         raise RuntimeError(error or f"another rank could not load checkpoint {name}")
     assert state is not None
     model.load_state_dict(state["model"])  # a shape mismatch (changed model settings) is an error, not a fresh start
     optimizer.load_state_dict(state["optimizer"])
-    log("resume", checkpoint=str(store.directory / name), step=state["step"],
-        saved_world_size=state.get("world_size"))
+    log("resume", checkpoint=str(store.directory / name), step=state["step"], saved_world_size=state.get("world_size"))
     return int(state["step"])
 
 
@@ -171,14 +176,23 @@ def train(config: TrainConfig, world: World) -> None:
     workload: Workload = load_entrypoint(config.entrypoint)(config, world.device)
     model = workload.model.to(world.device)
     optimizer = (workload.make_optimizer or (lambda params: torch.optim.AdamW(params, lr=config.lr)))(
-        model.parameters())
+        model.parameters()
+    )
     store = CheckpointStore(config.checkpoint_dir, config.checkpoint_keep, log)
     global_batch = config.batch_size * world.world_size
-    log("start", world_size=world.world_size, backend=world.backend, device=str(world.device),
+    log(
+        "start",
+        world_size=world.world_size,
+        backend=world.backend,
+        device=str(world.device),
         device_name=torch.cuda.get_device_name(world.device) if world.device.type == "cuda" else "cpu",
-        torch=torch.__version__, parameters=sum(p.numel() for p in model.parameters()), global_batch=global_batch,
-        config={key: str(value) if isinstance(value, Path) else value
-                for key, value in dataclasses.asdict(config).items()})
+        torch=torch.__version__,
+        parameters=sum(p.numel() for p in model.parameters()),
+        global_batch=global_batch,
+        config={
+            key: str(value) if isinstance(value, Path) else value for key, value in dataclasses.asdict(config).items()
+        },
+    )
 
     start_step = resume(store, world, model, optimizer, log) if config.checkpoint_every else 0
     ddp = DistributedDataParallel(model, device_ids=[world.device.index] if world.device.type == "cuda" else None)
@@ -202,8 +216,13 @@ def train(config: TrainConfig, world: World) -> None:
             loss_value = loss.item()  # waits for the device, so the clock below covers the GPU work of the window
             now = time.perf_counter()
             elapsed = now - window_start
-            log("step", step=step, loss=loss_value, samples_per_s=round(window_steps * global_batch / elapsed, 2),
-                step_time_s=round(elapsed / window_steps, 6))
+            log(
+                "step",
+                step=step,
+                loss=loss_value,
+                samples_per_s=round(window_steps * global_batch / elapsed, 2),
+                step_time_s=round(elapsed / window_steps, 6),
+            )
             if not first_window:  # the first window holds warm-up (allocation, kernel selection, DDP buckets)
                 timed_samples += window_steps * global_batch
                 timed_seconds += elapsed
@@ -212,21 +231,37 @@ def train(config: TrainConfig, world: World) -> None:
         if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps):
             saving_since = time.perf_counter()
             if world.rank == 0:
-                saved = store.save(step, {"format": CHECKPOINT_FORMAT, "step": step, "model": model.state_dict(),
-                                          "optimizer": optimizer.state_dict(), "world_size": world.world_size,
-                                          "entrypoint": config.entrypoint})
-                log("checkpoint", step=step, path=str(saved.path),
-                    seconds=round(time.perf_counter() - saving_since, 3))
+                saved = store.save(
+                    step,
+                    {
+                        "format": CHECKPOINT_FORMAT,
+                        "step": step,
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "world_size": world.world_size,
+                        "entrypoint": config.entrypoint,
+                    },
+                )
+                log("checkpoint", step=step, path=str(saved.path), seconds=round(time.perf_counter() - saving_since, 3))
             dist.barrier()  # after this, checkpoint `step` is durable for every rank (the failure drill relies on it)
             window_start += time.perf_counter() - saving_since  # keep checkpoint I/O out of samples/s
 
         if step == config.fail_at_step and world.rank == config.fail_rank:
-            print(f"train.py: failure drill: rank {world.rank} kills itself after step {step}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"train.py: failure drill: rank {world.rank} kills itself after step {step}",
+                file=sys.stderr,
+                flush=True,
+            )
             os.kill(os.getpid(), signal.SIGKILL)
 
-    log("done", step=config.steps, resumed_from=start_step, steps_run=config.steps - start_step, loss=loss_value,
-        mean_samples_per_s=round(timed_samples / timed_seconds, 2) if timed_seconds else None)
+    log(
+        "done",
+        step=config.steps,
+        resumed_from=start_step,
+        steps_run=config.steps - start_step,
+        loss=loss_value,
+        mean_samples_per_s=round(timed_samples / timed_seconds, 2) if timed_seconds else None,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ precision, samples/s logging, checkpoints and resume. An entry point supplies on
 and run with `--entrypoint mypackage.train_entry:build` (or TRAIN_ENTRYPOINT=...). Extra settings of your own
 can come from your own environment variables. The default entry point is `programs.synthetic:build`.
 """
+
 from __future__ import annotations
 
 import importlib

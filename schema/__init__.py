@@ -3,6 +3,7 @@
 Every key lives in the `rocm-stack:` namespace of `stacks/Pulumi.<stack>.yaml`. `load()` turns the raw
 key/value map into a `StackConfig` or raises `ConfigError` listing every problem with its key path.
 """
+
 from __future__ import annotations
 
 import json
@@ -193,8 +194,11 @@ def _user_loc(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
         if isinstance(value, dict) and part not in value and not last and isinstance(part, str):
             continue
         kept.append(part)
-        value = value.get(part) if isinstance(value, dict) else (
-            value[part] if isinstance(value, list) and isinstance(part, int) and part < len(value) else None)
+        value = (
+            value.get(part)
+            if isinstance(value, dict)
+            else (value[part] if isinstance(value, list) and isinstance(part, int) and part < len(value) else None)
+        )
     return tuple(kept)
 
 
@@ -206,8 +210,13 @@ def _pydantic_problems(error: ValidationError, data: Mapping[str, Any]) -> Itera
             message = "unknown key" + _allowed_keys_hint(loc[:-1], data)
         else:
             message = _message(item)
-            if "input" in item and not isinstance(item["input"], (dict, list)) and item["type"] != "missing" \
-                    and "(got" not in message and repr(item["input"]) not in message:
+            if (
+                "input" in item
+                and not isinstance(item["input"], (dict, list))
+                and item["type"] != "missing"
+                and "(got" not in message
+                and repr(item["input"]) not in message
+            ):
                 message += f" (got {_shown(item['input'])})"
         yield ConfigProblem(_key_path(loc), message)
 
@@ -241,13 +250,23 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     # a partition profile's gate on its model's nodes.
     if cfg.checks.enable and cfg.kubernetes is not None:
         if cfg.gpu_fleet is not None and not isinstance(cfg.images["pytorch"], str):
-            yield "images.pytorch", ("the Kubernetes GPU gate runs it on every GPU node, of any family: give one "
-                                     "reference for every family")
+            yield (
+                "images.pytorch",
+                (
+                    "the Kubernetes GPU gate runs it on every GPU node, of any family: give one "
+                    "reference for every family"
+                ),
+            )
         for name, profile in sorted(cfg.kubernetes.partition_profiles.items()):
             gfx = MODELS[profile.gpu_model].gfx
             if profile.nodes and image_for(cfg.images, "pytorch", gfx) is None:
-                yield "images.pytorch", (f"the GPU gate of kubernetes.partitionProfiles.{name} ({profile.gpu_model}) "
-                                         f"runs it on {gfx} nodes; add images.pytorch.{gfx}")
+                yield (
+                    "images.pytorch",
+                    (
+                        f"the GPU gate of kubernetes.partitionProfiles.{name} ({profile.gpu_model}) "
+                        f"runs it on {gfx} nodes; add images.pytorch.{gfx}"
+                    ),
+                )
 
 
 # Namespaces of the providers and of Pulumi itself: never taken for a misspelt `rocm-stack`.
@@ -276,12 +295,22 @@ def _namespace_problems(keys: Iterable[str]) -> Iterable[ConfigProblem]:
     for key in sorted(keys):
         namespace, _, name = key.partition(":")
         if misspelt_namespace(namespace):
-            yield ConfigProblem("", (f"'{key}' is in the namespace '{namespace}', which this program never reads; "
-                                     f"did you mean '{PROJECT}:{name}'?"))
+            yield ConfigProblem(
+                "",
+                (
+                    f"'{key}' is in the namespace '{namespace}', which this program never reads; "
+                    f"did you mean '{PROJECT}:{name}'?"
+                ),
+            )
 
 
-def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
-         lock: docker.PlacementLock | None = None, place_unlocked: bool = False) -> StackConfig:
+def load(
+    stack: str,
+    values: Mapping[str, Any],
+    secret_keys: Iterable[str] = (),
+    lock: docker.PlacementLock | None = None,
+    place_unlocked: bool = False,
+) -> StackConfig:
     """Validate the config of a stack (every namespace, values already JSON-decoded) into a StackConfig.
 
     One loader for both ways config arrives: `pulumi up` (the Pulumi runtime's config, see from_pulumi) and
@@ -298,13 +327,18 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
     for key, value in values.items():
         if not key.startswith(prefix):
             continue  # other namespaces (docker:, kubernetes:, aws:) belong to their providers
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         if name in SECRET_KEYS:
             if key not in secret_keys:
-                problems.append(ConfigProblem(name, (
-                    f"{SECRET_KEYS[name]} must be a Pulumi secret; run "
-                    f"`pulumi config set --secret {name}` instead of storing it in plain text"
-                )))
+                problems.append(
+                    ConfigProblem(
+                        name,
+                        (
+                            f"{SECRET_KEYS[name]} must be a Pulumi secret; run "
+                            f"`pulumi config set --secret {name}` instead of storing it in plain text"
+                        ),
+                    )
+                )
             continue
         data[name] = value
     data.setdefault("environment", rules.default_environment(stack))
@@ -318,18 +352,32 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
     problems += [ConfigProblem(path, message) for path, message in member_problems]
 
     def refusal(found: list[ConfigProblem]) -> ConfigError:
-        return ConfigError([ConfigProblem(path, message) for path, message in
-                            groups.located(((p.path, p.message) for p in found), origins)])
+        return ConfigError(
+            [
+                ConfigProblem(path, message)
+                for path, message in groups.located(((p.path, p.message) for p in found), origins)
+            ]
+        )
+
     if data["environment"] == "prod":
         # The policy pack's rule (one definition): a credential-named key anywhere is a Pulumi secret. A key
         # that holds a nested `secure:` value is secret as a whole in the runtime's config, so it passes here;
         # the pack, which reads the stack file, still checks its other leaves.
-        plain = {k: v for k, v in values.items() if k.startswith(prefix) and k not in secret_keys
-                 and k[len(prefix):] not in SECRET_KEYS}
+        plain = {
+            k: v
+            for k, v in values.items()
+            if k.startswith(prefix) and k not in secret_keys and k[len(prefix) :] not in SECRET_KEYS
+        }
         for key in rules.plaintext_secrets(plain):
-            problems.append(ConfigProblem(key[len(prefix):], (
-                "holds a credential in plain text, which prod refuses; run "
-                f"`pulumi config set --path --secret '{key}' VALUE` to store it encrypted")))
+            problems.append(
+                ConfigProblem(
+                    key[len(prefix) :],
+                    (
+                        "holds a credential in plain text, which prod refuses; run "
+                        f"`pulumi config set --path --secret '{key}' VALUE` to store it encrypted"
+                    ),
+                )
+            )
     strict = [ConfigProblem(_key_path(loc), message) for loc, message in strict_problems(StackConfig, data)]
     try:
         cfg = StackConfig.model_validate(data)
@@ -348,20 +396,28 @@ def load(stack: str, values: Mapping[str, Any], secret_keys: Iterable[str] = (),
         hosts = []
         for index, host in enumerate(cfg.hosts):
             host, placement_problems = docker.place_partitions(
-                host, f"hosts[{index}]", lock.hosts.get(host.name), stack=stack, require_lock=require_lock)
+                host, f"hosts[{index}]", lock.hosts.get(host.name), stack=stack, require_lock=require_lock
+            )
             hosts.append(host)
             problems += [ConfigProblem(path, message) for path, message in placement_problems]
             if not placement_problems:
-                problems += [ConfigProblem(path, message) for path, message in
-                             docker.isolation_problems(host, f"hosts[{index}]", cfg.environment)]
+                problems += [
+                    ConfigProblem(path, message)
+                    for path, message in docker.isolation_problems(host, f"hosts[{index}]", cfg.environment)
+                ]
         cfg = cfg.model_copy(update={"hosts": hosts})
-    secret_names = {key[len(prefix):] for key in secret_keys if key.startswith(prefix)}
+    secret_names = {key[len(prefix) :] for key in secret_keys if key.startswith(prefix)}
     problems += [ConfigProblem(path, message) for path, message in workloads.secret_problems(cfg, secret_names)]
     if cfg.registry is not None and f"{prefix}registryPassword" not in secret_keys:
-        problems.append(ConfigProblem("registryPassword", (
-            "`rocm-stack:registry` is set but its password is missing; run "
-            "`pulumi config set --secret registryPassword <token>`"
-        )))
+        problems.append(
+            ConfigProblem(
+                "registryPassword",
+                (
+                    "`rocm-stack:registry` is set but its password is missing; run "
+                    "`pulumi config set --secret registryPassword <token>`"
+                ),
+            )
+        )
     if problems:
         raise refusal(problems)
     return cfg
@@ -389,14 +445,16 @@ def from_pulumi() -> tuple[StackConfig, StackSecrets]:
     cfg = load(pulumi.get_stack(), {k: decode(v) for k, v in raw.items()}, secret_keys, lock=lock)
     for partition in docker.unlocked(cfg.hosts, lock):
         # dev places them (prod refuses): say so, since a later change may move them.
-        pulumi.log.warn(f"{partition}: placed by the program, not held by {docker.lock_file(pulumi.get_stack())}; "
-                        f"run `{docker.lock_command(pulumi.get_stack())}` so that later changes never move it")
+        pulumi.log.warn(
+            f"{partition}: placed by the program, not held by {docker.lock_file(pulumi.get_stack())}; "
+            f"run `{docker.lock_command(pulumi.get_stack())}` so that later changes never move it"
+        )
     project_config = pulumi.Config(PROJECT)
     prefix = f"{PROJECT}:"
     secrets = StackSecrets(
         registry_password=project_config.get_secret("registryPassword"),
         huggingface_token=project_config.get_secret("huggingfaceToken"),
         vllm_api_key=project_config.get_secret("vllmApiKey"),
-        secret_sections=frozenset(key[len(prefix):] for key in secret_keys if key.startswith(prefix)),
+        secret_sections=frozenset(key[len(prefix) :] for key in secret_keys if key.startswith(prefix)),
     )
     return cfg, secrets

@@ -1,5 +1,6 @@
 """Shared base for every section of the stack configuration schema: the model class, pattern checks that say what
 they expect in words, and the strict-scalar walker. The value types live in schema/types.py."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,6 +31,7 @@ def matching(pattern: str, expected: str) -> Check:
         if not compiled.fullmatch(value):
             raise ValueError(f"expected {expected} (got {value!r})")
         return value
+
     return Check(check, expected=expected, pattern=pattern)
 
 
@@ -68,8 +70,10 @@ def _strict_problem(value: Any, kinds: set[type]) -> str | None:
         return None
     if isinstance(value, bool) and str in kinds:
         word = "true" if value else "false"
-        return (f"expected text, got the boolean {word}; write it in quotes ('{word}') if you mean the word "
-                "(YAML reads unquoted true/false as a boolean)")
+        return (
+            f"expected text, got the boolean {word}; write it in quotes ('{word}') if you mean the word "
+            "(YAML reads unquoted true/false as a boolean)"
+        )
     if isinstance(value, bool) and kinds & {int, float}:
         return f"expected a number, got the boolean {'true' if value else 'false'}"
     if isinstance(value, str) and kinds & {int, float} and str not in kinds:
@@ -97,8 +101,9 @@ class ConfigModel(BaseModel):
     )
 
 
-def strict_problems(model: type[BaseModel], data: Any, loc: tuple[int | str, ...] = ()
-                    ) -> Iterator[tuple[tuple[int | str, ...], str]]:
+def strict_problems(
+    model: type[BaseModel], data: Any, loc: tuple[int | str, ...] = ()
+) -> Iterator[tuple[tuple[int | str, ...], str]]:
     """(location, problem) for every scalar in `data` that pydantic would convert silently (see _strict_problem).
 
     Walks the raw values beside the model's fields, so the location is the key path the user wrote."""
@@ -118,14 +123,19 @@ def _converts_itself(annotation: Any) -> bool:
     what is wrong with a value; the strict check leaves it alone."""
     if typing.get_origin(annotation) is Annotated:
         base, *metadata = typing.get_args(annotation)
-        return any(isinstance(m, (BeforeValidator, PlainValidator, WrapValidator)) for m in metadata) \
-            or _converts_itself(base)
-    return any(_converts_itself(a) for a in typing.get_args(annotation)) \
-        if typing.get_origin(annotation) in (Union, types.UnionType) else False
+        return any(
+            isinstance(m, (BeforeValidator, PlainValidator, WrapValidator)) for m in metadata
+        ) or _converts_itself(base)
+    return (
+        any(_converts_itself(a) for a in typing.get_args(annotation))
+        if typing.get_origin(annotation) in (Union, types.UnionType)
+        else False
+    )
 
 
-def _value_problems(annotation: Any, value: Any, loc: tuple[int | str, ...]
-                    ) -> Iterator[tuple[tuple[int | str, ...], str]]:
+def _value_problems(
+    annotation: Any, value: Any, loc: tuple[int | str, ...]
+) -> Iterator[tuple[tuple[int | str, ...], str]]:
     if _converts_itself(annotation):
         return
     problem = _strict_problem(value, _scalar_kinds(annotation))
@@ -136,8 +146,11 @@ def _value_problems(annotation: Any, value: Any, loc: tuple[int | str, ...]
     models = [a for a in alternatives if isinstance(a, type) and issubclass(a, BaseModel)]
     if models and isinstance(value, dict):
         # A tagged union (storage `type`) picks its model by the tag; one model is walked as is.
-        tagged = [m for m in models if "type" in m.model_fields
-                  and value.get("type") in typing.get_args(m.model_fields["type"].annotation)]
+        tagged = [
+            m
+            for m in models
+            if "type" in m.model_fields and value.get("type") in typing.get_args(m.model_fields["type"].annotation)
+        ]
         for model in tagged or models[:1]:
             yield from strict_problems(model, value, loc)
         return

@@ -4,6 +4,7 @@
 Performance floors are per GPU model, with defaults only where AMD publishes a figure (DEFAULT_FLOORS); every
 other model is checked for its GPU count, a correct bf16 product and a correct all-reduce, without floors.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,7 +39,8 @@ class GpuFloors(ConfigModel):
 # assumed. The figures live in the model table (domain/gpus.py `min_tflops`, `min_busbw`).
 DEFAULT_FLOORS: dict[str, GpuFloors] = {
     name: GpuFloors(min_tflops=model.min_tflops, min_busbw=model.min_busbw)
-    for name, model in MODELS.items() if model.min_tflops is not None or model.min_busbw is not None
+    for name, model in MODELS.items()
+    if model.min_tflops is not None or model.min_busbw is not None
 }
 
 # A ROCm image tag names its ROCm release: rocm/pytorch:rocm7.0_ubuntu22.04_..., rocm/vllm:rocm7.0.0_vllm_...
@@ -81,13 +83,21 @@ class ChecksConfig(ConfigModel):
 def problems(checks: ChecksConfig, images: dict[str, ImageRef], environment: str) -> list[tuple[str, str]]:
     """Cross-field checks of `checks` (key paths relative to `rocm-stack:`). An image of unknown ROCm release is
     refused in prod, where the preflight fails on an incompatible driver; dev's preflight notes it and goes on."""
-    found = [(f"checks.imageRocm.{key}", f"unknown image '{key}'; expected one of {sorted(images)}")
-             for key in sorted(set(checks.image_rocm) - set(images))]
+    found = [
+        (f"checks.imageRocm.{key}", f"unknown image '{key}'; expected one of {sorted(images)}")
+        for key in sorted(set(checks.image_rocm) - set(images))
+    ]
     if checks.enable and environment == "prod":
-        found += [(f"images.{key}", (
-            f"the preflight cannot tell which ROCm release '{ref}' is built on (its tag names none); "
-            f"set checks.imageRocm.{key.split('.')[0]} to it, e.g. \"7.0\""))
+        found += [
+            (
+                f"images.{key}",
+                (
+                    f"the preflight cannot tell which ROCm release '{ref}' is built on (its tag names none); "
+                    f'set checks.imageRocm.{key.split(".")[0]} to it, e.g. "7.0"'
+                ),
+            )
             for key, ref in sorted(image_refs(images))
             # A reference that is no pin at all is refused once, for that (schema.docker.problems).
-            if checks.rocm_version(key.split(".")[0], ref) is None and image_pin_problem(ref) is None]
+            if checks.rocm_version(key.split(".")[0], ref) is None and image_pin_problem(ref) is None
+        ]
     return found

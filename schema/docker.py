@@ -1,4 +1,5 @@
 """Docker GPU-host section of the stack config: hosts, their GPUs, images and containers."""
+
 from __future__ import annotations
 
 import hashlib
@@ -54,7 +55,8 @@ def _numeric_gid(value: object) -> object:
     if isinstance(value, str) and not value.strip().isdigit():
         raise ValueError(
             f"'{value}' is a group name, which Docker looks up in the image's /etc/group, not the host's; give the "
-            "numeric GID that owns the device nodes on the host (`stat -c %g /dev/kfd /dev/dri/renderD*`)")
+            "numeric GID that owns the device nodes on the host (`stat -c %g /dev/kfd /dev/dri/renderD*`)"
+        )
     return value
 
 
@@ -129,9 +131,11 @@ def host_images(host: HostConfig, images: dict[str, ImageRef]) -> dict[str, str]
 
 def no_image_problem(host: HostConfig, key: str, images: dict[str, ImageRef]) -> str:
     families = ", ".join(sorted(images[key]))
-    return (f"host '{host.name}' has {host.gpu_model} GPUs ({host_gfx(host) or 'no known family'}) but images.{key} "
-            f"has references only for {families}; add images.{key}.{host_gfx(host) or '<gfx>'} or make "
-            f"images.{key} one reference for every family")
+    return (
+        f"host '{host.name}' has {host.gpu_model} GPUs ({host_gfx(host) or 'no known family'}) but images.{key} "
+        f"has references only for {families}; add images.{key}.{host_gfx(host) or '<gfx>'} or make "
+        f"images.{key} one reference for every family"
+    )
 
 
 class GpuAccess(str, Enum):
@@ -190,8 +194,10 @@ class DockerEndpoint(ConfigModel):
         host_port = parts.netloc.rpartition("@")[2]
         if host_port.count(":") > 1 and not host_port.startswith("["):
             user = parts.netloc.rpartition("@")[0] + "@" if "@" in parts.netloc else ""
-            raise ValueError(f"an IPv6 address goes in brackets: {parts.scheme}://{user}[{host_port}] "
-                             f"(with a port: {parts.scheme}://{user}[{host_port}]:22)")
+            raise ValueError(
+                f"an IPv6 address goes in brackets: {parts.scheme}://{user}[{host_port}] "
+                f"(with a port: {parts.scheme}://{user}[{host_port}]:22)"
+            )
         try:
             port = parts.port
         except ValueError:
@@ -331,8 +337,10 @@ def with_default_gpu_access(data: object) -> object:
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
         return data
     default = GpuAccess.render_nodes.value if data.get("environment") == "prod" else GpuAccess.all.value
-    hosts = [{"gpuAccess": default, **h} if isinstance(h, dict) and not {"gpuAccess", "gpu_access"} & set(h) else h
-             for h in data["hosts"]]
+    hosts = [
+        {"gpuAccess": default, **h} if isinstance(h, dict) and not {"gpuAccess", "gpu_access"} & set(h) else h
+        for h in data["hosts"]
+    ]
     return {**data, "hosts": hosts}
 
 
@@ -350,8 +358,9 @@ def _cpu_ranges(cpus: set[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
-def problems(hosts: list[HostConfig], images: dict[str, ImageRef], environment: str,
-             security: SecurityConfig) -> Iterable[tuple[str, str]]:
+def problems(
+    hosts: list[HostConfig], images: dict[str, ImageRef], environment: str, security: SecurityConfig
+) -> Iterable[tuple[str, str]]:
     """Cross-field checks of the Docker section; yields (key path, what is expected)."""
     for name in sorted(_duplicates(h.name for h in hosts)):
         yield "hosts", f"host name '{name}' is used twice; host names must be unique"
@@ -360,9 +369,12 @@ def problems(hosts: list[HostConfig], images: dict[str, ImageRef], environment: 
         if problem and (environment == "prod" or "not a Docker image reference" in problem):
             yield f"images.{key}", problem
     if environment == "prod" and security.profile is SecurityProfile.debug and not security.allow_debug_in_prod:
-        yield "security.profile", (
-            "the debug profile (SYS_PTRACE, seccomp=unconfined) is refused in prod; "
-            "use 'hardened' or set security.allowDebugInProd: true to accept the risk"
+        yield (
+            "security.profile",
+            (
+                "the debug profile (SYS_PTRACE, seccomp=unconfined) is refused in prod; "
+                "use 'hardened' or set security.allowDebugInProd: true to accept the risk"
+            ),
         )
     for h_index, host in enumerate(hosts):
         at = f"hosts[{h_index}]"
@@ -384,61 +396,89 @@ def problems(hosts: list[HostConfig], images: dict[str, ImageRef], environment: 
                 yield f"{c_at}.gpus", "an empty GPU list; omit the key to give the container every GPU"
             for g_index, gpu in enumerate(container.gpus):
                 if gpu >= host.logical_gpus:
-                    yield f"{c_at}.gpus[{g_index}]", (
-                        f"GPU {gpu} is out of range: host '{host.name}' has {_gpus_phrase(host)} "
-                        f"(0..{host.logical_gpus - 1})"
+                    yield (
+                        f"{c_at}.gpus[{g_index}]",
+                        (
+                            f"GPU {gpu} is out of range: host '{host.name}' has {_gpus_phrase(host)} "
+                            f"(0..{host.logical_gpus - 1})"
+                        ),
                     )
                 elif gpu in owner:
-                    yield f"{c_at}.gpus[{g_index}]", (
-                        f"GPU {gpu} is already given to container '{owner[gpu]}'; partitions must not overlap"
+                    yield (
+                        f"{c_at}.gpus[{g_index}]",
+                        (f"GPU {gpu} is already given to container '{owner[gpu]}'; partitions must not overlap"),
                     )
                 else:
                     owner[gpu] = container.name
         sized = [c for c in host.containers if c.gpu_count is not None]
         if sized and len(sized) != len(host.containers):
-            yield f"{at}.containers", (
-                "give every container of a host a `gpuCount`, or none: sizes are placed on the whole host"
+            yield (
+                f"{at}.containers",
+                ("give every container of a host a `gpuCount`, or none: sizes are placed on the whole host"),
             )
         elif len(host.containers) > 1 and any(c.gpus is None and c.gpu_count is None for c in host.containers):
-            yield f"{at}.containers", (
-                "when a host has several containers each must list its `gpus` or `gpuCount`, "
-                "otherwise they would all share every GPU"
+            yield (
+                f"{at}.containers",
+                (
+                    "when a host has several containers each must list its `gpus` or `gpuCount`, "
+                    "otherwise they would all share every GPU"
+                ),
             )
         if sum(c.gpu_count or 0 for c in sized) > host.logical_gpus:
-            yield f"{at}.containers", (
-                f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count or 0 for c in sized)} "
-                f"GPUs but host '{host.name}' has "
-                f"{host.gpus if host.compute_partition is None else _gpus_phrase(host)}"
+            yield (
+                f"{at}.containers",
+                (
+                    f"the gpuCount sizes {[c.gpu_count for c in sized]} need {sum(c.gpu_count or 0 for c in sized)} "
+                    f"GPUs but host '{host.name}' has "
+                    f"{host.gpus if host.compute_partition is None else _gpus_phrase(host)}"
+                ),
             )
         for c_index, container in enumerate(host.containers):
             size = container.gpu_count
             if size is not None and host.per_gpu > 1 and size > host.per_gpu and size % host.per_gpu:
                 # Placement takes whole physical GPUs for a partition larger than one (docs/topology.md).
-                yield f"{at}.containers[{c_index}].gpuCount", (
-                    f"{size} logical GPUs would split a physical GPU: in {host.compute_partition} one {host.gpu_model} "
-                    f"shows {host.per_gpu}; use at most {host.per_gpu} (one physical GPU) or a multiple of "
-                    f"{host.per_gpu} (whole physical GPUs)")
+                yield (
+                    f"{at}.containers[{c_index}].gpuCount",
+                    (
+                        f"{size} logical GPUs would split a physical GPU: in {host.compute_partition} one {host.gpu_model} "
+                        f"shows {host.per_gpu}; use at most {host.per_gpu} (one physical GPU) or a multiple of "
+                        f"{host.per_gpu} (whole physical GPUs)"
+                    ),
+                )
         for node in host.numa_cpus:
             if node < 0:
                 yield f"{at}.numaCpus", f"NUMA node {node} is not a node number (0, 1, ...)"
         if host.numa_cpus and host.topology is None:
             # place_partitions finds each partition's NUMA node in the topology file; without one numaCpus
             # would be silently ignored.
-            yield f"{at}.numaCpus", ("is used with `topology` (the saved file that says which NUMA node each GPU is "
-                                     "on); add `topology` or remove numaCpus")
+            yield (
+                f"{at}.numaCpus",
+                (
+                    "is used with `topology` (the saved file that says which NUMA node each GPU is "
+                    "on); add `topology` or remove numaCpus"
+                ),
+            )
         host_cpus = set().union(*map(cpus_of, host.numa_cpus.values())) if host.numa_cpus else set()
         for c_index, container in enumerate(host.containers):
             missing = sorted(cpus_of(container.cpuset) - host_cpus) if container.cpuset and host_cpus else []
             if missing:
                 # The daemon refuses a cpuset outside the host's CPUs when it creates the container
                 # (moby daemon/daemon_unix.go verifyPlatformContainerResources: "Requested CPUs are not available").
-                yield f"{at}.containers[{c_index}].cpuset", (
-                    f"CPU {missing[0]} is not a CPU of host '{host.name}' (its numaCpus list {_cpu_ranges(host_cpus)})")
+                yield (
+                    f"{at}.containers[{c_index}].cpuset",
+                    (
+                        f"CPU {missing[0]} is not a CPU of host '{host.name}' (its numaCpus list {_cpu_ranges(host_cpus)})"
+                    ),
+                )
         for c_index, container in enumerate(host.containers):
             for name in sorted(set(container.env) & set(VISIBILITY_VARIABLES)):
-                yield f"{at}.containers[{c_index}].env.{name}", (
-                    "GPU visibility is set by rocm-stack from gpus/gpuCount and the host's gpuAccess (with "
-                    "device-level isolation the container sees its GPUs as 0..N-1); remove it here")
+                yield (
+                    f"{at}.containers[{c_index}].env.{name}",
+                    (
+                        "GPU visibility is set by rocm-stack from gpus/gpuCount and the host's gpuAccess (with "
+                        "device-level isolation the container sees its GPUs as 0..N-1); remove it here"
+                    ),
+                )
         yield from _render_node_problems(host, at)
 
 
@@ -451,13 +491,20 @@ def _gpus_phrase(host: HostConfig) -> str:
 
 def recapture_hint(host: HostConfig) -> str:
     """How to save the host's topology and render-node map again, in its partition mode."""
-    mode = "" if host.compute_partition is None else (
-        f"after setting the mode (`sudo amd-smi set -C {host.compute_partition}`"
-        + (f"; `sudo amd-smi set -M {host.memory_partition}` and a driver reload" if host.memory_partition else "")
-        + ") ")
-    return (f"capture both on host '{host.name}' {mode}with `amd-smi topology --json > "
-            f"{host.topology or 'hosts/<host>.topology.json'}` and `amd-smi list -e --json > "
-            f"{host.render_nodes or 'hosts/<host>.render-nodes.json'}` (one entry per logical GPU)")
+    mode = (
+        ""
+        if host.compute_partition is None
+        else (
+            f"after setting the mode (`sudo amd-smi set -C {host.compute_partition}`"
+            + (f"; `sudo amd-smi set -M {host.memory_partition}` and a driver reload" if host.memory_partition else "")
+            + ") "
+        )
+    )
+    return (
+        f"capture both on host '{host.name}' {mode}with `amd-smi topology --json > "
+        f"{host.topology or 'hosts/<host>.topology.json'}` and `amd-smi list -e --json > "
+        f"{host.render_nodes or 'hosts/<host>.render-nodes.json'}` (one entry per logical GPU)"
+    )
 
 
 def _partition_mode_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
@@ -467,18 +514,31 @@ def _partition_mode_problems(host: HostConfig, at: str) -> Iterable[tuple[str, s
     key = f"{at}.computePartition" if host.compute_partition is not None else f"{at}.memoryPartition"
     model = MODELS.get(host.gpu_model)
     if model is None or not model.modes:
-        what = ("gpuModel 'other' has no known partition modes; set gpuModel to the host's model"
-                if model is None else f"{host.gpu_model} GPUs have no partition modes (MI3xx only)")
+        what = (
+            "gpuModel 'other' has no known partition modes; set gpuModel to the host's model"
+            if model is None
+            else f"{host.gpu_model} GPUs have no partition modes (MI3xx only)"
+        )
         yield key, f"{what}, or remove computePartition and memoryPartition"
         return
     compute, memory = host.compute_partition or "SPX", host.memory_partition or "NPS1"
     if model.mode(host.compute_partition, host.memory_partition) is None:
-        yield key, (f"{compute} with {memory} is not a partition mode of {model.name} (memory partitions cannot "
-                    f"outnumber compute partitions, and each model supports its own pairs); supported "
-                    f"compute/memory pairs: {', '.join(map(str, model.modes))}")
+        yield (
+            key,
+            (
+                f"{compute} with {memory} is not a partition mode of {model.name} (memory partitions cannot "
+                f"outnumber compute partitions, and each model supports its own pairs); supported "
+                f"compute/memory pairs: {', '.join(map(str, model.modes))}"
+            ),
+        )
     elif host.logical_gpus > MAX_GPUS_PER_HOST:
-        yield key, (f"{host.gpus} GPUs in {compute} show {host.logical_gpus} logical GPUs; a host shows at most "
-                    f"{MAX_GPUS_PER_HOST}: lower gpus or use a mode with fewer partitions")
+        yield (
+            key,
+            (
+                f"{host.gpus} GPUs in {compute} show {host.logical_gpus} logical GPUs; a host shows at most "
+                f"{MAX_GPUS_PER_HOST}: lower gpus or use a mode with fewer partitions"
+            ),
+        )
 
 
 def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
@@ -486,11 +546,15 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
 
     if host.render_nodes is None:
         if host.gpu_access is GpuAccess.render_nodes:
-            yield f"{at}.renderNodes", (
-                f"gpuAccess renderNodes needs host '{host.name}''s GPU -> render-node map (the render minor is "
-                "not 128 + index): save `amd-smi list -e --json` (or `amd-ctk cdi list`, or the KFD topology "
-                "properties) from the host under hosts/ and set renderNodes to that file; or set gpuAccess: all "
-                "on a single-tenant host")
+            yield (
+                f"{at}.renderNodes",
+                (
+                    f"gpuAccess renderNodes needs host '{host.name}''s GPU -> render-node map (the render minor is "
+                    "not 128 + index): save `amd-smi list -e --json` (or `amd-ctk cdi list`, or the KFD topology "
+                    "properties) from the host under hosts/ and set renderNodes to that file; or set gpuAccess: all "
+                    "on a single-tenant host"
+                ),
+            )
         return
     try:
         minors = load_render_nodes(host.render_nodes)
@@ -500,21 +564,35 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
     if len(minors) != host.logical_gpus and (host.compute_partition is not None or len(minors) > host.logical_gpus):
         # Each logical GPU is its own render node (AMD SMI docs, rocm-systems projects/amdsmi/docs/conceptual/
         # partition.md "Device enumeration"): a map saved in another partition mode lists another number of GPUs.
-        yield f"{at}.renderNodes", (
-            f"{host.render_nodes} lists {len(minors)} GPUs but host '{host.name}' shows {_gpus_phrase(host)}: it was "
-            f"saved in another partition mode (or on another host); the topology {host.topology or '(none)'} must "
-            f"match the mode too: {recapture_hint(host)}")
+        yield (
+            f"{at}.renderNodes",
+            (
+                f"{host.render_nodes} lists {len(minors)} GPUs but host '{host.name}' shows {_gpus_phrase(host)}: it was "
+                f"saved in another partition mode (or on another host); the topology {host.topology or '(none)'} must "
+                f"match the mode too: {recapture_hint(host)}"
+            ),
+        )
         return
     missing = sorted(set(range(host.logical_gpus)) - set(minors))
     if missing:
-        yield f"{at}.renderNodes", (f"the file has no render node for GPU(s) {missing} of host '{host.name}' "
-                                    f"({_gpus_phrase(host)}); save it again on the host")
+        yield (
+            f"{at}.renderNodes",
+            (
+                f"the file has no render node for GPU(s) {missing} of host '{host.name}' "
+                f"({_gpus_phrase(host)}); save it again on the host"
+            ),
+        )
     owners: dict[int, int] = {}
     for gpu, node_minors in sorted(minors.items()):
         for minor in node_minors:
             if minor in owners:
-                yield f"{at}.renderNodes", (f"renderD{minor} is listed for GPU {owners[minor]} and GPU {gpu}; "
-                                            "render-node sets of GPUs are disjoint on a real host")
+                yield (
+                    f"{at}.renderNodes",
+                    (
+                        f"renderD{minor} is listed for GPU {owners[minor]} and GPU {gpu}; "
+                        "render-node sets of GPUs are disjoint on a real host"
+                    ),
+                )
             owners.setdefault(minor, gpu)
 
 
@@ -526,9 +604,11 @@ def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tupl
     reach = {}
     for container in host.containers:
         devices = gpu_devices(host, container)
-        reach[container.name] = GpuReach.of([host_path for host_path, _ in devices.devices],
-                                            [container_path for _, container_path in devices.devices],
-                                            devices.cdi_devices)
+        reach[container.name] = GpuReach.of(
+            [host_path for host_path, _ in devices.devices],
+            [container_path for _, container_path in devices.devices],
+            devices.cdi_devices,
+        )
     return [(f"{at}.gpuAccess", message) for message in rule(reach, prod=environment == "prod")]
 
 
@@ -575,18 +655,30 @@ def read_lock(stack: str, project_dir: Path = Path(".")) -> tuple[PlacementLock,
         data = yaml.safe_load(path.read_text()) or {}
         return PlacementLock.model_validate(data), []
     except (yaml.YAMLError, ValidationError) as error:
-        detail = str(error).splitlines()[0] if isinstance(error, yaml.YAMLError) else "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
-        return PlacementLock(), [("hosts", (
-            f"the placement lock {lock_file(stack)} is not valid ({detail}); restore it from version control "
-            f"or delete it and run `{lock_command(stack)}`"))]
+        detail = (
+            str(error).splitlines()[0]
+            if isinstance(error, yaml.YAMLError)
+            else "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
+        )
+        return PlacementLock(), [
+            (
+                "hosts",
+                (
+                    f"the placement lock {lock_file(stack)} is not valid ({detail}); restore it from version control "
+                    f"or delete it and run `{lock_command(stack)}`"
+                ),
+            )
+        ]
 
 
 def lock_text(stack: str, lock: PlacementLock) -> str:
-    header = (f"# Placement lock of stack '{stack}', written by `{lock_command(stack)}`: the GPUs of every gpuCount\n"
-              "# partition. Commit it; the program keeps these partitions exactly here and places new ones on free GPUs.\n")
-    data = {"hosts": {name: lock.hosts[name].model_dump(by_alias=True, exclude_none=True)
-                      for name in sorted(lock.hosts)}}
+    header = (
+        f"# Placement lock of stack '{stack}', written by `{lock_command(stack)}`: the GPUs of every gpuCount\n"
+        "# partition. Commit it; the program keeps these partitions exactly here and places new ones on free GPUs.\n"
+    )
+    data = {
+        "hosts": {name: lock.hosts[name].model_dump(by_alias=True, exclude_none=True) for name in sorted(lock.hosts)}
+    }
     return header + str(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
 
 
@@ -607,8 +699,9 @@ def unlocked(hosts: Iterable[HostConfig], lock: PlacementLock) -> list[str]:
     return found
 
 
-def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *, stack: str = "",
-                     require_lock: bool = False) -> tuple[HostConfig, list[tuple[str, str]]]:
+def place_partitions(
+    host: HostConfig, at: str, lock: HostLock | None = None, *, stack: str = "", require_lock: bool = False
+) -> tuple[HostConfig, list[tuple[str, str]]]:
     """The host with every container's `gpus` and `cpuset` decided, and the problems found doing so.
 
     A `gpuCount` partition held by the lock keeps its GPUs; the others are placed on the GPUs left free, with the
@@ -617,22 +710,25 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
     does not hold is refused instead. A container's set on one NUMA node gets that node's CPUs from `numaCpus`
     unless it names its own `cpuset`.
     """
-    from domain.topology import (PlacementError, TopologyError, load_topology, numa_node_of, place,
-                                 place_partitioned)
+    from domain.topology import PlacementError, TopologyError, load_topology, numa_node_of, place, place_partitioned
 
     topology = None
     if host.topology is not None:
         try:
             topology = load_topology(host.topology)
         except TopologyError as error:
-            return host, [(f"{at}.topology", f"{error}; expected saved `rocm-smi --showtopo` or `amd-smi topology` output")]
+            return host, [
+                (f"{at}.topology", f"{error}; expected saved `rocm-smi --showtopo` or `amd-smi topology` output")
+            ]
         if len(topology.gpus) != host.logical_gpus:
             if host.compute_partition is None:
                 detail = f"the host declares gpus: {host.gpus}"
             else:  # a partitioned GPU shows each logical GPU in the tables (AMD SMI partition.md, IDs 0-63)
-                detail = (f"host '{host.name}' shows {_gpus_phrase(host)}: it was saved in another partition mode; "
-                          f"the render-node map {host.render_nodes or '(none)'} must match the mode too: "
-                          f"{recapture_hint(host)}")
+                detail = (
+                    f"host '{host.name}' shows {_gpus_phrase(host)}: it was saved in another partition mode; "
+                    f"the render-node map {host.render_nodes or '(none)'} must match the mode too: "
+                    f"{recapture_hint(host)}"
+                )
             return host, [(f"{at}.topology", f"the file describes {len(topology.gpus)} GPUs but {detail}")]
         numa_problems = _numa_problems(host, at, topology)
         if numa_problems:
@@ -642,9 +738,16 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
     gpus_of, problems = _locked_gpus(host, at, sized, lock, topology, stack)
     new = [c for c in sized if c.name not in gpus_of]
     if new and require_lock:
-        problems += [(f"{at}.containers[{index_of[c.name]}].gpuCount", (
-            f"partition '{host.name}/{c.name}' has no GPUs in the placement lock {lock_file(stack)}; run "
-            f"`{lock_command(stack)}` and commit the file, so that later changes never move it")) for c in new]
+        problems += [
+            (
+                f"{at}.containers[{index_of[c.name]}].gpuCount",
+                (
+                    f"partition '{host.name}/{c.name}' has no GPUs in the placement lock {lock_file(stack)}; run "
+                    f"`{lock_command(stack)}` and commit the file, so that later changes never move it"
+                ),
+            )
+            for c in new
+        ]
     if problems:
         return host, sorted(problems)
     if new:
@@ -659,12 +762,11 @@ def place_partitions(host: HostConfig, at: str, lock: HostLock | None = None, *,
                 sets = place(topology.subset(free), sizes)
             else:
                 starts = [sum(sizes[:i]) for i in range(len(sizes))]
-                sets = [tuple(free[start:start + size]) for start, size in zip(starts, sizes)]
+                sets = [tuple(free[start : start + size]) for start, size in zip(starts, sizes)]
         except PlacementError as error:
             return host, [(f"{at}.containers", str(error))]
         gpus_of.update({c.name: list(gpus) for c, gpus in zip(new, sets)})
-    containers = [c.model_copy(update={"gpus": gpus_of[c.name]}) if c.name in gpus_of else c
-                  for c in host.containers]
+    containers = [c.model_copy(update={"gpus": gpus_of[c.name]}) if c.name in gpus_of else c for c in host.containers]
     if topology is not None and host.numa_cpus:
         placed = []
         for c in containers:
@@ -684,30 +786,53 @@ def _numa_problems(host: HostConfig, at: str, topology: Topology) -> list[tuple[
     problems = []
     unknown = [g for g, node in zip(topology.gpus, topology.numa) if node is None]
     if unknown:
-        problems.append((f"{at}.topology", (
-            f"{host.topology} gives no NUMA node (-1 or none) for GPU(s) {unknown}, so numaCpus cannot pin their "
-            "partitions: save it with the NUMA section (`rocm-smi --showtopo` prints 'Numa Nodes'; after `amd-smi "
-            "topology` append `amd-smi static --numa`), or remove numaCpus")))
+        problems.append(
+            (
+                f"{at}.topology",
+                (
+                    f"{host.topology} gives no NUMA node (-1 or none) for GPU(s) {unknown}, so numaCpus cannot pin their "
+                    "partitions: save it with the NUMA section (`rocm-smi --showtopo` prints 'Numa Nodes'; after `amd-smi "
+                    "topology` append `amd-smi static --numa`), or remove numaCpus"
+                ),
+            )
+        )
     unlisted = sorted({node for node in topology.numa if node is not None and node not in host.numa_cpus})
     if unlisted:
         gpus = [g for g, node in zip(topology.gpus, topology.numa) if node in unlisted]
-        problems.append((f"{at}.numaCpus", (
-            f"GPU(s) {gpus} are on NUMA node(s) {unlisted} ({host.topology}), which numaCpus does not list (it lists "
-            f"{sorted(host.numa_cpus)}); add their CPUs (`lscpu | grep 'NUMA node'`)")))
+        problems.append(
+            (
+                f"{at}.numaCpus",
+                (
+                    f"GPU(s) {gpus} are on NUMA node(s) {unlisted} ({host.topology}), which numaCpus does not list (it lists "
+                    f"{sorted(host.numa_cpus)}); add their CPUs (`lscpu | grep 'NUMA node'`)"
+                ),
+            )
+        )
     return problems
 
 
 def host_lock(host: HostConfig, topology: Topology | None) -> HostLock:
     """The lock entry of a placed host: its basis and the GPUs of its gpuCount partitions."""
-    return HostLock(gpus=host.gpus, compute_partition=host.compute_partition,
-                    topology=topology_digest(topology) if topology is not None else None,
-                    partitions={c.name: list(c.gpus) for c in sorted(host.containers, key=lambda c: c.name)
-                                if c.gpu_count is not None and c.gpus is not None})
+    return HostLock(
+        gpus=host.gpus,
+        compute_partition=host.compute_partition,
+        topology=topology_digest(topology) if topology is not None else None,
+        partitions={
+            c.name: list(c.gpus)
+            for c in sorted(host.containers, key=lambda c: c.name)
+            if c.gpu_count is not None and c.gpus is not None
+        },
+    )
 
 
-def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: HostLock | None,
-                 topology: Topology | None,
-                 stack: str) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
+def _locked_gpus(
+    host: HostConfig,
+    at: str,
+    sized: list[ContainerConfig],
+    lock: HostLock | None,
+    topology: Topology | None,
+    stack: str,
+) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
     """The GPUs the lock holds for this host's partitions, or why an entry no longer fits."""
     if lock is None:
         return {}, []
@@ -721,13 +846,21 @@ def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: 
         if lock.gpus != basis.gpus:
             key, what = f"{at}.gpus", f"gpus {lock.gpus} -> {basis.gpus}"
         elif lock.compute_partition != basis.compute_partition:
-            key, what = f"{at}.computePartition", (f"computePartition {lock.compute_partition or 'unset'} -> "
-                                                   f"{basis.compute_partition or 'unset'}")
+            key, what = (
+                f"{at}.computePartition",
+                (f"computePartition {lock.compute_partition or 'unset'} -> {basis.compute_partition or 'unset'}"),
+            )
         else:
             key, what = f"{at}.topology", f"topology {host.topology or '(none)'} is not the one locked"
-        return {}, [(key, (
-            f"host '{host.name}' changed since its partitions {sorted(held)} were locked in {path} ({what}); "
-            f"run `{lock_command(stack, host.name)}` to place them anew (their containers move), and commit it"))]
+        return {}, [
+            (
+                key,
+                (
+                    f"host '{host.name}' changed since its partitions {sorted(held)} were locked in {path} ({what}); "
+                    f"run `{lock_command(stack, host.name)}` to place them anew (their containers move), and commit it"
+                ),
+            )
+        ]
     problems = []
     owner: dict[int, str] = {}
     for c in sized:
@@ -740,13 +873,28 @@ def _locked_gpus(host: HostConfig, at: str, sized: list[ContainerConfig], lock: 
         out_of_range = [g for g in gpus if g >= host.logical_gpus]
         clash = sorted({owner[g] for g in gpus if g in owner})
         if len(gpus) != c.gpu_count:
-            problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on {len(gpus)} GPUs "
-                                   f"{gpus} but asks for gpuCount {c.gpu_count}; {fix}"))
+            problems.append(
+                (
+                    c_at,
+                    f"partition '{host.name}/{c.name}' is locked in {path} on {len(gpus)} GPUs "
+                    f"{gpus} but asks for gpuCount {c.gpu_count}; {fix}",
+                )
+            )
         elif out_of_range or len(set(gpus)) != len(gpus):
-            problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
-                                   f"host '{host.name}' ({shows}) does not have; {fix}"))
+            problems.append(
+                (
+                    c_at,
+                    f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
+                    f"host '{host.name}' ({shows}) does not have; {fix}",
+                )
+            )
         elif clash:
-            problems.append((c_at, f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
-                                   f"overlap those of {clash}; {fix}"))
+            problems.append(
+                (
+                    c_at,
+                    f"partition '{host.name}/{c.name}' is locked in {path} on GPUs {gpus}, which "
+                    f"overlap those of {clash}; {fix}",
+                )
+            )
         owner.update((g, c.name) for g in gpus)
     return held, problems

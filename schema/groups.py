@@ -6,6 +6,7 @@ rule applies to every member, and a problem of an expanded host is reported wher
 `hostGroups[0].members[3]`. Groups are plain data (no YAML anchors, which `pulumi config set` rewrites away), so
 `pulumi config set --path 'hostGroups[0].count' 129` grows a fleet.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,10 @@ def _name_pattern(value: str) -> str:
     placeholders = _INDEX.findall(value)
     rest = _INDEX.sub("", value)
     if len(placeholders) != 1 or "{" in rest or "}" in rest:
-        raise ValueError(f"expected a name with one `{{index}}` or zero-padded `{{index:03d}}` placeholder, such "
-                         f"as gpu-node-{{index:03d}} (got {value!r})")
+        raise ValueError(
+            f"expected a name with one `{{index}}` or zero-padded `{{index:03d}}` placeholder, such "
+            f"as gpu-node-{{index:03d}} (got {value!r})"
+        )
     return value
 
 
@@ -99,6 +102,7 @@ class HostGroup(ConfigModel):
 
         def name(index: int) -> str:
             return _INDEX.sub(lambda m: f"{index:0{m.group(1) or 0}d}", pattern)
+
         return [name(i) for i in range(self.start, self.start + self.count)]
 
 
@@ -115,8 +119,11 @@ class Member:
     @property
     def at(self) -> str:
         """The key that names this member."""
-        return f"hostGroups[{self.group}].namePattern" if self.patterned else \
-            f"hostGroups[{self.group}].members[{self.position}]"
+        return (
+            f"hostGroups[{self.group}].namePattern"
+            if self.patterned
+            else f"hostGroups[{self.group}].members[{self.position}]"
+        )
 
 
 def _merged(template: Mapping[Any, Any], override: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -160,8 +167,11 @@ def expand(hosts: Any, groups: Any) -> tuple[Any, list[Member | None], list[tupl
         return hosts, [], []  # `hosts` is refused itself; members are checked once it is a list
     expanded: list[Any] = list(written)
     origins: list[Member | None] = [None] * len(written)
-    declared = {h["name"]: f"hosts[{i}]" for i, h in enumerate(written) if isinstance(h, dict)
-                and isinstance(h.get("name"), str)}
+    declared = {
+        h["name"]: f"hosts[{i}]"
+        for i, h in enumerate(written)
+        if isinstance(h, dict) and isinstance(h.get("name"), str)
+    }
     problems: list[tuple[str, str]] = []
     for g_index, raw in enumerate(groups):
         try:
@@ -171,9 +181,15 @@ def expand(hosts: Any, groups: Any) -> tuple[Any, list[Member | None], list[tupl
         for position, name in enumerate(group.names()):
             member = Member(g_index, position, name, group.overrides.get(name, {}), group.name_pattern is not None)
             if name in declared:
-                problems.append((member.at, (
-                    f"member {position} of the group is named {name!r}, which {declared[name]} already is; a host "
-                    "is declared once: remove it from one of them")))
+                problems.append(
+                    (
+                        member.at,
+                        (
+                            f"member {position} of the group is named {name!r}, which {declared[name]} already is; a host "
+                            "is declared once: remove it from one of them"
+                        ),
+                    )
+                )
                 continue
             declared[name] = f"hostGroups[{g_index}]'s member {position}"
             host = _named(_merged(group.template, member.override), name)
@@ -221,6 +237,13 @@ def located(problems: Iterable[tuple[str, str]], origins: list[Member | None]) -
         else:
             at = f"hostGroups[{member.group}].template{rest}"
         found.setdefault((at, message.replace(member.name, _NAME)), []).append(member.name)
-    return [(path, f"member {names[0]!r}: {message.replace(_NAME, names[0])}"
-             + (f" (and {len(names) - 1} other member(s) alike)" if len(names) > 1 else "")
-             if names else message) for (path, message), names in found.items()]
+    return [
+        (
+            path,
+            f"member {names[0]!r}: {message.replace(_NAME, names[0])}"
+            + (f" (and {len(names) - 1} other member(s) alike)" if len(names) > 1 else "")
+            if names
+            else message,
+        )
+        for (path, message), names in found.items()
+    ]

@@ -7,6 +7,7 @@ Two ways to expose `amd.com/gpu` to the scheduler:
 Every DeviceConfig field below maps 1:1 to a field of the `amd.com/v1alpha1` CRD shipped with
 gpu-operator-charts v1.5.1 (tests validate the rendered object against that CRD strictly).
 """
+
 import re
 from collections.abc import Iterable
 from typing import Annotated, Literal, Protocol
@@ -108,25 +109,44 @@ _DRIVER_REPOSITORY_PATTERN = r"([a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?)(/[$a-zA-
 
 def _driver_repository(value: str) -> str:
     if not re.fullmatch(_DRIVER_REPOSITORY_PATTERN, value):
-        raise ValueError(f"'{value}' is not an image repository without tag or digest (the operator tags the "
-                         "driver image itself), e.g. registry.example.com/amd/amdgpu-driver")
+        raise ValueError(
+            f"'{value}' is not an image repository without tag or digest (the operator tags the "
+            "driver image itself), e.g. registry.example.com/amd/amdgpu-driver"
+        )
     return value
 
 
 DriverRepository = Annotated[str, AfterValidator(_driver_repository)]
 # A namespace is a DNS label (RFC 1123): the same rule as the host and container names.
 NamespaceName = Name
-ObjectName = Annotated[str, matching(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
-                                     "lowercase letters, digits, '-' and '.', at most 253 characters")]
+ObjectName = Annotated[
+    str,
+    matching(
+        r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+        "lowercase letters, digits, '-' and '.', at most 253 characters",
+    ),
+]
 ChartVersion = Annotated[str, matching(r"v\d+\.\d+\.\d+", "a chart version such as v1.5.1")]
 # A label key (optionally prefixed, as in `amd.com/gpu`): what a taint key must be.
-LabelKey = Annotated[str, matching(
-    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
-    "a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', e.g. amd.com/gpu")]
+LabelKey = Annotated[
+    str,
+    matching(
+        r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
+        "a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', e.g. amd.com/gpu",
+    ),
+]
 # Labels the node labeller can publish (gpu-operator values.yaml: defaults + the partitioning ones).
 NodeLabel = Literal[
-    "vram", "cu-count", "simd-count", "device-id", "family", "product-name", "driver-version",
-    "compute-memory-partition", "compute-partitioning-supported", "memory-partitioning-supported",
+    "vram",
+    "cu-count",
+    "simd-count",
+    "device-id",
+    "family",
+    "product-name",
+    "driver-version",
+    "compute-memory-partition",
+    "compute-partitioning-supported",
+    "memory-partitioning-supported",
 ]
 
 
@@ -144,9 +164,14 @@ NodeCount = Annotated[int | str, PlainValidator(_node_count, json_schema_input_t
 # `gpu-gate-<name>-<10-character digest>`, which the Job controller copies into its pods' label
 # `batch.kubernetes.io/job-name` (kubernetes.io/docs/reference/labels-annotations-taints/), and a label value "must
 # be 63 characters or less" (kubernetes.io/docs/concepts/overview/working-with-objects/labels/).
-ProfileName = Annotated[str, matching(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
-                                      "lowercase letters, digits and '-', at most 40 characters, starting and "
-                                      "ending with a letter or digit, e.g. cpx-nps4")]
+ProfileName = Annotated[
+    str,
+    matching(
+        r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
+        "lowercase letters, digits and '-', at most 40 characters, starting and "
+        "ending with a letter or digit, e.g. cpx-nps4",
+    ),
+]
 
 
 def parse_chart_version(version: str) -> tuple[int, int, int]:
@@ -392,8 +417,13 @@ class JobSetConfig(ConfigModel):
     timeout_seconds: int = Field(600, gt=0)
 
     def chart_values(self) -> dict[str, object]:
-        return {"image": {"repository": JOBSET_IMAGE_REPOSITORY, "tag": f"v{self.chart_version}",
-                          "pullPolicy": "IfNotPresent"}}
+        return {
+            "image": {
+                "repository": JOBSET_IMAGE_REPOSITORY,
+                "tag": f"v{self.chart_version}",
+                "pullPolicy": "IfNotPresent",
+            }
+        }
 
 
 class PartitionProfile(ConfigModel):
@@ -427,9 +457,16 @@ class PartitionProfile(ConfigModel):
     def dcm_profile(self) -> dict[str, object]:
         """The profile as DCM's config.json spells it (gpu-operator v1.5.1 docs/dcm/device-config-manager-configmap.md
         L28-62; device-config-manager gen/partition/partition.pb.go json tags)."""
-        return {"skippedGPUs": {"ids": list(self.skipped_gpus)},
-                "profiles": [{"computePartition": self.compute_partition, "memoryPartition": self.memory_partition,
-                              "numGPUsAssigned": self.gpus}]}
+        return {
+            "skippedGPUs": {"ids": list(self.skipped_gpus)},
+            "profiles": [
+                {
+                    "computePartition": self.compute_partition,
+                    "memoryPartition": self.memory_partition,
+                    "numGPUsAssigned": self.gpus,
+                }
+            ],
+        }
 
 
 class KubernetesConfig(ConfigModel):
@@ -476,8 +513,11 @@ class KubernetesConfig(ConfigModel):
 
     def dcm_config(self) -> dict[str, object]:
         """DCM's config.json: every profile, by name."""
-        return {"gpu-config-profiles": {name: profile.dcm_profile()
-                                        for name, profile in sorted(self.partition_profiles.items())}}
+        return {
+            "gpu-config-profiles": {
+                name: profile.dcm_profile() for name, profile in sorted(self.partition_profiles.items())
+            }
+        }
 
     def gpu_tolerations(self) -> list[dict[str, str]]:
         return gpu_node_tolerations(self.gpu_node_taints)
@@ -509,7 +549,6 @@ class _StackWithKubernetes(Protocol):
     def monitoring(self) -> MonitoringConfig: ...
 
 
-
 def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
     """Cross-field checks of `kubernetes` (key paths relative to `rocm-stack:`)."""
     k8s = cfg.kubernetes
@@ -518,13 +557,17 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
     prod = cfg.environment == "prod"
 
     if prod and not k8s.provider.context:
-        yield ("kubernetes.provider.context",
-               "prod must name its kubeconfig context explicitly (the current context may point anywhere)")
+        yield (
+            "kubernetes.provider.context",
+            "prod must name its kubeconfig context explicitly (the current context may point anywhere)",
+        )
 
     for index, namespace in enumerate(k8s.namespaces):
         if namespace in BUILTIN_NAMESPACES:
-            yield (f"kubernetes.namespaces[{index}]",
-                   f"'{namespace}' is created by Kubernetes itself; the stack cannot own it, remove it")
+            yield (
+                f"kubernetes.namespaces[{index}]",
+                f"'{namespace}' is created by Kubernetes itself; the stack cannot own it, remove it",
+            )
         elif namespace in k8s.namespaces[:index]:
             yield f"kubernetes.namespaces[{index}]", f"'{namespace}' is listed twice"
 
@@ -535,67 +578,86 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
         yield from _operator_problems(k8s.gpu_operator, cfg.environment, cfg.monitoring.enabled)
         device_config = k8s.gpu_operator.device_config
         path = "kubernetes.gpuOperator.deviceConfig"
-        images += [(f"{path}.devicePlugin.image", device_config.device_plugin.image),
-                   (f"{path}.devicePlugin.nodeLabellerImage", device_config.device_plugin.node_labeller_image),
-                   (f"{path}.metricsExporter.image", device_config.metrics_exporter.image),
-                   (f"{path}.testRunner.image", device_config.test_runner.image)]
+        images += [
+            (f"{path}.devicePlugin.image", device_config.device_plugin.image),
+            (f"{path}.devicePlugin.nodeLabellerImage", device_config.device_plugin.node_labeller_image),
+            (f"{path}.metricsExporter.image", device_config.metrics_exporter.image),
+            (f"{path}.testRunner.image", device_config.test_runner.image),
+        ]
         if device_config.config_manager.enable:
             images.append((f"{path}.configManager.image", device_config.config_manager.image))
     else:
         plugin = k8s.device_plugin
-        images += [("kubernetes.devicePlugin.image", plugin.image),
-                   ("kubernetes.devicePlugin.nodeLabeller.image", plugin.node_labeller.image)]
+        images += [
+            ("kubernetes.devicePlugin.image", plugin.image),
+            ("kubernetes.devicePlugin.nodeLabeller.image", plugin.node_labeller.image),
+        ]
     if prod:
         for path, image in images:
             if (problem := image_pin_problem(image)) is not None:
                 yield path, problem
 
 
-def _operator_problems(operator: GpuOperatorConfig, environment: str,
-                       monitored: bool) -> Iterable[tuple[str, str]]:
+def _operator_problems(operator: GpuOperatorConfig, environment: str, monitored: bool) -> Iterable[tuple[str, str]]:
     device_config = operator.device_config
     path = "kubernetes.gpuOperator.deviceConfig"
     driver = device_config.driver
     if driver.enable and not driver.blacklist:
-        yield (f"{path}.driver.blacklist",
-               "must be true when driver.enable is true: the inbox amdgpu module has to be blacklisted "
-               "for the operator's out-of-tree driver to load")
+        yield (
+            f"{path}.driver.blacklist",
+            "must be true when driver.enable is true: the inbox amdgpu module has to be blacklisted "
+            "for the operator's out-of-tree driver to load",
+        )
     if driver.blacklist and not driver.enable:
-        yield (f"{path}.driver.blacklist",
-               "must be false while driver.enable is false: blacklisting the inbox amdgpu module with no "
-               "operator-managed driver leaves the nodes without a GPU driver")
+        yield (
+            f"{path}.driver.blacklist",
+            "must be false while driver.enable is false: blacklisting the inbox amdgpu module with no "
+            "operator-managed driver leaves the nodes without a GPU driver",
+        )
     if driver.blacklist and not device_config.device_plugin.node_labeller:
-        yield (f"{path}.devicePlugin.nodeLabeller",
-               "must be true when driver.blacklist is true: the node labeller writes the blacklist on the nodes")
+        yield (
+            f"{path}.devicePlugin.nodeLabeller",
+            "must be true when driver.blacklist is true: the node labeller writes the blacklist on the nodes",
+        )
     if driver.enable and driver.version is None and environment == "prod":
-        yield f"{path}.driver.version", "pin the out-of-tree driver version (e.g. \"30.20.1\") in prod"
+        yield f"{path}.driver.version", 'pin the out-of-tree driver version (e.g. "30.20.1") in prod'
 
     policy = driver.effective_upgrade_policy(environment)
     upgrade_path = f"{path}.driver.upgradePolicy"
     if policy.enable:
         if policy.max_unavailable_nodes in (0, "0%"):
-            yield (f"{upgrade_path}.maxUnavailableNodes",
-                   "must allow at least one node (e.g. 1 or \"25%\") while upgrades are enabled, "
-                   "otherwise no driver upgrade can ever start; set upgradePolicy.enable false to stop upgrades")
+            yield (
+                f"{upgrade_path}.maxUnavailableNodes",
+                'must allow at least one node (e.g. 1 or "25%") while upgrades are enabled, '
+                "otherwise no driver upgrade can ever start; set upgradePolicy.enable false to stop upgrades",
+            )
         if environment == "prod" and policy.max_parallel_upgrades == 0:
-            yield (f"{upgrade_path}.maxParallelUpgrades",
-                   "0 upgrades every node at once; prod needs a bound (1 = one node at a time)")
+            yield (
+                f"{upgrade_path}.maxParallelUpgrades",
+                "0 upgrades every node at once; prod needs a bound (1 = one node at a time)",
+            )
         if environment == "prod" and driver.enable and policy.node_drain_policy.force:
-            yield (f"{upgrade_path}.nodeDrainPolicy.force",
-                   "must be false in prod: a forced drain deletes pods that no controller recreates")
+            yield (
+                f"{upgrade_path}.nodeDrainPolicy.force",
+                "must be false in prod: a forced drain deletes pods that no controller recreates",
+            )
     elif environment == "prod" and driver.enable:
-        yield (f"{upgrade_path}.enable",
-               "must be true in prod while the operator manages the driver: upgrades then cordon and drain "
-               "one node at a time instead of replacing the driver under running workloads")
+        yield (
+            f"{upgrade_path}.enable",
+            "must be true in prod while the operator manages the driver: upgrades then cordon and drain "
+            "one node at a time instead of replacing the driver under running workloads",
+        )
 
     exporter = device_config.metrics_exporter
     if exporter.node_port is not None and exporter.service_type != "NodePort":
         yield f"{path}.metricsExporter.nodePort", "only valid with serviceType NodePort"
     if monitored and not exporter.enable:
         # Monitoring enables the DeviceConfig's ServiceMonitor and deploys rules that page when it has no target.
-        yield (f"{path}.metricsExporter.enable",
-               "must be true while rocm-stack:monitoring is enabled: its ServiceMonitor and alert rules scrape "
-               "this exporter; set monitoring.enabled false to run without it")
+        yield (
+            f"{path}.metricsExporter.enable",
+            "must be true while rocm-stack:monitoring is enabled: its ServiceMonitor and alert rules scrape "
+            "this exporter; set monitoring.enabled false to run without it",
+        )
     if exporter.service_monitor.enable and not exporter.enable:
         yield f"{path}.metricsExporter.serviceMonitor.enable", "needs metricsExporter.enable: true"
 
@@ -609,22 +671,30 @@ def _partition_problems(k8s: KubernetesConfig) -> Iterable[tuple[str, str]]:
             yield f"{at}.gpuModel", f"{model.name} GPUs have no partition modes; remove the profile"
         elif model.mode(profile.compute_partition, profile.memory_partition) is None:
             supported = ", ".join(str(mode) for mode in model.modes)
-            key = ("memoryPartition" if any(m.compute == profile.compute_partition for m in model.modes)
-                   else "computePartition")
+            key = (
+                "memoryPartition"
+                if any(m.compute == profile.compute_partition for m in model.modes)
+                else "computePartition"
+            )
             yield f"{at}.{key}", f"{model.name} does not support {wanted}; it supports {supported}"
         elif profile.logical_gpus_per_node > MAX_GPUS_PER_HOST:
-            yield (f"{at}.gpus", f"{profile.gpus} {model.name} GPUs in {profile.compute_partition} make "
-                                 f"{profile.logical_gpus_per_node} GPUs on a node, more than the "
-                                 f"{MAX_GPUS_PER_HOST} a node can show")
+            yield (
+                f"{at}.gpus",
+                f"{profile.gpus} {model.name} GPUs in {profile.compute_partition} make "
+                f"{profile.logical_gpus_per_node} GPUs on a node, more than the "
+                f"{MAX_GPUS_PER_HOST} a node can show",
+            )
         # DCM refuses a profile unless numGPUsAssigned plus the skipped ids make the node's GPU count and every id is
         # below it (device-config-manager pkg/config_manager/configmanager.go L288-316 validateProfile; gpu-operator
         # v1.5.1 docs/dcm/device-config-manager-configmap.md L123-130).
         total = profile.gpus + len(profile.skipped_gpus)
         for index, gpu in enumerate(profile.skipped_gpus):
             if gpu >= total:
-                yield (f"{at}.skippedGpus[{index}]",
-                       f"GPU id {gpu} is not on a node of {total} GPUs (gpus {profile.gpus} + "
-                       f"{len(profile.skipped_gpus)} skipped); ids run from 0 to {total - 1}")
+                yield (
+                    f"{at}.skippedGpus[{index}]",
+                    f"GPU id {gpu} is not on a node of {total} GPUs (gpus {profile.gpus} + "
+                    f"{len(profile.skipped_gpus)} skipped); ids run from 0 to {total - 1}",
+                )
             elif gpu in profile.skipped_gpus[:index]:
                 yield f"{at}.skippedGpus[{index}]", f"GPU id {gpu} is listed twice"
 
@@ -632,12 +702,16 @@ def _partition_problems(k8s: KubernetesConfig) -> Iterable[tuple[str, str]]:
         return
     path = "kubernetes.gpuOperator.deviceConfig.configManager"
     if not k8s.partition_profiles:
-        yield (f"{path}.enable",
-               "the Device Config Manager applies the profiles of kubernetes.partitionProfiles: declare at least one "
-               "(e.g. {cpx-nps4: {gpuModel: MI300X, computePartition: CPX, memoryPartition: NPS4, gpus: 8}})")
+        yield (
+            f"{path}.enable",
+            "the Device Config Manager applies the profiles of kubernetes.partitionProfiles: declare at least one "
+            "(e.g. {cpx-nps4: {gpuModel: MI300X, computePartition: CPX, memoryPartition: NPS4, gpus: 8}})",
+        )
     for index, taint in enumerate(k8s.gpu_node_taints):
         if taint.key == PARTITIONING_TAINT_KEY:
-            yield (f"kubernetes.gpuNodeTaints[{index}]",
-                   f"'{PARTITIONING_TAINT_KEY}' is the taint that evicts GPU pods while DCM repartitions a node; the "
-                   "device plugin, labeller and exporter must not tolerate it (they restart to see the new "
-                   "partitions): taint the node with it only while partitioning, and remove it here")
+            yield (
+                f"kubernetes.gpuNodeTaints[{index}]",
+                f"'{PARTITIONING_TAINT_KEY}' is the taint that evicts GPU pods while DCM repartitions a node; the "
+                "device plugin, labeller and exporter must not tolerate it (they restart to see the new "
+                "partitions): taint the node with it only while partitioning, and remove it here",
+            )

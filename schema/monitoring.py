@@ -3,6 +3,7 @@
 Metric and label names used downstream come from ROCm/device-metrics-exporter (see domain/alerts.py);
 this file only holds the numbers and switches an operator tunes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -89,9 +90,12 @@ _COMMON = dict(
 # Temperatures and board power per model come from the model table (domain/gpus.py, with their sources); sites tune
 # them via overrides.
 MODEL_DEFAULTS: dict[str, Thresholds] = {
-    name: Thresholds(gpu_temperature_celsius=model.gpu_temperature_celsius,
-                     memory_temperature_celsius=model.memory_temperature_celsius,
-                     power_cap_watts=model.power_cap_watts, **_COMMON)
+    name: Thresholds(
+        gpu_temperature_celsius=model.gpu_temperature_celsius,
+        memory_temperature_celsius=model.memory_temperature_celsius,
+        power_cap_watts=model.power_cap_watts,
+        **_COMMON,
+    )
     for name, model in MODELS.items()
 }
 
@@ -144,18 +148,21 @@ class MonitoringConfig(ConfigModel):
             raise ValueError(
                 "gpuModel is no longer used: the alert rules cover every GPU model, each host's GPUs by their "
                 "hosts[].gpuModel (Kubernetes: the node's amd.com/gpu.device-id label); remove it and tune one "
-                "model with modelThresholds.<model> (e.g. modelThresholds: {MI250: {powerCapWatts: 450}})")
+                "model with modelThresholds.<model> (e.g. modelThresholds: {MI250: {powerCapWatts: 450}})"
+            )
         return data
 
     def effective_thresholds(self, model: str = DEFAULT_MODEL) -> Thresholds:
         """`model`'s thresholds: its defaults, then `thresholds`, then `modelThresholds.<model>`. The fleet-wide
         fields (durations, fractions) are the same for every model, so any model gives them."""
         overrides = self.model_thresholds.get(model, ModelThresholdOverrides())  # type: ignore[call-overload]
-        return Thresholds(**{
-            **MODEL_DEFAULTS[model].model_dump(),
-            **self.thresholds.model_dump(exclude_none=True),
-            **overrides.model_dump(exclude_none=True),
-        })
+        return Thresholds(
+            **{
+                **MODEL_DEFAULTS[model].model_dump(),
+                **self.thresholds.model_dump(exclude_none=True),
+                **overrides.model_dump(exclude_none=True),
+            }
+        )
 
     def installs_kube_prometheus_stack(self, environment: str) -> bool:
         install = self.kube_prometheus_stack.install
@@ -169,9 +176,12 @@ def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] =
     # increase() needs two samples inside its window, `up == 0` two failed scrapes to not flap.
     for key in ("ecc_window", "exporter_down_for"):
         if duration_seconds(getattr(thresholds, key)) < 2 * scrape:
-            yield f"monitoring.thresholds.{to_camel(key)}", (
-                f"{getattr(thresholds, key)} is shorter than two scrape intervals "
-                f"(scrapeInterval {cfg.scrape_interval}); use at least {2 * scrape:g}s"
+            yield (
+                f"monitoring.thresholds.{to_camel(key)}",
+                (
+                    f"{getattr(thresholds, key)} is shorter than two scrape intervals "
+                    f"(scrapeInterval {cfg.scrape_interval}); use at least {2 * scrape:g}s"
+                ),
             )
     # A model in the fleet without a board power would go without the power-at-cap alert.
     uncapped: dict[str, str] = {}
@@ -179,6 +189,10 @@ def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] =
         if model in MODELS and cfg.effective_thresholds(model).power_cap_watts is None:
             uncapped.setdefault(model, host)
     for model, host in uncapped.items():
-        yield f"monitoring.modelThresholds.{model}.powerCapWatts", (
-            f"host '{host}' has {model} GPUs, for which AMD publishes no board power (TBP), so the power-at-cap "
-            "alert has no default; set it to the board's power cap (SOCKET_POWER in `amd-smi static --limit`)")
+        yield (
+            f"monitoring.modelThresholds.{model}.powerCapWatts",
+            (
+                f"host '{host}' has {model} GPUs, for which AMD publishes no board power (TBP), so the power-at-cap "
+                "alert has no default; set it to the board's power cap (SOCKET_POWER in `amd-smi static --limit`)"
+            ),
+        )

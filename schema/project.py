@@ -3,6 +3,7 @@
 (The policy pack and programs/train.py keep their own: the pack runs standalone under `pulumi preview
 --policy-pack policy`, and train.py runs inside containers from a copy of programs/ alone.)
 """
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

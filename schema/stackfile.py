@@ -6,6 +6,7 @@ CSafeLoader); what differs is how plain scalars become values, which follows yam
 YAML 1.1 rules. Every rule below names its upstream source (pulumi/pulumi at v3.259.0, go-yaml/yaml at v3.0.1).
 Errors are `StackFileError`: one line, `FILE:LINE:COLUMN: what is wrong`.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -26,7 +27,8 @@ _PLAIN = "tag:rocm-stack:plain"  # an implicit (unquoted, untagged) scalar, reso
 _MERGE = "tag:yaml.org,2002:merge"
 # yaml.v3 resolve.go L52-58: the only words that are not strings (YAML 1.2 core; `yes`, `no`, `on`, `off` are text).
 _WORDS: dict[str, Any] = {
-    **dict.fromkeys(("true", "True", "TRUE"), True), **dict.fromkeys(("false", "False", "FALSE"), False),
+    **dict.fromkeys(("true", "True", "TRUE"), True),
+    **dict.fromkeys(("false", "False", "FALSE"), False),
     **dict.fromkeys(("", "~", "null", "Null", "NULL"), None),
     **dict.fromkeys((".nan", ".NaN", ".NAN"), math.nan),
     **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
@@ -107,8 +109,11 @@ class _Builder:
                 value = _resolve_plain(node.value)
                 if isinstance(value, float) and not math.isfinite(value):
                     # The CLI fails on it: json.Marshal has no Inf/NaN (config object.go L405-407).
-                    raise self.error(node, f"{node.value} cannot be passed to the program (JSON has no "
-                                           "infinity or NaN); the Pulumi CLI refuses it too")
+                    raise self.error(
+                        node,
+                        f"{node.value} cannot be passed to the program (JSON has no "
+                        "infinity or NaN); the Pulumi CLI refuses it too",
+                    )
                 return value
             if node.tag == "tag:yaml.org,2002:str" or not node.tag.startswith("tag:yaml.org,2002:"):
                 return node.value  # quoted scalars are always strings (yaml.v3 decode.go L568-570)
@@ -156,8 +161,11 @@ class _Builder:
             # (yaml.v3 decode.go L767-783; its message is `mapping key "a" already defined at line 1`).
             ident = (type(key_node).__name__, key_node.value if isinstance(key_node, ScalarNode) else "")
             if ident in seen:
-                raise self.error(key_node, f'mapping key "{key_node.value}" already defined at line {seen[ident]}; '
-                                           "the Pulumi CLI refuses a key repeated in one mapping")
+                raise self.error(
+                    key_node,
+                    f'mapping key "{key_node.value}" already defined at line {seen[ident]}; '
+                    "the Pulumi CLI refuses a key repeated in one mapping",
+                )
             seen[ident] = key_node.start_mark.line + 1
             out[self.key(key_node)] = self.value(value_node)
         return {**merged, **out}
@@ -171,10 +179,11 @@ def _parse(text: str, path: Path | str) -> tuple[Any, Node | None]:
         mark = error.problem_mark or error.context_mark
         problem = error.problem or error.context or "not valid YAML"
         lines = text.splitlines()
-        if mark is not None and mark.line < len(lines) and "\t" in lines[mark.line][:mark.column + 1]:
+        if mark is not None and mark.line < len(lines) and "\t" in lines[mark.line][: mark.column + 1]:
             problem += " (a tab: YAML indents with spaces only)"
-        raise StackFileError(path, f"invalid YAML: {problem}",
-                             mark.line + 1 if mark else None, mark.column + 1 if mark else None) from None
+        raise StackFileError(
+            path, f"invalid YAML: {problem}", mark.line + 1 if mark else None, mark.column + 1 if mark else None
+        ) from None
     except yaml.YAMLError as error:
         raise StackFileError(path, f"invalid YAML: {error}") from None
     return (None if node is None else _Builder(path).value(node)), node
@@ -216,8 +225,9 @@ def read_config(path: Path, project: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         # map.go L313: "could not unmarshal map ... cannot unmarshal !!seq into map[string]config.Value".
         where = (config_node.start_mark.line + 1, config_node.start_mark.column + 1) if config_node else (None, None)
-        raise StackFileError(path, f"`config:` must be a mapping of `namespace:key: value`, found {_kind(config)}",
-                             *where)
+        raise StackFileError(
+            path, f"`config:` must be a mapping of `namespace:key: value`, found {_kind(config)}", *where
+        )
     values: dict[str, Any] = {}
     lines: dict[str, int] = {}
     for key_node, _ in config_node.value:  # type: ignore[union-attr]
@@ -226,13 +236,22 @@ def read_config(path: Path, project: str) -> dict[str, Any]:
         full = _full_key(name, project)
         if full is None:
             # config/key.go L45-70 ParseKey.
-            raise StackFileError(path, f"could not parse {name} as a configuration key (configuration keys "
-                                       "should be of the form `<namespace>:<name>`)", line, column)
+            raise StackFileError(
+                path,
+                f"could not parse {name} as a configuration key (configuration keys "
+                "should be of the form `<namespace>:<name>`)",
+                line,
+                column,
+            )
         if full in lines:
             # `hosts:` and `rocm-stack:hosts:` both land on one key; the CLI keeps one of them at random
             # (loaders.go L72-81 ranges over a Go map), so neither is safe to pick.
-            raise StackFileError(path, f"'{name}' is the key '{full}' again (first at line {lines[full]}); "
-                                       "keep one of them", line, column)
+            raise StackFileError(
+                path,
+                f"'{name}' is the key '{full}' again (first at line {lines[full]}); keep one of them",
+                line,
+                column,
+            )
         lines[full] = line
         value = config[name]
         # A null top-level value reaches the program as "" (loaders.go L402-408, with a CLI warning).
@@ -280,8 +299,9 @@ def _contains_secure(value: Any) -> bool:
     return False
 
 
-def as_program_config(config: Mapping[str, Any], secrets: Mapping[str, str] | None = None
-                      ) -> tuple[dict[str, str], list[str]]:
+def as_program_config(
+    config: Mapping[str, Any], secrets: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
     """(values, secret keys) as the CLI hands them to the program (PULUMI_CONFIG, PULUMI_CONFIG_SECRET_KEYS).
 
     Top-level scalars become text (`8` -> "8", true -> "true"); lists and mappings JSON. A `secure:` value,

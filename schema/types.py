@@ -1,5 +1,6 @@
 """The value types several sections of the stack configuration share: one definition each (names, environment
 variables, byte sizes, CPU lists, ports, durations, GPU counts)."""
+
 from __future__ import annotations
 
 import re
@@ -13,14 +14,22 @@ from .base import Check, matching
 
 # A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
-Name = Annotated[str, matching(DNS_LABEL,
-                               "lowercase letters, digits and '-', at most 63 characters, starting and ending "
-                               "with a letter or digit")]
+Name = Annotated[
+    str,
+    matching(
+        DNS_LABEL,
+        "lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit",
+    ),
+]
 # POSIX.1-2017 Base Definitions 8.1: "names shall not contain the character '='" and portable names "consist
 # solely of uppercase letters, digits, and the <underscore> ... and do not begin with a digit"; lowercase is
 # tolerated by every shell. Docker itself refuses an empty name (`docker run -e =x`: invalid environment variable).
-EnvName = Annotated[str, matching(r"[A-Za-z_][A-Za-z0-9_]*",
-                                  "an environment variable name: letters, digits and '_', not starting with a digit")]
+EnvName = Annotated[
+    str,
+    matching(
+        r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name: letters, digits and '_', not starting with a digit"
+    ),
+]
 # YAML turns `NCCL_MIN_NCHANNELS: 112` into a number; an environment value is text either way.
 EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
 
@@ -34,16 +43,20 @@ def _human_bytes(size: int) -> str:
 
 def byte_size_at_least(minimum: int) -> Any:
     """A byte size with a unit (`16GiB`); a bare number under the minimum is taken for a missing unit."""
+
     def unit_needed(value: Any) -> Any:
         if type(value) is int and 0 <= value < minimum:
-            raise ValueError(f"{value} without a unit is {value} bytes, less than {_human_bytes(minimum)}; "
-                             f"write the unit, e.g. {value}GiB")
+            raise ValueError(
+                f"{value} without a unit is {value} bytes, less than {_human_bytes(minimum)}; "
+                f"write the unit, e.g. {value}GiB"
+            )
         return value
 
     def at_least(value: ByteSize) -> ByteSize:
         if value < minimum:
             raise ValueError(f"must be at least {_human_bytes(minimum)} (got {_human_bytes(int(value))})")
         return value
+
     return Annotated[ByteSize, BeforeValidator(unit_needed), Check(at_least, ge=minimum)]
 
 
@@ -95,5 +108,8 @@ def _positive_duration(value: str) -> str:
 Duration = Annotated[str, AfterValidator(_positive_duration)]
 # One unit only: the DeviceConfig's serviceMonitor.interval takes no `1m30s` (amd.com_deviceconfigs.yaml
 # `pattern: ^([0-9]+)(ms|s|m|h)$`); the Docker-side scrape interval uses the same type so one value fits both.
-UnitDuration = Annotated[str, matching(r"[0-9]+(ms|s|m|h)", "a number and one unit (ms, s, m or h), e.g. 30s"),
-                         AfterValidator(_positive_duration)]
+UnitDuration = Annotated[
+    str,
+    matching(r"[0-9]+(ms|s|m|h)", "a number and one unit (ms, s, m or h), e.g. 30s"),
+    AfterValidator(_positive_duration),
+]

@@ -12,6 +12,7 @@
   `gpus` GPUs each. Every pod requests `cpu` and `memory` (+ /dev/shm) so it is never BestEffort. The cluster cannot be asked offline, so its GPU nodes
   are declared in `rocm-stack:gpuFleet`; problems() uses it to refuse workloads that could never be scheduled.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -41,20 +42,37 @@ from .monitoring import MonitoringConfig
 
 # A DNS-1035 label (Services must start with a letter), short enough for the suffixes derived from it
 # (`<name>-model-cache`, pod hostnames `<name>-<index>`) to stay within 63 characters.
-WorkloadName = Annotated[str, _matching(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
-                                        "lowercase letters, digits and '-', starting with a letter, at most 40 characters")]
-PartitionRef = Annotated[str, _matching(f"{DNS_LABEL}/{DNS_LABEL}", "'host/container' of a partition in rocm-stack:hosts")]
-Quantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?",
-                                    "a Kubernetes quantity such as 100Gi or 500Mi")]
+WorkloadName = Annotated[
+    str,
+    _matching(
+        r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?",
+        "lowercase letters, digits and '-', starting with a letter, at most 40 characters",
+    ),
+]
+PartitionRef = Annotated[
+    str, _matching(f"{DNS_LABEL}/{DNS_LABEL}", "'host/container' of a partition in rocm-stack:hosts")
+]
+Quantity = Annotated[
+    str, _matching(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?", "a Kubernetes quantity such as 100Gi or 500Mi")
+]
 # CPU cores as a Kubernetes quantity: "16", "0.5" or "500m".
 CpuQuantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?|[0-9]+m", 'CPU cores, e.g. "16", "0.5" or "500m"')]
 # An extended resource `<domain>/<name>` (e.g. rdma/hca_shared_devices_a).
-ExtendedResource = Annotated[str, _matching(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
-                                            "an extended resource name '<prefix>/<name>', e.g. rdma/hca_shared_devices_a")]
+ExtendedResource = Annotated[
+    str,
+    _matching(
+        r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
+        "an extended resource name '<prefix>/<name>', e.g. rdma/hca_shared_devices_a",
+    ),
+]
 # What the AMD device plugin advertises: amd.com/gpu, or a partition mode under the `mixed` naming strategy.
-GpuResourceName = Annotated[str, _matching(r"amd\.com/(gpu|(spx|dpx|qpx|cpx)_(nps1|nps2|nps4))",
-                                           "amd.com/gpu or a partition resource amd.com/<compute>_<memory>, "
-                                           "e.g. amd.com/cpx_nps4")]
+GpuResourceName = Annotated[
+    str,
+    _matching(
+        r"amd\.com/(gpu|(spx|dpx|qpx|cpx)_(nps1|nps2|nps4))",
+        "amd.com/gpu or a partition resource amd.com/<compute>_<memory>, e.g. amd.com/cpx_nps4",
+    ),
+]
 InterfaceName = Annotated[str, _matching(r"[A-Za-z0-9_.:-]{1,15}", "a network interface name, e.g. eth0 or net1")]
 # A Hugging Face repository id (`org/name`).
 ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
@@ -86,11 +104,19 @@ DATA_PARALLEL_VLLM_FLAGS = ("--disable-nccl-for-dp-synchronization",)
 KNOWN_GATED_MODEL_PREFIXES = ("meta-llama/", "google/gemma")
 
 # Flags the VllmServer derives from config; giving them in extraArgs too would contradict it.
-VLLM_MANAGED_FLAGS = ("--host", "--port", "--tensor-parallel-size", "-tp", "--data-parallel-size", "-dp",
-                      "--revision")
+VLLM_MANAGED_FLAGS = ("--host", "--port", "--tensor-parallel-size", "-tp", "--data-parallel-size", "-dp", "--revision")
 # Environment variables the components set from other keys.
-TRAINING_MANAGED_ENV = ("CHECKPOINT_DIR", "TRAIN_STEPS", "BATCH_SIZE", "CHECKPOINT_EVERY", "CHECKPOINT_KEEP",
-                        "TRAIN_PRECISION", "TRAIN_ENTRYPOINT", "TRAIN_BACKEND", *VISIBILITY_VARIABLES)
+TRAINING_MANAGED_ENV = (
+    "CHECKPOINT_DIR",
+    "TRAIN_STEPS",
+    "BATCH_SIZE",
+    "CHECKPOINT_EVERY",
+    "CHECKPOINT_KEEP",
+    "TRAIN_PRECISION",
+    "TRAIN_ENTRYPOINT",
+    "TRAIN_BACKEND",
+    *VISIBILITY_VARIABLES,
+)
 INFERENCE_MANAGED_ENV = ("HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "VLLM_API_KEY", *VISIBILITY_VARIABLES)
 # What `training[].kubernetes.network` sets: naming them in env/rcclEnv too would contradict it.
 NETWORK_MANAGED_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
@@ -376,8 +402,11 @@ class InferenceConfig(ConfigModel):
         return max(1, gpus // self.tensor_parallel_size)
 
     def server_env(self, gpus: int) -> dict[str, str]:
-        defaults = {**INFERENCE_ROCM_ENV, **(MULTI_GPU_INFERENCE_ENV if gpus > 1 else {}),
-                    **(DATA_PARALLEL_INFERENCE_ENV if self.data_parallel_size(gpus) > 1 else {})}
+        defaults = {
+            **INFERENCE_ROCM_ENV,
+            **(MULTI_GPU_INFERENCE_ENV if gpus > 1 else {}),
+            **(DATA_PARALLEL_INFERENCE_ENV if self.data_parallel_size(gpus) > 1 else {}),
+        }
         return {**merged_env(defaults, self.rocm_env), **self.env}
 
     def vllm_args(self, gpus: int) -> list[str]:
@@ -450,21 +479,31 @@ def kubernetes_gfx(node_selector: dict[str, str]) -> str | None:
     return next((model.gfx for model in MODELS.values() if model.pci_device_id == device), None)
 
 
-def _family_image_problems(cfg: _StackWithWorkloads, workload: TrainingConfig | InferenceConfig,
-                           at: str) -> Iterable[tuple[str, str]]:
+def _family_image_problems(
+    cfg: _StackWithWorkloads, workload: TrainingConfig | InferenceConfig, at: str
+) -> Iterable[tuple[str, str]]:
     """Every Docker partition's host takes its family's reference of the workload's image; a Kubernetes workload
     takes that of the family its nodeSelector's device ID names (kubernetes_gfx)."""
     key = workload.image
     if workload.kubernetes is not None and not isinstance(cfg.images[key], str):
         gfx = kubernetes_gfx(workload.kubernetes.node_selector)
         if gfx is None:
-            yield f"{at}.kubernetes.nodeSelector", (
-                f"images.{key} has one reference per GPU family, so the pods must stay on one family's nodes: set "
-                f"nodeSelector {{{DEVICE_ID_LABEL}: <PCI device ID>}} (the node labeller's label, e.g. 75a3 for "
-                f"MI355X, 74a1 for MI300X), or use an image key with one reference for every family")
+            yield (
+                f"{at}.kubernetes.nodeSelector",
+                (
+                    f"images.{key} has one reference per GPU family, so the pods must stay on one family's nodes: set "
+                    f"nodeSelector {{{DEVICE_ID_LABEL}: <PCI device ID>}} (the node labeller's label, e.g. 75a3 for "
+                    f"MI355X, 74a1 for MI300X), or use an image key with one reference for every family"
+                ),
+            )
         elif image_for(cfg.images, key, gfx) is None:
-            yield f"{at}.image", (f"nodeSelector {DEVICE_ID_LABEL} picks {gfx} nodes but images.{key} has references "
-                                  f"only for {', '.join(sorted(cfg.images[key]))}; add images.{key}.{gfx}")
+            yield (
+                f"{at}.image",
+                (
+                    f"nodeSelector {DEVICE_ID_LABEL} picks {gfx} nodes but images.{key} has references "
+                    f"only for {', '.join(sorted(cfg.images[key]))}; add images.{key}.{gfx}"
+                ),
+            )
     hosts = {host.name: host for host in cfg.hosts}
     for p_index, ref in enumerate(workload.docker.partitions if workload.docker else ()):
         host = hosts.get(ref.split("/")[0])
@@ -479,8 +518,13 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
         for index, workload in enumerate(workloads):
             at = f"{kind}[{index}]"
             if workload.name in seen:
-                yield f"{at}.name", (f"'{workload.name}' is already the name of {seen[workload.name]}; workload names "
-                                     "must be unique (they name Kubernetes objects and Pulumi resources)")
+                yield (
+                    f"{at}.name",
+                    (
+                        f"'{workload.name}' is already the name of {seen[workload.name]}; workload names "
+                        "must be unique (they name Kubernetes objects and Pulumi resources)"
+                    ),
+                )
             seen.setdefault(workload.name, at)
             if workload.image not in cfg.images:
                 yield f"{at}.image", f"unknown image '{workload.image}'; expected one of {sorted(cfg.images)}"
@@ -503,19 +547,31 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
     if cfg.environment == "prod" and "vllmApiKey" not in secret_names:
         served = [i.name for i in cfg.inference if i.kubernetes is not None]
         if served:
-            yield "vllmApiKey", (
-                f"prod serves {', '.join(served)} on Kubernetes, reachable by every pod of the cluster: set the API "
-                "key vLLM requires on /v1 with `pulumi config set --secret vllmApiKey <key>`")
+            yield (
+                "vllmApiKey",
+                (
+                    f"prod serves {', '.join(served)} on Kubernetes, reachable by every pod of the cluster: set the API "
+                    "key vLLM requires on /v1 with `pulumi config set --secret vllmApiKey <key>`"
+                ),
+            )
         for index, inference in enumerate(cfg.inference):
             if inference.docker is not None:
-                yield "vllmApiKey", (
-                    f"inference[{index}] ('{inference.name}') publishes vLLM's API on Docker hosts, which prod "
-                    "protects with an API key: run `pulumi config set --secret vllmApiKey <key>`")
+                yield (
+                    "vllmApiKey",
+                    (
+                        f"inference[{index}] ('{inference.name}') publishes vLLM's API on Docker hosts, which prod "
+                        "protects with an API key: run `pulumi config set --secret vllmApiKey <key>`"
+                    ),
+                )
     for inference in cfg.inference if "huggingfaceToken" not in secret_names else ():
         if inference.needs_token:
-            yield "huggingfaceToken", (
-                f"inference '{inference.name}' serves the gated model '{inference.model}', which needs a Hugging Face "
-                "token: run `pulumi config set --secret huggingfaceToken hf_...`")
+            yield (
+                "huggingfaceToken",
+                (
+                    f"inference '{inference.name}' serves the gated model '{inference.model}', which needs a Hugging Face "
+                    "token: run `pulumi config set --secret huggingfaceToken hf_...`"
+                ),
+            )
 
 
 def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
@@ -529,24 +585,34 @@ def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterab
                 yield f"{at}.{alias}.{name}", "is set by rocm-stack from the workload's other keys; remove it here"
 
 
-def _security_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes,
-                       at: str) -> Iterable[tuple[str, str]]:
+def _security_problems(
+    cfg: _StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes, at: str
+) -> Iterable[tuple[str, str]]:
     """Pods must tolerate the GPU nodes' taints, or they never schedule there."""
     if cfg.kubernetes is None:
         return
     for index, taint in enumerate(cfg.kubernetes.gpu_node_taints):
         if not any(t.tolerates(taint) for t in k8s.tolerations):
-            yield f"{at}.tolerations", (
-                f"does not tolerate the GPU node taint {taint.key}={taint.value or ''}:{taint.effect} "
-                f"(kubernetes.gpuNodeTaints[{index}]): the pods could never run on a GPU node")
+            yield (
+                f"{at}.tolerations",
+                (
+                    f"does not tolerate the GPU node taint {taint.key}={taint.value or ''}:{taint.effect} "
+                    f"(kubernetes.gpuNodeTaints[{index}]): the pods could never run on a GPU node"
+                ),
+            )
 
 
 def _namespace_problems(cfg: _StackWithWorkloads, namespace: str, at: str) -> Iterable[tuple[str, str]]:
     if cfg.kubernetes is None:
         yield at, "runs on Kubernetes but `rocm-stack:kubernetes` is not configured"
     elif namespace not in BUILTIN_NAMESPACES and namespace not in cfg.kubernetes.owned_namespaces():
-        yield f"{at}.namespace", (f"namespace '{namespace}' is not created by this stack; add it to "
-                                  "`kubernetes.namespaces` (or use 'default')")
+        yield (
+            f"{at}.namespace",
+            (
+                f"namespace '{namespace}' is not created by this stack; add it to "
+                "`kubernetes.namespaces` (or use 'default')"
+            ),
+        )
 
 
 def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: str) -> Iterable[tuple[str, str]]:
@@ -565,19 +631,39 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
         if k8s.pod_security != "privileged":
             # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT;
             # hostNetwork disallowed (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
-            yield f"{at}.podSecurity", (f"'{k8s.pod_security}' forbids IPC_LOCK (RDMA memory registration) and "
-                                        "hostNetwork, which `network` needs; run it in a privileged namespace")
+            yield (
+                f"{at}.podSecurity",
+                (
+                    f"'{k8s.pod_security}' forbids IPC_LOCK (RDMA memory registration) and "
+                    "hostNetwork, which `network` needs; run it in a privileged namespace"
+                ),
+            )
     storage = k8s.effective_checkpoints(training.name, cfg.environment)
     if isinstance(storage, HostPathStorage):
         if cfg.environment == "prod":
-            yield f"{at}.checkpoints", ("a hostPath is lost when the job is rescheduled to another node; prod keeps "
-                                        "checkpoints on a PVC ({type: pvc, storageClass: ..., size: ...})")
+            yield (
+                f"{at}.checkpoints",
+                (
+                    "a hostPath is lost when the job is rescheduled to another node; prod keeps "
+                    "checkpoints on a PVC ({type: pvc, storageClass: ..., size: ...})"
+                ),
+            )
         elif k8s.nodes > 1:
-            yield f"{at}.checkpoints", (f"the {k8s.nodes} pods of a multi-node job land on different nodes, which do "
-                                        "not share a hostPath; use a ReadWriteMany PVC")
+            yield (
+                f"{at}.checkpoints",
+                (
+                    f"the {k8s.nodes} pods of a multi-node job land on different nodes, which do "
+                    "not share a hostPath; use a ReadWriteMany PVC"
+                ),
+            )
     elif storage.access_mode != "ReadWriteMany" and k8s.nodes > 1:
-        yield f"{at}.checkpoints.accessMode", (f"{storage.access_mode} cannot be mounted by the {k8s.nodes} pods of "
-                                               "a multi-node job on different nodes; use ReadWriteMany")
+        yield (
+            f"{at}.checkpoints.accessMode",
+            (
+                f"{storage.access_mode} cannot be mounted by the {k8s.nodes} pods of "
+                "a multi-node job on different nodes; use ReadWriteMany"
+            ),
+        )
 
 
 def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
@@ -585,8 +671,10 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
         flag = arg.split("=", 1)[0]
         # vLLM's argument parser reads `--snake_case` as `--kebab-case`.
         if (flag.replace("_", "-") if flag.startswith("--") else flag) in VLLM_MANAGED_FLAGS:
-            yield f"{at}.extraArgs[{index}]", (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; "
-                                               "set those keys instead")
+            yield (
+                f"{at}.extraArgs[{index}]",
+                (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; set those keys instead"),
+            )
     tp = inference.tensor_parallel_size
     k8s = inference.kubernetes
     if k8s is None:
@@ -596,18 +684,32 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
     yield from _security_problems(cfg, k8s, k_at)
     gpus = k8s.gpus or tp
     if gpus % tp:
-        yield f"{k_at}.gpus", (f"tensorParallelSize {tp} does not divide the {gpus} GPUs of a replica; use a multiple "
-                               f"of {tp} (the quotient becomes vLLM's data-parallel size)")
+        yield (
+            f"{k_at}.gpus",
+            (
+                f"tensorParallelSize {tp} does not divide the {gpus} GPUs of a replica; use a multiple "
+                f"of {tp} (the quotient becomes vLLM's data-parallel size)"
+            ),
+        )
     replicas = k8s.effective_replicas(cfg.environment)
     cache = k8s.effective_model_cache(cfg.environment)
     if isinstance(cache, PvcStorage) and cache.access_mode != "ReadWriteMany" and replicas > 1:
-        yield f"{k_at}.modelCache.accessMode", (f"{cache.access_mode} cannot be shared by {replicas} replicas on "
-                                                "different nodes; use ReadWriteMany or an emptyDir per replica")
+        yield (
+            f"{k_at}.modelCache.accessMode",
+            (
+                f"{cache.access_mode} cannot be shared by {replicas} replicas on "
+                "different nodes; use ReadWriteMany or an emptyDir per replica"
+            ),
+        )
     min_available = k8s.effective_min_available(cfg.environment)
     if min_available is not None and min_available >= replicas:
-        yield f"{k_at}.minAvailable", (
-            f"{min_available} of {replicas} replica(s) must stay up, so no pod can ever be evicted and node drains "
-            "(GPU driver upgrades) block; use at most replicas - 1")
+        yield (
+            f"{k_at}.minAvailable",
+            (
+                f"{min_available} of {replicas} replica(s) must stay up, so no pod can ever be evicted and node drains "
+                "(GPU driver upgrades) block; use at most replicas - 1"
+            ),
+        )
     if min_available is not None:
         yield from _drain_problems(cfg, inference, at)
 
@@ -625,11 +727,15 @@ def _drain_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: st
     policy = driver.effective_upgrade_policy(cfg.environment)
     timeout = policy.node_drain_policy.timeout_seconds
     if driver.enable and policy.enable and 0 < timeout < inference.startup_timeout_seconds:
-        yield ("kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds", (
-            f"{timeout}s is shorter than the {inference.startup_timeout_seconds}s a replica of inference "
-            f"'{inference.name}' may take to start ({at}.startupTimeoutSeconds), and its disruption budget holds "
-            "each eviction until the previous replica is back: a drain would fail and halt the driver rollout; "
-            f"use at least {inference.startup_timeout_seconds}"))
+        yield (
+            "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
+            (
+                f"{timeout}s is shorter than the {inference.startup_timeout_seconds}s a replica of inference "
+                f"'{inference.name}' may take to start ({at}.startupTimeoutSeconds), and its disruption budget holds "
+                "each eviction until the previous replica is back: a drain would fail and halt the driver rollout; "
+                f"use at least {inference.startup_timeout_seconds}"
+            ),
+        )
 
 
 def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
@@ -648,9 +754,13 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                 # A second container binding a taken host port does not start ("Bind for 0.0.0.0:8000 failed:
                 # port is already allocated", moby libnetwork portallocator ErrPortAlreadyAllocated).
                 if (host.name, port.external) in published:
-                    yield f"hosts[{h_index}].containers[{c_index}].ports[{p_index}].external", (
-                        f"host port {port.external} of '{host.name}' is already published by "
-                        f"{published[(host.name, port.external)]}; choose another external port")
+                    yield (
+                        f"hosts[{h_index}].containers[{c_index}].ports[{p_index}].external",
+                        (
+                            f"host port {port.external} of '{host.name}' is already published by "
+                            f"{published[(host.name, port.external)]}; choose another external port"
+                        ),
+                    )
                     continue
                 published[(host.name, port.external)] = f"container '{c.name}'"
     for kind, workloads in _by_kind(cfg):
@@ -661,8 +771,13 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                 at = f"{kind}[{index}].docker.partitions[{p_index}]"
                 key = tuple(ref.split("/"))
                 if key not in hosts:
-                    yield at, (f"no partition '{ref}': expected `host/container` of a container in "
-                               f"`rocm-stack:hosts`, one of {sorted('/'.join(k) for k in hosts)}")
+                    yield (
+                        at,
+                        (
+                            f"no partition '{ref}': expected `host/container` of a container in "
+                            f"`rocm-stack:hosts`, one of {sorted('/'.join(k) for k in hosts)}"
+                        ),
+                    )
                     continue
                 if key in claimed_by:
                     yield at, f"partition '{ref}' already runs {claimed_by[key]}; a partition runs one workload"
@@ -673,14 +788,21 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                 for field in PARTITION_KEYS_DECIDED_BY_WORKLOAD:
                     if field in container.model_fields_set:
                         alias = type(container).model_fields[field].alias
-                        yield f"{c_at}.{alias}", (f"partition '{ref}' runs {kind} '{workload.name}', which decides "
-                                                  "this; remove the key")
+                        yield (
+                            f"{c_at}.{alias}",
+                            (f"partition '{ref}' runs {kind} '{workload.name}', which decides this; remove the key"),
+                        )
                 # The partition's env wins over the workload's, so it must not redirect what the stack derives
                 # (CHECKPOINT_DIR away from the host volume, HF_HOME away from the model cache, ...).
                 managed = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
                 for name in sorted(set(container.env) & set(managed)):
-                    yield f"{c_at}.env.{name}", (f"partition '{ref}' runs {kind} '{workload.name}', for which "
-                                                 "rocm-stack sets this; remove it here")
+                    yield (
+                        f"{c_at}.env.{name}",
+                        (
+                            f"partition '{ref}' runs {kind} '{workload.name}', for which "
+                            "rocm-stack sets this; remove it here"
+                        ),
+                    )
                 if isinstance(workload, InferenceConfig):
                     gpus = partition_size(host, container)
                     tp = workload.tensor_parallel_size
@@ -688,8 +810,13 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                         yield at, (f"tensorParallelSize {tp} does not divide the {gpus} GPU(s) of partition '{ref}'")
                     api_port = workload.docker.published_port or workload.port
                     if (host.name, api_port) in published:
-                        yield at, (f"host port {api_port} of '{host.name}' is already published by "
-                                   f"{published[(host.name, api_port)]}; set inference.docker.publishedPort")
+                        yield (
+                            at,
+                            (
+                                f"host port {api_port} of '{host.name}' is already published by "
+                                f"{published[(host.name, api_port)]}; set inference.docker.publishedPort"
+                            ),
+                        )
                     published[(host.name, api_port)] = f"inference '{workload.name}'"
 
 
@@ -714,8 +841,14 @@ def gpu_pools(cfg: _StackWithWorkloads) -> list[GpuPool]:
         return pools
     for name, profile in sorted(k8s.partition_profiles.items()):
         if profile.nodes:
-            pools.append(GpuPool(profile.resource_name(k8s.resource_naming_strategy), profile.nodes,
-                                 profile.logical_gpus_per_node, f"kubernetes.partitionProfiles.{name}.nodes"))
+            pools.append(
+                GpuPool(
+                    profile.resource_name(k8s.resource_naming_strategy),
+                    profile.nodes,
+                    profile.logical_gpus_per_node,
+                    f"kubernetes.partitionProfiles.{name}.nodes",
+                )
+            )
     return pools
 
 
@@ -732,14 +865,24 @@ def _resource_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                 continue
             at = f"{kind}[{index}].kubernetes.gpuResource"
             if k8s.resource_naming_strategy == "single":
-                yield at, (f"the device plugin advertises partitions as {GPU_RESOURCE_NAME} under resourceNamingStrategy "
-                           f"single, so no node offers {resource}: set {k8s.naming_key} to mixed or request "
-                           f"{GPU_RESOURCE_NAME}")
+                yield (
+                    at,
+                    (
+                        f"the device plugin advertises partitions as {GPU_RESOURCE_NAME} under resourceNamingStrategy "
+                        f"single, so no node offers {resource}: set {k8s.naming_key} to mixed or request "
+                        f"{GPU_RESOURCE_NAME}"
+                    ),
+                )
             else:
                 compute, memory = resource.removeprefix("amd.com/").upper().split("_")
                 offered = ", ".join(sorted(produced)) or "none"
-                yield at, (f"no partition profile puts GPUs in {compute}/{memory}, so no node offers {resource} "
-                           f"(the profiles offer: {offered}); declare one in kubernetes.partitionProfiles")
+                yield (
+                    at,
+                    (
+                        f"no partition profile puts GPUs in {compute}/{memory}, so no node offers {resource} "
+                        f"(the profiles offer: {offered}); declare one in kubernetes.partitionProfiles"
+                    ),
+                )
 
 
 def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
@@ -748,22 +891,44 @@ def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     for index, training in enumerate(cfg.training):
         if training.kubernetes is not None:
             at = f"training[{index}].kubernetes"
-            demands.append((at, training.kubernetes.nodes, f"{at}.gpusPerNode", training.kubernetes.gpus_per_node,
-                            training.kubernetes.gpu_resource))
+            demands.append(
+                (
+                    at,
+                    training.kubernetes.nodes,
+                    f"{at}.gpusPerNode",
+                    training.kubernetes.gpus_per_node,
+                    training.kubernetes.gpu_resource,
+                )
+            )
     for index, inference in enumerate(cfg.inference):
         if (served := inference.kubernetes) is not None:
-            gpus_at = (f"inference[{index}].kubernetes.gpus" if served.gpus is not None
-                       else f"inference[{index}].tensorParallelSize")  # the GPUs of a replica default to TP
-            demands.append((f"inference[{index}].kubernetes", served.effective_replicas(cfg.environment), gpus_at,
-                            served.gpus or inference.tensor_parallel_size, served.gpu_resource))
+            gpus_at = (
+                f"inference[{index}].kubernetes.gpus"
+                if served.gpus is not None
+                else f"inference[{index}].tensorParallelSize"
+            )  # the GPUs of a replica default to TP
+            demands.append(
+                (
+                    f"inference[{index}].kubernetes",
+                    served.effective_replicas(cfg.environment),
+                    gpus_at,
+                    served.gpus or inference.tensor_parallel_size,
+                    served.gpu_resource,
+                )
+            )
     if not demands:
         return
     pools = gpu_pools(cfg)
     if not pools:
         if cfg.environment == "prod":
-            yield "gpuFleet", ("prod runs GPU workloads on Kubernetes: declare the cluster's GPU nodes "
-                               "({nodes: N, gpusPerNode: G}, and the `nodes` of each partition profile) so that jobs "
-                               "that can never be scheduled are refused")
+            yield (
+                "gpuFleet",
+                (
+                    "prod runs GPU workloads on Kubernetes: declare the cluster's GPU nodes "
+                    "({nodes: N, gpusPerNode: G}, and the `nodes` of each partition profile) so that jobs "
+                    "that can never be scheduled are refused"
+                ),
+            )
         return
     produced = cfg.kubernetes.partition_resources() if cfg.kubernetes is not None else {}
     for resource in dict.fromkeys(demand[4] for demand in demands):
@@ -772,15 +937,20 @@ def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
         if not offering:
             if resource == GPU_RESOURCE_NAME or resource in produced:  # an unknown name is refused on its own
                 for at, *_ in wanted:
-                    yield f"{at}.gpuResource", (
-                        f"no declared GPU node offers {resource} (gpuFleet declares the nodes of {GPU_RESOURCE_NAME}, "
-                        "the `nodes` of a partition profile those of its partitions): the pods could never run")
+                    yield (
+                        f"{at}.gpuResource",
+                        (
+                            f"no declared GPU node offers {resource} (gpuFleet declares the nodes of {GPU_RESOURCE_NAME}, "
+                            "the `nodes` of a partition profile those of its partitions): the pods could never run"
+                        ),
+                    )
             continue
         yield from _pool_problems(cfg, resource, offering, wanted)
 
 
-def _pool_problems(cfg: _StackWithWorkloads, resource: str, pools: list[GpuPool],
-                   demands: list[tuple[str, int, str, int, str]]) -> Iterable[tuple[str, str]]:
+def _pool_problems(
+    cfg: _StackWithWorkloads, resource: str, pools: list[GpuPool], demands: list[tuple[str, int, str, int, str]]
+) -> Iterable[tuple[str, str]]:
     """Whether the pods asking for `resource` fit the nodes advertising it (necessary conditions only)."""
     unit = "GPUs" if resource == GPU_RESOURCE_NAME else resource
     holder = " and ".join(pool.key.removesuffix(".nodes") for pool in pools)
@@ -796,12 +966,13 @@ def _pool_problems(cfg: _StackWithWorkloads, resource: str, pools: list[GpuPool]
         replicas = k8s.effective_replicas(cfg.environment)
         # With a budget the replicas are spread one per node (topologySpreadConstraints, DoNotSchedule).
         if k8s.effective_min_available(cfg.environment) is not None and replicas > nodes:
-            yield f"inference[{index}].kubernetes.replicas", (
-                f"{replicas} replicas are spread one per node, but {holder} {has} {nodes}: some never start")
+            yield (
+                f"inference[{index}].kubernetes.replicas",
+                (f"{replicas} replicas are spread one per node, but {holder} {has} {nodes}: some never start"),
+            )
     for at, pods, gpus_at, gpus, _ in demands:
         if gpus > largest:
-            yield gpus_at, (f"{gpus} {unit} per pod, but {holder} nodes have {largest}: "
-                            "the pod can never be scheduled")
+            yield gpus_at, (f"{gpus} {unit} per pod, but {holder} nodes have {largest}: the pod can never be scheduled")
         if at.startswith("training") and pods > nodes:
             yield f"{at}.nodes", f"{pods} nodes, but {holder} {has} {nodes}: the job can never start"
     if len(pools) == 1:
@@ -809,11 +980,20 @@ def _pool_problems(cfg: _StackWithWorkloads, resource: str, pools: list[GpuPool]
         # A pod asking for more than half a node's GPUs leaves too few for a second such pod: one node each.
         exclusive = sum(pods for _, pods, _, gpus, _ in demands if per_node >= gpus > per_node / 2)
         if exclusive > nodes:
-            yield key, (
-                f"{exclusive} Kubernetes pods each need more than half of a node's {per_node} {unit}, so no two share "
-                f"a node, but the fleet has {nodes} nodes: some never run")
+            yield (
+                key,
+                (
+                    f"{exclusive} Kubernetes pods each need more than half of a node's {per_node} {unit}, so no two share "
+                    f"a node, but the fleet has {nodes} nodes: some never run"
+                ),
+            )
     total = sum(pods * gpus for _, pods, _, gpus, _ in demands)
     if total > capacity:
         shape = " + ".join(f"{pool.nodes} x {pool.per_node}" for pool in pools)
-        yield key, (f"the Kubernetes workloads need {total} {unit} together, the fleet has {capacity} ({shape}); "
-                    "a multi-node job whose pods cannot all run would wait forever at its rendezvous")
+        yield (
+            key,
+            (
+                f"the Kubernetes workloads need {total} {unit} together, the fleet has {capacity} ({shape}); "
+                "a multi-node job whose pods cannot all run would wait forever at its rendezvous"
+            ),
+        )

@@ -1,5 +1,6 @@
 """Shared fixtures: the real program run under Pulumi's mock engine (tools.synth), and the real Docker
 daemon of the end-to-end tests in tests/e2e (see tests/e2e/harness.py for what they start and why)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -94,8 +95,11 @@ def check_containers(plan: Plan) -> list[dict[str, Any]]:
 
 def render_nodes_of(container: dict[str, Any]) -> list[str]:
     """The container paths of the render nodes a container maps."""
-    return [d["containerPath"] for d in container["inputs"].get("devices", [])
-            if d["containerPath"].startswith("/dev/dri/renderD")]
+    return [
+        d["containerPath"]
+        for d in container["inputs"].get("devices", [])
+        if d["containerPath"].startswith("/dev/dri/renderD")
+    ]
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:

@@ -11,6 +11,7 @@ Reusable by every concern's tests:
     crds = CrdSchemas.from_files(DATA / "deviceconfig-crd.yaml")
     validate_object(manifest, crds)          # raises ManifestInvalid listing every error
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,8 +39,11 @@ def strict_structural_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     - `nullable: true`: also null;
     - `x-kubernetes-embedded-resource`: apiVersion/kind/metadata allowed beside the declared properties.
     """
-    node = {k: copy.deepcopy(v) for k, v in schema.items()
-            if k not in ("properties", "items", "additionalProperties", "anyOf", "allOf", "oneOf", "not")}
+    node = {
+        k: copy.deepcopy(v)
+        for k, v in schema.items()
+        if k not in ("properties", "items", "additionalProperties", "anyOf", "allOf", "oneOf", "not")
+    }
     if "properties" in schema:
         node["properties"] = {k: strict_structural_schema(v) for k, v in schema["properties"].items()}
     if "items" in schema:
@@ -105,8 +109,9 @@ def custom_resource_errors(obj: Mapping[str, Any], schema: Mapping[str, Any]) ->
     return sorted(f"{_json_path(e)}: {e.message}" for e in validator.iter_errors(obj))
 
 
-def validate_object(obj: Mapping[str, Any], crds: CrdSchemas | None = None,
-                    kubernetes_version: str = KUBERNETES_VERSION) -> None:
+def validate_object(
+    obj: Mapping[str, Any], crds: CrdSchemas | None = None, kubernetes_version: str = KUBERNETES_VERSION
+) -> None:
     """Raise ManifestInvalid unless the object is valid. A kind that is neither built in nor among `crds`
     fails too: nothing is skipped silently."""
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
@@ -120,9 +125,16 @@ def validate_object(obj: Mapping[str, Any], crds: CrdSchemas | None = None,
         # the pod spec carries no formats, e.g. for quantities).
         for index, replicated in enumerate(obj.get("spec", {}).get("replicatedJobs", []) if kind == "JobSet" else []):
             template = replicated.get("template", {})
-            validate_object({"apiVersion": "batch/v1", "kind": "Job",
-                             "metadata": {**template.get("metadata", {}), "name": f"replicatedJobs-{index}"},
-                             "spec": template.get("spec", {})}, None, kubernetes_version)
+            validate_object(
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {**template.get("metadata", {}), "name": f"replicatedJobs-{index}"},
+                    "spec": template.get("spec", {}),
+                },
+                None,
+                kubernetes_version,
+            )
         # CRD schemas leave metadata to the API server's ObjectMeta: check it as that of a built-in object.
         obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj.get("metadata", {})}
     try:
@@ -135,8 +147,9 @@ def validate_object(obj: Mapping[str, Any], crds: CrdSchemas | None = None,
         ) from None
 
 
-def validate_all(objects: Iterable[Mapping[str, Any]], crds: CrdSchemas | None = None,
-                 kubernetes_version: str = KUBERNETES_VERSION) -> int:
+def validate_all(
+    objects: Iterable[Mapping[str, Any]], crds: CrdSchemas | None = None, kubernetes_version: str = KUBERNETES_VERSION
+) -> int:
     """Validate every object, report all failures at once; returns how many were validated."""
     failures, count = [], 0
     for obj in objects:
@@ -156,10 +169,33 @@ _DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?((
 _RELABEL = {
     "type": "object",
     "properties": {
-        "action": {"type": "string", "enum": [
-            "replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod", "labelmap", "LabelMap",
-            "labeldrop", "LabelDrop", "labelkeep", "LabelKeep", "lowercase", "Lowercase", "uppercase", "Uppercase",
-            "keepequal", "KeepEqual", "dropequal", "DropEqual"]},
+        "action": {
+            "type": "string",
+            "enum": [
+                "replace",
+                "Replace",
+                "keep",
+                "Keep",
+                "drop",
+                "Drop",
+                "hashmod",
+                "HashMod",
+                "labelmap",
+                "LabelMap",
+                "labeldrop",
+                "LabelDrop",
+                "labelkeep",
+                "LabelKeep",
+                "lowercase",
+                "Lowercase",
+                "uppercase",
+                "Uppercase",
+                "keepequal",
+                "KeepEqual",
+                "dropequal",
+                "DropEqual",
+            ],
+        },
         "modulus": {"type": "integer"},
         "regex": {"type": "string"},
         "replacement": {"type": "string"},
@@ -170,51 +206,69 @@ _RELABEL = {
 }
 # The ServiceMonitor fields this stack sets, transcribed from prometheus-operator's
 # monitoring.coreos.com_servicemonitors.yaml (v0.84.1); closed objects, so a misspelled field fails.
-SERVICE_MONITOR_SUBSET = strict_structural_schema({
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"type": "string", "enum": ["monitoring.coreos.com/v1"]},
-        "kind": {"type": "string", "enum": ["ServiceMonitor"]},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["endpoints", "selector"],
-            "properties": {
-                "jobLabel": {"type": "string"},
-                # "attachMetadata: Attaches node metadata to discovered targets. Requires Prometheus v2.37.0 and
-                # above." (same CRD; the DeviceConfig CRD's serviceMonitor has the same field).
-                "attachMetadata": {"type": "object", "properties": {"node": {"type": "boolean"}}},
-                "namespaceSelector": {"type": "object", "properties": {
-                    "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}},
-                }},
-                "selector": {"type": "object", "properties": {
-                    "matchExpressions": {"type": "array"},
-                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-                }},
-                "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
-                    "port": {"type": "string"},
-                    "path": {"type": "string"},
-                    "scheme": {"type": "string", "enum": ["http", "https"]},
-                    "interval": {"type": "string", "pattern": _DURATION},
-                    "scrapeTimeout": {"type": "string", "pattern": _DURATION},
-                    "honorLabels": {"type": "boolean"},
-                    "honorTimestamps": {"type": "boolean"},
-                    "relabelings": {"type": "array", "items": _RELABEL},
-                    "metricRelabelings": {"type": "array", "items": _RELABEL},
-                }}},
+SERVICE_MONITOR_SUBSET = strict_structural_schema(
+    {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "enum": ["monitoring.coreos.com/v1"]},
+            "kind": {"type": "string", "enum": ["ServiceMonitor"]},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "required": ["endpoints", "selector"],
+                "properties": {
+                    "jobLabel": {"type": "string"},
+                    # "attachMetadata: Attaches node metadata to discovered targets. Requires Prometheus v2.37.0 and
+                    # above." (same CRD; the DeviceConfig CRD's serviceMonitor has the same field).
+                    "attachMetadata": {"type": "object", "properties": {"node": {"type": "boolean"}}},
+                    "namespaceSelector": {
+                        "type": "object",
+                        "properties": {
+                            "any": {"type": "boolean"},
+                            "matchNames": {"type": "array", "items": {"type": "string"}},
+                        },
+                    },
+                    "selector": {
+                        "type": "object",
+                        "properties": {
+                            "matchExpressions": {"type": "array"},
+                            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        },
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "scheme": {"type": "string", "enum": ["http", "https"]},
+                                "interval": {"type": "string", "pattern": _DURATION},
+                                "scrapeTimeout": {"type": "string", "pattern": _DURATION},
+                                "honorLabels": {"type": "boolean"},
+                                "honorTimestamps": {"type": "boolean"},
+                                "relabelings": {"type": "array", "items": _RELABEL},
+                                "metricRelabelings": {"type": "array", "items": _RELABEL},
+                            },
+                        },
+                    },
+                },
             },
         },
-    },
-})
+    }
+)
 
 
 def stack_crds() -> CrdSchemas:
     """Schemas of every custom resource kind the program declares: the vendored CRDs of the GPU Operator,
     JobSet and the Prometheus Operator's PrometheusRule, and the ServiceMonitor subset above."""
     data = Path(__file__).parent / "data"
-    crds = CrdSchemas.from_files(data / "kubernetes" / "deviceconfig-crd.yaml",
-                                 data / "kubernetes" / "jobset.x-k8s.io_jobsets.yaml",
-                                 data / "monitoring" / "crds" / "monitoring.coreos.com_prometheusrules.yaml")
+    crds = CrdSchemas.from_files(
+        data / "kubernetes" / "deviceconfig-crd.yaml",
+        data / "kubernetes" / "jobset.x-k8s.io_jobsets.yaml",
+        data / "monitoring" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
+    )
     crds.schemas[("monitoring.coreos.com/v1", "ServiceMonitor")] = SERVICE_MONITOR_SUBSET
     return crds

@@ -1,5 +1,6 @@
 """What ROCm/device-metrics-exporter really emits, read from the vendored upstream files in
 tests/data/monitoring/reference (see its SOURCE.md), and a PromQL name extractor to check queries against it."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 
 Wall-clock targets are not asserted here (2 shared cores make them flaky); `make bench` reports them.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ from tools.synth import Plan, synthesize
 
 def _per_host(plan: Plan, names: list[str]) -> dict[str, Counter]:
     """Resource types declared for each host (every name derives from the host's name)."""
-    return {name: Counter(r["type"] for r in plan.resources
-                          if r["name"] == name or r["name"].startswith(f"{name}-")) for name in names}
+    return {
+        name: Counter(r["type"] for r in plan.resources if r["name"] == name or r["name"].startswith(f"{name}-"))
+        for name in names
+    }
 
 
 TEMPLATE_HOSTS = len(fleet.template_config()[fleet.HOSTS])
@@ -29,20 +32,26 @@ SIZES = (TEMPLATE_HOSTS + 1, TEMPLATE_HOSTS + 3)
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory) -> dict[int, Plan]:
     work = tmp_path_factory.mktemp("bench")
-    return {hosts: synthesize(fleet.STACK, project_dir=fleet.our_project(work / str(hosts),
-                                                                         fleet.fleet_config(hosts)[0]))
-            for hosts in SIZES}
+    return {
+        hosts: synthesize(fleet.STACK, project_dir=fleet.our_project(work / str(hosts), fleet.fleet_config(hosts)[0]))
+        for hosts in SIZES
+    }
 
 
 def test_fleet_is_prod_plus_generated_partitioned_hosts():
     prod = fleet.template_config()
     config, left_out = fleet.fleet_config(TEMPLATE_HOSTS + 2)
     assert left_out == []
-    assert {k: v for k, v in config.items() if k not in (fleet.HOSTS, fleet.GROUPS)} == \
-        {k: v for k, v in prod.items() if k != fleet.HOSTS}
+    assert {k: v for k, v in config.items() if k not in (fleet.HOSTS, fleet.GROUPS)} == {
+        k: v for k, v in prod.items() if k != fleet.HOSTS
+    }
     assert config[fleet.HOSTS] == prod[fleet.HOSTS] and config[fleet.GROUPS][0]["count"] == 2
-    cfg = load(fleet.STACK, config, [k for k, v in config.items() if isinstance(v, dict) and "secure" in v],
-               lock=fleet.template_lock())
+    cfg = load(
+        fleet.STACK,
+        config,
+        [k for k, v in config.items() if isinstance(v, dict) and "secure" in v],
+        lock=fleet.template_lock(),
+    )
     assert cfg.environment == "prod" and cfg.kubernetes is not None
     generated = cfg.hosts[TEMPLATE_HOSTS:]
     assert [h.name for h in generated] == [f"gpu-{i:04d}" for i in range(TEMPLATE_HOSTS, TEMPLATE_HOSTS + 2)]
@@ -74,9 +83,15 @@ def _custom_graph(plan: Plan) -> dict[tuple[str, str], dict]:
     """Each custom resource by (type, name): its inputs, provider and the custom resources it depends on."""
     named = {r["urn"]: (r["type"], r["name"]) for r in plan.resources if r["custom"]}
     assert len(set(named.values())) == len(named), "a (type, name) names one custom resource"
-    return {named[r["urn"]]: {"inputs": r["inputs"], "provider": named.get(r["provider"]),
-                              "depends_on": sorted(named[urn] for urn in r["depends_on"] if urn in named)}
-            for r in plan.resources if r["custom"]}
+    return {
+        named[r["urn"]]: {
+            "inputs": r["inputs"],
+            "provider": named.get(r["provider"]),
+            "depends_on": sorted(named[urn] for urn in r["depends_on"] if urn in named),
+        }
+        for r in plan.resources
+        if r["custom"]
+    }
 
 
 def test_baseline_declares_the_same_custom_resources_flat(plans, tmp_path):
@@ -91,7 +106,9 @@ def test_baseline_declares_the_same_custom_resources_flat(plans, tmp_path):
     assert _custom_graph(baseline) == _custom_graph(ours)
     # Typed SDK classes, not the generic fallback: the Docker containers get the image id as an output.
     containers = [r for r in baseline.resources if r["type"] == "docker:index/container:Container"]
-    assert sum(any(":RemoteImage::" in urn for urn in r["depends_on"]) for r in containers) > len(fleet.template_config()[fleet.HOSTS])
+    assert sum(any(":RemoteImage::" in urn for urn in r["depends_on"]) for r in containers) > len(
+        fleet.template_config()[fleet.HOSTS]
+    )
 
 
 def test_runner_measures_both_programs_both_ways(tmp_path):
@@ -114,8 +131,11 @@ def test_placement_timings_run_each_case_in_a_worker_and_judge_the_target():
     (run,) = rows[0]["runs"]
     assert isinstance(run, float) and 0 < run < placement.LIMIT_SECONDS
     assert f"| {case.label} | 1 |" in placement.table(rows)
-    over = [{"case": "slow", "runs": [0.05, 0.4]}, {"case": "gone", "runs": ["> 10 s"]},
-            {"case": "broken", "runs": ["failed: PlacementError"]}]
+    over = [
+        {"case": "slow", "runs": [0.05, 0.4]},
+        {"case": "gone", "runs": ["> 10 s"]},
+        {"case": "broken", "runs": ["failed: PlacementError"]},
+    ]
     label, met, numbers = placement.target(over)
     assert met is False and numbers == "worst timed 400.0 ms; missed by: broken, gone, slow"
     assert placement.target([{"case": "fast", "runs": [0.05, 0.09]}]) == (label, True, "worst timed 90.0 ms")

@@ -14,6 +14,7 @@ internal/provider/resource_docker_container_funcs.go @ 5074970c, resourceDockerC
 So a check's verdict is the stack's own (components/docker/checks.py `verdict`): the mock engine returns the exit
 code and output the provider would store (tools/synth.py `run_results`), and these tests fail one.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,17 +36,22 @@ def by_name(plan):
 def test_prod_has_a_preflight_per_host_and_a_gpu_check_per_partition(prod_plan):
     checks = {c["name"]: c for c in check_containers(prod_plan)}
     hosts = [f"gpu-node-{i}" for i in range(1, 5)]
-    assert sorted(checks) == sorted([f"{h}-preflight" for h in hosts]
-                                    + [f"{h}-{p}-gpucheck" for h in hosts for p in ("serve-b", "train-a")])
+    assert sorted(checks) == sorted(
+        [f"{h}-preflight" for h in hosts] + [f"{h}-{p}-gpucheck" for h in hosts for p in ("serve-b", "train-a")]
+    )
     for check in checks.values():
         i = check["inputs"]
         assert (i["attach"], i["logs"], i["mustRun"], i["restart"]) == (True, True, False, "no")
         assert i["envs"][-1] == "PYTHONPATH=/opt/rocm-stack"
-        assert {u["file"] for u in i["uploads"]} >= {"/opt/rocm-stack/programs/gpucheck.py",
-                                                     "/opt/rocm-stack/programs/preflight.py"}
+        assert {u["file"] for u in i["uploads"]} >= {
+            "/opt/rocm-stack/programs/gpucheck.py",
+            "/opt/rocm-stack/programs/preflight.py",
+        }
     preflight = checks["gpu-node-1-preflight"]["inputs"]
-    assert preflight["volumes"] == [{"hostPath": "/proc", "containerPath": "/host/proc", "readOnly": True},
-                                    {"hostPath": "/sys", "containerPath": "/host/sys", "readOnly": True}]
+    assert preflight["volumes"] == [
+        {"hostPath": "/proc", "containerPath": "/host/proc", "readOnly": True},
+        {"hostPath": "/sys", "containerPath": "/host/sys", "readOnly": True},
+    ]
     assert preflight["command"][:3] == ["python3", "-m", "programs.preflight"]
     assert preflight["command"][preflight["command"].index("--expect-gpus") + 1] == "8"
     assert preflight["command"][-2:] == ["--rocm", "7.0"]
@@ -99,8 +105,11 @@ def test_dev_can_switch_the_checks_off():
 
 
 def test_a_failed_gpu_check_stops_the_partitions_workload_with_its_findings():
-    report = {"schema": "gpucheck/1", "verdict": "fail",
-              "failures": ["expected 4 GPU(s), saw 3 visible ([0] AMD Instinct MI300X, ...)"]}
+    report = {
+        "schema": "gpucheck/1",
+        "verdict": "fail",
+        "failures": ["expected 4 GPU(s), saw 3 visible ([0] AMD Instinct MI300X, ...)"],
+    }
     with pytest.raises(ProgramRefused) as refused:
         synthesize("prod", run_results={"gpu-node-3-serve-b-gpucheck": (1, json.dumps(report) + "\n")})
     assert "partition gpu-node-3/serve-b: GPU check failed (exit code 1)" in str(refused.value)
@@ -108,8 +117,13 @@ def test_a_failed_gpu_check_stops_the_partitions_workload_with_its_findings():
 
 
 def test_a_failed_preflight_fails_prod_and_warns_in_dev():
-    report = {"schema": "preflight/1", "verdict": "fail", "findings": [
-        {"check": "numa_balancing", "seen": "kernel.numa_balancing = 1", "expected": "0", "fix": "sysctl -w ..."}]}
+    report = {
+        "schema": "preflight/1",
+        "verdict": "fail",
+        "findings": [
+            {"check": "numa_balancing", "seen": "kernel.numa_balancing = 1", "expected": "0", "fix": "sysctl -w ..."}
+        ],
+    }
     logs = json.dumps(report) + "\n"
     with pytest.raises(ProgramRefused) as refused:
         synthesize("prod", run_results={"gpu-node-2-preflight": (1, logs)})

@@ -1,4 +1,5 @@
 """The `rocm-stack` command: every subcommand answers --help, unknown ones fail, progress only for a person."""
+
 import io
 import subprocess
 import sys
@@ -9,8 +10,7 @@ from tools import cli
 from tools.synth import ROOT
 
 
-@pytest.mark.parametrize("command", [name for name, (module, _, _) in cli.COMMANDS.items()
-                                     if cli._available(module)])
+@pytest.mark.parametrize("command", [name for name, (module, _, _) in cli.COMMANDS.items() if cli._available(module)])
 def test_each_subcommand_has_help(command, capsys):
     assert cli.run([command, "--help"]) == 0
     assert "usage:" in capsys.readouterr().out.lower()
@@ -29,8 +29,13 @@ def test_console_script_is_declared_for_the_cli():
 
 
 def test_synth_through_the_cli_exits_2_on_a_missing_stack(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "tools.cli", "synth", "--stack", "nope", "--out", str(tmp_path)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.cli", "synth", "--stack", "nope", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "nope" in result.stderr
 
 

@@ -1,4 +1,5 @@
 """Stack configuration: committed stacks load; bad input is refused with one message per problem naming the key."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,8 +31,7 @@ def test_empty_config_is_a_working_dev_stack():
     assert set(cfg.images) == {"pytorch", "vllm"}
 
 
-@pytest.mark.parametrize("stack, expected", [("dev", "dev"), ("staging", "dev"), ("prod", "prod"),
-                                             ("prod-eu", "prod")])
+@pytest.mark.parametrize("stack, expected", [("dev", "dev"), ("staging", "dev"), ("prod", "prod"), ("prod-eu", "prod")])
 def test_environment_defaults_from_stack_name(stack, expected):
     assert load(stack, {}).environment == expected
 
@@ -55,65 +55,157 @@ BAD_CONFIGS = {
     "unknown nested key": ("dev", {P + "hosts": [host(gpuz=4)]}, "hosts[0].gpuz", "unknown key"),
     "too many gpus": ("dev", {P + "hosts": [host(gpus=65)]}, "hosts[0].gpus", "must be at most 64 (got 65)"),
     "zero gpus": ("dev", {P + "hosts": [host(gpus=0)]}, "hosts[0].gpus", "must be at least 1 (got 0)"),
-    "gpus not a number": ("dev", {P + "hosts": [host(gpus="eight")]}, "hosts[0].gpus", "expected a number, got the text 'eight'"),
-    "bad host name": ("dev", {P + "hosts": [host(name="GPU_Node")]}, "hosts[0].name", "expected lowercase letters, digits and '-', at most 63 characters"),
+    "gpus not a number": (
+        "dev",
+        {P + "hosts": [host(gpus="eight")]},
+        "hosts[0].gpus",
+        "expected a number, got the text 'eight'",
+    ),
+    "bad host name": (
+        "dev",
+        {P + "hosts": [host(name="GPU_Node")]},
+        "hosts[0].name",
+        "expected lowercase letters, digits and '-', at most 63 characters",
+    ),
     "duplicate host": ("dev", {P + "hosts": [host(), host()]}, "hosts", "used twice"),
-    "bad docker endpoint": ("dev", {P + "hosts": [host(docker={"host": "http://gpu1"})]},
-                            "hosts[0].docker.host", "ssh://user@host"),
+    "bad docker endpoint": (
+        "dev",
+        {P + "hosts": [host(docker={"host": "http://gpu1"})]},
+        "hosts[0].docker.host",
+        "ssh://user@host",
+    ),
     "unknown gpu model": ("dev", {P + "hosts": [host(gpuModel="MI999")]}, "hosts[0].gpuModel", "MI300X"),
-    "gpu index out of range": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [6, 8]}])]},
-                               "hosts[0].containers[0].gpus[1]", "out of range"),
-    "negative gpu index": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [-1]}])]},
-                           "hosts[0].containers[0].gpus[0]", "must be at least 0 (got -1)"),
-    "overlapping partitions": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [0, 1, 2, 3]},
-                                                                      {"name": "b", "gpus": [3, 4]}])]},
-                               "hosts[0].containers[1].gpus[0]", "already given to container 'a'"),
-    "empty gpu list": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": []}])]},
-                       "hosts[0].containers[0].gpus", "empty GPU list"),
-    "shared gpus between containers": ("dev", {P + "hosts": [host(containers=[{"name": "a"}, {"name": "b"}])]},
-                                       "hosts[0].containers", "each must list its `gpus`"),
-    "duplicate container": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [0]},
-                                                                   {"name": "a", "gpus": [1]}])]},
-                            "hosts[0].containers", "used twice"),
-    "unknown image key": ("dev", {P + "hosts": [host(containers=[{"name": "a", "image": "jax"}])]},
-                          "hosts[0].containers[0].image", "unknown image 'jax'"),
-    "bad shm size": ("dev", {P + "hosts": [host(containers=[{"name": "a", "shmSize": "lots"}])]},
-                     "hosts[0].containers[0].shmSize", "expected a size with a unit, e.g. 512MiB"),
-    "shm size under 1 MiB": ("dev", {P + "hosts": [host(containers=[{"name": "a", "shmSize": "512KiB"}])]},
-                             "hosts[0].containers[0].shmSize", "must be at least 1MiB (got 512KiB)"),
-    "bad restart policy": ("dev", {P + "hosts": [host(containers=[{"name": "a", "restart": "sometimes"}])]},
-                           "hosts[0].containers[0].restart", "on-failure"),
-    "relative volume path": ("dev", {P + "hosts": [host(containers=[{"name": "a", "volumes": [
-        {"hostPath": "data", "containerPath": "/data"}]}])]},
-        "hosts[0].containers[0].volumes[0].hostPath", "expected an absolute path"),
-    "port out of range": ("dev", {P + "hosts": [host(containers=[{"name": "a", "ports": [{"internal": 70000}]}])]},
-                          "hosts[0].containers[0].ports[0].internal", "must be at most 65535"),
-    "latest tag in prod": ("prod", {P + "images": {"pytorch": "rocm/pytorch:latest"}}, "images.pytorch",
-                           "not pinned"),
+    "gpu index out of range": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpus": [6, 8]}])]},
+        "hosts[0].containers[0].gpus[1]",
+        "out of range",
+    ),
+    "negative gpu index": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpus": [-1]}])]},
+        "hosts[0].containers[0].gpus[0]",
+        "must be at least 0 (got -1)",
+    ),
+    "overlapping partitions": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpus": [0, 1, 2, 3]}, {"name": "b", "gpus": [3, 4]}])]},
+        "hosts[0].containers[1].gpus[0]",
+        "already given to container 'a'",
+    ),
+    "empty gpu list": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpus": []}])]},
+        "hosts[0].containers[0].gpus",
+        "empty GPU list",
+    ),
+    "shared gpus between containers": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a"}, {"name": "b"}])]},
+        "hosts[0].containers",
+        "each must list its `gpus`",
+    ),
+    "duplicate container": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpus": [0]}, {"name": "a", "gpus": [1]}])]},
+        "hosts[0].containers",
+        "used twice",
+    ),
+    "unknown image key": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "image": "jax"}])]},
+        "hosts[0].containers[0].image",
+        "unknown image 'jax'",
+    ),
+    "bad shm size": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "shmSize": "lots"}])]},
+        "hosts[0].containers[0].shmSize",
+        "expected a size with a unit, e.g. 512MiB",
+    ),
+    "shm size under 1 MiB": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "shmSize": "512KiB"}])]},
+        "hosts[0].containers[0].shmSize",
+        "must be at least 1MiB (got 512KiB)",
+    ),
+    "bad restart policy": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "restart": "sometimes"}])]},
+        "hosts[0].containers[0].restart",
+        "on-failure",
+    ),
+    "relative volume path": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "volumes": [{"hostPath": "data", "containerPath": "/data"}]}])]},
+        "hosts[0].containers[0].volumes[0].hostPath",
+        "expected an absolute path",
+    ),
+    "port out of range": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "ports": [{"internal": 70000}]}])]},
+        "hosts[0].containers[0].ports[0].internal",
+        "must be at most 65535",
+    ),
+    "latest tag in prod": ("prod", {P + "images": {"pytorch": "rocm/pytorch:latest"}}, "images.pytorch", "not pinned"),
     "untagged image in prod": ("prod", {P + "images": {"vllm": "rocm/vllm"}}, "images.vllm", "not pinned"),
-    "malformed image ref": ("dev", {P + "images": {"vllm": "rocm/vllm:bad tag"}}, "images.vllm",
-                            "not a Docker image reference"),
-    "debug profile in prod": ("prod", {P + "security": {"profile": "debug"}}, "security.profile",
-                              "allowDebugInProd"),
+    "malformed image ref": (
+        "dev",
+        {P + "images": {"vllm": "rocm/vllm:bad tag"}},
+        "images.vllm",
+        "not a Docker image reference",
+    ),
+    "debug profile in prod": ("prod", {P + "security": {"profile": "debug"}}, "security.profile", "allowDebugInProd"),
     "unknown security profile": ("dev", {P + "security": {"profile": "yolo"}}, "security.profile", "'debug'"),
     "unknown environment": ("dev", {P + "environment": "qa"}, "environment", "'dev' or 'prod'"),
-    "registry without password": ("dev", {P + "registry": {"server": "registry.example.com", "username": "ci"}},
-                                  "registryPassword", "pulumi config set --secret registryPassword"),
-    "both gpus and gpuCount": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpus": [0], "gpuCount": 1}])]},
-                               "hosts[0].containers[0].gpuCount", "not both"),
-    "gpuCount on some containers only": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpuCount": 4},
-                                                                                {"name": "b", "gpus": [4]}])]},
-                                         "hosts[0].containers", "or none"),
-    "gpuCount sizes too large": ("dev", {P + "hosts": [host(containers=[{"name": "a", "gpuCount": 4},
-                                                                        {"name": "b", "gpuCount": 5}])]},
-                                 "hosts[0].containers", "need 9 GPUs but host 'h1' has 8"),
-    "missing topology file": ("dev", {P + "hosts": [host(topology="hosts/nope.showtopo.txt")]},
-                              "hosts[0].topology", "cannot read"),
-    "not a topology file": ("dev", {P + "hosts": [host(topology=str(ROOT / "README.md"))]},
-                            "hosts[0].topology", "no topology table found"),
-    "topology of another host size": ("dev", {P + "hosts": [host(gpus=4, topology=MI300X_TOPOLOGY)]},
-                                      "hosts[0].topology", "describes 8 GPUs but the host declares gpus: 4"),
-    "bad cpuset": ("dev", {P + "hosts": [host(numaCpus={"0": "0-47;48-95"})]}, "hosts[0].numaCpus.0", "expected a CPU list such as 0-47,96-143"),
+    "registry without password": (
+        "dev",
+        {P + "registry": {"server": "registry.example.com", "username": "ci"}},
+        "registryPassword",
+        "pulumi config set --secret registryPassword",
+    ),
+    "both gpus and gpuCount": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpus": [0], "gpuCount": 1}])]},
+        "hosts[0].containers[0].gpuCount",
+        "not both",
+    ),
+    "gpuCount on some containers only": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpuCount": 4}, {"name": "b", "gpus": [4]}])]},
+        "hosts[0].containers",
+        "or none",
+    ),
+    "gpuCount sizes too large": (
+        "dev",
+        {P + "hosts": [host(containers=[{"name": "a", "gpuCount": 4}, {"name": "b", "gpuCount": 5}])]},
+        "hosts[0].containers",
+        "need 9 GPUs but host 'h1' has 8",
+    ),
+    "missing topology file": (
+        "dev",
+        {P + "hosts": [host(topology="hosts/nope.showtopo.txt")]},
+        "hosts[0].topology",
+        "cannot read",
+    ),
+    "not a topology file": (
+        "dev",
+        {P + "hosts": [host(topology=str(ROOT / "README.md"))]},
+        "hosts[0].topology",
+        "no topology table found",
+    ),
+    "topology of another host size": (
+        "dev",
+        {P + "hosts": [host(gpus=4, topology=MI300X_TOPOLOGY)]},
+        "hosts[0].topology",
+        "describes 8 GPUs but the host declares gpus: 4",
+    ),
+    "bad cpuset": (
+        "dev",
+        {P + "hosts": [host(numaCpus={"0": "0-47;48-95"})]},
+        "hosts[0].numaCpus.0",
+        "expected a CPU list such as 0-47,96-143",
+    ),
     "plain-text token": ("dev", {P + "huggingfaceToken": "hf_abc"}, "huggingfaceToken", "must be a Pulumi secret"),
 }
 
@@ -129,10 +221,19 @@ def test_bad_config_is_refused_naming_the_key(case):
 
 def test_every_problem_is_reported_at_once():
     with pytest.raises(ConfigError) as error:
-        load("prod", {P + "images": {"pytorch": "rocm/pytorch:latest", "vllm": "rocm/vllm"},
-                      P + "hosts": [host(containers=[{"name": "a", "gpus": [9]}])]})
+        load(
+            "prod",
+            {
+                P + "images": {"pytorch": "rocm/pytorch:latest", "vllm": "rocm/vllm"},
+                P + "hosts": [host(containers=[{"name": "a", "gpus": [9]}])],
+            },
+        )
     assert [p.path for p in error.value.problems] == [
-        "images.pytorch", "images.vllm", "hosts[0].containers[0].gpus[0]", "hosts[0].renderNodes"]
+        "images.pytorch",
+        "images.vllm",
+        "hosts[0].containers[0].gpus[0]",
+        "hosts[0].renderNodes",
+    ]
 
 
 def test_latest_is_allowed_in_dev():
@@ -144,19 +245,22 @@ def test_debug_in_prod_needs_explicit_acknowledgement():
     assert cfg.security_profile.value == "debug"
 
 
-@pytest.mark.parametrize("ref, pinned", [
-    ("rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", True),
-    ("registry.example.com:5000/rocm/pytorch:7.0", True),
-    ("rocm/pytorch@sha256:" + "a" * 64, True),
-    ("rocm/pytorch:latest@sha256:" + "b" * 64, True),
-    ("rocm/pytorch:latest", False),
-    ("rocm/pytorch", False),
-    ("registry.example.com:5000/rocm/pytorch", False),
-    ("rocm/pytorch:nightly-latest", False),
-    ("rocm/pytorch:LATEST", False),
-    ("rocm/k8s-device-plugin:labeller-latest", False),
-    ("rocm/pytorch:latest-rocm7.0", True),
-])
+@pytest.mark.parametrize(
+    "ref, pinned",
+    [
+        ("rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", True),
+        ("registry.example.com:5000/rocm/pytorch:7.0", True),
+        ("rocm/pytorch@sha256:" + "a" * 64, True),
+        ("rocm/pytorch:latest@sha256:" + "b" * 64, True),
+        ("rocm/pytorch:latest", False),
+        ("rocm/pytorch", False),
+        ("registry.example.com:5000/rocm/pytorch", False),
+        ("rocm/pytorch:nightly-latest", False),
+        ("rocm/pytorch:LATEST", False),
+        ("rocm/k8s-device-plugin:labeller-latest", False),
+        ("rocm/pytorch:latest-rocm7.0", True),
+    ],
+)
 def test_image_pinning(ref, pinned):
     """The config and the policy pack judge with one rule (issue 16: `:nightly-latest` and `:LATEST` used to pass
     the config and fail `pulumi preview --policy-pack policy` in prod)."""

@@ -8,6 +8,7 @@ line starting `rocm-stack:` or naming the stack file; never a traceback (an exce
 
 `make test` runs a fixed, bounded sample (derandomized); ROCM_STACK_PROPERTY_EXAMPLES=500 runs a longer one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -123,8 +124,20 @@ def _parent(document: Any, path: tuple) -> Any:
 @st.composite
 def stack_texts(draw) -> str:
     document = copy.deepcopy(draw(st.one_of(st.just(committed("dev")), st.just(committed("prod")), generated())))
-    mutation = draw(st.sampled_from(["none", "wrong value", "unknown key", "repeat item", "bare key",
-                                     "misspelt namespace", "repeat line", "tab"]))
+    mutation = draw(
+        st.sampled_from(
+            [
+                "none",
+                "wrong value",
+                "unknown key",
+                "repeat item",
+                "bare key",
+                "misspelt namespace",
+                "repeat line",
+                "tab",
+            ]
+        )
+    )
     paths = _leaves(document)
     if mutation == "wrong value" and paths:
         path = draw(st.sampled_from(paths))
@@ -164,8 +177,13 @@ def project(tmp_path_factory) -> Path:
     return directory
 
 
-@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 @given(text=stack_texts(), stack=st.sampled_from(["dev", "prod", "prod-eu", "product-demo"]))
 def test_synth_exits_0_with_a_plan_or_2_with_one_line_per_problem(project, tmp_path_factory, text, stack):
     stack_file = project / "stacks" / f"Pulumi.{stack}.yaml"

@@ -5,7 +5,6 @@ from tools import config_reference
 from schema.project import ROOT
 
 
-
 def test_committed_reference_is_the_generated_one():
     committed = (ROOT / "docs" / "config-reference.md").read_text()
     assert committed == config_reference.render(), "run `rocm-stack config-reference --write` and commit the page"

@@ -5,6 +5,7 @@ sdk/go/common/encoding/marshal.go L27, sdk/go.mod) in workspace.LoadProjectStack
 (sdk/go/common/workspace/loaders.go L173-233). Each test names the upstream line it holds synth to; the research
 notes with the excerpts are /work/research/pulumi-config.md (sections 1-4).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,28 +58,46 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 # --- scalars: yaml.v3's resolver, not PyYAML's YAML 1.1 one ---------------------------------------------------
 
+
 @pytest.mark.parametrize("word", ["no", "yes", "on", "off", "y", "n", "No", "OFF"])
 def test_yaml_1_1_booleans_are_text(tmp_path, word):
     # go-yaml v3.0.1 resolve.go L52-53: only true/True/TRUE and false/False/FALSE are booleans.
     assert config_of(tmp_path, f"config:\n  rocm-stack:x:\n    restart: {word}\n") == {P + "x": {"restart": word}}
 
 
-@pytest.mark.parametrize("text, value", [
-    ("true", True), ("TRUE", True), ("False", False), ("~", None), ("null", None),
-    ("017", 15),      # resolve.go L233-236: YAML 1.1 octals are still decoded (Go strconv.ParseInt base 0)
-    ("0o17", 15), ("0x1F", 31), ("0b101", 5), ("1_000", 1000), ("+12", 12),  # resolve.go L191-192
-    ("08", 8.0),      # ParseInt fails, yamlStyleFloat (resolve.go L124) matches
-    ("1e3", 1000.0), ("1.5", 1.5),
-    ("2024-01-02", "2024-01-02 00:00:00 +0000 UTC"),  # time.Time's String() (config object.go L490-491)
-    ("'true'", "true"), ('"8"', "8"),  # quoted scalars are always text (decode.go L568-570)
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("False", False),
+        ("~", None),
+        ("null", None),
+        ("017", 15),  # resolve.go L233-236: YAML 1.1 octals are still decoded (Go strconv.ParseInt base 0)
+        ("0o17", 15),
+        ("0x1F", 31),
+        ("0b101", 5),
+        ("1_000", 1000),
+        ("+12", 12),  # resolve.go L191-192
+        ("08", 8.0),  # ParseInt fails, yamlStyleFloat (resolve.go L124) matches
+        ("1e3", 1000.0),
+        ("1.5", 1.5),
+        ("2024-01-02", "2024-01-02 00:00:00 +0000 UTC"),  # time.Time's String() (config object.go L490-491)
+        ("'true'", "true"),
+        ('"8"', "8"),  # quoted scalars are always text (decode.go L568-570)
+    ],
+)
 def test_plain_scalars_resolve_like_yaml_v3(tmp_path, text, value):
     assert config_of(tmp_path, f"config:\n  rocm-stack:x:\n    v: {text}\n")[P + "x"]["v"] == value
 
 
 def test_restart_no_is_the_documented_policy_not_a_boolean(tmp_path, capsys):
-    code, err, out = run(tmp_path, "config:\n  rocm-stack:hosts:\n    - name: box\n      containers:\n"
-                                   "        - name: shell\n          restart: no\n", capsys=capsys)
+    code, err, out = run(
+        tmp_path,
+        "config:\n  rocm-stack:hosts:\n    - name: box\n      containers:\n"
+        "        - name: shell\n          restart: no\n",
+        capsys=capsys,
+    )
     assert code == 0, err
     plan = json.loads((out / "plan.json").read_text())
     (container,) = [r for r in plan["resources"] if r["type"] == CONTAINER and r["name"] == "box-shell"]
@@ -90,29 +109,41 @@ def test_infinity_is_refused_as_the_cli_does(tmp_path, text):
     # config object.go L405-407: json.Marshal has no Inf/NaN, so the CLI fails to load the stack.
     assert error_of(tmp_path, f"config:\n  rocm-stack:x:\n    v: {text}\n").endswith(
         f"Pulumi.t.yaml:3:8: {text} cannot be passed to the program (JSON has no infinity or NaN); "
-        "the Pulumi CLI refuses it too")
+        "the Pulumi CLI refuses it too"
+    )
 
 
 # --- documents: the CLI's errors, as one line naming file, line and column ----------------------------------
 
-@pytest.mark.parametrize("text, where, fragment", [
-    # decode.go L767-783 (uniqueKeys): `mapping key "a" already defined at line 1`, at any depth.
-    ("config:\n  rocm-stack:a: 1\n  rocm-stack:a: 2\n", "3:3", 'mapping key "rocm-stack:a" already defined at line 2'),
-    ("config:\n  rocm-stack:hosts:\n    - name: a\n      gpus: 2\n      gpus: 4\n", "5:7",
-     'mapping key "gpus" already defined at line 4'),
-    ("config:\n  rocm-stack:x: {a: 1, 'a': 2}\n", "2:24", 'mapping key "a" already defined'),  # raw text compared
-    # scannerc.go L878-880: a tab cannot start a token.
-    ("config:\n\trocm-stack:hosts: []\n", "2:1", "found character that cannot start any token (a tab"),
-    ('config:\n  rocm-stack:environment: "dev\n', "3:1", "found unexpected end of stream"),
-    ("config:\n  rocm-stack:x: [1, 2\n", "3:1", "invalid YAML"),
-    # loaders.go L194 (SimplifyMarshalledProject): "expected project to be an object".
-    ("- config\n- hosts\n", "1:1", "expected a mapping with a `config:` key, found a list"),
-    # map.go L313: "cannot unmarshal !!seq into map[string]config.Value".
-    ("config:\n  - rocm-stack:hosts\n", "2:3", "`config:` must be a mapping"),
-    ("config: dev\n", "1:9", "`config:` must be a mapping of `namespace:key: value`, found text"),
-    # config/key.go L45-70 ParseKey, the CLI's own words.
-    ("config:\n  rocm-stack:hosts:foo: 1\n", "2:3", "could not parse rocm-stack:hosts:foo as a configuration key"),
-])
+
+@pytest.mark.parametrize(
+    "text, where, fragment",
+    [
+        # decode.go L767-783 (uniqueKeys): `mapping key "a" already defined at line 1`, at any depth.
+        (
+            "config:\n  rocm-stack:a: 1\n  rocm-stack:a: 2\n",
+            "3:3",
+            'mapping key "rocm-stack:a" already defined at line 2',
+        ),
+        (
+            "config:\n  rocm-stack:hosts:\n    - name: a\n      gpus: 2\n      gpus: 4\n",
+            "5:7",
+            'mapping key "gpus" already defined at line 4',
+        ),
+        ("config:\n  rocm-stack:x: {a: 1, 'a': 2}\n", "2:24", 'mapping key "a" already defined'),  # raw text compared
+        # scannerc.go L878-880: a tab cannot start a token.
+        ("config:\n\trocm-stack:hosts: []\n", "2:1", "found character that cannot start any token (a tab"),
+        ('config:\n  rocm-stack:environment: "dev\n', "3:1", "found unexpected end of stream"),
+        ("config:\n  rocm-stack:x: [1, 2\n", "3:1", "invalid YAML"),
+        # loaders.go L194 (SimplifyMarshalledProject): "expected project to be an object".
+        ("- config\n- hosts\n", "1:1", "expected a mapping with a `config:` key, found a list"),
+        # map.go L313: "cannot unmarshal !!seq into map[string]config.Value".
+        ("config:\n  - rocm-stack:hosts\n", "2:3", "`config:` must be a mapping"),
+        ("config: dev\n", "1:9", "`config:` must be a mapping of `namespace:key: value`, found text"),
+        # config/key.go L45-70 ParseKey, the CLI's own words.
+        ("config:\n  rocm-stack:hosts:foo: 1\n", "2:3", "could not parse rocm-stack:hosts:foo as a configuration key"),
+    ],
+)
 def test_broken_stack_files_are_one_line_naming_the_place(tmp_path, capsys, text, where, fragment):
     code, err, out = run(tmp_path, text, capsys=capsys)
     assert code == 2 and not out.exists()
@@ -134,26 +165,35 @@ def test_only_the_first_document_is_read(tmp_path):
 
 
 def test_merge_keys_are_merged_explicit_keys_win(tmp_path):
-    config = config_of(tmp_path, "config:\n  rocm-stack:a: &base {gpus: 8, gpuModel: MI300X}\n"
-                                 "  rocm-stack:b: {<<: *base, gpus: 4}\n")
+    config = config_of(
+        tmp_path, "config:\n  rocm-stack:a: &base {gpus: 8, gpuModel: MI300X}\n  rocm-stack:b: {<<: *base, gpus: 4}\n"
+    )
     assert config[P + "b"] == {"gpus": 4, "gpuModel": "MI300X"}
 
 
 def test_missing_stack_names_the_stacks_that_exist(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "tools.synth", "--stack", "staging", "--out", str(tmp_path)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.synth", "--stack", "staging", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stderr == "stacks/Pulumi.staging.yaml: no such stack file; the stacks are: dev, prod\n"
 
 
 # --- keys: namespaces as the CLI gives them --------------------------------------------------------------------
 
+
 def test_a_bare_key_gets_the_project_namespace(tmp_path):
     # loaders.go L51-89 stackConfigNamespacedWithProject (since v3.44.0), pinned upstream by
     # pkg/workspace/config_project_test.go TestLoadingStackConfigWithoutNamespacingTheProject. Issue 15 asked to
     # refuse bare keys; the CLI namespaces them, so synth does too, and `hosts:` is no longer silently ignored.
     assert config_of(tmp_path, "config:\n  hosts: []\n  docker:host: unix:///x.sock\n") == {
-        P + "hosts": [], "docker:host": "unix:///x.sock"}
+        P + "hosts": [],
+        "docker:host": "unix:///x.sock",
+    }
 
 
 def test_the_pre_1_0_config_form_is_the_same_key(tmp_path):
@@ -161,12 +201,15 @@ def test_the_pre_1_0_config_form_is_the_same_key(tmp_path):
     assert config_of(tmp_path, "config:\n  rocm-stack:config:hosts: []\n") == {P + "hosts": []}
 
 
-@pytest.mark.parametrize("first, second", [("hosts", "rocm-stack:hosts"), ("rocm-stack:config:hosts", "rocm-stack:hosts")])
+@pytest.mark.parametrize(
+    "first, second", [("hosts", "rocm-stack:hosts"), ("rocm-stack:config:hosts", "rocm-stack:hosts")]
+)
 def test_two_spellings_of_one_key_are_refused(tmp_path, first, second):
     # loaders.go L72-81 writes both into one Go map while ranging over a map: the CLI keeps one at random.
     message = error_of(tmp_path, f"config:\n  {first}: []\n  {second}: []\n")
-    assert message.endswith(f"Pulumi.t.yaml:3:3: '{second}' is the key 'rocm-stack:hosts' again (first at line 2); "
-                            "keep one of them")
+    assert message.endswith(
+        f"Pulumi.t.yaml:3:3: '{second}' is the key 'rocm-stack:hosts' again (first at line 2); keep one of them"
+    )
 
 
 def test_bare_hosts_key_is_the_stacks_hosts(tmp_path, capsys):
@@ -183,27 +226,37 @@ def test_a_misspelt_namespace_is_refused_with_the_suggestion(tmp_path, capsys, n
     # silently deploy the default host instead.
     code, err, _ = run(tmp_path, f"config:\n  {namespace}:hosts: []\n", capsys=capsys)
     assert code == 2
-    assert err == (f"rocm-stack: '{namespace}:hosts' is in the namespace '{namespace}', which this program never "
-                   f"reads; did you mean 'rocm-stack:hosts'?\n")
+    assert err == (
+        f"rocm-stack: '{namespace}:hosts' is in the namespace '{namespace}', which this program never "
+        f"reads; did you mean 'rocm-stack:hosts'?\n"
+    )
 
 
 def test_provider_and_engine_namespaces_pass(tmp_path, capsys):
     # pulumi_docker/config/vars.py (docker:host, docker:sshOpts), pulumi_kubernetes (kubernetes:context),
     # the engine's pulumi:tags (sdk/go/common/workspace/project.go L1390).
-    code, err, _ = run(tmp_path, "config:\n  docker:host: unix:///var/run/docker.sock\n  kubernetes:context: kind\n"
-                                 "  pulumi:tags: {team: ml}\n  aws:region: eu-west-1\n", capsys=capsys)
+    code, err, _ = run(
+        tmp_path,
+        "config:\n  docker:host: unix:///var/run/docker.sock\n  kubernetes:context: kind\n"
+        "  pulumi:tags: {team: ml}\n  aws:region: eu-west-1\n",
+        capsys=capsys,
+    )
     assert code == 0, err
 
 
 # --- secrets: `secure:` at any depth ---------------------------------------------------------------------------
 
+
 def test_a_nested_secure_value_makes_its_top_level_key_secret(tmp_path):
     # config object.go L540-550 isSecureValue (a one-key `secure` mapping of text, at any depth); the program
     # gets the object with the value decrypted inline and only the top-level key in PULUMI_CONFIG_SECRET_KEYS
     # (map.go L104-113 SecureKeys; source_eval.go L217-223).
-    config = config_of(tmp_path, "config:\n  rocm-stack:hosts:\n    - name: a\n      containers:\n"
-                                 "        - name: c\n          env:\n            API_KEY:\n"
-                                 "              secure: v1:AAAA\n            N: 3\n")
+    config = config_of(
+        tmp_path,
+        "config:\n  rocm-stack:hosts:\n    - name: a\n      containers:\n"
+        "        - name: c\n          env:\n            API_KEY:\n"
+        "              secure: v1:AAAA\n            N: 3\n",
+    )
     values, secret_keys = as_program_config(config)
     assert secret_keys == [P + "hosts"]
     assert json.loads(values[P + "hosts"])[0]["containers"][0]["env"] == {"API_KEY": SECRET_PLACEHOLDER, "N": 3}
@@ -212,25 +265,30 @@ def test_a_nested_secure_value_makes_its_top_level_key_secret(tmp_path):
 def test_what_pulumi_config_set_path_secret_writes_is_accepted(tmp_path, capsys):
     """The policy pack's fix for a plain credential is `pulumi config set --path --secret KEY.PATH`, which writes
     the nested `secure:` below (pkg/cmd/pulumi/config/config.go L850-861, Map.Set; object.go marshalObject)."""
-    text = ("config:\n  rocm-stack:environment: prod\n  rocm-stack:hosts:\n    - name: box\n"
-            "      docker: {host: 'ssh://deploy@box.example.internal'}\n      gpuAccess: all\n"
-            "      containers:\n        - name: shell\n          env:\n            API_KEY:\n"
-            "              secure: v1:AAAAencrypted\n")
+    text = (
+        "config:\n  rocm-stack:environment: prod\n  rocm-stack:hosts:\n    - name: box\n"
+        "      docker: {host: 'ssh://deploy@box.example.internal'}\n      gpuAccess: all\n"
+        "      containers:\n        - name: shell\n          env:\n            API_KEY:\n"
+        "              secure: v1:AAAAencrypted\n"
+    )
     code, err, out = run(tmp_path, text, stack="prod", capsys=capsys)
     assert code == 0, err
     assert "v1:AAAA" not in (out / "plan.json").read_text()
 
 
 def test_a_plain_credential_in_prod_names_the_fix(tmp_path, capsys):
-    text = ("config:\n  rocm-stack:environment: prod\n  rocm-stack:hosts:\n    - name: box\n"
-            "      docker: {host: 'ssh://deploy@box.example.internal'}\n      gpuAccess: all\n"
-            "      containers:\n        - name: shell\n          env: {API_KEY: abc123}\n")
+    text = (
+        "config:\n  rocm-stack:environment: prod\n  rocm-stack:hosts:\n    - name: box\n"
+        "      docker: {host: 'ssh://deploy@box.example.internal'}\n      gpuAccess: all\n"
+        "      containers:\n        - name: shell\n          env: {API_KEY: abc123}\n"
+    )
     code, err, _ = run(tmp_path, text, stack="prod", capsys=capsys)
     assert code == 2
-    assert ("rocm-stack:hosts[0].containers[0].env.API_KEY: holds a credential in plain text, which prod refuses; "
-            "run `pulumi config set --path --secret 'rocm-stack:hosts[0].containers[0].env.API_KEY' VALUE` "
-            "to store it encrypted"
-            ) in err.splitlines()
+    assert (
+        "rocm-stack:hosts[0].containers[0].env.API_KEY: holds a credential in plain text, which prod refuses; "
+        "run `pulumi config set --path --secret 'rocm-stack:hosts[0].containers[0].env.API_KEY' VALUE` "
+        "to store it encrypted"
+    ) in err.splitlines()
 
 
 def test_no_internal_placeholder_in_messages(tmp_path, capsys):
@@ -240,6 +298,7 @@ def test_no_internal_placeholder_in_messages(tmp_path, capsys):
 
 
 # --- the output folder -----------------------------------------------------------------------------------------
+
 
 def test_out_deletes_only_what_synth_wrote(tmp_path, capsys, dev_plan):
     out = tmp_path / "out"
@@ -266,8 +325,10 @@ def test_out_never_overwrites_a_tracked_file(tmp_path, capsys):
         subprocess.run(["git", "-C", str(repository), *args], check=True, timeout=60)
     code = synth.main(["--stack", "dev", "--out", str(repository / "out")])
     assert code == 2 and (repository / "out" / "plan.json").read_text() == "{}\n"
-    assert capsys.readouterr().err == (f"{repository}/out/plan.json is a file tracked by git; synth never "
-                                       "overwrites one (choose another --out folder)\n")
+    assert capsys.readouterr().err == (
+        f"{repository}/out/plan.json is a file tracked by git; synth never "
+        "overwrites one (choose another --out folder)\n"
+    )
 
 
 @pytest.mark.parametrize("obstacle", ["file", "folder"])
@@ -305,8 +366,9 @@ def test_environments_under_a_secret_key_stay_secret_in_the_plan():
 
     config = stack_file("dev")
     config[P + "hosts"][0]["containers"][0]["env"] = {"API_TOKEN": {"secure": "v1:AAAA"}}
-    containers = {r["name"]: r["inputs"] for r in synth.synthesize("dev", config).of_type(CONTAINER)
-                  if "envs" in r["inputs"]}
+    containers = {
+        r["name"]: r["inputs"] for r in synth.synthesize("dev", config).of_type(CONTAINER) if "envs" in r["inputs"]
+    }
     # Every partition's container and GPU check is then secret; the host preflight has no environment of the stack.
     assert len(containers) > 2
     assert {name for name, inputs in containers.items() if inputs["envs"] != synth.SECRET} == {"workstation-preflight"}

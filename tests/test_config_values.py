@@ -2,6 +2,7 @@
 
 Issue 15 section 2 and issue 11 item 5. Each case says which outside rule it holds the config to.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -28,82 +29,150 @@ def hosts(*containers: dict, **host: object) -> dict:
 # (stack, config, the whole line expected among the problems)
 REFUSED = {
     # pydantic's lax mode reads `true` as 1: `gpus: true` was one GPU.
-    "boolean gpus": ("dev", {P + "hosts": [{"name": "h1", "gpus": True}]},
-                     "hosts[0].gpus: expected a number, got the boolean true"),
-    "quoted number": ("dev", hosts({"name": "a", "gpuCount": "4"}),
-                      "hosts[0].containers[0].gpuCount: expected a number, got the text '4'; write it without quotes"),
-    "boolean in a list of GPUs": ("dev", hosts({"name": "a", "gpus": [0, True]}),
-                                  "hosts[0].containers[0].gpus[1]: expected a number, got the boolean true"),
+    "boolean gpus": (
+        "dev",
+        {P + "hosts": [{"name": "h1", "gpus": True}]},
+        "hosts[0].gpus: expected a number, got the boolean true",
+    ),
+    "quoted number": (
+        "dev",
+        hosts({"name": "a", "gpuCount": "4"}),
+        "hosts[0].containers[0].gpuCount: expected a number, got the text '4'; write it without quotes",
+    ),
+    "boolean in a list of GPUs": (
+        "dev",
+        hosts({"name": "a", "gpus": [0, True]}),
+        "hosts[0].containers[0].gpus[1]: expected a number, got the boolean true",
+    ),
     # yaml.v3 (resolve.go L52-53) reads `yes` as text; pydantic would then take the text 'yes' for true.
-    "yes as a switch": ("dev", {P + "security": {"allowDebugInProd": "yes"}},
-                        "security.allowDebugInProd: expected true or false, got the text 'yes'"),
-    "boolean meant as a word": ("dev", hosts({"name": "a", "restart": False}),
-                                "hosts[0].containers[0].restart: expected text, got the boolean false; write it in "
-                                "quotes ('false') if you mean the word (YAML reads unquoted true/false as a boolean)"),
-    "size without unit": ("dev", hosts({"name": "a", "shmSize": 64}),
-                          "hosts[0].containers[0].shmSize: 64 without a unit is 64 bytes, less than 1MiB; write the "
-                          "unit, e.g. 64GiB"),
+    "yes as a switch": (
+        "dev",
+        {P + "security": {"allowDebugInProd": "yes"}},
+        "security.allowDebugInProd: expected true or false, got the text 'yes'",
+    ),
+    "boolean meant as a word": (
+        "dev",
+        hosts({"name": "a", "restart": False}),
+        "hosts[0].containers[0].restart: expected text, got the boolean false; write it in "
+        "quotes ('false') if you mean the word (YAML reads unquoted true/false as a boolean)",
+    ),
+    "size without unit": (
+        "dev",
+        hosts({"name": "a", "shmSize": 64}),
+        "hosts[0].containers[0].shmSize: 64 without a unit is 64 bytes, less than 1MiB; write the unit, e.g. 64GiB",
+    ),
     # Docker CLI cli/connhelper/ssh/ssh.go ParseURL takes u.Hostname() and u.Port() from Go's net/url, whose
     # port is the text after the last ':' (RFC 3986 3.2.2: an IPv6 literal is written in brackets).
-    "ssh port out of range": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://deploy@gpu1:99999"}}]},
-                              "hosts[0].docker.host: the port of 'ssh://deploy@gpu1:99999' must be a number from 1 to "
-                              "65535"),
-    "ssh port not a number": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://gpu1:ssh"}}]},
-                              "hosts[0].docker.host: the port of 'ssh://gpu1:ssh' must be a number from 1 to 65535"),
-    "unbracketed ipv6": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://deploy@fd00::1"}}]},
-                         "hosts[0].docker.host: an IPv6 address goes in brackets: ssh://deploy@[fd00::1] "
-                         "(with a port: ssh://deploy@[fd00::1]:22) (got 'ssh://deploy@fd00::1')"),
-    "tcp without port": ("dev", {P + "hosts": [{"name": "h1", "docker": {"host": "tcp://gpu1"}}]},
-                         "hosts[0].docker.host: tcp:// needs a port, e.g. tcp://gpu1:2376 (got 'tcp://gpu1')"),
+    "ssh port out of range": (
+        "dev",
+        {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://deploy@gpu1:99999"}}]},
+        "hosts[0].docker.host: the port of 'ssh://deploy@gpu1:99999' must be a number from 1 to 65535",
+    ),
+    "ssh port not a number": (
+        "dev",
+        {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://gpu1:ssh"}}]},
+        "hosts[0].docker.host: the port of 'ssh://gpu1:ssh' must be a number from 1 to 65535",
+    ),
+    "unbracketed ipv6": (
+        "dev",
+        {P + "hosts": [{"name": "h1", "docker": {"host": "ssh://deploy@fd00::1"}}]},
+        "hosts[0].docker.host: an IPv6 address goes in brackets: ssh://deploy@[fd00::1] "
+        "(with a port: ssh://deploy@[fd00::1]:22) (got 'ssh://deploy@fd00::1')",
+    ),
+    "tcp without port": (
+        "dev",
+        {P + "hosts": [{"name": "h1", "docker": {"host": "tcp://gpu1"}}]},
+        "hosts[0].docker.host: tcp:// needs a port, e.g. tcp://gpu1:2376 (got 'tcp://gpu1')",
+    ),
     # numaCpus is read only to give a partition its NUMA node's CPUs, which needs the topology file.
-    "numaCpus without topology": ("dev", {P + "hosts": [{"name": "h1", "gpus": 8, "numaCpus": {0: "0-47"}}]},
-                                  "hosts[0].numaCpus: is used with `topology` (the saved file that says which NUMA "
-                                  "node each GPU is on); add `topology` or remove numaCpus"),
+    "numaCpus without topology": (
+        "dev",
+        {P + "hosts": [{"name": "h1", "gpus": 8, "numaCpus": {0: "0-47"}}]},
+        "hosts[0].numaCpus: is used with `topology` (the saved file that says which NUMA "
+        "node each GPU is on); add `topology` or remove numaCpus",
+    ),
     # moby daemon/daemon_unix.go verifyPlatformContainerResources refuses CPUs the host does not have
     # ("Requested CPUs are not available").
-    "cpuset beyond the host's CPUs": ("dev", hosts({"name": "a", "gpus": [0], "cpuset": "0-3,200"}, topology=TOPOLOGY,
-                                                   numaCpus={0: "0-95", 1: "96-191"}),
-                                      "hosts[0].containers[0].cpuset: CPU 200 is not a CPU of host 'h1' (its numaCpus "
-                                      "list 0-191)"),
+    "cpuset beyond the host's CPUs": (
+        "dev",
+        hosts({"name": "a", "gpus": [0], "cpuset": "0-3,200"}, topology=TOPOLOGY, numaCpus={0: "0-95", 1: "96-191"}),
+        "hosts[0].containers[0].cpuset: CPU 200 is not a CPU of host 'h1' (its numaCpus list 0-191)",
+    ),
     # A second container binding a published host port does not start: "Bind for 0.0.0.0:8080 failed: port is
     # already allocated" (moby libnetwork portallocator ErrPortAlreadyAllocated).
-    "duplicate published port": ("dev", hosts({"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080}]},
-                                              {"name": "b", "gpus": [1], "ports": [{"internal": 81, "external": 8080}]}),
-                                 "hosts[0].containers[1].ports[0].external: host port 8080 of 'h1' is already "
-                                 "published by container 'a'; choose another external port"),
-    "port on the exporter's": ("dev", hosts({"name": "a", "ports": [{"internal": 80, "external": 5000}]}),
-                               "hosts[0].containers[0].ports[0].external: host port 5000 of 'h1' is already published "
-                               "by the GPU metrics exporter (monitoring.exporterPort); choose another external port"),
+    "duplicate published port": (
+        "dev",
+        hosts(
+            {"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080}]},
+            {"name": "b", "gpus": [1], "ports": [{"internal": 81, "external": 8080}]},
+        ),
+        "hosts[0].containers[1].ports[0].external: host port 8080 of 'h1' is already "
+        "published by container 'a'; choose another external port",
+    ),
+    "port on the exporter's": (
+        "dev",
+        hosts({"name": "a", "ports": [{"internal": 80, "external": 5000}]}),
+        "hosts[0].containers[0].ports[0].external: host port 5000 of 'h1' is already published "
+        "by the GPU metrics exporter (monitoring.exporterPort); choose another external port",
+    ),
     # docker/go-connections nat/nat.go ParsePortSpec: net.ParseIP, else "invalid IP address".
-    "port ip not an address": ("dev", hosts({"name": "a", "ports": [{"internal": 80, "ip": "localhost"}]}),
-                               "hosts[0].containers[0].ports[0].ip: expected an IP address such as 0.0.0.0, 127.0.0.1 "
-                               "or ::1 (got 'localhost')"),
-    "inference ip not an address": ("dev", {
-        P + "inference": [{"name": "q", "model": "Qwen/Qwen2.5-0.5B-Instruct",
-                           "docker": {"partitions": ["local/rocm-dev"], "ip": "0.0.0.0:8000"}}]},
-        "inference[0].docker.ip: expected an IP address such as 0.0.0.0, 127.0.0.1 or ::1 (got '0.0.0.0:8000')"),
+    "port ip not an address": (
+        "dev",
+        hosts({"name": "a", "ports": [{"internal": 80, "ip": "localhost"}]}),
+        "hosts[0].containers[0].ports[0].ip: expected an IP address such as 0.0.0.0, 127.0.0.1 "
+        "or ::1 (got 'localhost')",
+    ),
+    "inference ip not an address": (
+        "dev",
+        {
+            P + "inference": [
+                {
+                    "name": "q",
+                    "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                    "docker": {"partitions": ["local/rocm-dev"], "ip": "0.0.0.0:8000"},
+                }
+            ]
+        },
+        "inference[0].docker.ip: expected an IP address such as 0.0.0.0, 127.0.0.1 or ::1 (got '0.0.0.0:8000')",
+    ),
     # POSIX.1-2017 Base Definitions 8.1 (names of letters, digits and '_', not starting with a digit, no '=').
-    "env name with a dash": ("dev", hosts({"name": "a", "env": {"MY-VAR": "1"}}),
-                             "hosts[0].containers[0].env.MY-VAR: expected an environment variable name: letters, "
-                             "digits and '_', not starting with a digit (got 'MY-VAR')"),
-    "env name with '='": ("dev", hosts({"name": "a", "env": {"A=B": "1"}}),
-                          "hosts[0].containers[0].env.A=B: expected an environment variable name: letters, digits and "
-                          "'_', not starting with a digit (got 'A=B')"),
-    "env name starting with a digit": ("dev", hosts({"name": "a", "env": {"1X": "1"}}),
-                                       "hosts[0].containers[0].env.1X: expected an environment variable name: "
-                                       "letters, digits and '_', not starting with a digit (got '1X')"),
+    "env name with a dash": (
+        "dev",
+        hosts({"name": "a", "env": {"MY-VAR": "1"}}),
+        "hosts[0].containers[0].env.MY-VAR: expected an environment variable name: letters, "
+        "digits and '_', not starting with a digit (got 'MY-VAR')",
+    ),
+    "env name with '='": (
+        "dev",
+        hosts({"name": "a", "env": {"A=B": "1"}}),
+        "hosts[0].containers[0].env.A=B: expected an environment variable name: letters, digits and "
+        "'_', not starting with a digit (got 'A=B')",
+    ),
+    "env name starting with a digit": (
+        "dev",
+        hosts({"name": "a", "env": {"1X": "1"}}),
+        "hosts[0].containers[0].env.1X: expected an environment variable name: "
+        "letters, digits and '_', not starting with a digit (got '1X')",
+    ),
     "empty containers": ("dev", hosts(), "hosts[0].containers: must have at least 1 item(s)"),
     # The DeviceConfig CRD takes one unit only: amd.com_deviceconfigs.yaml (shared/reference/amd-gpu-operator)
     # L1001 `pattern: ^([0-9]+)(ms|s|m|h)$` for metricsExporter.prometheus.serviceMonitor.interval. The Docker-side
     # scrape interval and the serviceMonitor's are one type (schema/types.py UnitDuration), so both refuse alike.
-    "two-unit scrape interval": ("dev", {P + "monitoring": {"scrapeInterval": "1m30s"}},
-                                 "monitoring.scrapeInterval: expected a number and one unit (ms, s, m or h), e.g. 30s "
-                                 "(got '1m30s')"),
+    "two-unit scrape interval": (
+        "dev",
+        {P + "monitoring": {"scrapeInterval": "1m30s"}},
+        "monitoring.scrapeInterval: expected a number and one unit (ms, s, m or h), e.g. 30s (got '1m30s')",
+    ),
     "two-unit serviceMonitor interval": (
-        "dev", {P + "kubernetes": {"gpuOperator": {"deviceConfig": {"metricsExporter": {
-            "serviceMonitor": {"interval": "1m30s"}}}}}},
+        "dev",
+        {
+            P + "kubernetes": {
+                "gpuOperator": {"deviceConfig": {"metricsExporter": {"serviceMonitor": {"interval": "1m30s"}}}}
+            }
+        },
         "kubernetes.gpuOperator.deviceConfig.metricsExporter.serviceMonitor.interval: expected a number and one unit "
-        "(ms, s, m or h), e.g. 30s (got '1m30s')"),
+        "(ms, s, m or h), e.g. 30s (got '1m30s')",
+    ),
 }
 
 
@@ -122,13 +191,24 @@ def test_bracketed_ipv6_is_accepted_and_scraped_in_brackets():
 def test_published_port_on_another_address_is_no_clash():
     # Docker binds 127.0.0.1:8080 and 10.0.0.1:8080 separately; only 0.0.0.0 takes every address. The check
     # compares host ports only, which is stricter: two containers on one host port are refused whatever the ip.
-    config = hosts({"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080, "ip": "127.0.0.1"}]},
-                   {"name": "b", "gpus": [1], "ports": [{"internal": 80}]})
+    config = hosts(
+        {"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080, "ip": "127.0.0.1"}]},
+        {"name": "b", "gpus": [1], "ports": [{"internal": 80}]},
+    )
     assert load("dev", config).hosts[0].containers[0].ports[0].ip == "127.0.0.1"
 
 
-@pytest.mark.parametrize("stack, environment", [("prod", "prod"), ("prod-eu", "prod"), ("product-demo", "dev"),
-                                                ("production", "dev"), ("dev", "dev"), ("org/rocm-stack/prod", "prod")])
+@pytest.mark.parametrize(
+    "stack, environment",
+    [
+        ("prod", "prod"),
+        ("prod-eu", "prod"),
+        ("product-demo", "dev"),
+        ("production", "dev"),
+        ("dev", "dev"),
+        ("org/rocm-stack/prod", "prod"),
+    ],
+)
 def test_only_prod_and_prod_dash_stacks_are_prod(stack, environment):
     from policy.rocm_policy import pack
 
@@ -165,8 +245,11 @@ def test_plain_credentials_in_prod_are_the_policy_packs_findings():
         load("prod", {k: decode(v) for k, v in values.items()}, secret_keys)
     refused = {f"{P}{p.path}" for p in error.value.problems if "credential in plain text" in p.message}
     plain_config = {k: v for k, v in config.items() if k not in secret_keys}
-    assert refused == set(rules.plaintext_secrets(plain_config)) == {
-        f"{P}hosts[0].containers[0].env.API_KEY", f"{P}hosts[0].containers[0].env.WANDB_API_KEY"}
+    assert (
+        refused
+        == set(rules.plaintext_secrets(plain_config))
+        == {f"{P}hosts[0].containers[0].env.API_KEY", f"{P}hosts[0].containers[0].env.WANDB_API_KEY"}
+    )
 
 
 def test_plain_credentials_pass_in_dev():

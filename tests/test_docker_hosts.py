@@ -1,4 +1,5 @@
 """The Docker GPU-host layer as declared by the real program (Pulumi mock engine)."""
+
 from __future__ import annotations
 
 import json
@@ -6,19 +7,31 @@ import json
 import pytest
 
 from tools.synth import SECRET, synthesize
-from conftest import (CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, env_of, gpu_containers, on_gpu_hosts, render_nodes_of,
-                      stack_file)
+from conftest import (
+    CONTAINER,
+    DOCKER_PROVIDER,
+    REMOTE_IMAGE,
+    env_of,
+    gpu_containers,
+    on_gpu_hosts,
+    render_nodes_of,
+    stack_file,
+)
 
 P = "rocm-stack:"
 
 
 def test_prod_has_one_docker_provider_per_host(prod_plan):
     # Providers receive non-string settings JSON-encoded, as the engine hands them over.
-    providers = {r["name"]: {**r["inputs"], "sshOpts": json.loads(r["inputs"]["sshOpts"])}
-                 for r in prod_plan.of_type(DOCKER_PROVIDER)}
+    providers = {
+        r["name"]: {**r["inputs"], "sshOpts": json.loads(r["inputs"]["sshOpts"])}
+        for r in prod_plan.of_type(DOCKER_PROVIDER)
+    }
     assert providers == {
-        f"gpu-node-{i}": {"host": f"ssh://deploy@gpu-node-{i}.example.internal",
-                          "sshOpts": ["-o", "StrictHostKeyChecking=yes"]}
+        f"gpu-node-{i}": {
+            "host": f"ssh://deploy@gpu-node-{i}.example.internal",
+            "sshOpts": ["-o", "StrictHostKeyChecking=yes"],
+        }
         for i in range(1, 5)
     }
     for container in gpu_containers(prod_plan):
@@ -62,9 +75,14 @@ def test_prod_partitions_get_the_render_nodes_of_their_gpus(prod_plan):
     partitions; a real MI300X host in ROCm/k8s-gpu-dra-driver issue #20 has renderD128, renderD136, renderD144),
     so `128 + index` would hand GPU 1's partition GPU 0's node."""
     seen = {c["name"]: _gpus(c) for c in gpu_containers(prod_plan)}
-    assert seen == {f"gpu-node-{i}-{name}": devices for i in range(1, 5)
-                    for name, devices in (("serve-b", "renderD128,renderD136,renderD144,renderD152"),
-                                          ("train-a", "renderD160,renderD168,renderD176,renderD184"))}
+    assert seen == {
+        f"gpu-node-{i}-{name}": devices
+        for i in range(1, 5)
+        for name, devices in (
+            ("serve-b", "renderD128,renderD136,renderD144,renderD152"),
+            ("train-a", "renderD160,renderD168,renderD176,renderD184"),
+        )
+    }
 
 
 def test_prod_is_hardened(prod_plan):
@@ -79,8 +97,10 @@ def test_prod_is_hardened(prod_plan):
 def test_dev_has_debug_flags(dev_plan):
     containers = {c["name"]: c for c in gpu_containers(dev_plan)}
     # vLLM reads CUDA_VISIBLE_DEVICES (AMD's vLLM V1 optimization guide), the training HIP's variable.
-    assert {name: env_of(c).get("HIP_VISIBLE_DEVICES", env_of(c).get("CUDA_VISIBLE_DEVICES"))
-            for name, c in containers.items()} == {"workstation-train": "0", "workstation-serve": "1"}
+    assert {
+        name: env_of(c).get("HIP_VISIBLE_DEVICES", env_of(c).get("CUDA_VISIBLE_DEVICES"))
+        for name, c in containers.items()
+    } == {"workstation-train": "0", "workstation-serve": "1"}
     for c in containers.values():
         assert c["inputs"]["capabilities"] == {"adds": ["SYS_PTRACE"]}
         assert c["inputs"]["securityOpts"] == ["seccomp=unconfined"]
@@ -97,7 +117,8 @@ def test_split_8x1_gives_one_gpu_each():
     containers = [{"name": f"g{i}", "gpus": [i]} for i in range(8)]
     plan = synthesize("dev", {P + "hosts": [{"name": "box", "gpus": 8, "containers": containers}]})
     assert {c["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in on_gpu_hosts(plan, CONTAINER)} == {
-        f"box-g{i}": str(i) for i in range(8)}
+        f"box-g{i}": str(i) for i in range(8)
+    }
 
 
 def test_container_image_is_the_hosts_pinned_image(prod_plan):
@@ -123,8 +144,16 @@ def test_reordering_hosts_renames_nothing(prod_plan):
 
 def test_adding_a_host_keeps_existing_resources(prod_plan):
     config = stack_file("prod")
-    config[P + "hosts"].insert(0, {"name": "gpu-node-0", "gpus": 8, "docker": {"host": "ssh://deploy@gpu-node-0"},
-                                   "gpuAccess": "all", "containers": [{"name": "train-a", "image": "pytorch"}]})
+    config[P + "hosts"].insert(
+        0,
+        {
+            "name": "gpu-node-0",
+            "gpus": 8,
+            "docker": {"host": "ssh://deploy@gpu-node-0"},
+            "gpuAccess": "all",
+            "containers": [{"name": "train-a", "image": "pytorch"}],
+        },
+    )
     after = _identity(synthesize("prod", config))
     before = _identity(prod_plan)
     assert {urn: after[urn] for urn in before} == before
@@ -132,12 +161,19 @@ def test_adding_a_host_keeps_existing_resources(prod_plan):
     # GpuHost: component, provider, image, preflight, GPU check, container; its metrics exporter: component,
     # image, container.
     assert added == ["gpu-node-0"] * 3 + ["gpu-node-0-amd-device-metrics-exporter"] * 2 + [
-        "gpu-node-0-preflight", "gpu-node-0-pytorch", "gpu-node-0-train-a", "gpu-node-0-train-a-gpucheck"]
+        "gpu-node-0-preflight",
+        "gpu-node-0-pytorch",
+        "gpu-node-0-train-a",
+        "gpu-node-0-train-a-gpucheck",
+    ]
 
 
 def test_registry_password_reaches_the_provider_as_a_secret():
-    plan = synthesize("dev", {P + "registry": {"server": "registry.example.com", "username": "ci"}},
-                      secrets={P + "registryPassword": "s3cret"})
+    plan = synthesize(
+        "dev",
+        {P + "registry": {"server": "registry.example.com", "username": "ci"}},
+        secrets={P + "registryPassword": "s3cret"},
+    )
     (provider,) = plan.of_type(DOCKER_PROVIDER)
     # The provider gets its registry settings as one JSON value, secret as a whole because it holds one.
     assert provider["inputs"]["registryAuth"] == SECRET
@@ -160,32 +196,70 @@ def test_prod_partitions_are_numa_local_with_their_cpus(prod_plan):
     """prod asks for two gpuCount: 4 partitions per host; the saved MI300X topology puts each on one NUMA node
     (in container-name order: serve-b first)."""
     for i in range(1, 5):
-        assert _partitions(prod_plan)[f"gpu-node-{i}-serve-b"] == ("renderD128,renderD136,renderD144,renderD152",
-                                                                   "0-95,192-287")
-        assert _partitions(prod_plan)[f"gpu-node-{i}-train-a"] == ("renderD160,renderD168,renderD176,renderD184",
-                                                                   "96-191,288-383")
+        assert _partitions(prod_plan)[f"gpu-node-{i}-serve-b"] == (
+            "renderD128,renderD136,renderD144,renderD152",
+            "0-95,192-287",
+        )
+        assert _partitions(prod_plan)[f"gpu-node-{i}-train-a"] == (
+            "renderD160,renderD168,renderD176,renderD184",
+            "96-191,288-383",
+        )
 
 
 def test_mi250_gcd_pairs_stay_together():
     containers = [{"name": f"p{i}", "gpuCount": 2} for i in range(4)]
-    plan = synthesize("dev", {P + "hosts": [{
-        "name": "mi250", "gpus": 8, "gpuModel": "MI250",
-        "topology": "tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt", "containers": containers}]})
-    assert _partitions(plan) == {"mi250-p0": ("0,1", None), "mi250-p1": ("2,3", None),
-                                 "mi250-p2": ("4,5", None), "mi250-p3": ("6,7", None)}
+    plan = synthesize(
+        "dev",
+        {
+            P + "hosts": [
+                {
+                    "name": "mi250",
+                    "gpus": 8,
+                    "gpuModel": "MI250",
+                    "topology": "tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt",
+                    "containers": containers,
+                }
+            ]
+        },
+    )
+    assert _partitions(plan) == {
+        "mi250-p0": ("0,1", None),
+        "mi250-p1": ("2,3", None),
+        "mi250-p2": ("4,5", None),
+        "mi250-p3": ("6,7", None),
+    }
 
 
 def test_gpu_count_without_topology_takes_consecutive_gpus():
-    plan = synthesize("dev", {P + "hosts": [{"name": "box", "gpus": 8, "containers": [
-        {"name": "a", "gpuCount": 2}, {"name": "b", "gpuCount": 6}]}]})
+    plan = synthesize(
+        "dev",
+        {
+            P + "hosts": [
+                {"name": "box", "gpus": 8, "containers": [{"name": "a", "gpuCount": 2}, {"name": "b", "gpuCount": 6}]}
+            ]
+        },
+    )
     assert _partitions(plan) == {"box-a": ("0,1", None), "box-b": ("2,3,4,5,6,7", None)}
 
 
 def test_explicit_gpus_get_the_numa_cpus_of_their_node_and_cpuset_wins():
-    plan = synthesize("dev", {P + "hosts": [{
-        "name": "box", "gpus": 8, "topology": "hosts/mi300x-8gpu.showtopo.txt",
-        "numaCpus": {0: "0-47", 1: "48-95"},
-        "containers": [{"name": "a", "gpus": [4, 5]}, {"name": "b", "gpus": [3, 6]},
-                       {"name": "c", "gpus": [0], "cpuset": "2-3"}]}]})
+    plan = synthesize(
+        "dev",
+        {
+            P + "hosts": [
+                {
+                    "name": "box",
+                    "gpus": 8,
+                    "topology": "hosts/mi300x-8gpu.showtopo.txt",
+                    "numaCpus": {0: "0-47", 1: "48-95"},
+                    "containers": [
+                        {"name": "a", "gpus": [4, 5]},
+                        {"name": "b", "gpus": [3, 6]},
+                        {"name": "c", "gpus": [0], "cpuset": "2-3"},
+                    ],
+                }
+            ]
+        },
+    )
     # b spans both NUMA nodes: no cpuset hint rather than a wrong one.
     assert _partitions(plan) == {"box-a": ("4,5", "48-95"), "box-b": ("3,6", None), "box-c": ("0", "2-3")}

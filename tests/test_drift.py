@@ -1,4 +1,5 @@
 """tools.drift on recorded `pulumi preview --refresh --json` outputs (tests/data/drift, see SOURCE.txt)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ def report_of(name: str) -> drift.DriftReport:
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.drift", *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tools.drift", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_no_drift_exits_0_and_says_so(tmp_path):
@@ -37,7 +39,10 @@ def test_update_names_resource_operation_and_property_path(tmp_path):
     assert result.returncode == 1, result.stderr
     (change,) = report_of("update.json").changes
     assert (change.type, change.name, change.operation) == (
-        "kubernetes:amd.com/v1alpha1:DeviceConfig", "gpu-operator-deviceconfig", "update")
+        "kubernetes:amd.com/v1alpha1:DeviceConfig",
+        "gpu-operator-deviceconfig",
+        "update",
+    )
     assert change.properties == ("spec.driver.upgradePolicy.maxParallelUpgrades (update)",)
     text = out.read_text()
     assert "stack `prod`" in text and "Drift detected" in text
@@ -48,7 +53,10 @@ def test_update_names_resource_operation_and_property_path(tmp_path):
 def test_replace_reports_each_replacing_property():
     (change,) = report_of("replace.json").changes
     assert (change.type, change.name, change.operation) == (
-        "docker:index/container:Container", "local-train-a", "replace")
+        "docker:index/container:Container",
+        "local-train-a",
+        "replace",
+    )
     assert change.properties == ("ipcMode (update-replace)", "shmSize (update-replace)")
     assert run_cli(DATA / "replace.json").returncode == 1
 
@@ -56,7 +64,9 @@ def test_replace_reports_each_replacing_property():
 def test_create_and_delete_are_both_listed():
     report = report_of("create-delete.json")
     assert {(c.name, c.operation) for c in report.changes} == {
-        ("kube-amd-gpu", "create"), ("gpu-node-4-serve-b", "delete")}
+        ("kube-amd-gpu", "create"),
+        ("gpu-node-4-serve-b", "delete"),
+    }
     assert not report.unexplained
     stdout = run_cli(DATA / "create-delete.json").stdout
     assert "2 resource(s) differ (1 create, 1 delete)" in stdout
@@ -72,8 +82,9 @@ def test_refresh_steps_count_only_when_they_changed_something():
 
 def test_refresh_step_without_diff_reports_changed_outputs():
     digest = drift.parse((DATA / "refresh-steps.json").read_text())
-    refresh_only = digest.model_copy(update={
-        "steps": [s for s in digest.steps if s.op != "update"], "change_summary": {"same": 7}})
+    refresh_only = digest.model_copy(
+        update={"steps": [s for s in digest.steps if s.op != "update"], "change_summary": {"same": 7}}
+    )
     (change,) = drift.analyse(refresh_only).changes
     assert (change.name, change.operation, change.properties) == ("metrics-exporter", "refresh", ("metadata",))
 
@@ -110,11 +121,18 @@ def test_failed_preview_is_unreadable_not_clean():
     assert "cluster is unreachable" in result.stderr and result.stdout == ""
 
 
-@pytest.mark.parametrize("content", [
-    "", "not json at all", "[]", "42", '{"steps": []}',  # the last never finished: no changeSummary
-    '{"steps": [{"op": "update"}], "changeSummary": {"update": 1}}',  # a step without urn
-    '{"steps": [{"op": "update", "urn": "bucket"}], "changeSummary": {"update": 1}}',  # not a URN
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "not json at all",
+        "[]",
+        "42",
+        '{"steps": []}',  # the last never finished: no changeSummary
+        '{"steps": [{"op": "update"}], "changeSummary": {"update": 1}}',  # a step without urn
+        '{"steps": [{"op": "update", "urn": "bucket"}], "changeSummary": {"update": 1}}',  # not a URN
+    ],
+)
 def test_garbage_and_empty_input_exit_2(tmp_path, capsys, content):
     report = tmp_path / "preview.json"
     report.write_text(content)
@@ -125,7 +143,9 @@ def test_garbage_and_empty_input_exit_2(tmp_path, capsys, content):
 
 def test_text_after_the_digest_is_ignored(tmp_path):
     report = tmp_path / "preview.json"
-    report.write_text((DATA / "update.json").read_text() + "error: no changes were expected but changes were proposed\n")
+    report.write_text(
+        (DATA / "update.json").read_text() + "error: no changes were expected but changes were proposed\n"
+    )
     assert drift.main([str(report), "--out", str(tmp_path / "summary.md")]) == 1
 
 
@@ -135,4 +155,7 @@ def test_missing_file_exits_2(tmp_path):
 
 def test_urn_names_may_contain_separators():
     assert drift.split_urn("urn:pulumi:prod::rocm-stack::a:b:C$kubernetes:core/v1:Pod::ns::pod") == (
-        "prod", "kubernetes:core/v1:Pod", "ns::pod")
+        "prod",
+        "kubernetes:core/v1:Pod",
+        "ns::pod",
+    )

@@ -3,6 +3,7 @@
 Group names, visibility variables, render-node isolation, CDI, the vLLM image pin and API key, as the program
 declares them (tools.synth plans) and as the config loader and the policy pack judge them.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ def host(name="box", **extra):
 
 # --- 1. supplementary groups -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("plan_name", ["dev_plan", "prod_plan"])
 def test_no_container_of_a_committed_stack_passes_a_group_name(plan_name, request):
     """Docker resolves `--group-add NAME` in the image's /etc/group, not the host's (moby daemon/oci_linux.go
@@ -56,13 +58,19 @@ def test_device_groups_take_numeric_host_gids_only():
 
 def test_policy_flags_a_group_name():
     """The pack refuses what the schema refuses (ROCm/rocm-libraries PR #6563)."""
-    props = {"name": "x", "image": "sha256:" + "a" * 64, "ipcMode": "host", "groupAdds": ["992", "render"],
-             "devices": [{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri/renderD128"}]}
+    props = {
+        "name": "x",
+        "image": "sha256:" + "a" * 64,
+        "ipcMode": "host",
+        "groupAdds": ["992", "render"],
+        "devices": [{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri/renderD128"}],
+    }
     (problem,) = rules.docker_gpu_container_problems(CONTAINER, props)
     assert "'render' is a group name" in problem
 
 
 # --- 2. vLLM's GPU visibility and data parallelism ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("plan_name", ["dev_plan", "prod_plan"])
 def test_no_vllm_container_carries_hip_or_rocr_visible_devices(plan_name, request):
@@ -102,12 +110,17 @@ def test_data_parallel_vllm_gets_amds_rocm_settings(prod_plan, dev_plan):
 
 # --- 3. device-level isolation -----------------------------------------------------------------------------------
 
+
 def test_render_node_formats_from_real_hosts():
     """Each sample's source is in tests/data/render_nodes/SOURCES.md. MI300-class GPUs step their render minors by 8
     (AMD, ROCm/legacy-rocm-build issue #4261: nodes 2-5 -> 128, 136, 144, 152), and a CPX partition is a GPU of
     its own (ROCm/amdsmi CHANGELOG 6.4.1: renderD128, renderD129): never 128 + index."""
     assert parse_render_nodes((DATA / "kfd-grep_mi300a-tpx.txt").read_text()) == {
-        0: (128,), 1: (136,), 2: (144,), 3: (152,)}
+        0: (128,),
+        1: (136,),
+        2: (144,),
+        3: (152,),
+    }
     # CPU nodes print drm_render_minor 0 and are no GPU.
     assert parse_render_nodes((DATA / "kfd-properties_mi300a-4apu.txt").read_text()) == {0: (128,), 1: (136,)}
     assert parse_render_nodes((DATA / "amd-smi-list-e_mi300x-cpx.txt").read_text()) == {0: (128,), 1: (129,)}
@@ -116,10 +129,13 @@ def test_render_node_formats_from_real_hosts():
     assert parse_render_nodes((DATA / "amd-ctk-cdi-list.txt").read_text()) == {0: (128,), 1: (129,)}
 
 
-@pytest.mark.parametrize("sample, why", [
-    ("amd-smi-list.json", "without -e prints no render node"),  # amdsmi_commands.py `list`: render only with -e
-    ("amd-smi-list-e_na.txt", "has no render node ('N/A')"),  # the ROCm 6.4.0 CPX bug, fixed in 6.4.1
-])
+@pytest.mark.parametrize(
+    "sample, why",
+    [
+        ("amd-smi-list.json", "without -e prints no render node"),  # amdsmi_commands.py `list`: render only with -e
+        ("amd-smi-list-e_na.txt", "has no render node ('N/A')"),  # the ROCm 6.4.0 CPX bug, fixed in 6.4.1
+    ],
+)
 def test_render_node_files_without_nodes_are_refused(sample, why):
     with pytest.raises(RenderNodesError, match=why.replace("(", r"\(").replace(")", r"\)")):
         load_render_nodes(str(DATA / sample))
@@ -171,7 +187,8 @@ def test_prod_refuses_a_whole_dri_beside_another_partition_in_config_and_policy(
     assert sorted(v.message for v in violations) == [
         f"host 'gpu-node-1': partition '{name}' maps the whole /dev/dri (every GPU of the host) beside 1 other "
         "partition(s): prod isolates partitions by device; use gpuAccess renderNodes (or cdi)"
-        for name in ("serve-b", "train-a")]
+        for name in ("serve-b", "train-a")
+    ]
     with offline.stack_environment("prod"):
         assert [v for v in offline.check(prod_plan.resources) if v.policy == "gpu-partitions-isolated"] == []
 
@@ -180,15 +197,27 @@ def test_overlapping_render_nodes_are_refused(tmp_path):
     """Render-node sets on a host are disjoint: a map listing one node under two GPUs is no real host's."""
     bad = tmp_path / "map.txt"
     bad.write_text("amd.com/gpu=0\n  /dev/dri/renderD128\namd.com/gpu=1\n  /dev/dri/renderD128\n")
-    message = refusal("dev", {P + "hosts": [host(gpus=2, gpuAccess="renderNodes", renderNodes=str(bad),
-                                                 containers=[{"name": "a", "gpus": [0]}, {"name": "b", "gpus": [1]}])]})
+    message = refusal(
+        "dev",
+        {
+            P + "hosts": [
+                host(
+                    gpus=2,
+                    gpuAccess="renderNodes",
+                    renderNodes=str(bad),
+                    containers=[{"name": "a", "gpus": [0]}, {"name": "b", "gpus": [1]}],
+                )
+            ]
+        },
+    )
     assert f"{P}hosts[0].renderNodes: renderD128 is listed for GPU 0 and GPU 1" in message
     props = {"devices": [{"hostPath": "/dev/dri/renderD128", "containerPath": "/dev/dri/renderD128"}]}
     a = {**props, "labels": [{"label": rules.PARTITION_LABEL, "value": "h/a"}]}
     b = {**props, "labels": [{"label": rules.PARTITION_LABEL, "value": "h/b"}]}
     assert rules.host_isolation_problems([a, b], prod=False) == [
         "host 'h': partitions 'a' and 'b' share ['/dev/dri/renderD128']: the render-node sets of a host's "
-        "partitions must be disjoint"]
+        "partitions must be disjoint"
+    ]
 
 
 def test_render_nodes_needs_a_saved_map_and_covers_every_gpu(tmp_path):
@@ -207,20 +236,34 @@ def test_visibility_variables_in_a_partitions_env_are_refused():
 
 def test_device_paths_point_the_host_side_at_stand_in_nodes():
     """The e2e tests map mknod stand-ins; the container still sees /dev/kfd and /dev/dri/renderD<minor>."""
-    plan = synthesize("dev", {P + "hosts": [host(
-        gpuAccess="renderNodes", renderNodes=MAP_8, devicePaths={"kfd": "/tmp/gpu/kfd", "dri": "/tmp/gpu/dri"},
-        containers=[{"name": "a", "gpus": [1]}])]})
+    plan = synthesize(
+        "dev",
+        {
+            P + "hosts": [
+                host(
+                    gpuAccess="renderNodes",
+                    renderNodes=MAP_8,
+                    devicePaths={"kfd": "/tmp/gpu/kfd", "dri": "/tmp/gpu/dri"},
+                    containers=[{"name": "a", "gpus": [1]}],
+                )
+            ]
+        },
+    )
     (c,) = gpu_containers(plan)
     assert [(d["hostPath"], d["containerPath"]) for d in c["inputs"]["devices"]] == [
-        ("/tmp/gpu/kfd", "/dev/kfd"), ("/tmp/gpu/dri/renderD136", "/dev/dri/renderD136")]
+        ("/tmp/gpu/kfd", "/dev/kfd"),
+        ("/tmp/gpu/dri/renderD136", "/dev/dri/renderD136"),
+    ]
 
 
 def test_cdi_requests_the_toolkits_gpus_instead_of_device_nodes():
     """AMD Container Toolkit: `amd-ctk cdi generate` writes devices `amd.com/gpu=<i>` whose deviceNodes are the
     GPU's card and renderD nodes plus /dev/kfd (ROCm/container-toolkit internal/cdi/cdi.go); Docker takes them as
     device requests with driver "cdi" (pulumi_docker ContainerDeviceRequestArgs: "CDI device identifiers")."""
-    plan = synthesize("dev", {P + "hosts": [host(gpuAccess="cdi", containers=[
-        {"name": "a", "gpus": [0, 1]}, {"name": "b", "gpus": [2]}])]})
+    plan = synthesize(
+        "dev",
+        {P + "hosts": [host(gpuAccess="cdi", containers=[{"name": "a", "gpus": [0, 1]}, {"name": "b", "gpus": [2]}])]},
+    )
     requests = {c["inputs"]["name"]: c["inputs"] for c in gpu_containers(plan)}
     assert requests["a"]["deviceRequests"] == [{"driver": "cdi", "deviceIds": ["amd.com/gpu=0", "amd.com/gpu=1"]}]
     assert "devices" not in requests["a"] and not {k for k in env_of({"inputs": requests["a"]}) if k in VISIBILITY}
@@ -229,12 +272,15 @@ def test_cdi_requests_the_toolkits_gpus_instead_of_device_nodes():
 
 # --- Also: the vLLM image pin and API ----------------------------------------------------------------------------
 
+
 def test_prod_pins_vllm_to_the_digest_amd_publishes(prod_plan):
     """AMD's vLLM version history (https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference/benchmark-docker/
     previous-versions/vllm-history.html) lists rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210 with Docker Hub image
     sha256-e7f02dd2ce3824959658bc0391296f6158638e3ebce164f6c019c4eca8150ec7; prod takes tag@digest."""
-    pinned = ("rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"
-              "@sha256:e7f02dd2ce3824959658bc0391296f6158638e3ebce164f6c019c4eca8150ec7")
+    pinned = (
+        "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"
+        "@sha256:e7f02dd2ce3824959658bc0391296f6158638e3ebce164f6c019c4eca8150ec7"
+    )
     names = {r["inputs"]["name"] for r in prod_plan.of_type("docker:index/remoteImage:RemoteImage")}
     assert pinned in names and rules.image_pin_problem(pinned) is None
 
@@ -255,7 +301,9 @@ def test_the_api_key_reaches_vllm_from_a_secret_file_never_in_the_plan():
     plan = synthesize("dev", config, secrets=TOKEN)
     (serve,) = vllm_containers(plan)
     i = serve["inputs"]
-    assert i["command"][:2] == ["sh", "-c"] and "VLLM_API_KEY=" in i["command"][2] and "/run/secrets/" in i["command"][2]
+    assert (
+        i["command"][:2] == ["sh", "-c"] and "VLLM_API_KEY=" in i["command"][2] and "/run/secrets/" in i["command"][2]
+    )
     assert i["uploads"] == SECRET and "VLLM_API_KEY" not in env_of(serve)
     assert "sk-test-key-123" not in json.dumps(plan.to_json())
     assert [p["ip"] for p in i["ports"]] == ["127.0.0.1"]

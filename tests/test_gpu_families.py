@@ -1,4 +1,5 @@
 """GPU models and families: MI350X/MI355X hosts, per-family images, and the model table the schemas key on."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,15 +21,27 @@ PER_FAMILY = {"vllm": {"gfx942": VLLM_GFX942, "gfx950": VLLM_GFX950}}
 
 
 def host(name: str, model: str, image: str = "vllm") -> dict[str, Any]:
-    return {"name": name, "gpus": 8, "gpuModel": model, "docker": {"host": f"ssh://deploy@{name}"},
-            "containers": [{"name": "serve", "image": image, "gpus": [0]}]}
+    return {
+        "name": name,
+        "gpus": 8,
+        "gpuModel": model,
+        "docker": {"host": f"ssh://deploy@{name}"},
+        "containers": [{"name": "serve", "image": image, "gpus": [0]}],
+    }
 
 
 def test_the_model_table_knows_the_gfx950_models() -> None:
     # ROCm system requirements: MI355X and MI350X are gfx950 (CDNA 4), MI325X/MI300X/MI308X gfx942, MI2xx gfx90a.
     assert {name: model.gfx for name, model in MODELS.items()} == {
-        "MI300X": "gfx942", "MI325X": "gfx942", "MI308X": "gfx942", "MI350X": "gfx950", "MI355X": "gfx950",
-        "MI250X": "gfx90a", "MI250": "gfx90a", "MI210": "gfx90a"}
+        "MI300X": "gfx942",
+        "MI325X": "gfx942",
+        "MI308X": "gfx942",
+        "MI350X": "gfx950",
+        "MI355X": "gfx950",
+        "MI250X": "gfx90a",
+        "MI250": "gfx90a",
+        "MI210": "gfx90a",
+    }
     # The GPU check floors live in the same table; only MI300X/MI325X have AMD-published ones (schema/checks.py).
     assert set(DEFAULT_FLOORS) == {"MI300X", "MI325X"}
 
@@ -36,8 +49,10 @@ def test_the_model_table_knows_the_gfx950_models() -> None:
 def test_mi355x_and_mi350x_hosts_are_accepted() -> None:
     cfg = load("dev", {P + "hosts": [host("a", "MI355X", "pytorch"), host("b", "MI350X", "pytorch")]})
     assert [h.gpu_model for h in cfg.hosts] == ["MI355X", "MI350X"]
-    assert (cfg.monitoring.effective_thresholds("MI355X").power_cap_watts,
-            cfg.monitoring.effective_thresholds("MI350X").power_cap_watts) == (1400, 1000)
+    assert (
+        cfg.monitoring.effective_thresholds("MI355X").power_cap_watts,
+        cfg.monitoring.effective_thresholds("MI350X").power_cap_watts,
+    ) == (1400, 1000)
 
 
 def test_each_host_pulls_its_familys_image() -> None:
@@ -80,8 +95,11 @@ def test_a_kubernetes_workload_takes_the_image_of_its_node_selectors_family() ->
 
     inference[k8s]["kubernetes"]["nodeSelector"] = {"amd.com/gpu.device-id": "75a3"}
     plan = synthesize("prod", config)
-    deployments = [r for r in plan.of_type("kubernetes:apps/v1:Deployment")
-                   if r["inputs"]["spec"]["template"]["spec"].get("nodeSelector")]
+    deployments = [
+        r
+        for r in plan.of_type("kubernetes:apps/v1:Deployment")
+        if r["inputs"]["spec"]["template"]["spec"].get("nodeSelector")
+    ]
     (deployment,) = deployments
     (server,) = deployment["inputs"]["spec"]["template"]["spec"]["containers"]
     assert server["image"] == VLLM_GFX950
@@ -93,10 +111,10 @@ def test_a_kubernetes_workload_takes_the_image_of_its_node_selectors_family() ->
 def test_a_partition_profiles_gate_runs_pytorch_of_the_profiles_family() -> None:
     """The GPU gate of a partition profile runs on its model's nodes: a per-family `pytorch` needs that family."""
     pytorch_gfx942 = "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0"
-    profiles = {"cpx-355": {"gpuModel": "MI355X", "computePartition": "CPX", "memoryPartition": "NPS2", "gpus": 8,
-                            "nodes": 1}}
-    config = {P + "kubernetes": {"partitionProfiles": profiles},
-              P + "images": {"pytorch": {"gfx942": pytorch_gfx942}}}
+    profiles = {
+        "cpx-355": {"gpuModel": "MI355X", "computePartition": "CPX", "memoryPartition": "NPS2", "gpus": 8, "nodes": 1}
+    }
+    config = {P + "kubernetes": {"partitionProfiles": profiles}, P + "images": {"pytorch": {"gfx942": pytorch_gfx942}}}
     message = refusal("dev", config)
     assert "rocm-stack:images.pytorch" in message and "partitionProfiles.cpx-355 (MI355X)" in message
     config[P + "images"] = {"pytorch": {"gfx942": pytorch_gfx942, "gfx950": pytorch_gfx942.replace("22.04", "24.04")}}

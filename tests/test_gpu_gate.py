@@ -7,6 +7,7 @@ backoffLimit allows, or when activeDeadlineSeconds passes (reason DeadlineExceed
 workloads/controllers/job/#job-termination-and-cleanup). So backoffLimit 0 fails `pulumi up` on the first node
 that fails its check, and the deadline on pods that can never schedule.
 """
+
 from __future__ import annotations
 
 from conftest import stack_file
@@ -28,7 +29,11 @@ def test_prod_gate_checks_all_gpus_of_every_fleet_node_one_pod_per_node(prod_pla
     validate_object(job)  # kubernetes_validate, strict
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (
-        "Indexed", 4, 4, 0)  # gpuFleet.nodes
+        "Indexed",
+        4,
+        4,
+        0,
+    )  # gpuFleet.nodes
     assert spec["activeDeadlineSeconds"] == 900 + 900
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
@@ -44,10 +49,14 @@ def test_gate_runs_after_the_device_plugin_and_gpu_workloads_wait_for_it(prod_pl
     gate = gate_of(prod_plan)
     (device_config,) = [r for r in prod_plan.resources if r["type"].endswith(":DeviceConfig")]
     assert device_config["urn"] in gate["depends_on"]
-    gpu_workloads = [r for r in prod_plan.kubernetes_objects()
-                     if r["type"] in ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job",
-                                      "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
-                     and "amd.com/gpu" in str(r["inputs"]) and r is not gate]
+    gpu_workloads = [
+        r
+        for r in prod_plan.kubernetes_objects()
+        if r["type"]
+        in ("kubernetes:apps/v1:Deployment", "kubernetes:batch/v1:Job", "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
+        and "amd.com/gpu" in str(r["inputs"])
+        and r is not gate
+    ]
     assert gpu_workloads
     for workload in gpu_workloads:
         # depends_on a component is depends_on its children: the gate's Job.

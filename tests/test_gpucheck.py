@@ -2,6 +2,7 @@
 
 The GPU side (nccl, bf16 on an H100/H200) is measured through the device tool; its output is in bench/gpu/.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,14 @@ FAST = ["--backend", "gloo", "--sizes", "64K", "1M", "--matmul-size", "128", "--
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "programs.gpucheck", *args], capture_output=True, text=True,
-                          timeout=120, cwd=REPO, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "programs.gpucheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=env,
+    )
 
 
 def only_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -60,14 +67,38 @@ def test_json_schema_is_stable(two_gloo: subprocess.CompletedProcess[str]) -> No
     schema version, not a silent change."""
     report = only_json(two_gloo)
     assert report["schema"] == "gpucheck/1"
-    assert tuple(report) == gpucheck.JSON_KEYS == (
-        "schema", "verdict", "failures", "notes", "expect_gpus", "visible_gpus", "devices", "backend", "world_size",
-        "thresholds", "matmul", "allreduce", "software", "env", "elapsed_s")
-    assert tuple(report["matmul"][0]) == gpucheck.MATMUL_KEYS == (
-        "rank", "device", "name", "n", "dtype", "iters", "seconds", "tflops", "rel_err", "max_err_over_rms", "ok")
+    assert (
+        tuple(report)
+        == gpucheck.JSON_KEYS
+        == (
+            "schema",
+            "verdict",
+            "failures",
+            "notes",
+            "expect_gpus",
+            "visible_gpus",
+            "devices",
+            "backend",
+            "world_size",
+            "thresholds",
+            "matmul",
+            "allreduce",
+            "software",
+            "env",
+            "elapsed_s",
+        )
+    )
+    assert (
+        tuple(report["matmul"][0])
+        == gpucheck.MATMUL_KEYS
+        == ("rank", "device", "name", "n", "dtype", "iters", "seconds", "tflops", "rel_err", "max_err_over_rms", "ok")
+    )
     assert tuple(report["allreduce"]) == ("ranks", "dtype", "warmup", "iters", "sizes", "busbw_at_largest_gbps")
-    assert tuple(report["allreduce"]["sizes"][0]) == gpucheck.ALLREDUCE_KEYS == (
-        "bytes", "time_us", "algbw_gbps", "busbw_gbps", "correct")
+    assert (
+        tuple(report["allreduce"]["sizes"][0])
+        == gpucheck.ALLREDUCE_KEYS
+        == ("bytes", "time_us", "algbw_gbps", "busbw_gbps", "correct")
+    )
     assert tuple(report["thresholds"]) == ("min_busbw_gbps", "min_tflops", "busbw_compared_at_bytes")
 
 
@@ -86,8 +117,10 @@ def test_busbw_floor_fails_with_exit_1() -> None:
     report = only_json(result)
     assert report["thresholds"]["busbw_compared_at_bytes"] == 1024 * 1024  # the largest size decides
     assert len(report["failures"]) == 1
-    assert report["failures"][0].startswith("all-reduce busbw ") and "at 1048576 bytes < --min-busbw 100000" in \
-        report["failures"][0]
+    assert (
+        report["failures"][0].startswith("all-reduce busbw ")
+        and "at 1048576 bytes < --min-busbw 100000" in report["failures"][0]
+    )
 
 
 def test_one_process_skips_all_reduce_and_applies_tflops_floor() -> None:
@@ -96,22 +129,26 @@ def test_one_process_skips_all_reduce_and_applies_tflops_floor() -> None:
     report = only_json(result)
     assert report["allreduce"] is None
     assert report["notes"] == ["one process: no all-reduce, --min-busbw not applied"]
-    assert report["failures"] == [f"rank 0 (cpu): {report['matmul'][0]['tflops']:.1f} TFLOP/s bf16 < "
-                                  "--min-tflops 100000"]
+    assert report["failures"] == [
+        f"rank 0 (cpu): {report['matmul'][0]['tflops']:.1f} TFLOP/s bf16 < --min-tflops 100000"
+    ]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--backend", "gloo"], "the following arguments are required: --expect-gpus"),
-    (["--expect-gpus", "two"], "invalid int value: 'two'"),
-    (["--expect-gpus", "-1"], "--expect-gpus must be >= 0"),
-    (["--expect-gpus", "0"], "--expect-gpus 0 needs --backend gloo"),
-    (["--expect-gpus", "1", "--cpu-processes", "2"], "--cpu-processes needs --backend gloo"),
-    (["--expect-gpus", "1", "--backend", "rccl"], "invalid choice: 'rccl'"),
-    (["--expect-gpus", "1", "--sizes", "6"], "a size must be a positive multiple of 4 bytes"),
-    (["--expect-gpus", "1", "--sizes", "8X"], "is not a size"),
-    (["--expect-gpus", "1", "--min-busbw", "0"], "'0' must be > 0"),
-    (["--expect-gpus", "0", "--backend", "gloo", "--cpu-processes", "0"], "--cpu-processes must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--backend", "gloo"], "the following arguments are required: --expect-gpus"),
+        (["--expect-gpus", "two"], "invalid int value: 'two'"),
+        (["--expect-gpus", "-1"], "--expect-gpus must be >= 0"),
+        (["--expect-gpus", "0"], "--expect-gpus 0 needs --backend gloo"),
+        (["--expect-gpus", "1", "--cpu-processes", "2"], "--cpu-processes needs --backend gloo"),
+        (["--expect-gpus", "1", "--backend", "rccl"], "invalid choice: 'rccl'"),
+        (["--expect-gpus", "1", "--sizes", "6"], "a size must be a positive multiple of 4 bytes"),
+        (["--expect-gpus", "1", "--sizes", "8X"], "is not a size"),
+        (["--expect-gpus", "1", "--min-busbw", "0"], "'0' must be > 0"),
+        (["--expect-gpus", "0", "--backend", "gloo", "--cpu-processes", "0"], "--cpu-processes must be >= 1"),
+    ],
+)
 def test_bad_arguments_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         gpucheck.parse_args(args)
@@ -130,20 +167,29 @@ def test_sizes_use_nccl_tests_binary_suffixes() -> None:
     # nccl-tests README (https://github.com/NVIDIA/nccl-tests/blob/master/README.md, "Quick examples"):
     # `-b 8 -e 128M` is "scanning from 8 Bytes to 128MiB (Mebibytes)": the suffixes are binary.
     assert [gpucheck.parse_size(text) for text in ("8M", "1G", "64K", "4096", "1GiB")] == [
-        8 * 2 ** 20, 2 ** 30, 64 * 2 ** 10, 4096, 2 ** 30]
-    assert gpucheck.parse_args(["--expect-gpus", "1"]).sizes == [2 ** p for p in range(23, 31)]  # 8 MiB..1 GiB
+        8 * 2**20,
+        2**30,
+        64 * 2**10,
+        4096,
+        2**30,
+    ]
+    assert gpucheck.parse_args(["--expect-gpus", "1"]).sizes == [2**p for p in range(23, 31)]  # 8 MiB..1 GiB
 
 
-@pytest.mark.parametrize("size_bytes, ranks, time_us, algbw, busbw, source", [
-    # NVIDIA/nccl-tests all_reduce_perf, 4 ranks (-t 4), 4218900 B, out-of-place and in-place columns:
-    # https://gist.github.com/kwen2501/89c28b6d12045b45ccf7e33816af2713 (NCCL 2.18.5 run)
-    (4218900, 4, 1011.4, 4.17, 6.26, "gist kwen2501 out-of-place"),
-    (4218900, 4, 993.6, 4.25, 6.37, "gist kwen2501 in-place"),
-    # all_reduce_perf -g 2 on two GPUs: busbw == algbw at n=2 (https://pastebin.com/ne4ipn6K, 8192 B line)
-    (8192, 2, 8.69, 0.94, 0.94, "pastebin 2 GPUs"),
-])
-def test_busbw_matches_nccl_tests_output(size_bytes: int, ranks: int, time_us: float, algbw: float, busbw: float,
-                                         source: str) -> None:
+@pytest.mark.parametrize(
+    "size_bytes, ranks, time_us, algbw, busbw, source",
+    [
+        # NVIDIA/nccl-tests all_reduce_perf, 4 ranks (-t 4), 4218900 B, out-of-place and in-place columns:
+        # https://gist.github.com/kwen2501/89c28b6d12045b45ccf7e33816af2713 (NCCL 2.18.5 run)
+        (4218900, 4, 1011.4, 4.17, 6.26, "gist kwen2501 out-of-place"),
+        (4218900, 4, 993.6, 4.25, 6.37, "gist kwen2501 in-place"),
+        # all_reduce_perf -g 2 on two GPUs: busbw == algbw at n=2 (https://pastebin.com/ne4ipn6K, 8192 B line)
+        (8192, 2, 8.69, 0.94, 0.94, "pastebin 2 GPUs"),
+    ],
+)
+def test_busbw_matches_nccl_tests_output(
+    size_bytes: int, ranks: int, time_us: float, algbw: float, busbw: float, source: str
+) -> None:
     """Lines printed by all_reduce_perf itself, reproduced to the printed two decimals."""
     got_algbw = gpucheck.algorithm_bandwidth(size_bytes, time_us / 1e6)
     assert round(got_algbw, 2) == algbw, source
@@ -154,7 +200,7 @@ def test_busbw_inverts_the_ideal_time_of_performance_md() -> None:
     """https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md ("AllReduce"): with per-rank link
     bandwidth B, the best all-reduce of S bytes over n ranks takes t = (S*2*(n-1)) / (n*B); busbw must give B back.
     Worked example: S = 1 GiB, n = 8, B = 450 GB/s -> t = 2^30 * 14 / (8 * 450e9) s = 4.1756 ms, algbw 257.14."""
-    size, ranks, link = 2 ** 30, 8, 450.0
+    size, ranks, link = 2**30, 8, 450.0
     seconds = size * 2 * (ranks - 1) / (ranks * link * 1e9)
     assert seconds == pytest.approx(4.1756e-3, rel=1e-4)
     algbw = gpucheck.algorithm_bandwidth(size, seconds)

@@ -3,6 +3,7 @@
 The script is run with a `docker` on PATH that records each call (and the tar piped to `docker cp -`);
 each `docker create` is parsed with the docker CLI's flag names and compared with the container's inputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,19 +38,63 @@ if [ "$1 $2 $3" = "start --attach ${DOCKER_FAILS:-}" ]; then exit 1; fi
 
 
 # Every container input, and where the comparison below checks it; an input missing here fails the test.
-COMPARED = {"name", "image", "command", "hostname", "devices", "groupAdds", "ipcMode", "shmSize", "cpuSet",
-            "capabilities", "securityOpts", "envs", "ports", "volumes", "restart", "maxRetryCount", "healthcheck",
-            "uploads", "mustRun", "start", "labels", "attach", "logs", "wait", "waitTimeout"}
+COMPARED = {
+    "name",
+    "image",
+    "command",
+    "hostname",
+    "devices",
+    "groupAdds",
+    "ipcMode",
+    "shmSize",
+    "cpuSet",
+    "capabilities",
+    "securityOpts",
+    "envs",
+    "ports",
+    "volumes",
+    "restart",
+    "maxRetryCount",
+    "healthcheck",
+    "uploads",
+    "mustRun",
+    "start",
+    "labels",
+    "attach",
+    "logs",
+    "wait",
+    "waitTimeout",
+}
 
 
 def _create_parser() -> argparse.ArgumentParser:
     """`docker create`'s flags as docker/cli names them (cli/command/container/opts.go)."""
     parser = argparse.ArgumentParser(prog="docker create", exit_on_error=False, allow_abbrev=False)
-    for flag in ("--name", "--hostname", "--ipc", "--shm-size", "--cpuset-cpus", "--restart", "--health-cmd",
-                 "--health-interval", "--health-timeout", "--health-retries", "--health-start-period"):
+    for flag in (
+        "--name",
+        "--hostname",
+        "--ipc",
+        "--shm-size",
+        "--cpuset-cpus",
+        "--restart",
+        "--health-cmd",
+        "--health-interval",
+        "--health-timeout",
+        "--health-retries",
+        "--health-start-period",
+    ):
         parser.add_argument(flag)
-    for flag in ("--label", "--device", "--group-add", "--cap-add", "--cap-drop", "--security-opt", "--env", "--publish",
-                 "--volume"):
+    for flag in (
+        "--label",
+        "--device",
+        "--group-add",
+        "--cap-add",
+        "--cap-drop",
+        "--security-opt",
+        "--env",
+        "--publish",
+        "--volume",
+    ):
         parser.add_argument(flag, action="append", default=[])
     parser.add_argument("--no-healthcheck", action="store_true")
     parser.add_argument("image")
@@ -57,7 +102,9 @@ def _create_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_recorded(script: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def run_recorded(
+    script: str, tmp_path: Path, **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Runs `script` with the recording `docker`; each call is {"argv": [...]} (+ "stdin": the piped tar)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -67,8 +114,13 @@ def run_recorded(script: str, tmp_path: Path, **env: str) -> tuple[subprocess.Co
     log = tmp_path / "calls"
     log.write_text("")
     (tmp_path / "host.sh").write_text(script)
-    result = subprocess.run(["sh", str(tmp_path / "host.sh")], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_CALLS": str(log), **env})
+    result = subprocess.run(
+        ["sh", str(tmp_path / "host.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_CALLS": str(log), **env},
+    )
     calls = []
     for n, line in enumerate(log.read_text().splitlines()):
         call: dict[str, Any] = {"argv": line.split("\037")[:-1]}
@@ -85,26 +137,38 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
     (terraform-provider-docker internal/provider/resource_docker_container_funcs.go, _structures.go)."""
     check = i.get("healthcheck", {})
     return {
-        "name": i["name"], "hostname": i.get("hostname"),
-        "label": [f"{label['label']}={label['value']}" for label in i.get("labels", [])], "image": image, "command": i.get("command", []),
-        "device": [f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
-                   for d in i.get("devices", [])],
-        "group_add": i.get("groupAdds", []), "ipc": i.get("ipcMode"),
+        "name": i["name"],
+        "hostname": i.get("hostname"),
+        "label": [f"{label['label']}={label['value']}" for label in i.get("labels", [])],
+        "image": image,
+        "command": i.get("command", []),
+        "device": [
+            f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
+            for d in i.get("devices", [])
+        ],
+        "group_add": i.get("groupAdds", []),
+        "ipc": i.get("ipcMode"),
         "shm_size": f"{i['shmSize']}m" if "shmSize" in i else None,  # MiB in the provider, `m` in the CLI
         "cpuset_cpus": i.get("cpuSet"),
-        "cap_add": i.get("capabilities", {}).get("adds", []), "cap_drop": i.get("capabilities", {}).get("drops", []),
-        "security_opt": i.get("securityOpts", []), "env": i.get("envs", []),
+        "cap_add": i.get("capabilities", {}).get("adds", []),
+        "cap_drop": i.get("capabilities", {}).get("drops", []),
+        "security_opt": i.get("securityOpts", []),
+        "env": i.get("envs", []),
         # ip defaults to 0.0.0.0 and protocol to tcp; no external port is a random one (empty host port).
-        "publish": [f"{p.get('ip') or '0.0.0.0'}:{p.get('external', '')}:{p['internal']}/{p.get('protocol', 'tcp')}"
-                    for p in i.get("ports", [])],
-        "volume": [f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
-                   for v in i.get("volumes", [])],
-        "restart": i.get("restart", "no") + (f":{i['maxRetryCount']}" if i.get("restart") == "on-failure"
-                                              and i.get("maxRetryCount") else ""),
+        "publish": [
+            f"{p.get('ip') or '0.0.0.0'}:{p.get('external', '')}:{p['internal']}/{p.get('protocol', 'tcp')}"
+            for p in i.get("ports", [])
+        ],
+        "volume": [
+            f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}" for v in i.get("volumes", [])
+        ],
+        "restart": i.get("restart", "no")
+        + (f":{i['maxRetryCount']}" if i.get("restart") == "on-failure" and i.get("maxRetryCount") else ""),
         # --health-cmd is a shell command (docker/cli stores ["CMD-SHELL", cmd]); compared as the argv a shell
         # splits it into, which for the plan's exec form ["CMD", *argv] must be that argv.
         "health_cmd": _health_argv(check),
-        "health_interval": check.get("interval"), "health_timeout": check.get("timeout"),
+        "health_interval": check.get("interval"),
+        "health_timeout": check.get("timeout"),
         "health_retries": str(check["retries"]) if "retries" in check else None,
         "health_start_period": check.get("startPeriod"),
         "no_healthcheck": check.get("tests") == ["NONE"],
@@ -137,8 +201,10 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
     images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"] for r in plan.of_type(REMOTE_IMAGE)}
     for host, containers in _hosts(plan).items():
         script = docker_scripts(plan)[host]
-        creates = {a[1].removeprefix("--name="): a[1:] for a in
-                   (shlex.split(line)[1:] for line in script.splitlines() if line.startswith("docker create "))}
+        creates = {
+            a[1].removeprefix("--name="): a[1:]
+            for a in (shlex.split(line)[1:] for line in script.splitlines() if line.startswith("docker create "))
+        }
         assert sorted(creates) == sorted(c["name"] for c in containers), host
         for inputs in containers:
             assert set(inputs) <= COMPARED, f"{host}/{inputs['name']}: inputs not compared: {set(inputs) - COMPARED}"
@@ -161,9 +227,12 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
                 order.append(calls.index(upload))
                 archive = tarfile.open(fileobj=io.BytesIO(upload["stdin"]))
                 # The provider's tar entry per upload: the file's path, its content, mode 0644 (0744 executable).
-                assert {m.name: (archive.extractfile(m).read().decode(), m.mode, m.uid) for m in archive.getmembers()} \
-                    == {u["file"].lstrip("/"): (u["content"], 0o744 if u.get("executable") else 0o644, 0)
-                        for u in inputs["uploads"]}
+                assert {
+                    m.name: (archive.extractfile(m).read().decode(), m.mode, m.uid) for m in archive.getmembers()
+                } == {
+                    u["file"].lstrip("/"): (u["content"], 0o744 if u.get("executable") else 0o644, 0)
+                    for u in inputs["uploads"]
+                }
             else:
                 assert not uploads
             if inputs.get("start", True):
@@ -178,8 +247,9 @@ def test_host_script_pulls_only_a_missing_image(dev_plan: Plan, tmp_path):
     assert result.returncode == 0
     argvs = [c["argv"] for c in calls]
     assert not [a for a in argvs if a[0] == "pull"]
-    assert sorted(a[2] for a in argvs if a[:2] == ["image", "inspect"]) == \
-        sorted(r["inputs"]["name"] for r in dev_plan.of_type(REMOTE_IMAGE))
+    assert sorted(a[2] for a in argvs if a[:2] == ["image", "inspect"]) == sorted(
+        r["inputs"]["name"] for r in dev_plan.of_type(REMOTE_IMAGE)
+    )
 
 
 def _with_inputs(plan: Plan, name: str, **inputs: Any) -> Plan:
@@ -219,7 +289,10 @@ def test_a_container_is_created_after_the_checks_it_waits_for(dev_plan: Plan, tm
     waits = 0
     for container in dev_plan.of_type(CONTAINER):
         for dependency in (names[urn] for urn in container["depends_on"] if urn in names):
-            assert created.index(dependency) < created.index(container["inputs"]["name"]), (dependency, container["name"])
+            assert created.index(dependency) < created.index(container["inputs"]["name"]), (
+                dependency,
+                container["name"],
+            )
             waits += 1
     assert waits >= 4, "dev: each partition's workload waits for the preflight and its GPU check"
 

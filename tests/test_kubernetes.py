@@ -3,6 +3,7 @@
 Every declared object passes `kubernetes-validate` (strict) or, for the DeviceConfig, the CRD of
 gpu-operator-charts v1.5.1 made strict (tests/k8s_validation.py); config errors name their key.
 """
+
 from __future__ import annotations
 
 import copy
@@ -85,6 +86,7 @@ def plans() -> dict[str, Plan]:
 
 # --- every object is valid -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("version", ["1.30.0", "1.37.0"])
 @pytest.mark.parametrize("case", ["dev-operator", "prod-operator", "dev-device-plugin", "prod-device-plugin"])
 def test_every_declared_object_is_valid(plans, case, version):
@@ -102,33 +104,64 @@ def test_committed_stacks_declare_valid_objects(stack):
 
 
 def test_full_device_config_from_typed_config_passes_the_crd():
-    plan = synth("prod", {"provider": PROD_PROVIDER, "gpuOperator": {"deviceConfig": {
-        "name": "mi300x",
-        "selector": {"amd.com/gpu.family": "AI"},
-        "driver": {"enable": True, "blacklist": True, "version": "30.20.1", "image": "registry.example.com/amd/amdgpu",
-                   "upgradePolicy": {"maxParallelUpgrades": 2, "maxUnavailableNodes": "25%",
-                                     "nodeDrainPolicy": {"timeoutSeconds": 0}}},
-        "devicePlugin": {"nodeLabellerArguments": ["compute-memory-partition"]},
-        "metricsExporter": {"serviceType": "NodePort", "nodePort": 32500, "port": 5001,
-                            "serviceMonitor": {"enable": True, "interval": "15s", "labels": {"release": "prom"}}},
-        "testRunner": {"enable": True},
-    }}})
+    plan = synth(
+        "prod",
+        {
+            "provider": PROD_PROVIDER,
+            "gpuOperator": {
+                "deviceConfig": {
+                    "name": "mi300x",
+                    "selector": {"amd.com/gpu.family": "AI"},
+                    "driver": {
+                        "enable": True,
+                        "blacklist": True,
+                        "version": "30.20.1",
+                        "image": "registry.example.com/amd/amdgpu",
+                        "upgradePolicy": {
+                            "maxParallelUpgrades": 2,
+                            "maxUnavailableNodes": "25%",
+                            "nodeDrainPolicy": {"timeoutSeconds": 0},
+                        },
+                    },
+                    "devicePlugin": {"nodeLabellerArguments": ["compute-memory-partition"]},
+                    "metricsExporter": {
+                        "serviceType": "NodePort",
+                        "nodePort": 32500,
+                        "port": 5001,
+                        "serviceMonitor": {"enable": True, "interval": "15s", "labels": {"release": "prom"}},
+                    },
+                    "testRunner": {"enable": True},
+                }
+            },
+        },
+    )
     obj = device_config(plan)
     validate_object(obj, CRDS)
     spec = obj["spec"]
     assert obj["metadata"] == {"name": "mi300x", "namespace": "kube-amd-gpu"}
     assert spec["selector"] == {"amd.com/gpu.family": "AI"}
     assert {k: spec["driver"][k] for k in ("enable", "blacklist", "version", "image")} == {
-        "enable": True, "blacklist": True, "version": "30.20.1", "image": "registry.example.com/amd/amdgpu"}
+        "enable": True,
+        "blacklist": True,
+        "version": "30.20.1",
+        "image": "registry.example.com/amd/amdgpu",
+    }
     policy = spec["driver"]["upgradePolicy"]
     assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"]) == (2, "25%")
-    assert policy["nodeDrainPolicy"] == {"force": False, "timeoutSeconds": 0, "gracePeriodSeconds": -1,
-                                         "ignoreDaemonSets": True}
+    assert policy["nodeDrainPolicy"] == {
+        "force": False,
+        "timeoutSeconds": 0,
+        "gracePeriodSeconds": -1,
+        "ignoreDaemonSets": True,
+    }
     assert spec["devicePlugin"]["nodeLabellerArguments"] == ["compute-memory-partition"]
     exporter = spec["metricsExporter"]
     assert (exporter["serviceType"], exporter["nodePort"], exporter["port"]) == ("NodePort", 32500, 5001)
     assert exporter["prometheus"]["serviceMonitor"] == {
-        "enable": True, "interval": "15s", "labels": {"release": "prom"}}
+        "enable": True,
+        "interval": "15s",
+        "labels": {"release": "prom"},
+    }
     assert spec["testRunner"] == {"enable": True, "image": "docker.io/rocm/test-runner:v1.5.1"}
 
 
@@ -140,12 +173,15 @@ def _renamed(obj: dict[str, Any], path: list[str], new_key: str) -> dict[str, An
     return obj
 
 
-@pytest.mark.parametrize("path, typo", [
-    (["spec", "driver", "upgradePolicy", "maxParallelUpgrades"], "maxParalelUpgrades"),
-    (["spec", "metricsExporter"], "metricExporter"),
-    (["spec", "devicePlugin", "enableNodeLabeller"], "enableNodeLabeler"),
-    (["metadata", "name"], "nmae"),
-])
+@pytest.mark.parametrize(
+    "path, typo",
+    [
+        (["spec", "driver", "upgradePolicy", "maxParallelUpgrades"], "maxParalelUpgrades"),
+        (["spec", "metricsExporter"], "metricExporter"),
+        (["spec", "devicePlugin", "enableNodeLabeller"], "enableNodeLabeler"),
+        (["metadata", "name"], "nmae"),
+    ],
+)
 def test_misspelled_device_config_field_is_caught(plans, path, typo):
     obj = device_config(plans["prod-operator"])
     validate_object(obj, CRDS)  # the object as declared passes: the typo alone makes it fail
@@ -153,12 +189,15 @@ def test_misspelled_device_config_field_is_caught(plans, path, typo):
         validate_object(_renamed(obj, path, typo), CRDS)
 
 
-@pytest.mark.parametrize("path, value, error", [
-    (["spec", "metricsExporter", "serviceType"], "LoadBalancer", "is not one of"),
-    (["spec", "driver", "upgradePolicy", "nodeDrainPolicy", "timeoutSeconds"], -5, "less than the minimum"),
-    (["spec", "driver", "upgradePolicy", "maxUnavailableNodes"], 1.5, "is not valid under any"),
-    (["spec", "devicePlugin", "devicePluginImage"], "rocm/K8s Plugin", "does not match"),
-])
+@pytest.mark.parametrize(
+    "path, value, error",
+    [
+        (["spec", "metricsExporter", "serviceType"], "LoadBalancer", "is not one of"),
+        (["spec", "driver", "upgradePolicy", "nodeDrainPolicy", "timeoutSeconds"], -5, "less than the minimum"),
+        (["spec", "driver", "upgradePolicy", "maxUnavailableNodes"], 1.5, "is not valid under any"),
+        (["spec", "devicePlugin", "devicePluginImage"], "rocm/K8s Plugin", "does not match"),
+    ],
+)
 def test_wrong_device_config_values_are_caught(plans, path, value, error):
     obj = device_config(plans["prod-operator"])
     node = obj
@@ -175,14 +214,19 @@ def test_custom_resource_without_its_crd_is_not_skipped(plans):
 
 
 def test_strict_structural_schema():
-    schema = strict_structural_schema({"type": "object", "properties": {
-        "closed": {"type": "object", "properties": {"a": {"type": "string"}}},
-        "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"a": {}}},
-        "map": {"type": "object", "additionalProperties": {"type": "string"}},
-        "count": {"x-kubernetes-int-or-string": True},
-        "maybe": {"type": "string", "nullable": True},
-        "list": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "integer"}}}},
-    }})
+    schema = strict_structural_schema(
+        {
+            "type": "object",
+            "properties": {
+                "closed": {"type": "object", "properties": {"a": {"type": "string"}}},
+                "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"a": {}}},
+                "map": {"type": "object", "additionalProperties": {"type": "string"}},
+                "count": {"x-kubernetes-int-or-string": True},
+                "maybe": {"type": "string", "nullable": True},
+                "list": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "integer"}}}},
+            },
+        }
+    )
     assert schema["additionalProperties"] is False
     assert schema["properties"]["closed"]["additionalProperties"] is False
     assert "additionalProperties" not in schema["properties"]["open"]
@@ -194,11 +238,17 @@ def test_strict_structural_schema():
 
 # --- Helm releases ---------------------------------------------------------------------------------------
 
+
 def test_cert_manager_release(plans):
     release = plans["dev-operator"].get(RELEASE, "cert-manager")["inputs"]
     assert {k: release[k] for k in ("name", "chart", "version", "namespace", "repositoryOpts", "values")} == {
-        "name": "cert-manager", "chart": "cert-manager", "version": "v1.21.1", "namespace": "cert-manager",
-        "repositoryOpts": {"repo": "https://charts.jetstack.io"}, "values": {"crds": {"enabled": True}}}
+        "name": "cert-manager",
+        "chart": "cert-manager",
+        "version": "v1.21.1",
+        "namespace": "cert-manager",
+        "repositoryOpts": {"repo": "https://charts.jetstack.io"},
+        "values": {"crds": {"enabled": True}},
+    }
     assert (release["timeout"], release["atomic"], release["cleanupOnFail"]) == (600, True, True)
 
 
@@ -225,11 +275,14 @@ def test_existing_cert_manager_namespace_is_no_error(plans):
         assert "cert-manager" not in [r["inputs"]["metadata"]["name"] for r in plan.of_type(NAMESPACE)]
 
 
-@pytest.mark.parametrize("version, values", [
-    ("v1.14.5", {"installCRDs": True}),
-    ("v1.15.0", {"crds": {"enabled": True}}),
-    ("v1.17.2", {"crds": {"enabled": True}}),
-])
+@pytest.mark.parametrize(
+    "version, values",
+    [
+        ("v1.14.5", {"installCRDs": True}),
+        ("v1.15.0", {"crds": {"enabled": True}}),
+        ("v1.17.2", {"crds": {"enabled": True}}),
+    ],
+)
 def test_cert_manager_crd_value_follows_the_chart_version(version, values):
     assert CertManagerConfig(chart_version=version).crd_values() == values
 
@@ -239,14 +292,19 @@ def test_gpu_operator_release(plans):
     release = plan.get(RELEASE, "amd-gpu-operator")
     inputs = release["inputs"]
     assert {k: inputs[k] for k in ("name", "chart", "version", "namespace", "repositoryOpts")} == {
-        "name": "amd-gpu-operator", "chart": "gpu-operator-charts", "version": "v1.5.1",
-        "namespace": "kube-amd-gpu", "repositoryOpts": {"repo": "https://rocm.github.io/gpu-operator"}}
+        "name": "amd-gpu-operator",
+        "chart": "gpu-operator-charts",
+        "version": "v1.5.1",
+        "namespace": "kube-amd-gpu",
+        "repositoryOpts": {"repo": "https://rocm.github.io/gpu-operator"},
+    }
     assert inputs["values"] == {
         "node-feature-discovery": {"enabled": True, "worker": {"tolerations": list(NFD_WORKER_DEFAULT_TOLERATIONS)}},
         "installdefaultNFDRule": True,
         "kmm": {"enabled": True, "watch": True},
         "remediation": {"enabled": False, "installCRDs": False},
-        "crds": {"defaultCR": {"install": False, "upgrade": False}}}
+        "crds": {"defaultCR": {"install": False, "upgrade": False}},
+    }
     assert (inputs["timeout"], inputs["atomic"], inputs["cleanupOnFail"]) == (900, False, True)
     # Ordering: cert-manager, then the operator, then its DeviceConfig.
     assert plan.get(RELEASE, "cert-manager")["urn"] in release["depends_on"]
@@ -268,8 +326,10 @@ def test_nfd_and_kmm_follow_config():
 
 def test_existing_kmm_and_nfd_of_the_cluster():
     """The doc's "Use existing KMM installation: `--set kmm.enabled=false --set kmm.watch=true`"."""
-    plan = synth("dev", {"gpuOperator": {"nodeFeatureDiscovery": False, "installDefaultNfdRule": True,
-                                         "kmm": False, "kmmWatch": True}})
+    plan = synth(
+        "dev",
+        {"gpuOperator": {"nodeFeatureDiscovery": False, "installDefaultNfdRule": True, "kmm": False, "kmmWatch": True}},
+    )
     values = plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]
     assert values["kmm"] == {"enabled": False, "watch": True} and values["installdefaultNFDRule"] is True
 
@@ -284,7 +344,9 @@ def test_remediation_is_off_with_its_argo_crds_unless_enabled():
     assert chart_values(GpuOperatorConfig(), [])["remediation"] == {"enabled": False, "installCRDs": False}
     plan = synth("dev", {"gpuOperator": {"remediation": {"enabled": True}}})
     assert plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]["remediation"] == {
-        "enabled": True, "installCRDs": True}
+        "enabled": True,
+        "installCRDs": True,
+    }
 
 
 def test_operator_release_is_not_atomic():
@@ -298,8 +360,9 @@ def test_operator_release_is_not_atomic():
 
 
 def _leaf_paths(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    return [p for k, v in tree.items()
-            for p in (_leaf_paths(v, prefix + (k,)) if isinstance(v, dict) else [prefix + (k,)])]
+    return [
+        p for k, v in tree.items() for p in (_leaf_paths(v, prefix + (k,)) if isinstance(v, dict) else [prefix + (k,)])
+    ]
 
 
 def test_chart_values_are_keys_of_the_pinned_chart():
@@ -323,10 +386,15 @@ def test_existing_cert_manager_is_not_installed():
 
 # --- protection, parents, providers, names --------------------------------------------------------------
 
+
 def test_prod_protects_releases_namespaces_and_the_device_config(plans):
     protected = {(r["type"], r["name"]) for r in k8s_resources(plans["prod-operator"]) if r["protect"]}
-    assert protected == {(RELEASE, "cert-manager"), (RELEASE, "amd-gpu-operator"),
-                         (NAMESPACE, "k8s-kube-amd-gpu"), (DEVICE_CONFIG, "amd-gpu-operator-device-config")}
+    assert protected == {
+        (RELEASE, "cert-manager"),
+        (RELEASE, "amd-gpu-operator"),
+        (NAMESPACE, "k8s-kube-amd-gpu"),
+        (DEVICE_CONFIG, "amd-gpu-operator-device-config"),
+    }
     assert not any(r["protect"] for r in k8s_resources(plans["dev-operator"]))
 
 
@@ -352,11 +420,17 @@ def test_gpu_node_taints_are_tolerated_by_every_gpu_stack_daemon_set(plans):
     taint = {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
     # The committed prod stack declares its GPU nodes tainted.
     assert stack_file("prod")[P + "kubernetes"]["gpuNodeTaints"] == [
-        {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}
+    ]
     plan = synthesize("prod", stack_file("prod"))
     spec = device_config(plan)["spec"]
-    for path in (("devicePlugin", "devicePluginTolerations"), ("devicePlugin", "nodeLabellerTolerations"),
-                 ("metricsExporter", "tolerations"), ("driver", "tolerations"), ("testRunner", "tolerations")):
+    for path in (
+        ("devicePlugin", "devicePluginTolerations"),
+        ("devicePlugin", "nodeLabellerTolerations"),
+        ("metricsExporter", "tolerations"),
+        ("driver", "tolerations"),
+        ("testRunner", "tolerations"),
+    ):
         assert spec[path[0]][path[1]] == [taint], path
     validate_object(device_config(plan), CRDS)  # the CRD has each of these fields (strict)
     nfd = plan.get(RELEASE, "amd-gpu-operator")["inputs"]["values"]["node-feature-discovery"]
@@ -372,15 +446,24 @@ def test_gpu_node_taints_are_tolerated_by_every_gpu_stack_daemon_set(plans):
 def test_standalone_device_plugin_and_labeller_tolerate_the_gpu_node_taints():
     """Upstream's DaemonSets tolerate only CriticalAddonsOnly (k8s-ds-amdgpu-dp.yaml L19-21,
     k8s-ds-amdgpu-labeller.yaml L51-53): kept, the GPU node taints appended."""
-    plan = synth("dev", {"mode": "device-plugin", "gpuNodeTaints": [
-        {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}, {"key": "gpu", "effect": "NoExecute"}]})
+    plan = synth(
+        "dev",
+        {
+            "mode": "device-plugin",
+            "gpuNodeTaints": [
+                {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"},
+                {"key": "gpu", "effect": "NoExecute"},
+            ],
+        },
+    )
     daemon_sets = [manifest_of(r) for r in plan.of_type(DAEMON_SET)]
     assert len(daemon_sets) == 2
     for daemon_set in daemon_sets:
         assert daemon_set["spec"]["template"]["spec"]["tolerations"] == [
             {"key": "CriticalAddonsOnly", "operator": "Exists"},
             {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
-            {"key": "gpu", "operator": "Exists", "effect": "NoExecute"}]
+            {"key": "gpu", "operator": "Exists", "effect": "NoExecute"},
+        ]
 
 
 def test_children_are_parented_and_use_the_stack_provider(plans):
@@ -411,8 +494,14 @@ def test_extra_namespaces_are_owned_and_names_do_not_depend_on_order():
 def test_built_in_namespaces_are_deployed_into_but_never_owned():
     """Creating (and in prod protecting) kube-system would fail on an existing cluster, and a delete of the
     stack would take the cluster's own namespace with it."""
-    plan = synth("prod", {"provider": PROD_PROVIDER, "certManager": {"namespace": "kube-system"},
-                          "gpuOperator": {"namespace": "default"}})
+    plan = synth(
+        "prod",
+        {
+            "provider": PROD_PROVIDER,
+            "certManager": {"namespace": "kube-system"},
+            "gpuOperator": {"namespace": "default"},
+        },
+    )
     assert [r["inputs"]["metadata"]["name"] for r in plan.of_type(NAMESPACE)] == []
     assert plan.get(RELEASE, "cert-manager")["inputs"]["namespace"] == "kube-system"
     assert plan.get(RELEASE, "amd-gpu-operator")["inputs"]["namespace"] == "default"
@@ -425,12 +514,17 @@ def test_no_kubernetes_section_declares_no_kubernetes_layer():
 
 # --- safe driver upgrades -------------------------------------------------------------------------------
 
+
 def test_prod_upgrades_one_node_at_a_time_with_drain(plans):
     policy = device_config(plans["prod-operator"])["spec"]["driver"]["upgradePolicy"]
     assert policy["enable"] is True and policy["rebootRequired"] is True
     assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"]) == (1, 1)
-    assert policy["nodeDrainPolicy"] == {"force": False, "timeoutSeconds": 300, "gracePeriodSeconds": -1,
-                                         "ignoreDaemonSets": True}
+    assert policy["nodeDrainPolicy"] == {
+        "force": False,
+        "timeoutSeconds": 300,
+        "gracePeriodSeconds": -1,
+        "ignoreDaemonSets": True,
+    }
 
 
 def test_dev_upgrades_faster(plans):
@@ -447,9 +541,13 @@ def test_an_explicit_policy_replaces_the_dev_preset():
 
 def test_chart_default_device_config_is_off_and_images_are_pinned(plans):
     spec = device_config(plans["prod-operator"])["spec"]
-    images = [spec["devicePlugin"]["devicePluginImage"], spec["devicePlugin"]["nodeLabellerImage"],
-              spec["metricsExporter"]["image"], spec["testRunner"]["image"],
-              spec["commonConfig"]["utilsContainer"]["image"]]
+    images = [
+        spec["devicePlugin"]["devicePluginImage"],
+        spec["devicePlugin"]["nodeLabellerImage"],
+        spec["metricsExporter"]["image"],
+        spec["testRunner"]["image"],
+        spec["commonConfig"]["utilsContainer"]["image"],
+    ]
     assert all(":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest") for image in images)
 
 
@@ -464,15 +562,22 @@ def test_operand_images_follow_the_operator_release():
     line = GPU_OPERATOR_CHART_VERSION.rsplit(".", 1)[0]  # v1.5
     spec = device_config_spec(DeviceConfigSettings(), "prod")
     assert spec["testRunner"]["image"] == f"docker.io/rocm/test-runner:{GPU_OPERATOR_CHART_VERSION}"
-    assert spec["commonConfig"]["utilsContainer"]["image"].endswith(f"amd-gpu-operator-utils:{GPU_OPERATOR_CHART_VERSION}")
+    assert spec["commonConfig"]["utilsContainer"]["image"].endswith(
+        f"amd-gpu-operator-utils:{GPU_OPERATOR_CHART_VERSION}"
+    )
     assert spec["metricsExporter"]["image"].rsplit(":", 1)[1].startswith(f"{line}.")
 
 
 # --- standalone device plugin ---------------------------------------------------------------------------
 
+
 def _reference_objects() -> list[dict[str, Any]]:
-    docs = [d for f in ("k8s-ds-amdgpu-dp.yaml", "k8s-ds-amdgpu-labeller.yaml")
-            for d in yaml.safe_load_all((DATA / f).read_text()) if d]
+    docs = [
+        d
+        for f in ("k8s-ds-amdgpu-dp.yaml", "k8s-ds-amdgpu-labeller.yaml")
+        for d in yaml.safe_load_all((DATA / f).read_text())
+        if d
+    ]
     for doc in docs:
         if doc["kind"] == "ClusterRoleBinding":
             del doc["metadata"]["namespace"]  # cluster-scoped: upstream's namespace is ignored by the API
@@ -490,8 +595,10 @@ def test_device_plugin_follows_the_reference_manifests(plans):
     declared = {_key(m): m for m in map(manifest_of, plans["dev-device-plugin"].kubernetes_objects())}
     reference = {_key(d): d for d in _reference_objects()}
     assert set(declared) == set(reference)
-    pinned = {"amdgpu-dp-cntr": "docker.io/rocm/k8s-device-plugin:1.31.0.9",
-              "amdgpu-lr-cntr": "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.9"}
+    pinned = {
+        "amdgpu-dp-cntr": "docker.io/rocm/k8s-device-plugin:1.31.0.9",
+        "amdgpu-lr-cntr": "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.9",
+    }
     for key, expected in reference.items():
         for container in expected.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
             container["image"] = pinned[container["name"]]  # upstream: untagged / labeller-latest
@@ -499,8 +606,18 @@ def test_device_plugin_follows_the_reference_manifests(plans):
 
 
 def test_device_plugin_in_an_owned_namespace():
-    plan = synth("prod", {"mode": "device-plugin", "provider": PROD_PROVIDER, "devicePlugin": {
-        "namespace": "amd-gpu", "nodeSelector": {"amd.com/gpu": "true"}, "nodeLabeller": {"labels": ["vram"]}}})
+    plan = synth(
+        "prod",
+        {
+            "mode": "device-plugin",
+            "provider": PROD_PROVIDER,
+            "devicePlugin": {
+                "namespace": "amd-gpu",
+                "nodeSelector": {"amd.com/gpu": "true"},
+                "nodeLabeller": {"labels": ["vram"]},
+            },
+        },
+    )
     [namespace] = plan.of_type(NAMESPACE)
     assert namespace["inputs"]["metadata"]["name"] == "amd-gpu" and namespace["protect"]
     objects = {_key(m): m for m in map(manifest_of, plan.kubernetes_objects())}
@@ -516,10 +633,12 @@ def test_device_plugin_in_an_owned_namespace():
 def test_device_plugin_without_labeller_has_no_rbac():
     plan = synth("dev", {"mode": "device-plugin", "devicePlugin": {"nodeLabeller": {"enable": False}}})
     assert [_key(manifest_of(r)) for r in plan.kubernetes_objects()] == [
-        ("DaemonSet", "amdgpu-device-plugin-daemonset")]
+        ("DaemonSet", "amdgpu-device-plugin-daemonset")
+    ]
 
 
 # --- the layer other components build on ----------------------------------------------------------------
+
 
 class _Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args):
@@ -546,21 +665,29 @@ def test_build_kubernetes_returns_what_workloads_need(mode):
 
 # --- synth output files ---------------------------------------------------------------------------------
 
+
 def test_synth_writes_manifests_and_helm_releases(plans, tmp_path):
     write(plans["prod-operator"], tmp_path)
     manifests = {p.name for p in (tmp_path / "manifests").iterdir()}
     assert {"DeviceConfig_kube-amd-gpu_gpu-operator.yaml", "Namespace_kube-amd-gpu.yaml"} <= manifests
-    validate_object(yaml.safe_load((tmp_path / "manifests" / "DeviceConfig_kube-amd-gpu_gpu-operator.yaml")
-                                   .read_text()), CRDS)
+    validate_object(
+        yaml.safe_load((tmp_path / "manifests" / "DeviceConfig_kube-amd-gpu_gpu-operator.yaml").read_text()), CRDS
+    )
     release = yaml.safe_load((tmp_path / "helm" / "amd-gpu-operator.yaml").read_text())
     assert (release["chart"], release["repo"], release["version"], release["namespace"]) == (
-        "gpu-operator-charts", "https://rocm.github.io/gpu-operator", "v1.5.1", "kube-amd-gpu")
+        "gpu-operator-charts",
+        "https://rocm.github.io/gpu-operator",
+        "v1.5.1",
+        "kube-amd-gpu",
+    )
     assert release["values"]["crds"]["defaultCR"]["install"] is False
     assert yaml.safe_load((tmp_path / "helm" / "cert-manager.yaml").read_text())["values"] == {
-        "crds": {"enabled": True}}
+        "crds": {"enabled": True}
+    }
 
 
 # --- config errors name their key ----------------------------------------------------------------------
+
 
 def _device_config(**fields: Any) -> dict[str, Any]:
     return {"gpuOperator": {"deviceConfig": fields}}
@@ -579,73 +706,165 @@ K = "kubernetes.gpuOperator.deviceConfig"
 # (stack, kubernetes section, key path that must be named, a fragment of the explanation)
 BAD_CONFIGS = {
     "unknown mode": ("dev", {"mode": "daemonset"}, "kubernetes.mode", "'operator' or 'device-plugin'"),
-    "negative drain timeout": ("dev", _upgrade_policy(nodeDrainPolicy={"timeoutSeconds": -1}),
-                               f"{K}.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
-                               "must be at least 0"),
-    "negative pod deletion timeout": ("dev", _upgrade_policy(podDeletionPolicy={"timeoutSeconds": -30}),
-                                      f"{K}.driver.upgradePolicy.podDeletionPolicy.timeoutSeconds",
-                                      "must be at least 0"),
-    "maxUnavailableNodes 0 with upgrades on": ("dev", _upgrade_policy(maxUnavailableNodes=0),
-                                               f"{K}.driver.upgradePolicy.maxUnavailableNodes", "at least one node"),
-    "maxUnavailableNodes 0% with upgrades on": ("prod", {"provider": PROD_PROVIDER,
-                                                         **_upgrade_policy(maxUnavailableNodes="0%")},
-                                                f"{K}.driver.upgradePolicy.maxUnavailableNodes", "at least one node"),
-    "maxUnavailableNodes over 100%": ("dev", _upgrade_policy(maxUnavailableNodes="150%"),
-                                      f"{K}.driver.upgradePolicy.maxUnavailableNodes", "percentage"),
+    "negative drain timeout": (
+        "dev",
+        _upgrade_policy(nodeDrainPolicy={"timeoutSeconds": -1}),
+        f"{K}.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
+        "must be at least 0",
+    ),
+    "negative pod deletion timeout": (
+        "dev",
+        _upgrade_policy(podDeletionPolicy={"timeoutSeconds": -30}),
+        f"{K}.driver.upgradePolicy.podDeletionPolicy.timeoutSeconds",
+        "must be at least 0",
+    ),
+    "maxUnavailableNodes 0 with upgrades on": (
+        "dev",
+        _upgrade_policy(maxUnavailableNodes=0),
+        f"{K}.driver.upgradePolicy.maxUnavailableNodes",
+        "at least one node",
+    ),
+    "maxUnavailableNodes 0% with upgrades on": (
+        "prod",
+        {"provider": PROD_PROVIDER, **_upgrade_policy(maxUnavailableNodes="0%")},
+        f"{K}.driver.upgradePolicy.maxUnavailableNodes",
+        "at least one node",
+    ),
+    "maxUnavailableNodes over 100%": (
+        "dev",
+        _upgrade_policy(maxUnavailableNodes="150%"),
+        f"{K}.driver.upgradePolicy.maxUnavailableNodes",
+        "percentage",
+    ),
     "missing context in prod": ("prod", {}, "kubernetes.provider.context", "name its kubeconfig context"),
-    "unbounded parallel upgrades in prod": ("prod", {"provider": PROD_PROVIDER,
-                                                     **_upgrade_policy(maxParallelUpgrades=0)},
-                                            f"{K}.driver.upgradePolicy.maxParallelUpgrades", "one node at a time"),
-    "forced drain in prod": ("prod", {"provider": PROD_PROVIDER,
-                                      **_managed_driver(upgradePolicy={"nodeDrainPolicy": {"force": True}})},
-                             f"{K}.driver.upgradePolicy.nodeDrainPolicy.force", "must be false in prod"),
-    "managed driver without upgrade policy in prod": ("prod", {"provider": PROD_PROVIDER,
-                                                               **_managed_driver(upgradePolicy={"enable": False})},
-                                                      f"{K}.driver.upgradePolicy.enable", "must be true in prod"),
+    "unbounded parallel upgrades in prod": (
+        "prod",
+        {"provider": PROD_PROVIDER, **_upgrade_policy(maxParallelUpgrades=0)},
+        f"{K}.driver.upgradePolicy.maxParallelUpgrades",
+        "one node at a time",
+    ),
+    "forced drain in prod": (
+        "prod",
+        {"provider": PROD_PROVIDER, **_managed_driver(upgradePolicy={"nodeDrainPolicy": {"force": True}})},
+        f"{K}.driver.upgradePolicy.nodeDrainPolicy.force",
+        "must be false in prod",
+    ),
+    "managed driver without upgrade policy in prod": (
+        "prod",
+        {"provider": PROD_PROVIDER, **_managed_driver(upgradePolicy={"enable": False})},
+        f"{K}.driver.upgradePolicy.enable",
+        "must be true in prod",
+    ),
     "misspelled deviceConfig key": ("dev", _device_config(metricExporter={}), f"{K}.metricExporter", "unknown key"),
-    "out-of-tree driver without blacklist": ("dev", _device_config(driver={"enable": True}),
-                                             f"{K}.driver.blacklist", "must be true"),
-    "blacklist with the inbox driver": ("dev", _device_config(driver={"blacklist": True}),
-                                        f"{K}.driver.blacklist", "must be false"),
-    "blacklist without node labeller": ("dev", _device_config(driver={"enable": True, "blacklist": True},
-                                                              devicePlugin={"nodeLabeller": False}),
-                                        f"{K}.devicePlugin.nodeLabeller", "node labeller writes the blacklist"),
-    "unversioned driver in prod": ("prod", {"provider": PROD_PROVIDER,
-                                            **_device_config(driver={"enable": True, "blacklist": True})},
-                                   f"{K}.driver.version", "pin the out-of-tree driver version"),
-    "tagged driver image": ("dev", _device_config(driver={"image": "registry.example.com/amd/amdgpu:30.20.1"}),
-                            f"{K}.driver.image", "without tag or digest"),
-    "driver image the CRD refuses": ("dev", _device_config(driver={"image": "Registry.example.com/amd"}),
-                                     f"{K}.driver.image", "without tag or digest"),
-    "nodePort with ClusterIP": ("dev", _device_config(metricsExporter={"nodePort": 32500}),
-                                f"{K}.metricsExporter.nodePort", "serviceType NodePort"),
-    "nodePort out of range": ("dev", _device_config(metricsExporter={"serviceType": "NodePort", "nodePort": 8080}),
-                              f"{K}.metricsExporter.nodePort", "must be at least 30000 (got 8080)"),
-    "unknown service type": ("dev", _device_config(metricsExporter={"serviceType": "LoadBalancer"}),
-                             f"{K}.metricsExporter.serviceType", "'ClusterIP' or 'NodePort'"),
-    "bad scrape interval": ("dev", _device_config(metricsExporter={"serviceMonitor": {"interval": "30 seconds"}}),
-                            f"{K}.metricsExporter.serviceMonitor.interval",
-                            "expected a number and one unit (ms, s, m or h)"),
-    "latest image in prod": ("prod", {"provider": PROD_PROVIDER,
-                                      **_device_config(devicePlugin={"image": "rocm/k8s-device-plugin:latest"})},
-                             f"{K}.devicePlugin.image", "not pinned"),
-    "untagged device plugin image in prod": ("prod", {"mode": "device-plugin", "provider": PROD_PROVIDER,
-                                                      "devicePlugin": {"image": "rocm/k8s-device-plugin"}},
-                                             "kubernetes.devicePlugin.image", "not pinned"),
-    "unknown node label": ("dev", {"mode": "device-plugin", "devicePlugin": {"nodeLabeller": {"labels": ["ram"]}}},
-                           "kubernetes.devicePlugin.nodeLabeller.labels[0]", "'vram'"),
-    "kube-system as owned namespace": ("dev", {"namespaces": ["kube-system"]}, "kubernetes.namespaces[0]",
-                                       "created by Kubernetes itself"),
+    "out-of-tree driver without blacklist": (
+        "dev",
+        _device_config(driver={"enable": True}),
+        f"{K}.driver.blacklist",
+        "must be true",
+    ),
+    "blacklist with the inbox driver": (
+        "dev",
+        _device_config(driver={"blacklist": True}),
+        f"{K}.driver.blacklist",
+        "must be false",
+    ),
+    "blacklist without node labeller": (
+        "dev",
+        _device_config(driver={"enable": True, "blacklist": True}, devicePlugin={"nodeLabeller": False}),
+        f"{K}.devicePlugin.nodeLabeller",
+        "node labeller writes the blacklist",
+    ),
+    "unversioned driver in prod": (
+        "prod",
+        {"provider": PROD_PROVIDER, **_device_config(driver={"enable": True, "blacklist": True})},
+        f"{K}.driver.version",
+        "pin the out-of-tree driver version",
+    ),
+    "tagged driver image": (
+        "dev",
+        _device_config(driver={"image": "registry.example.com/amd/amdgpu:30.20.1"}),
+        f"{K}.driver.image",
+        "without tag or digest",
+    ),
+    "driver image the CRD refuses": (
+        "dev",
+        _device_config(driver={"image": "Registry.example.com/amd"}),
+        f"{K}.driver.image",
+        "without tag or digest",
+    ),
+    "nodePort with ClusterIP": (
+        "dev",
+        _device_config(metricsExporter={"nodePort": 32500}),
+        f"{K}.metricsExporter.nodePort",
+        "serviceType NodePort",
+    ),
+    "nodePort out of range": (
+        "dev",
+        _device_config(metricsExporter={"serviceType": "NodePort", "nodePort": 8080}),
+        f"{K}.metricsExporter.nodePort",
+        "must be at least 30000 (got 8080)",
+    ),
+    "unknown service type": (
+        "dev",
+        _device_config(metricsExporter={"serviceType": "LoadBalancer"}),
+        f"{K}.metricsExporter.serviceType",
+        "'ClusterIP' or 'NodePort'",
+    ),
+    "bad scrape interval": (
+        "dev",
+        _device_config(metricsExporter={"serviceMonitor": {"interval": "30 seconds"}}),
+        f"{K}.metricsExporter.serviceMonitor.interval",
+        "expected a number and one unit (ms, s, m or h)",
+    ),
+    "latest image in prod": (
+        "prod",
+        {"provider": PROD_PROVIDER, **_device_config(devicePlugin={"image": "rocm/k8s-device-plugin:latest"})},
+        f"{K}.devicePlugin.image",
+        "not pinned",
+    ),
+    "untagged device plugin image in prod": (
+        "prod",
+        {"mode": "device-plugin", "provider": PROD_PROVIDER, "devicePlugin": {"image": "rocm/k8s-device-plugin"}},
+        "kubernetes.devicePlugin.image",
+        "not pinned",
+    ),
+    "unknown node label": (
+        "dev",
+        {"mode": "device-plugin", "devicePlugin": {"nodeLabeller": {"labels": ["ram"]}}},
+        "kubernetes.devicePlugin.nodeLabeller.labels[0]",
+        "'vram'",
+    ),
+    "kube-system as owned namespace": (
+        "dev",
+        {"namespaces": ["kube-system"]},
+        "kubernetes.namespaces[0]",
+        "created by Kubernetes itself",
+    ),
     "duplicate namespace": ("dev", {"namespaces": ["ml", "ml"]}, "kubernetes.namespaces[1]", "listed twice"),
-    "taint key with a space": ("dev", {"gpuNodeTaints": [{"key": "amd gpu", "effect": "NoSchedule"}]},
-                               "kubernetes.gpuNodeTaints[0].key", "expected a label key"),
-    "taint without effect": ("dev", {"gpuNodeTaints": [{"key": "amd.com/gpu"}]},
-                             "kubernetes.gpuNodeTaints[0].effect", "is required"),
-    "bad namespace name": ("dev", {"gpuOperator": {"namespace": "Kube_AMD"}}, "kubernetes.gpuOperator.namespace",
-                           "expected lowercase letters, digits and '-', at most 63 characters"),
-    "unpinned chart version": ("dev", {"certManager": {"chartVersion": "latest"}},
-                               "kubernetes.certManager.chartVersion",
-                               "expected a chart version such as v1.5.1 (got 'latest')"),
+    "taint key with a space": (
+        "dev",
+        {"gpuNodeTaints": [{"key": "amd gpu", "effect": "NoSchedule"}]},
+        "kubernetes.gpuNodeTaints[0].key",
+        "expected a label key",
+    ),
+    "taint without effect": (
+        "dev",
+        {"gpuNodeTaints": [{"key": "amd.com/gpu"}]},
+        "kubernetes.gpuNodeTaints[0].effect",
+        "is required",
+    ),
+    "bad namespace name": (
+        "dev",
+        {"gpuOperator": {"namespace": "Kube_AMD"}},
+        "kubernetes.gpuOperator.namespace",
+        "expected lowercase letters, digits and '-', at most 63 characters",
+    ),
+    "unpinned chart version": (
+        "dev",
+        {"certManager": {"chartVersion": "latest"}},
+        "kubernetes.certManager.chartVersion",
+        "expected a chart version such as v1.5.1 (got 'latest')",
+    ),
 }
 
 

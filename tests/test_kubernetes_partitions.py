@@ -17,6 +17,7 @@ Upstream facts, with their sources:
 - ROCm/k8s-device-plugin v1.31.0.9 cmd/k8s-device-plugin/main.go L110: the flag `-resource_naming_strategy`,
   default "single"; Dockerfile L33 the image's command line is a CMD without ENTRYPOINT.
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,19 +47,26 @@ PROD_PROVIDER = {"context": "gpu-prod"}
 # pkg/config_manager/configmanager.go L822-825 @ fe98bda: `serviceList := []string{}; if services.List != nil`).
 AMD_EXAMPLE_CONFIG = {
     "gpu-config-profiles": {
-        "cpx-profile": {"skippedGPUs": {"ids": []},
-                        "profiles": [{"computePartition": "CPX", "memoryPartition": "NPS4", "numGPUsAssigned": 8}]},
-        "spx-profile": {"skippedGPUs": {"ids": []},
-                        "profiles": [{"computePartition": "SPX", "memoryPartition": "NPS1", "numGPUsAssigned": 8}]},
+        "cpx-profile": {
+            "skippedGPUs": {"ids": []},
+            "profiles": [{"computePartition": "CPX", "memoryPartition": "NPS4", "numGPUsAssigned": 8}],
+        },
+        "spx-profile": {
+            "skippedGPUs": {"ids": []},
+            "profiles": [{"computePartition": "SPX", "memoryPartition": "NPS1", "numGPUsAssigned": 8}],
+        },
     },
 }
 PROFILES = {
-    "cpx-profile": {"gpuModel": "MI300X", "computePartition": "CPX", "memoryPartition": "NPS4", "gpus": 8,
-                    "nodes": 2},
+    "cpx-profile": {"gpuModel": "MI300X", "computePartition": "CPX", "memoryPartition": "NPS4", "gpus": 8, "nodes": 2},
     "spx-profile": {"gpuModel": "MI300X", "computePartition": "SPX", "memoryPartition": "NPS1", "gpus": 8},
 }
-DCM = {"partitionProfiles": PROFILES, "gpuOperator": {"deviceConfig": {
-    "configManager": {"enable": True}, "devicePlugin": {"resourceNamingStrategy": "mixed"}}}}
+DCM = {
+    "partitionProfiles": PROFILES,
+    "gpuOperator": {
+        "deviceConfig": {"configManager": {"enable": True}, "devicePlugin": {"resourceNamingStrategy": "mixed"}}
+    },
+}
 
 
 def synth(stack: str, kubernetes: dict[str, Any], **keys: Any) -> Plan:
@@ -85,6 +93,7 @@ def dcm_plan() -> Plan:
 
 # --- operator mode: DCM and its ConfigMap ------------------------------------------------------------------
 
+
 def test_profiles_become_amds_documented_dcm_config(dcm_plan):
     config_map = manifest_of(one(dcm_plan, CONFIG_MAP, "rocm-stack-dcm-config"))
     validate_object(config_map)  # kubernetes_validate, strict
@@ -100,8 +109,9 @@ def test_profile_keys_are_those_of_the_charts_own_dcm_config():
     upstream = json.loads(values["defaultDCMConfigMap"]["data"]["config.json"])["gpu-config-profiles"]
     upstream_keys = {key for profile in upstream.values() for entry in profile["profiles"] for key in entry}
     ours = json.loads(manifest_of(one(synth("dev", DCM), CONFIG_MAP, "rocm-stack-dcm-config"))["data"]["config.json"])
-    our_keys = {key for profile in ours["gpu-config-profiles"].values() for entry in profile["profiles"]
-                for key in entry}
+    our_keys = {
+        key for profile in ours["gpu-config-profiles"].values() for entry in profile["profiles"] for key in entry
+    }
     assert our_keys == upstream_keys == {"computePartition", "memoryPartition", "numGPUsAssigned"}
 
 
@@ -110,9 +120,12 @@ def test_device_config_enables_dcm_on_that_config_map_and_passes_the_crd(dcm_pla
     obj = manifest_of(resource)
     validate_object(obj, CRDS)  # the vendored v1.5.1 CRD, strict: every field below exists there
     manager = obj["spec"]["configManager"]
-    assert manager == {"enable": True, "image": "docker.io/rocm/device-config-manager:v1.5.1",
-                       "config": {"name": "rocm-stack-dcm-config"},
-                       "upgradePolicy": {"upgradeStrategy": "RollingUpdate", "maxUnavailable": 1}}
+    assert manager == {
+        "enable": True,
+        "image": "docker.io/rocm/device-config-manager:v1.5.1",
+        "config": {"name": "rocm-stack-dcm-config"},
+        "upgradePolicy": {"upgradeStrategy": "RollingUpdate", "maxUnavailable": 1},
+    }
     # CRD: devicePluginArguments "supported flag values: {"resource_naming_strategy": {"single", "mixed"}}"
     # (deviceconfig-crd.yaml L231-237).
     assert obj["spec"]["devicePlugin"]["devicePluginArguments"] == {"resource_naming_strategy": "mixed"}
@@ -125,13 +138,17 @@ def test_dcm_tolerates_the_gpu_node_taints_and_takes_its_own_selector():
     kubernetes = copy.deepcopy(DCM)
     kubernetes["gpuNodeTaints"] = [taint]
     kubernetes["gpuOperator"]["deviceConfig"]["configManager"] |= {
-        "selector": {"dcm": "on"}, "configMapName": "partitions", "upgradePolicy": {"upgradeStrategy": "OnDelete"}}
+        "selector": {"dcm": "on"},
+        "configMapName": "partitions",
+        "upgradePolicy": {"upgradeStrategy": "OnDelete"},
+    }
     plan = synth("dev", kubernetes)
     obj = manifest_of(one(plan, DEVICE_CONFIG))
     validate_object(obj, CRDS)
     manager = obj["spec"]["configManager"]
-    assert manager["configManagerTolerations"] == [{"key": "amd.com/gpu", "operator": "Equal", "value": "present",
-                                                    "effect": "NoSchedule"}]
+    assert manager["configManagerTolerations"] == [
+        {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    ]
     assert manager["selector"] == {"dcm": "on"}
     assert manager["config"] == {"name": "partitions"}
     assert manager["upgradePolicy"]["upgradeStrategy"] == "OnDelete"
@@ -162,20 +179,29 @@ def test_profiles_without_dcm_describe_nodes_partitioned_elsewhere():
 
 # --- standalone device plugin -------------------------------------------------------------------------------
 
+
 def test_standalone_device_plugin_takes_the_mixed_flag_after_the_images_own_command():
     plan = synth("dev", {"mode": "device-plugin", "devicePlugin": {"resourceNamingStrategy": "mixed"}})
     obj = manifest_of(one(plan, DAEMON_SET, "amdgpu-device-plugin-daemonset"))
     validate_object(obj)
     (container,) = obj["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["./k8s-device-plugin", "-logtostderr=true", "-stderrthreshold=INFO", "-v=5",
-                                    "-resource_naming_strategy=mixed"]
+    assert container["command"] == [
+        "./k8s-device-plugin",
+        "-logtostderr=true",
+        "-stderrthreshold=INFO",
+        "-v=5",
+        "-resource_naming_strategy=mixed",
+    ]
 
 
 def test_device_plugin_mode_runs_workloads_on_partitions_made_outside_the_stack():
     """No DCM in device-plugin mode: the profiles describe the nodes (a standalone DCM or amd-smi partitioned them)
     for the fleet check, the gate and the resource names."""
-    kubernetes = {"mode": "device-plugin", "devicePlugin": {"resourceNamingStrategy": "mixed"},
-                  "partitionProfiles": {"cpx": PROFILES["cpx-profile"]}}
+    kubernetes = {
+        "mode": "device-plugin",
+        "devicePlugin": {"resourceNamingStrategy": "mixed"},
+        "partitionProfiles": {"cpx": PROFILES["cpx-profile"]},
+    }
     plan = synth("dev", kubernetes, training=_training(gpusPerNode=64, gpuResource="amd.com/cpx_nps4"))
     validate_all([manifest_of(r) for r in plan.kubernetes_objects()], CRDS)
     assert not plan.of_type(DEVICE_CONFIG) and not [r for r in plan.of_type(CONFIG_MAP) if "dcm" in r["name"]]
@@ -184,17 +210,23 @@ def test_device_plugin_mode_runs_workloads_on_partitions_made_outside_the_stack(
     assert pod["containers"][0]["resources"]["limits"] == {"amd.com/cpx_nps4": "64"}
     assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64", "dcm.amd.com/gpu-config-profile": "cpx"}
     lines = refusal("dev", kubernetes, training=_training(nodes=3, gpusPerNode=64, gpuResource="amd.com/cpx_nps4"))
-    assert any(line.startswith(f"{P}training[0].kubernetes.nodes: 3 nodes, but kubernetes.partitionProfiles.cpx "
-                               "has 2") for line in lines), lines
+    assert any(
+        line.startswith(f"{P}training[0].kubernetes.nodes: 3 nodes, but kubernetes.partitionProfiles.cpx has 2")
+        for line in lines
+    ), lines
 
 
 # --- resource names ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("compute", "memory", "gpus", "resource", "count"), [
-    ("CPX", "NPS4", 8, "amd.com/cpx_nps4", 64),  # device-plugin.md L118-122
-    ("SPX", "NPS1", 5, "amd.com/spx_nps1", 5),   # L124-128
-    ("CPX", "NPS1", 3, "amd.com/cpx_nps1", 24),  # L124-129
-])
+
+@pytest.mark.parametrize(
+    ("compute", "memory", "gpus", "resource", "count"),
+    [
+        ("CPX", "NPS4", 8, "amd.com/cpx_nps4", 64),  # device-plugin.md L118-122
+        ("SPX", "NPS1", 5, "amd.com/spx_nps1", 5),  # L124-128
+        ("CPX", "NPS1", 3, "amd.com/cpx_nps1", 24),  # L124-129
+    ],
+)
 def test_mixed_resource_names_and_counts_are_the_device_plugins(compute, memory, gpus, resource, count):
     from schema.kubernetes import PartitionProfile
 
@@ -208,9 +240,14 @@ def _training(**kubernetes: Any) -> list[dict[str, Any]]:
 
 
 def test_a_workload_requests_its_partition_resource_and_the_fleet_counts_partitions():
-    plan = synth("dev", DCM, training=_training(gpusPerNode=8, gpuResource="amd.com/cpx_nps4"),
-                 inference=[{"name": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct",
-                             "kubernetes": {"gpuResource": "amd.com/cpx_nps4"}}])
+    plan = synth(
+        "dev",
+        DCM,
+        training=_training(gpusPerNode=8, gpuResource="amd.com/cpx_nps4"),
+        inference=[
+            {"name": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct", "kubernetes": {"gpuResource": "amd.com/cpx_nps4"}}
+        ],
+    )
     objects = [manifest_of(r) for r in plan.kubernetes_objects()]
     validate_all(objects, CRDS)
     job = next(o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "shard")
@@ -224,8 +261,10 @@ def test_a_workload_requests_its_partition_resource_and_the_fleet_counts_partiti
 def test_the_fleet_is_checked_per_resource():
     # 2 CPX/NPS4 nodes offer 64 partitions each: 3 pods of 64 cannot all run, 2 can.
     lines = refusal("dev", DCM, training=_training(nodes=3, gpusPerNode=16, gpuResource="amd.com/cpx_nps4"))
-    assert (f"{P}training[0].kubernetes.nodes: 3 nodes, but kubernetes.partitionProfiles.cpx-profile has 2: the job "
-            "can never start") in lines, lines
+    assert (
+        f"{P}training[0].kubernetes.nodes: 3 nodes, but kubernetes.partitionProfiles.cpx-profile has 2: the job "
+        "can never start"
+    ) in lines, lines
     synth("dev", DCM, training=_training(nodes=2, gpusPerNode=16, gpuResource="amd.com/cpx_nps4"))
     # The unpartitioned nodes (gpuFleet) do not count for the partition resource, nor the partitions for amd.com/gpu.
     lines = refusal("dev", DCM, gpuFleet={"nodes": 1, "gpusPerNode": 8}, training=_training(nodes=2, gpusPerNode=8))
@@ -239,15 +278,22 @@ def test_under_single_naming_partitioned_nodes_offer_amd_com_gpu_too():
     fleet = {"nodes": 1, "gpusPerNode": 8}
     synth("dev", single, gpuFleet=fleet, training=_training(nodes=3, gpusPerNode=8))
     lines = refusal("dev", single, gpuFleet=fleet, training=_training(nodes=4, gpusPerNode=8))
-    assert (f"{P}training[0].kubernetes.nodes: 4 nodes, but gpuFleet and kubernetes.partitionProfiles.cpx-profile "
-            "together have 3: the job can never start") in lines, lines
+    assert (
+        f"{P}training[0].kubernetes.nodes: 4 nodes, but gpuFleet and kubernetes.partitionProfiles.cpx-profile "
+        "together have 3: the job can never start"
+    ) in lines, lines
 
 
 # --- the GPU gate checks each profile's nodes -----------------------------------------------------------------
 
+
 def test_each_profile_with_nodes_gets_its_own_gate_on_its_resource():
-    plan = synth("prod", {**DCM, "provider": PROD_PROVIDER}, gpuFleet={"nodes": 3, "gpusPerNode": 8},
-                 checks={"enforceFloors": True})
+    plan = synth(
+        "prod",
+        {**DCM, "provider": PROD_PROVIDER},
+        gpuFleet={"nodes": 3, "gpusPerNode": 8},
+        checks={"enforceFloors": True},
+    )
     gates = {r["name"]: r for r in plan.of_type(JOB) if r["name"].startswith("gpu-gate")}
     assert sorted(gates) == ["gpu-gate", "gpu-gate-cpx-profile"]  # spx-profile declares no nodes
     job = manifest_of(gates["gpu-gate-cpx-profile"])
@@ -258,13 +304,16 @@ def test_each_profile_with_nodes_gets_its_own_gate_on_its_resource():
     assert container["resources"]["limits"] == {"amd.com/cpx_nps4": "64"}
     # A CPX partition has an eighth of a GPU's compute: the whole-GPU floors (600 TFLOP/s) do not apply.
     assert container["command"][3:5] == ["--expect-gpus", "64"] and "--min-tflops" not in container["command"]
-    assert pod["nodeSelector"] == {"feature.node.kubernetes.io/amd-gpu": "true",
-                                   "dcm.amd.com/gpu-config-profile": "cpx-profile"}
+    assert pod["nodeSelector"] == {
+        "feature.node.kubernetes.io/amd-gpu": "true",
+        "dcm.amd.com/gpu-config-profile": "cpx-profile",
+    }
     # The gpuFleet gate keeps to the nodes without a profile (under `single` naming they offer amd.com/gpu too).
     fleet = manifest_of(gates["gpu-gate"])
     validate_object(fleet)
     (term,) = fleet["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     assert term == {"matchExpressions": [{"key": "dcm.amd.com/gpu-config-profile", "operator": "DoesNotExist"}]}
     assert "--min-tflops" not in fleet["spec"]["template"]["spec"]["containers"][0]["command"]  # "other": no floor
 
@@ -280,33 +329,58 @@ def test_an_spx_profile_gate_keeps_the_models_floors():
 
 # --- refusals name the key -----------------------------------------------------------------------------------
 
+
 def _profile(**fields: Any) -> dict[str, Any]:
-    return {"partitionProfiles": {"p": {"gpuModel": "MI300X", "computePartition": "CPX", "memoryPartition": "NPS4",
-                                        "gpus": 8, **fields}}}
+    return {
+        "partitionProfiles": {
+            "p": {"gpuModel": "MI300X", "computePartition": "CPX", "memoryPartition": "NPS4", "gpus": 8, **fields}
+        }
+    }
 
 
 PP = "kubernetes.partitionProfiles.p"
 GD = "kubernetes.gpuOperator.deviceConfig"
 BAD = {
     # MI300X: SPX+NPS1, DPX+NPS1/NPS2, QPX+NPS1/NPS4, CPX+NPS1/NPS4 (domain/gpus.py, with its sources).
-    "CPX/NPS2 on MI300X": (_profile(memoryPartition="NPS2"), f"{PP}.memoryPartition",
-                           "MI300X does not support CPX/NPS2; it supports SPX/NPS1, DPX/NPS1"),
-    "QPX on MI308X": (_profile(gpuModel="MI308X", computePartition="QPX", memoryPartition="NPS1"),
-                      f"{PP}.computePartition", "MI308X does not support QPX/NPS1"),
+    "CPX/NPS2 on MI300X": (
+        _profile(memoryPartition="NPS2"),
+        f"{PP}.memoryPartition",
+        "MI300X does not support CPX/NPS2; it supports SPX/NPS1, DPX/NPS1",
+    ),
+    "QPX on MI308X": (
+        _profile(gpuModel="MI308X", computePartition="QPX", memoryPartition="NPS1"),
+        f"{PP}.computePartition",
+        "MI308X does not support QPX/NPS1",
+    ),
     "a GPU without partition modes": (_profile(gpuModel="MI250X"), f"{PP}.gpuModel", "no partition modes"),
     "unknown mode": (_profile(computePartition="TPX"), f"{PP}.computePartition", "'SPX', 'DPX', 'QPX' or 'CPX'"),
-    "skipped id beyond the node": (_profile(gpus=6, skippedGpus=[0, 8]), f"{PP}.skippedGpus[1]",
-                                   "GPU id 8 is not on a node of 8 GPUs"),
+    "skipped id beyond the node": (
+        _profile(gpus=6, skippedGpus=[0, 8]),
+        f"{PP}.skippedGpus[1]",
+        "GPU id 8 is not on a node of 8 GPUs",
+    ),
     "skipped id twice": (_profile(gpus=6, skippedGpus=[1, 1]), f"{PP}.skippedGpus[1]", "listed twice"),
     "more than 64 GPUs on a node": (_profile(gpus=16), f"{PP}.gpus", "128 GPUs on a node, more than the 64"),
-    "profile name no label value": ({"partitionProfiles": {"CPX_NPS4": _profile()["partitionProfiles"]["p"]}},
-                                    "kubernetes.partitionProfiles.CPX_NPS4", "lowercase letters, digits and '-'"),
-    "DCM without profiles": ({"gpuOperator": {"deviceConfig": {"configManager": {"enable": True}}}},
-                             f"{GD}.configManager.enable", "declare at least one"),
-    "operands tolerating amd-dcm": ({**DCM, "gpuNodeTaints": [{"key": "amd-dcm", "value": "up", "effect": "NoExecute"}]},
-                                    "kubernetes.gpuNodeTaints[0]", "must not tolerate it"),
-    "unknown naming strategy": ({"mode": "device-plugin", "devicePlugin": {"resourceNamingStrategy": "partition"}},
-                                "kubernetes.devicePlugin.resourceNamingStrategy", "'single' or 'mixed'"),
+    "profile name no label value": (
+        {"partitionProfiles": {"CPX_NPS4": _profile()["partitionProfiles"]["p"]}},
+        "kubernetes.partitionProfiles.CPX_NPS4",
+        "lowercase letters, digits and '-'",
+    ),
+    "DCM without profiles": (
+        {"gpuOperator": {"deviceConfig": {"configManager": {"enable": True}}}},
+        f"{GD}.configManager.enable",
+        "declare at least one",
+    ),
+    "operands tolerating amd-dcm": (
+        {**DCM, "gpuNodeTaints": [{"key": "amd-dcm", "value": "up", "effect": "NoExecute"}]},
+        "kubernetes.gpuNodeTaints[0]",
+        "must not tolerate it",
+    ),
+    "unknown naming strategy": (
+        {"mode": "device-plugin", "devicePlugin": {"resourceNamingStrategy": "partition"}},
+        "kubernetes.devicePlugin.resourceNamingStrategy",
+        "'single' or 'mixed'",
+    ),
 }
 
 
@@ -328,14 +402,23 @@ def test_a_partition_resource_nothing_advertises_is_refused():
     single = copy.deepcopy(DCM)
     del single["gpuOperator"]["deviceConfig"]["devicePlugin"]
     lines = refusal("dev", single, training=_training(gpuResource="amd.com/cpx_nps4"))
-    assert any(line.startswith(f"{P}training[0].kubernetes.gpuResource: ") and "resourceNamingStrategy single" in line
-               and f"{GD}.devicePlugin.resourceNamingStrategy to mixed" in line for line in lines), lines
+    assert any(
+        line.startswith(f"{P}training[0].kubernetes.gpuResource: ")
+        and "resourceNamingStrategy single" in line
+        and f"{GD}.devicePlugin.resourceNamingStrategy to mixed" in line
+        for line in lines
+    ), lines
     lines = refusal("dev", DCM, training=_training(gpuResource="amd.com/cpx_nps1"))
-    assert any(line.startswith(f"{P}training[0].kubernetes.gpuResource: ") and "CPX/NPS1" in line
-               and "amd.com/cpx_nps4, amd.com/spx_nps1" in line for line in lines), lines
+    assert any(
+        line.startswith(f"{P}training[0].kubernetes.gpuResource: ")
+        and "CPX/NPS1" in line
+        and "amd.com/cpx_nps4, amd.com/spx_nps1" in line
+        for line in lines
+    ), lines
     lines = refusal("dev", DCM, training=_training(gpuResource="amd.com/CPX_NPS4"))
-    assert any(line.startswith(f"{P}training[0].kubernetes.gpuResource: expected amd.com/gpu or a partition")
-               for line in lines), lines
+    assert any(
+        line.startswith(f"{P}training[0].kubernetes.gpuResource: expected amd.com/gpu or a partition") for line in lines
+    ), lines
 
 
 def test_every_supported_mode_has_a_mixed_resource_name_the_pattern_accepts():
@@ -345,6 +428,7 @@ def test_every_supported_mode_has_a_mixed_resource_name_the_pattern_accepts():
 
     for model in MODELS.values():
         for mode in model.modes:
-            profile = PartitionProfile(gpu_model=model.name, compute_partition=mode.compute,
-                                       memory_partition=mode.memory, gpus=8)
+            profile = PartitionProfile(
+                gpu_model=model.name, compute_partition=mode.compute, memory_partition=mode.memory, gpus=8
+            )
             TrainingKubernetes(gpu_resource=profile.resource_name("mixed"))

@@ -1,6 +1,7 @@
 """Monitoring components under Pulumi's mock engine (tools.synth): the Docker exporters and their scrape
 config, the Kubernetes PrometheusRule / dashboard ConfigMap / kube-prometheus-stack / standalone exporter with its
 ServiceMonitor, and the Grafana dashboard, all checked against what upstream defines."""
+
 from __future__ import annotations
 
 import copy
@@ -45,8 +46,14 @@ SERVICE = "kubernetes:core/v1:Service"
 EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
 
 PROMETHEUS_RULE_CRD = CrdSchemas.from_files(DATA / "crds" / "monitoring.coreos.com_prometheusrules.yaml")
-def synth(stack: str, monitoring: dict[str, Any] | None = None, kubernetes: dict[str, Any] | None = None,
-          hosts: list[dict[str, Any]] | None = None) -> Plan:
+
+
+def synth(
+    stack: str,
+    monitoring: dict[str, Any] | None = None,
+    kubernetes: dict[str, Any] | None = None,
+    hosts: list[dict[str, Any]] | None = None,
+) -> Plan:
     """The committed stack with these sections; without `kubernetes` a Docker-only stack."""
     config = stack_without_kubernetes(stack)
     for key, value in (("monitoring", monitoring), ("kubernetes", kubernetes), ("hosts", hosts)):
@@ -74,6 +81,7 @@ def by_urn(plan: Plan) -> dict[str, dict[str, Any]]:
 
 
 # --- Docker hosts -------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def prod_docker() -> Plan:
@@ -129,7 +137,8 @@ def test_a_mixed_mi250_and_mi300x_fleet_is_monitored_with_each_hosts_model() -> 
     plan = synth("prod", hosts=mixed)
     (job,) = yaml.safe_load(plan.outputs["prometheusScrapeConfig"])["scrape_configs"]
     assert {c["labels"]["host"]: c["labels"]["gpu_model"] for c in job["static_configs"]} == {
-        host["name"]: host["gpuModel"] for host in mixed}
+        host["name"]: host["gpuModel"] for host in mixed
+    }
     assert len(exporters(plan)) == len(hosts)
 
 
@@ -143,12 +152,15 @@ def test_exporter_port_setting_moves_the_published_port_and_the_targets() -> Non
     assert [(p["internal"], p["external"]) for p in container["inputs"]["ports"]] == [(5000, 9400)]
 
 
-@pytest.mark.parametrize(("endpoint", "address"), [
-    ("unix:///var/run/docker.sock", "localhost"),
-    ("ssh://deploy@gpu-node-1.example.internal", "gpu-node-1.example.internal"),
-    ("ssh://gpu-node-2:2222", "gpu-node-2"),
-    ("tcp://10.1.2.3:2376", "10.1.2.3"),
-])
+@pytest.mark.parametrize(
+    ("endpoint", "address"),
+    [
+        ("unix:///var/run/docker.sock", "localhost"),
+        ("ssh://deploy@gpu-node-1.example.internal", "gpu-node-1.example.internal"),
+        ("ssh://gpu-node-2:2222", "gpu-node-2"),
+        ("tcp://10.1.2.3:2376", "10.1.2.3"),
+    ],
+)
 def test_exporter_address_from_the_docker_endpoint(endpoint: str, address: str) -> None:
     assert exporter_address(endpoint) == address
 
@@ -158,8 +170,11 @@ def test_reordering_hosts_renames_no_exporter_resource(prod_docker: Plan) -> Non
     reordered = synth("prod", hosts=list(reversed(hosts)))
 
     def names(plan: Plan) -> set[tuple[str, str]]:
-        return {(r["type"], r["name"]) for r in plan.resources if "monitoring" in r["type"] or
-                r["name"].endswith("amd-device-metrics-exporter")}
+        return {
+            (r["type"], r["name"])
+            for r in plan.resources
+            if "monitoring" in r["type"] or r["name"].endswith("amd-device-metrics-exporter")
+        }
 
     assert names(reordered) == names(prod_docker) and len(names(prod_docker)) == 3 * len(hosts)
 
@@ -178,6 +193,7 @@ def test_bad_monitoring_config_stops_with_the_key() -> None:
 
 # --- Kubernetes ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def dev_operator() -> Plan:
     return synth("dev", kubernetes={"namespaces": ["monitoring"]})
@@ -194,7 +210,10 @@ def test_prometheus_rule_is_valid_and_carries_the_alert_rules(dev_operator: Plan
     watched = gpu_stack_workloads(KubernetesConfig(namespaces=["monitoring"]))
     assert rule["spec"] == alerts.prometheus_rule_spec(MonitoringConfig(), watched)
     assert [g["name"] for g in rule["spec"]["groups"]] == [
-        *(f"rocm-gpu-{model.lower()}" for model in MODELS), "rocm-gpu-exporter", "rocm-gpu-kubernetes"]
+        *(f"rocm-gpu-{model.lower()}" for model in MODELS),
+        "rocm-gpu-exporter",
+        "rocm-gpu-kubernetes",
+    ]
     assert rule["metadata"]["namespace"] == "monitoring"
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
@@ -230,8 +249,11 @@ def test_prod_uses_the_clusters_prometheus_unless_told_otherwise() -> None:
     prod = synth("prod", kubernetes={"namespaces": ["monitoring"], "provider": {"context": "gpu-prod"}})
     assert kube_prometheus_stack(prod) == []
     assert not [d for d in only(prod, RULE)["depends_on"] if RELEASE in d]
-    owned = synth("prod", {"kubePrometheusStack": {"install": True}},
-                  kubernetes={"namespaces": ["monitoring"], "provider": {"context": "gpu-prod"}})
+    owned = synth(
+        "prod",
+        {"kubePrometheusStack": {"install": True}},
+        kubernetes={"namespaces": ["monitoring"], "provider": {"context": "gpu-prod"}},
+    )
     (release,) = kube_prometheus_stack(owned)
     assert release["protect"]
 
@@ -245,7 +267,8 @@ def test_device_config_service_monitor_block_fits_the_gpu_operator_crd() -> None
     crd = yaml.safe_load((Path(__file__).parent / "data" / "kubernetes" / "deviceconfig-crd.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     schema = strict_structural_schema(
-        spec["properties"]["metricsExporter"]["properties"]["prometheus"]["properties"]["serviceMonitor"])
+        spec["properties"]["metricsExporter"]["properties"]["prometheus"]["properties"]["serviceMonitor"]
+    )
     block = device_config_service_monitor(MonitoringConfig())
     jsonschema.validate(block, schema)
     assert {"targetLabel": "job", "replacement": EXPORTER_JOB, "action": "replace"} in block["relabelings"]
@@ -285,18 +308,22 @@ def test_device_plugin_mode_runs_the_exporter_and_a_matching_service_monitor(dev
     assert {"action": "labeldrop", "regex": "pod|container"} in endpoint["relabelings"]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
     binding = manifests[("ClusterRoleBinding", "amd-device-metrics-exporter")]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "amd-device-metrics-exporter",
-                                    "namespace": service["metadata"]["namespace"]}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "amd-device-metrics-exporter", "namespace": service["metadata"]["namespace"]}
+    ]
 
 
 def test_service_monitor_subset_schema_rejects_a_misspelled_field(dev_device_plugin: Plan) -> None:
-    monitor = copy.deepcopy(manifest_of(dev_device_plugin.get(SERVICE_MONITOR, "monitoring-amd-device-metrics-exporter")))
+    monitor = copy.deepcopy(
+        manifest_of(dev_device_plugin.get(SERVICE_MONITOR, "monitoring-amd-device-metrics-exporter"))
+    )
     monitor["spec"]["endpoints"][0]["honourLabels"] = True
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(monitor, SERVICE_MONITOR_SUBSET)
 
 
 # --- Grafana dashboard --------------------------------------------------------------------------------------
+
 
 def test_committed_dashboard_is_the_generated_one() -> None:
     assert dashboard.DASHBOARD_FILE.read_text(encoding="utf-8") == dashboard.dashboard_json_text(), (
@@ -322,9 +349,16 @@ def test_dashboard_is_built_with_the_pinned_grafana_foundation_sdk() -> None:
     the 11.6 build, whose dashboards carry schemaVersion 41."""
     from importlib.metadata import version
 
-    pin = next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
-               if line.startswith("grafana-foundation-sdk=="))
-    assert pin == f"grafana-foundation-sdk=={version('grafana-foundation-sdk')}" == "grafana-foundation-sdk==1769699379!11.6.0"
+    pin = next(
+        line
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("grafana-foundation-sdk==")
+    )
+    assert (
+        pin
+        == f"grafana-foundation-sdk=={version('grafana-foundation-sdk')}"
+        == "grafana-foundation-sdk==1769699379!11.6.0"
+    )
     board = json.loads(dashboard.DASHBOARD_FILE.read_text(encoding="utf-8"))
     assert board["schemaVersion"] == 41 and board["uid"] == dashboard.DASHBOARD_UID
     assert "grafana_foundation_sdk" in Path(dashboard.__file__).read_text()
@@ -346,8 +380,10 @@ def test_dashboard_has_host_and_gpu_variables_and_the_panels() -> None:
         assert topic in titles
     assert [p["id"] for p in board["panels"]] == list(range(1, len(board["panels"]) + 1))
     for panel in rows["GPUs"][:-1]:  # per-GPU panels filter by both variables (not the exporter targets)
-        assert all('hostname=~"$host"' in t["expr"] and 'gpu_id=~"$gpu"' in t["expr"]
-                   and 'gpu_model=~"$model"' in t["expr"] for t in panel["targets"])
+        assert all(
+            'hostname=~"$host"' in t["expr"] and 'gpu_id=~"$gpu"' in t["expr"] and 'gpu_model=~"$model"' in t["expr"]
+            for t in panel["targets"]
+        )
 
 
 def _vllm_metrics() -> tuple[set[str], set[str]]:
@@ -358,7 +394,7 @@ def _vllm_metrics() -> tuple[set[str], set[str]]:
     for index, line in enumerate(lines):
         if match := re.search(r'name="(vllm:[a-z_]+)"', line):
             names.add(match.group(1))
-            if any("Deprecated in" in earlier for earlier in lines[max(0, index - 6):index]):
+            if any("Deprecated in" in earlier for earlier in lines[max(0, index - 6) : index]):
                 hidden.add(match.group(1))
     return names, hidden
 
@@ -380,8 +416,12 @@ def test_vllm_row_queries_metrics_vllm_exports() -> None:
             assert metrics <= names - hidden, target["expr"]
             assert labels <= {"model_name", "engine", "le"}, target["expr"]
             used |= metrics
-    assert used == {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:time_to_first_token_seconds",
-                    "vllm:kv_cache_usage_perc"}
+    assert used == {
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:time_to_first_token_seconds",
+        "vllm:kv_cache_usage_perc",
+    }
 
 
 def test_vllm_is_scraped_where_the_dashboard_reads_it(dev_operator: Plan) -> None:
@@ -389,8 +429,10 @@ def test_vllm_is_scraped_where_the_dashboard_reads_it(dev_operator: Plan) -> Non
     the API key's /v1 paths."""
     monitor = manifest_of(dev_operator.get(SERVICE_MONITOR, "monitoring-rocm-vllm"))
     jsonschema.validate(monitor, SERVICE_MONITOR_SUBSET)
-    assert monitor["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "vllm",
-                                                          "app.kubernetes.io/managed-by": "rocm-stack"}
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/managed-by": "rocm-stack",
+    }
     assert monitor["spec"]["namespaceSelector"] == {"any": True}
     assert monitor["spec"]["endpoints"][0]["port"] == "http" and monitor["spec"]["endpoints"][0]["path"] == "/metrics"
 
@@ -400,19 +442,28 @@ def test_dashboard_queries_use_only_exporter_metrics_and_labels() -> None:
     matrix = support_matrix()
     allowed_labels = exporter_labels() | PROMETHEUS_LABELS
     exprs = [t["expr"] for p in _rows(board)["GPUs"] for t in p["targets"]]
-    exprs += [v["query"].replace("label_values(", "").rsplit(",", 1)[0]
-              for v in board["templating"]["list"] if v["type"] == "query"]
+    exprs += [
+        v["query"].replace("label_values(", "").rsplit(",", 1)[0]
+        for v in board["templating"]["list"]
+        if v["type"] == "query"
+    ]
     seen = set()
     for expr in exprs:
-        concrete = (expr.replace("$__rate_interval", "5m").replace("$host", ".*").replace("$gpu", ".*")
-                    .replace("$model", ".*"))
+        concrete = (
+            expr.replace("$__rate_interval", "5m").replace("$host", ".*").replace("$gpu", ".*").replace("$model", ".*")
+        )
         metrics, labels = promql_names(concrete)
         seen |= metrics
         assert metrics - PROMETHEUS_METRICS <= set(matrix), expr
         # gpu_model is the stack's own target label (scrape config, Kubernetes relabeling), not the exporter's.
         assert labels <= allowed_labels | {alerts.MODEL_LABEL}, expr
-    assert {"gpu_junction_temperature", "gpu_package_power", "gpu_used_vram", "gpu_ecc_uncorrect_total",
-            "gpu_health"} <= seen
+    assert {
+        "gpu_junction_temperature",
+        "gpu_package_power",
+        "gpu_used_vram",
+        "gpu_ecc_uncorrect_total",
+        "gpu_health",
+    } <= seen
 
 
 def test_operator_mode_device_config_scrapes_with_the_alerts_labels(dev_plan) -> None:
@@ -422,18 +473,25 @@ def test_operator_mode_device_config_scrapes_with_the_alerts_labels(dev_plan) ->
 
     [device_config] = dev_plan.of_type("kubernetes:amd.com/v1alpha1:DeviceConfig")
     cfg = load("dev", stack_file("dev"))
-    assert device_config["inputs"]["spec"]["metricsExporter"]["prometheus"]["serviceMonitor"] == \
-        device_config_service_monitor(cfg.monitoring)
+    assert device_config["inputs"]["spec"]["metricsExporter"]["prometheus"][
+        "serviceMonitor"
+    ] == device_config_service_monitor(cfg.monitoring)
 
 
 def test_device_plugin_exporter_runs_on_the_device_plugins_nodes() -> None:
     selector = {"amd.com/gpu": "true"}
-    plan = synth("dev", kubernetes={"mode": "device-plugin", "namespaces": ["monitoring"],
-                                    "devicePlugin": {"nodeSelector": selector}})
-    node_selectors = {r["name"]: r["inputs"]["spec"]["template"]["spec"]["nodeSelector"]
-                      for r in plan.of_type(DAEMON_SET)}
-    assert node_selectors == {"amdgpu-device-plugin-daemonset": selector, "amdgpu-device-plugin-labeller": selector,
-                              "monitoring-amd-device-metrics-exporter": selector}
+    plan = synth(
+        "dev",
+        kubernetes={"mode": "device-plugin", "namespaces": ["monitoring"], "devicePlugin": {"nodeSelector": selector}},
+    )
+    node_selectors = {
+        r["name"]: r["inputs"]["spec"]["template"]["spec"]["nodeSelector"] for r in plan.of_type(DAEMON_SET)
+    }
+    assert node_selectors == {
+        "amdgpu-device-plugin-daemonset": selector,
+        "amdgpu-device-plugin-labeller": selector,
+        "monitoring-amd-device-metrics-exporter": selector,
+    }
 
 
 def test_device_plugin_exporter_tolerates_the_gpu_node_taints() -> None:
@@ -452,7 +510,8 @@ def test_device_plugin_mode_alerts_watch_its_daemon_sets_and_the_exporter(dev_de
     assert rules["GpuStackDaemonSetUnavailable"] == (
         'kube_daemonset_status_number_unavailable{namespace="kube-system", '
         'daemonset=~"amdgpu-device-plugin-daemonset|amdgpu-labeller-daemonset"} > 0 '
-        'or kube_daemonset_status_number_unavailable{daemonset="amd-device-metrics-exporter"} > 0')
+        'or kube_daemonset_status_number_unavailable{daemonset="amd-device-metrics-exporter"} > 0'
+    )
 
 
 def test_kubernetes_targets_get_the_model_of_their_nodes_device_id() -> None:

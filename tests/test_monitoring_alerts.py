@@ -1,4 +1,5 @@
 """Monitoring config and GPU alert rules: thresholds, exporter metric names, `promtool check/test rules`."""
+
 from __future__ import annotations
 
 import os
@@ -58,14 +59,19 @@ def _unit_test(promtool: str, tmp_path: Path, rules_text: str, test_file: str) -
 
 # --- configuration --------------------------------------------------------------------------------------------
 
+
 def test_model_defaults_differ_by_family_and_overrides_win() -> None:
     cfg = MonitoringConfig()
-    assert (cfg.effective_thresholds("MI300X").power_cap_watts, cfg.effective_thresholds("MI250").power_cap_watts) \
-        == (750, 500)
-    tuned = MonitoringConfig.model_validate({
-        "thresholds": {"gpuTemperatureCelsius": 90, "idleFor": "1h"},
-        "modelThresholds": {"MI250": {"gpuTemperatureCelsius": 75, "powerCapWatts": 450}},
-    })
+    assert (cfg.effective_thresholds("MI300X").power_cap_watts, cfg.effective_thresholds("MI250").power_cap_watts) == (
+        750,
+        500,
+    )
+    tuned = MonitoringConfig.model_validate(
+        {
+            "thresholds": {"gpuTemperatureCelsius": 90, "idleFor": "1h"},
+            "modelThresholds": {"MI250": {"gpuTemperatureCelsius": 75, "powerCapWatts": 450}},
+        }
+    )
     mi300x, mi250 = tuned.effective_thresholds("MI300X"), tuned.effective_thresholds("MI250")
     assert (mi300x.gpu_temperature_celsius, mi300x.idle_for, mi300x.power_cap_watts) == (90, "1h", 750)
     # A model's own overrides win over the fleet-wide ones.
@@ -140,6 +146,7 @@ def test_kube_prometheus_stack_defaults_by_environment() -> None:
 
 
 # --- rules: content and names -----------------------------------------------------------------------------
+
 
 def test_committed_rules_file_is_the_generated_default() -> None:
     assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig()), (
@@ -217,8 +224,10 @@ def test_gpu_resource_label_value_is_the_one_kube_state_metrics_writes() -> None
     SanitizeLabelName(resourceName), which replaces `invalidLabelCharRE = regexp.MustCompile(`[^a-zA-Z0-9_]`)`
     with `_` (internal/store/utils.go L38, L148-149), unit `integer`."""
     assert alerts.KSM_GPU_RESOURCE == "amd_com_gpu"
-    assert 'resource="amd_com_gpu", unit="integer"' in alerts.kubernetes_alert_rules(
-        MonitoringConfig(), OPERATOR_STACK)[-1]["expr"]
+    assert (
+        'resource="amd_com_gpu", unit="integer"'
+        in alerts.kubernetes_alert_rules(MonitoringConfig(), OPERATOR_STACK)[-1]["expr"]
+    )
 
 
 def test_operator_stack_names_follow_the_chart_and_the_operator() -> None:
@@ -227,10 +236,14 @@ def test_operator_stack_names_follow_the_chart_and_the_operator() -> None:
     `<DeviceConfig>-device-plugin`, `-node-labeller` (internal/utils.go L77-79) and `-metrics-exporter`
     (metricsexporter.go L61, device_config_reconciler.go L763) @ v1.5.1."""
     assert OPERATOR_STACK.deployments == (("kube-amd-gpu", "amd-gpu-operator-gpu-operator-charts-controller-manager"),)
-    assert OPERATOR_STACK.daemon_sets == tuple(("kube-amd-gpu", f"gpu-operator-{s}")
-                                               for s in ("device-plugin", "node-labeller", "metrics-exporter"))
-    renamed = gpu_stack_workloads(KubernetesConfig.model_validate(
-        {"gpuOperator": {"releaseName": "gpu-operator-charts", "deviceConfig": {"name": "mi300x"}}}))
+    assert OPERATOR_STACK.daemon_sets == tuple(
+        ("kube-amd-gpu", f"gpu-operator-{s}") for s in ("device-plugin", "node-labeller", "metrics-exporter")
+    )
+    renamed = gpu_stack_workloads(
+        KubernetesConfig.model_validate(
+            {"gpuOperator": {"releaseName": "gpu-operator-charts", "deviceConfig": {"name": "mi300x"}}}
+        )
+    )
     assert renamed.deployments == (("kube-amd-gpu", "gpu-operator-charts-controller-manager"),)
     assert renamed.daemon_sets[0] == ("kube-amd-gpu", "mi300x-device-plugin")
 
@@ -238,7 +251,8 @@ def test_operator_stack_names_follow_the_chart_and_the_operator() -> None:
 def test_promql_names_sees_every_name() -> None:
     """The name checks above are only as good as this extraction."""
     metrics, labels = promql_names(
-        '(avg without (xcc_index) (a{pod!=""}) < 5) and on (hostname) (b or absent(up{job="x"}))')
+        '(avg without (xcc_index) (a{pod!=""}) < 5) and on (hostname) (b or absent(up{job="x"}))'
+    )
     assert (metrics, labels) == ({"a", "b", "up"}, {"xcc_index", "pod", "hostname", "job"})
 
 
@@ -248,6 +262,7 @@ def test_prometheus_rule_spec_has_the_rules_file_groups() -> None:
 
 
 # --- promtool -------------------------------------------------------------------------------------------------
+
 
 def test_promtool_check_rules(promtool: str, tmp_path: Path) -> None:
     rules = tmp_path / "rules.yml"
@@ -312,7 +327,9 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
         assert mi3xx.get(rule["alert"]) == {True, False}, rule["alert"]
     assert _eval_cases("mixed.test.yml")["GpuModelUnknown"] == {True, False}
     # MI250 rules that differ from the MI300X ones (beyond the model matcher) need their own cases.
-    mi300x_exprs = {rule["expr"].replace("MI300X", "MI250") for rule in alerts.alert_rules(MonitoringConfig(), "MI300X")}
+    mi300x_exprs = {
+        rule["expr"].replace("MI300X", "MI250") for rule in alerts.alert_rules(MonitoringConfig(), "MI300X")
+    }
     mi2xx = _eval_cases("mi2xx.test.yml")
     mi250_rules = alerts.alert_rules(MonitoringConfig(), "MI250")
     specific = [rule["alert"] for rule in mi250_rules if rule["expr"] not in mi300x_exprs]
@@ -323,4 +340,7 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
     for rule in alerts.kubernetes_alert_rules(MonitoringConfig(), OPERATOR_STACK):
         assert kubernetes.get(rule["alert"]) is not None and True in kubernetes[rule["alert"]], rule["alert"]
     assert {name for name, cases in kubernetes.items() if False in cases} == {
-        "GpuOperatorDown", "GpuStackDaemonSetUnavailable", "GpuAllocatableDropped"}
+        "GpuOperatorDown",
+        "GpuStackDaemonSetUnavailable",
+        "GpuAllocatableDropped",
+    }

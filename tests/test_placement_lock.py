@@ -6,6 +6,7 @@ containers onto other GPUs (the issue's example, reproduced below). A container'
 creates it (`--device`/`HIP_VISIBLE_DEVICES` are create-time settings: pulumi_docker marks `devices` and `envs`
 ForceNew, so a changed GPU set replaces the container).
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,9 @@ def lock_of(config: dict, lock: PlacementLock | None = None) -> PlacementLock:
     from domain.topology import load_topology
 
     cfg = load("dev", config, lock=lock or PlacementLock(), place_unlocked=True)
-    return PlacementLock(hosts={h.name: host_lock(h, load_topology(h.topology) if h.topology else None)
-                                for h in cfg.hosts})
+    return PlacementLock(
+        hosts={h.name: host_lock(h, load_topology(h.topology) if h.topology else None) for h in cfg.hosts}
+    )
 
 
 @pytest.mark.parametrize("topology", [None, TOPOLOGY])
@@ -66,9 +68,11 @@ def test_adding_and_removing_partitions_with_a_lock_moves_no_other():
     config = box(("a", 2), ("b", 1), ("c", 3), topology=TOPOLOGY)
     lock = lock_of(config)
     first = placed(config, lock)
-    for change in (box(("b", 1), ("c", 3), topology=TOPOLOGY),  # removed a
-                   box(("a", 2), ("c", 3), ("aa", 1), topology=TOPOLOGY),  # removed b, added aa
-                   box(("c", 3), ("a", 2), ("b", 1), ("0", 2), topology=TOPOLOGY)):  # reordered, added 0
+    for change in (
+        box(("b", 1), ("c", 3), topology=TOPOLOGY),  # removed a
+        box(("a", 2), ("c", 3), ("aa", 1), topology=TOPOLOGY),  # removed b, added aa
+        box(("c", 3), ("a", 2), ("b", 1), ("0", 2), topology=TOPOLOGY),
+    ):  # reordered, added 0
         now = placed(change, lock)
         assert all(now[name] == first[name] for name in now if name in first), change
         # and the lock `make lock` then writes keeps them too
@@ -88,12 +92,16 @@ def test_prod_refuses_an_unlocked_partition_and_names_make_lock():
     config[P + "hosts"][0]["containers"][1]["gpuCount"] = 2
     config[P + "hosts"][0]["containers"].append({"name": "debug", "gpuCount": 2})
     message = refusal("prod", config)
-    assert ("hosts[0].containers[2].gpuCount: partition 'gpu-node-1/debug' has no GPUs in the placement lock "
-            "stacks/placement.prod.yaml; run `make lock STACK=prod`") in message
+    assert (
+        "hosts[0].containers[2].gpuCount: partition 'gpu-node-1/debug' has no GPUs in the placement lock "
+        "stacks/placement.prod.yaml; run `make lock STACK=prod`"
+    ) in message
     # serve-b shrank from 4 to 2: its entry no longer fits, the fix places it anew.
-    assert ("hosts[0].containers[1].gpuCount: partition 'gpu-node-1/serve-b' is locked in stacks/placement.prod.yaml "
-            "on 4 GPUs [0, 1, 2, 3] but asks for gpuCount 2; run `make lock STACK=prod RELOCK=gpu-node-1/serve-b`"
-            in message)
+    assert (
+        "hosts[0].containers[1].gpuCount: partition 'gpu-node-1/serve-b' is locked in stacks/placement.prod.yaml "
+        "on 4 GPUs [0, 1, 2, 3] but asks for gpuCount 2; run `make lock STACK=prod RELOCK=gpu-node-1/serve-b`"
+        in message
+    )
 
 
 def test_dev_places_an_unlocked_partition_and_says_so(caplog):
@@ -102,8 +110,13 @@ def test_dev_places_an_unlocked_partition_and_says_so(caplog):
     gpus = {c["inputs"]["name"]: env_of(c)["HIP_VISIBLE_DEVICES"] for c in gpu_containers(plan)}
     assert gpus == {"serve": "0,1", "train": "2,3"}
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any(w.startswith("box/serve GPUs [0, 1]: placed by the program, not held by stacks/placement.dev.yaml; "
-                            "run `make lock STACK=dev`") for w in warnings), warnings
+    assert any(
+        w.startswith(
+            "box/serve GPUs [0, 1]: placed by the program, not held by stacks/placement.dev.yaml; "
+            "run `make lock STACK=dev`"
+        )
+        for w in warnings
+    ), warnings
 
 
 def test_committed_prod_stack_has_its_lock_and_it_is_up_to_date():
@@ -117,14 +130,24 @@ def test_committed_prod_stack_has_its_lock_and_it_is_up_to_date():
         assert set(committed.hosts[host["name"]].partitions) == sized
 
 
-@pytest.mark.parametrize("edit, key, message", [
-    # The GPU count shrank: the lock's GPUs 4-7 no longer exist.
-    (lambda h: h.update(gpus=4, topology=None), "hosts[0].gpus", "changed since its partitions ['a', 'b'] were "
-     "locked in stacks/placement.dev.yaml (gpus 8 -> 4); run `make lock STACK=dev RELOCK=box`"),
-    # Another topology (here: the file of another host model).
-    (lambda h: h.update(topology="tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt"), "hosts[0].topology",
-     "(topology tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt is not the one locked)"),
-])
+@pytest.mark.parametrize(
+    "edit, key, message",
+    [
+        # The GPU count shrank: the lock's GPUs 4-7 no longer exist.
+        (
+            lambda h: h.update(gpus=4, topology=None),
+            "hosts[0].gpus",
+            "changed since its partitions ['a', 'b'] were "
+            "locked in stacks/placement.dev.yaml (gpus 8 -> 4); run `make lock STACK=dev RELOCK=box`",
+        ),
+        # Another topology (here: the file of another host model).
+        (
+            lambda h: h.update(topology="tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt"),
+            "hosts[0].topology",
+            "(topology tests/data/topology/handwritten_rocm_smi_4x_mi250_8gcd.txt is not the one locked)",
+        ),
+    ],
+)
 def test_lock_entry_that_no_longer_fits_names_the_host_and_the_fix(edit, key, message):
     lock = lock_of(box(("a", 2), ("b", 2), topology=TOPOLOGY))
     config = box(("a", 2), ("b", 2), topology=TOPOLOGY)
@@ -137,9 +160,12 @@ def test_lock_entry_that_no_longer_fits_names_the_host_and_the_fix(edit, key, me
 def test_hand_edited_lock_with_overlapping_or_missing_gpus_is_refused():
     config = box(("a", 2), ("b", 2))
     lock = PlacementLock(hosts={"box": HostLock(gpus=8, partitions={"a": [0, 1], "b": [1, 2]})})
-    with pytest.raises(ConfigError, match=r"containers\[1\].gpuCount: partition 'box/b' is locked in "
-                                          r"stacks/placement.dev.yaml on GPUs \[1, 2\], which overlap those of "
-                                          r"\['a'\]; run `make lock STACK=dev RELOCK=box/b`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"containers\[1\].gpuCount: partition 'box/b' is locked in "
+        r"stacks/placement.dev.yaml on GPUs \[1, 2\], which overlap those of "
+        r"\['a'\]; run `make lock STACK=dev RELOCK=box/b`",
+    ):
         placed(config, lock)
     lock = PlacementLock(hosts={"box": HostLock(gpus=8, partitions={"a": [0, 9], "b": [2, 3]})})
     with pytest.raises(ConfigError, match=r"GPUs \[0, 9\], which host 'box' \(gpus: 8\) does not have"):
@@ -159,8 +185,13 @@ def test_lock_command_writes_keeps_prunes_and_relocks(tmp_path):
         (project / "stacks" / "Pulumi.demo.yaml").write_text(yaml.safe_dump({"config": config}))
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "tools.lock", "--stack", "demo", "--project-dir", str(project),
-                               *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "tools.lock", "--stack", "demo", "--project-dir", str(project), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def entries():
         return yaml.safe_load((project / "stacks" / "placement.demo.yaml").read_text())["hosts"]["box"]["partitions"]

@@ -1,5 +1,6 @@
 """The policy pack (policy/): each rule on passing and failing resources, the CrossGuard callbacks as the engine
 calls them, the committed stacks' synth plans, and the pack process over gRPC as the Pulumi CLI drives it."""
+
 from __future__ import annotations
 
 import copy
@@ -24,8 +25,12 @@ from rocm_policy import offline, pack, rules  # noqa: E402
 
 POLICIES = {p.name: p for p in pack.POLICIES}
 CONTAINER, REMOTE_IMAGE, DEVICE_CONFIG = rules.CONTAINER, rules.REMOTE_IMAGE, rules.DEVICE_CONFIG
-POD, JOB, CRONJOB, DAEMONSET = ("kubernetes:core/v1:Pod", "kubernetes:batch/v1:Job", "kubernetes:batch/v1:CronJob",
-                                "kubernetes:apps/v1:DaemonSet")
+POD, JOB, CRONJOB, DAEMONSET = (
+    "kubernetes:core/v1:Pod",
+    "kubernetes:batch/v1:Job",
+    "kubernetes:batch/v1:CronJob",
+    "kubernetes:apps/v1:DaemonSet",
+)
 HELM = "kubernetes:helm.sh/v3:Release"
 
 
@@ -35,32 +40,63 @@ def upstream(name: str) -> dict:
 
 def gpu_container(**overrides) -> dict:
     """A Docker GPU container as the GpuHost component declares it for prod."""
-    props = {"name": "train-a", "image": "sha256:" + "ab" * 32, "ipcMode": "host", "shmSize": 65536,
-             "devices": [{"hostPath": p, "containerPath": p, "permissions": "rwm"}
-                         for p in ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD136")],
-             "labels": [{"label": rules.PARTITION_LABEL, "value": "gpu-node-1/train-a"}], "envs": [],
-             "capabilities": {"adds": ["SYS_NICE"]}, "securityOpts": ["no-new-privileges:true"]}
+    props = {
+        "name": "train-a",
+        "image": "sha256:" + "ab" * 32,
+        "ipcMode": "host",
+        "shmSize": 65536,
+        "devices": [
+            {"hostPath": p, "containerPath": p, "permissions": "rwm"}
+            for p in ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD136")
+        ],
+        "labels": [{"label": rules.PARTITION_LABEL, "value": "gpu-node-1/train-a"}],
+        "envs": [],
+        "capabilities": {"adds": ["SYS_NICE"]},
+        "securityOpts": ["no-new-privileges:true"],
+    }
     props.update(overrides)
     return props
 
 
 def training_job(**container_overrides) -> dict:
-    container = {"name": "trainer", "image": "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.7.1",
-                 "resources": {"limits": {"amd.com/gpu": 8}, "requests": {"amd.com/gpu": 8}},
-                 "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+    container = {
+        "name": "trainer",
+        "image": "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.7.1",
+        "resources": {"limits": {"amd.com/gpu": 8}, "requests": {"amd.com/gpu": 8}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
     container.update(container_overrides)
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
-            "spec": {"template": {"spec": {
-                "containers": [container], "restartPolicy": "Never",
-                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]}}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [container],
+                    "restartPolicy": "Never",
+                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}],
+                }
+            }
+        },
+    }
 
 
 def device_config(**upgrade_policy) -> dict:
-    policy = {"enable": True, "maxParallelUpgrades": 1, "maxUnavailableNodes": 1, "rebootRequired": True,
-              "nodeDrainPolicy": {"force": False, "timeoutSeconds": 300, "ignoreDaemonSets": True}}
+    policy = {
+        "enable": True,
+        "maxParallelUpgrades": 1,
+        "maxUnavailableNodes": 1,
+        "rebootRequired": True,
+        "nodeDrainPolicy": {"force": False, "timeoutSeconds": 300, "ignoreDaemonSets": True},
+    }
     policy.update(upgrade_policy)
-    return {"apiVersion": "amd.com/v1alpha1", "kind": "DeviceConfig", "metadata": {"name": "gpu"},
-            "spec": {"driver": {"enable": True, "version": "30.20.1", "upgradePolicy": policy}}}
+    return {
+        "apiVersion": "amd.com/v1alpha1",
+        "kind": "DeviceConfig",
+        "metadata": {"name": "gpu"},
+        "spec": {"driver": {"enable": True, "version": "30.20.1", "upgradePolicy": policy}},
+    }
 
 
 @pytest.fixture
@@ -78,32 +114,40 @@ def dev_env(monkeypatch):
 def validate(policy: str, resource_type: str, props: dict, name: str = "r") -> list[str]:
     """Call a policy's real validate callback the way the engine does; returns the reported messages."""
     messages: list[str] = []
-    args = ResourceValidationArgs(resource_type, props, f"urn:pulumi:prod::rocm-stack::{resource_type}::{name}",
-                                  name, offline._options({}), None)
+    args = ResourceValidationArgs(
+        resource_type, props, f"urn:pulumi:prod::rocm-stack::{resource_type}::{name}", name, offline._options({}), None
+    )
     POLICIES[policy].validate(args, lambda message, urn=None: messages.append(message))
     return messages
 
 
 # --- pinned-images ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("reference", [
-    "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.7.1",
-    "rocm/vllm@sha256:" + "0" * 64,
-    "rocm/pytorch:latest@sha256:" + "1" * 64,  # the digest decides, whatever the tag says
-    "registry.example:5000/rocm/pytorch:7.0",
-    "sha256:" + "2" * 64,  # an image ID, what a Container gets from RemoteImage.image_id
-])
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.7.1",
+        "rocm/vllm@sha256:" + "0" * 64,
+        "rocm/pytorch:latest@sha256:" + "1" * 64,  # the digest decides, whatever the tag says
+        "registry.example:5000/rocm/pytorch:7.0",
+        "sha256:" + "2" * 64,  # an image ID, what a Container gets from RemoteImage.image_id
+    ],
+)
 def test_pinned_image_references_pass(reference):
     assert rules.image_pin_problem(reference) is None
 
 
-@pytest.mark.parametrize("reference, why", [
-    ("rocm/pytorch", "no tag"),
-    ("rocm/pytorch:latest", "moving tag 'latest'"),
-    ("registry.example:5000/rocm/pytorch", "no tag"),  # a registry port is not a tag
-    ("rocm/k8s-device-plugin:labeller-latest", "moving tag 'labeller-latest'"),
-    ("", "no image reference"),
-])
+@pytest.mark.parametrize(
+    "reference, why",
+    [
+        ("rocm/pytorch", "no tag"),
+        ("rocm/pytorch:latest", "moving tag 'latest'"),
+        ("registry.example:5000/rocm/pytorch", "no tag"),  # a registry port is not a tag
+        ("rocm/k8s-device-plugin:labeller-latest", "moving tag 'labeller-latest'"),
+        ("", "no image reference"),
+    ],
+)
 def test_unpinned_image_references_fail(reference, why):
     assert why in rules.image_pin_problem(reference)
 
@@ -121,6 +165,7 @@ def test_pinned_images_policy_on_docker_and_kubernetes(prod_env):
 
 # --- docker-gpu-container-devices -------------------------------------------------------------------------
 
+
 def test_gpu_container_with_kfd_dri_and_host_ipc_passes(prod_env):
     assert validate("docker-gpu-container-devices", CONTAINER, gpu_container()) == []
     partitioned = gpu_container(devices=[{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri/renderD128"}])
@@ -128,8 +173,9 @@ def test_gpu_container_with_kfd_dri_and_host_ipc_passes(prod_env):
 
 
 def test_gpu_container_missing_devices_or_host_ipc_fails(prod_env):
-    problems = validate("docker-gpu-container-devices", CONTAINER,
-                        gpu_container(devices=[{"hostPath": "/dev/kfd"}], ipcMode="private"))
+    problems = validate(
+        "docker-gpu-container-devices", CONTAINER, gpu_container(devices=[{"hostPath": "/dev/kfd"}], ipcMode="private")
+    )
     assert len(problems) == 2
     assert "render node" in problems[0] and "ipcMode 'private'" in problems[1]
     (no_kfd,) = rules.docker_gpu_container_problems(CONTAINER, gpu_container(devices=[{"hostPath": "/dev/dri"}]))
@@ -138,8 +184,11 @@ def test_gpu_container_missing_devices_or_host_ipc_fails(prod_env):
 
 def test_gpu_reader_needs_devices_but_not_host_ipc():
     """The metrics exporter maps the devices to read them but runs no RCCL: no HIP_VISIBLE_DEVICES."""
-    exporter = {"name": "amd-device-metrics-exporter", "image": "rocm/device-metrics-exporter:v1.5.2",
-                "devices": [{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri"}]}
+    exporter = {
+        "name": "amd-device-metrics-exporter",
+        "image": "rocm/device-metrics-exporter:v1.5.2",
+        "devices": [{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri"}],
+    }
     assert rules.docker_gpu_container_problems(CONTAINER, exporter) == []
     (no_dri,) = rules.docker_gpu_container_problems(CONTAINER, {**exporter, "devices": [{"hostPath": "/dev/kfd"}]})
     assert "render node" in no_dri
@@ -151,6 +200,7 @@ def test_container_without_gpus_is_not_a_gpu_container():
 
 # --- no-debug-privileges-in-prod --------------------------------------------------------------------------
 
+
 def test_hardened_containers_pass_in_prod(prod_env):
     assert validate("no-debug-privileges-in-prod", CONTAINER, gpu_container()) == []
     # The device plugin is privileged by upstream design, but asks for no GPU: not a workload.
@@ -159,8 +209,9 @@ def test_hardened_containers_pass_in_prod(prod_env):
 
 
 def test_debugging_flags_fail_in_prod(prod_env):
-    debug = gpu_container(capabilities={"adds": ["CAP_SYS_PTRACE"]}, privileged=True,
-                          securityOpts=["seccomp=unconfined"])
+    debug = gpu_container(
+        capabilities={"adds": ["CAP_SYS_PTRACE"]}, privileged=True, securityOpts=["seccomp=unconfined"]
+    )
     problems = validate("no-debug-privileges-in-prod", CONTAINER, debug)
     assert [p.split(" ")[0] for p in problems] == ["adds", "runs", "security"]
     assert rules.debug_privilege_problems(CONTAINER, gpu_container(securityOpts=["seccomp:unconfined"]))
@@ -177,6 +228,7 @@ def test_debugging_flags_are_not_checked_on_dev(dev_env):
 
 # --- gpu-pods-limits-and-shm ------------------------------------------------------------------------------
 
+
 def test_gpu_job_with_limits_and_memory_shm_passes(prod_env):
     assert validate("gpu-pods-limits-and-shm", JOB, training_job()) == []
     cron = {"spec": {"jobTemplate": {"spec": training_job()["spec"]}}}
@@ -188,8 +240,9 @@ def test_gpu_pods_without_limit_or_shm_fail(prod_env):
     assert "no memory-backed /dev/shm" in no_shm
     (no_limit,) = validate("gpu-pods-limits-and-shm", JOB, training_job(resources={"requests": {"amd.com/gpu": 1}}))
     assert "without a limit" in no_limit
-    (unequal,) = rules.gpu_pod_problems(JOB, training_job(resources={"limits": {"amd.com/gpu": 8},
-                                                                     "requests": {"amd.com/gpu": 4}}))
+    (unequal,) = rules.gpu_pod_problems(
+        JOB, training_job(resources={"limits": {"amd.com/gpu": 8}, "requests": {"amd.com/gpu": 4}})
+    )
     assert "must be equal" in unequal
     disk_shm = training_job()
     disk_shm["spec"]["template"]["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {}}]
@@ -202,18 +255,22 @@ def test_pods_without_gpus_need_no_shm():
 
 # --- gpu-operator-drains-before-driver-upgrade ------------------------------------------------------------
 
+
 def test_deviceconfig_draining_one_node_at_a_time_passes(prod_env):
     assert validate("gpu-operator-drains-before-driver-upgrade", DEVICE_CONFIG, device_config()) == []
     inbox_driver = {"spec": {"driver": {"enable": False}}}  # the operator upgrades nothing
     assert rules.driver_upgrade_problems(DEVICE_CONFIG, inbox_driver) == []
 
 
-@pytest.mark.parametrize("upgrade_policy, expected", [
-    ({"enable": False}, "enable is not true"),
-    ({"nodeDrainPolicy": None}, "nodeDrainPolicy is not set"),
-    ({"nodeDrainPolicy": {"force": True}}, "force is true"),
-    ({"maxParallelUpgrades": 0}, "maxParallelUpgrades is 0"),
-])
+@pytest.mark.parametrize(
+    "upgrade_policy, expected",
+    [
+        ({"enable": False}, "enable is not true"),
+        ({"nodeDrainPolicy": None}, "nodeDrainPolicy is not set"),
+        ({"nodeDrainPolicy": {"force": True}}, "force is true"),
+        ({"maxParallelUpgrades": 0}, "maxParallelUpgrades is 0"),
+    ],
+)
 def test_deviceconfig_without_safe_drain_fails_in_prod(prod_env, upgrade_policy, expected):
     (problem,) = validate("gpu-operator-drains-before-driver-upgrade", DEVICE_CONFIG, device_config(**upgrade_policy))
     assert expected in problem
@@ -231,36 +288,61 @@ def test_deviceconfig_drain_is_not_checked_on_dev(dev_env):
 
 # --- no-plaintext-secrets-in-config -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("key", ["rocm-stack:registryPassword", "rocm-stack:huggingfaceToken", "grafanaApiKey",
-                                 "secret", "db_passwd", "aws:secretKey", "oauthClientSecret"])
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "rocm-stack:registryPassword",
+        "rocm-stack:huggingfaceToken",
+        "grafanaApiKey",
+        "secret",
+        "db_passwd",
+        "aws:secretKey",
+        "oauthClientSecret",
+    ],
+)
 def test_credential_keys(key):
     assert rules.is_credential_key(key)
 
 
-@pytest.mark.parametrize("key", ["rocm-stack:tokenizer", "secretName", "imagePullSecrets", "rocm-stack:hosts",
-                                 "maxTokens", "keyPath"])
+@pytest.mark.parametrize(
+    "key", ["rocm-stack:tokenizer", "secretName", "imagePullSecrets", "rocm-stack:hosts", "maxTokens", "keyPath"]
+)
 def test_keys_that_are_not_credentials(key):
     assert not rules.is_credential_key(key)
 
 
 def test_plaintext_credentials_found_at_any_depth():
-    config = {"rocm-stack:environment": "prod",
-              "rocm-stack:registryPassword": {"secure": "AAABAD..."},
-              "rocm-stack:huggingfaceToken": "hf_plain",
-              "rocm-stack:registry": {"server": "registry.example", "password": "plain"},
-              "rocm-stack:monitoring": {"grafana": [{"apiKey": {"secure": "AAAB..."}}, {"apiKey": "plain"}]},
-              "rocm-stack:workloads": {"tokenizer": "gpt2", "emptyToken": ""}}
+    config = {
+        "rocm-stack:environment": "prod",
+        "rocm-stack:registryPassword": {"secure": "AAABAD..."},
+        "rocm-stack:huggingfaceToken": "hf_plain",
+        "rocm-stack:registry": {"server": "registry.example", "password": "plain"},
+        "rocm-stack:monitoring": {"grafana": [{"apiKey": {"secure": "AAAB..."}}, {"apiKey": "plain"}]},
+        "rocm-stack:workloads": {"tokenizer": "gpt2", "emptyToken": ""},
+    }
     assert rules.plaintext_secrets(config) == [
-        "rocm-stack:huggingfaceToken", "rocm-stack:registry.password", "rocm-stack:monitoring.grafana[1].apiKey"]
+        "rocm-stack:huggingfaceToken",
+        "rocm-stack:registry.password",
+        "rocm-stack:monitoring.grafana[1].apiKey",
+    ]
 
 
 def test_config_secrets_policy_reads_the_stack_file(tmp_path, monkeypatch):
     (tmp_path / "Pulumi.yaml").write_text("name: rocm-stack\nruntime: python\nstackConfigDir: stacks\n")
     (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": {
-        "rocm-stack:environment": "prod", "rocm-stack:registryPassword": "hunter2",
-        "rocm-stack:registry": {"server": "registry.example", "password": "plain"},
-        "rocm-stack:huggingfaceToken": {"secure": "v1:abc"}}}))
+    (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "config": {
+                    "rocm-stack:environment": "prod",
+                    "rocm-stack:registryPassword": "hunter2",
+                    "rocm-stack:registry": {"server": "registry.example", "password": "plain"},
+                    "rocm-stack:huggingfaceToken": {"secure": "v1:abc"},
+                }
+            }
+        )
+    )
     monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
     monkeypatch.setenv("PULUMI_STACK", "prod")
     messages: list[str] = []
@@ -269,7 +351,8 @@ def test_config_secrets_policy_reads_the_stack_file(tmp_path, monkeypatch):
         "config 'rocm-stack:registry.password' holds a credential in plain text in Pulumi.prod.yaml: "
         "run `pulumi config set --path --secret 'rocm-stack:registry.password' ...`",
         "config 'rocm-stack:registryPassword' holds a credential in plain text in Pulumi.prod.yaml: "
-        "run `pulumi config set --secret 'rocm-stack:registryPassword' ...`"]
+        "run `pulumi config set --secret 'rocm-stack:registryPassword' ...`",
+    ]
     monkeypatch.setenv("PULUMI_STACK", "staging")  # no such stack file: config lives elsewhere
     with pytest.raises(_NotApplicableError):
         POLICIES["no-plaintext-secrets-in-config"].validate(StackValidationArgs([]), lambda m, urn=None: None)
@@ -282,20 +365,34 @@ def test_committed_stack_files_hold_no_plaintext_credentials():
 
 # --- prod-operator-and-namespaces-protected ---------------------------------------------------------------
 
+
 def stack_resources(protect: bool) -> list[PolicyResource]:
     def resource(type_token: str, name: str, props: dict) -> PolicyResource:
-        return PolicyResource(type_token, props, f"urn:pulumi:prod::rocm-stack::{type_token}::{name}", name,
-                              offline._options({"protect": protect}), None, None, [], {})
-    return [resource("kubernetes:core/v1:Namespace", "kube-amd-gpu", {"metadata": {"name": "kube-amd-gpu"}}),
-            resource(HELM, "gpu-operator", {"chart": "gpu-operator-charts", "version": "v1.5.1"}),
-            resource(HELM, "cert-manager", {"chart": "cert-manager", "version": "v1.18.2"}),
-            resource(HELM, "grafana", {"chart": "grafana", "version": "9.4.4"})]
+        return PolicyResource(
+            type_token,
+            props,
+            f"urn:pulumi:prod::rocm-stack::{type_token}::{name}",
+            name,
+            offline._options({"protect": protect}),
+            None,
+            None,
+            [],
+            {},
+        )
+
+    return [
+        resource("kubernetes:core/v1:Namespace", "kube-amd-gpu", {"metadata": {"name": "kube-amd-gpu"}}),
+        resource(HELM, "gpu-operator", {"chart": "gpu-operator-charts", "version": "v1.5.1"}),
+        resource(HELM, "cert-manager", {"chart": "cert-manager", "version": "v1.18.2"}),
+        resource(HELM, "grafana", {"chart": "grafana", "version": "9.4.4"}),
+    ]
 
 
 def validate_stack(resources: list[PolicyResource], config: dict | None = None) -> list[tuple[str, str]]:
     reported: list[tuple[str, str]] = []
     POLICIES["prod-operator-and-namespaces-protected"].validate(
-        StackValidationArgs(resources, config), lambda message, urn=None: reported.append((message, urn)))
+        StackValidationArgs(resources, config), lambda message, urn=None: reported.append((message, urn))
+    )
     return reported
 
 
@@ -319,22 +416,35 @@ def test_protection_is_not_required_on_dev(dev_env):
 
 # --- the stack context and enforcement --------------------------------------------------------------------
 
-@pytest.mark.parametrize("environ, stack, environment, level", [
-    ({"PULUMI_STACK": "dev"}, "dev", "dev", EnforcementLevel.ADVISORY),
-    ({"PULUMI_STACK": "acme/rocm-stack/prod"}, "prod", "prod", EnforcementLevel.MANDATORY),
-    ({"PULUMI_STACK": "prod-eu"}, "prod-eu", "prod", EnforcementLevel.MANDATORY),
-    ({"PULUMI_STACK": "lab", "PULUMI_CONFIG": '{"rocm-stack:environment": "prod"}'}, "lab", "prod",
-     EnforcementLevel.MANDATORY),
-    ({"PULUMI_STACK": "prod-sandbox", "PULUMI_CONFIG": '{"rocm-stack:environment": "dev"}'}, "prod-sandbox", "dev",
-     EnforcementLevel.ADVISORY),
-    ({}, None, None, EnforcementLevel.MANDATORY),  # no stack (e.g. `pulumi policy publish`): fail closed
-])
+
+@pytest.mark.parametrize(
+    "environ, stack, environment, level",
+    [
+        ({"PULUMI_STACK": "dev"}, "dev", "dev", EnforcementLevel.ADVISORY),
+        ({"PULUMI_STACK": "acme/rocm-stack/prod"}, "prod", "prod", EnforcementLevel.MANDATORY),
+        ({"PULUMI_STACK": "prod-eu"}, "prod-eu", "prod", EnforcementLevel.MANDATORY),
+        (
+            {"PULUMI_STACK": "lab", "PULUMI_CONFIG": '{"rocm-stack:environment": "prod"}'},
+            "lab",
+            "prod",
+            EnforcementLevel.MANDATORY,
+        ),
+        (
+            {"PULUMI_STACK": "prod-sandbox", "PULUMI_CONFIG": '{"rocm-stack:environment": "dev"}'},
+            "prod-sandbox",
+            "dev",
+            EnforcementLevel.ADVISORY,
+        ),
+        ({}, None, None, EnforcementLevel.MANDATORY),  # no stack (e.g. `pulumi policy publish`): fail closed
+    ],
+)
 def test_environment_and_enforcement_follow_the_stack(environ, stack, environment, level):
     context = pack.stack_context(environ)
     assert (context.stack, context.environment, pack.enforcement_level(context)) == (stack, environment, level)
 
 
 # --- the committed stacks, offline ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_committed_stacks_pass_the_pack(stack, request):
@@ -349,15 +459,24 @@ def test_debug_flags_in_the_prod_synth_are_mandatory_violations(prod_plan, tmp_p
     container["inputs"]["capabilities"] = {"adds": ["SYS_PTRACE"]}
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
-    result = subprocess.run([sys.executable, "-m", "rocm_policy.offline", str(path)], cwd=ROOT, text=True,
-                            capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": str(POLICY_DIR)})
+    result = subprocess.run(
+        [sys.executable, "-m", "rocm_policy.offline", str(path)],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(POLICY_DIR)},
+    )
     assert result.returncode == 1, result.stderr
     assert "(prod: mandatory)" in result.stdout
-    assert f"- **mandatory** `no-debug-privileges-in-prod` `{container['urn']}`: adds capability SYS_PTRACE" \
+    assert (
+        f"- **mandatory** `no-debug-privileges-in-prod` `{container['urn']}`: adds capability SYS_PTRACE"
         in result.stdout
+    )
 
 
 # --- the pack process, as the Pulumi CLI drives it --------------------------------------------------------
+
 
 @pytest.mark.parametrize("stack, level", [("prod", 1), ("dev", 0)])  # proto EnforcementLevel: 0 advisory, 1 mandatory
 def test_pack_process_serves_the_policies_over_grpc(stack, level):
@@ -366,10 +485,21 @@ def test_pack_process_serves_the_policies_over_grpc(stack, level):
     from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
     # What pulumi-analyzer-policy-python runs: `python -u -m pulumi.policy ENGINE_ADDRESS .` in policy/.
-    env = {**os.environ, "PULUMI_STACK": stack, "PULUMI_PROJECT": "rocm-stack", "PULUMI_DRY_RUN": "true",
-           "PULUMI_CONFIG": json.dumps({"rocm-stack:environment": stack})}
-    process = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."], cwd=POLICY_DIR,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "PULUMI_STACK": stack,
+        "PULUMI_PROJECT": "rocm-stack",
+        "PULUMI_DRY_RUN": "true",
+        "PULUMI_CONFIG": json.dumps({"rocm-stack:environment": stack}),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+        cwd=POLICY_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready, _, _ = select.select([process.stdout], [], [], 30)
         assert ready, "the policy pack did not report its port"
@@ -381,11 +511,18 @@ def test_pack_process_serves_the_policies_over_grpc(stack, level):
             assert {p.enforcementLevel for p in info.policies} == {level}
             props = struct_pb2.Struct()
             props.update({"name": "rocm/pytorch:latest"})
-            response = analyzer.Analyze(analyzer_pb2.AnalyzeRequest(
-                type=REMOTE_IMAGE, properties=props, name="pytorch",
-                urn=f"urn:pulumi:{stack}::rocm-stack::{REMOTE_IMAGE}::pytorch"), timeout=10)
-            ((policy, enforcement, message),) = [(d.policyName, d.enforcementLevel, d.message)
-                                                 for d in response.diagnostics]
+            response = analyzer.Analyze(
+                analyzer_pb2.AnalyzeRequest(
+                    type=REMOTE_IMAGE,
+                    properties=props,
+                    name="pytorch",
+                    urn=f"urn:pulumi:{stack}::rocm-stack::{REMOTE_IMAGE}::pytorch",
+                ),
+                timeout=10,
+            )
+            ((policy, enforcement, message),) = [
+                (d.policyName, d.enforcementLevel, d.message) for d in response.diagnostics
+            ]
             assert (policy, enforcement) == ("pinned-images", level) and "moving tag 'latest'" in message
     finally:
         process.kill()

@@ -1,4 +1,5 @@
 """programs/preflight.py on recorded host samples (tests/data/preflight, see its SOURCE.md), run as the stack runs it."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,23 @@ DATA = Path(__file__).parent / "data" / "preflight"
 
 
 def run(sample: str, *args: str) -> tuple[int, dict]:
-    result = subprocess.run([sys.executable, "-m", "programs.preflight", "--root", str(DATA / sample), "--json",
-                             "--host", "gpu-node-1", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "programs.preflight",
+            "--root",
+            str(DATA / sample),
+            "--json",
+            "--host",
+            "gpu-node-1",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     return result.returncode, json.loads(result.stdout) if result.stdout else {"stderr": result.stderr}
 
 

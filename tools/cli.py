@@ -4,6 +4,7 @@ Each subcommand is one offline tool of tools/; its options are defined once, by 
 `rocm-stack COMMAND --help` prints them. Slow commands show a rich progress spinner on stderr, but only for a
 person at a terminal: never under CI (`CI` set) or when stderr is not a TTY, so logs stay plain.
 """
+
 from __future__ import annotations
 
 import gc
@@ -19,23 +20,32 @@ import typer
 
 # name: (module, what it does, slow). The module's main(argv) parses the arguments and returns the exit code.
 COMMANDS: dict[str, tuple[str, str, bool]] = {
-    "synth": ("tools.synth", "Run the program under Pulumi's mock engine and write plan.json, manifests and "
-                             "Docker scripts.", True),
+    "synth": (
+        "tools.synth",
+        "Run the program under Pulumi's mock engine and write plan.json, manifests and Docker scripts.",
+        True,
+    ),
     "diff": ("tools.synth_diff", "Compare two synth plans (resources added, removed, changed) as Markdown.", False),
     "drift": ("tools.drift", "Turn `pulumi preview --refresh --json` into a drift report (exit 1 on drift).", False),
     "topology": ("tools.topology", "Print a saved rocm-smi/amd-smi GPU topology, and a placement, as JSON.", False),
     "alerts": ("tools.alerts", "Print (or --write) the GPU alert rules as a Prometheus rules file.", False),
     "dashboard": ("tools.dashboard", "Print (or --write) the Grafana dashboard JSON.", False),
-    "config-reference": ("tools.config_reference", "Print (or --write, --check) docs/config-reference.md, generated "
-                                                   "from the schema.", False),
+    "config-reference": (
+        "tools.config_reference",
+        "Print (or --write, --check) docs/config-reference.md, generated from the schema.",
+        False,
+    ),
     # Hooks: present once their tools land (tools/lock.py: placement lock; tools/verify.py: checks of a deploy).
     "lock": ("tools.lock", "Write the stack's placement lock (stacks/placement.STACK.yaml).", True),
     "verify": ("tools.verify", "Verify a deployed stack.", True),
 }
 
 app = typer.Typer(
-    name="rocm-stack", help="The rocm-stack offline tools: synth, diff, drift, topology, alerts, ...", no_args_is_help=True,
-    add_completion=False, pretty_exceptions_enable=False,
+    name="rocm-stack",
+    help="The rocm-stack offline tools: synth, diff, drift, topology, alerts, ...",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
 )
 
 
@@ -63,14 +73,19 @@ def _command(name: str, module: str, slow: bool) -> Callable[[typer.Context], No
         with progress(f"rocm-stack {name} ...") if slow else nullcontext():
             code = main(list(ctx.args))
         raise typer.Exit(code or 0)
+
     return run
 
 
 for _name, (_module, _help, _slow) in COMMANDS.items():
     if _available(_module):
         # Arguments go to the tool untouched (its own --help included): one definition of each option.
-        app.command(_name, help=_help, add_help_option=False, context_settings={
-            "allow_extra_args": True, "ignore_unknown_options": True})(_command(_name, _module, _slow))
+        app.command(
+            _name,
+            help=_help,
+            add_help_option=False,
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        )(_command(_name, _module, _slow))
 
 
 def run(argv: Sequence[str]) -> int:

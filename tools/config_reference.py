@@ -7,6 +7,7 @@ schema. `tests/test_config_reference.py` regenerates the page and compares it wi
     rocm-stack config-reference --write   # rewrite docs/config-reference.md
     rocm-stack config-reference --check   # exit 1 when the committed page is stale
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,14 @@ def _constraints(metadata: list[Any], unit: Any = str) -> str:
             continue
         if getattr(item, "expected", None):  # schema.base.matching: the pattern in words
             words.append(item.expected)
-        for attribute, text in (("ge", "≥ {}"), ("gt", "> {}"), ("le", "≤ {}"), ("lt", "< {}"),
-                                ("min_length", "at least {} item(s)"), ("max_length", "at most {} long")):
+        for attribute, text in (
+            ("ge", "≥ {}"),
+            ("gt", "> {}"),
+            ("le", "≤ {}"),
+            ("lt", "< {}"),
+            ("min_length", "at least {} item(s)"),
+            ("max_length", "at most {} long"),
+        ):
             value = getattr(item, attribute, None)
             if value is not None:
                 words.append(text.format(_human_bytes(value) if unit is ByteSize else value))
@@ -95,7 +102,7 @@ def describe_type(annotation: Any, metadata: list[Any] | None = None) -> str:
         parts = list(dict.fromkeys(describe_type(a) for a in args if a is not type(None)))
         variant = "object with `type: "
         if len(parts) > 1 and all(p.startswith(variant) for p in parts):  # a discriminated union
-            parts = [variant[:-7] + "`type`: " + ", ".join(f"`{p[len(variant):-1]}`" for p in parts)]
+            parts = [variant[:-7] + "`type`: " + ", ".join(f"`{p[len(variant) : -1]}`" for p in parts)]
         text = " or ".join(parts)
     elif origin is Literal:
         text = ", ".join(f"`{a}`" for a in args)
@@ -183,8 +190,14 @@ def render() -> str:
     parts = [_HEADER]
     for name, field in schema.StackConfig.model_fields.items():
         parts.append(_section(field.alias or name, field))
-    secrets = ["## Secrets", "", "Set with `pulumi config set --secret KEY VALUE`; refused as plain values.", "",
-               "| key | meaning |", "|---|---|"]
+    secrets = [
+        "## Secrets",
+        "",
+        "Set with `pulumi config set --secret KEY VALUE`; refused as plain values.",
+        "",
+        "| key | meaning |",
+        "|---|---|",
+    ]
     secrets += [f"| `rocm-stack:{key}` | {_cell(meaning)} |" for key, meaning in schema.SECRET_KEYS.items()]
     parts.append("\n".join(secrets) + "\n")
     return "\n".join(parts)

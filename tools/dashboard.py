@@ -3,6 +3,7 @@
 `--write` rewrites the committed `monitoring/dashboards/rocm-gpus.json` (tests/test_monitoring.py fails when it
 drifts), which Docker setups provision into Grafana.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -18,6 +18,7 @@ reported when they changed something ("refresh-detected drift").
 What counts as a change mirrors the CLI's own `ResourceChanges.HasChanges` (what --expect-no-changes
 tests): every op except same, read, discard and read-replacement.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -170,8 +171,11 @@ def analyse(digest: PreviewDigest) -> DriftReport:
     unexplained = {}
     for op, count in digest.change_summary.items():
         folded = "replace" if op in REPLACE_OPS else op
-        if op not in NOT_CHANGES and op not in ("create-replacement", "delete-replaced") \
-                and count > listed.get(folded, 0):
+        if (
+            op not in NOT_CHANGES
+            and op not in ("create-replacement", "delete-replaced")
+            and count > listed.get(folded, 0)
+        ):
             unexplained[op] = count - listed.get(folded, 0)
     return DriftReport(", ".join(sorted(stacks)) or "?", tuple(changes.values()), unexplained)
 
@@ -196,10 +200,16 @@ def to_markdown(report: DriftReport) -> str:
             properties = ", ".join(f"`{_cell(p)}`" for p in change.properties) or "(not reported)"
             lines.append(f"| `{_cell(change.name)}` | `{change.type}` | {change.operation} | {properties} |")
     for op, count in sorted(report.unexplained.items()):
-        lines += ["", f"The preview's summary also counts {count} `{op}` not listed as steps "
-                      "(re-run `pulumi preview --refresh --diff` to see them)."]
-    lines += ["", "Either run `pulumi up` to restore the declared state, or change the program to adopt the "
-                  "live values, then re-run the drift check."]
+        lines += [
+            "",
+            f"The preview's summary also counts {count} `{op}` not listed as steps "
+            "(re-run `pulumi preview --refresh --diff` to see them).",
+        ]
+    lines += [
+        "",
+        "Either run `pulumi up` to restore the declared state, or change the program to adopt the "
+        "live values, then re-run the drift check.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ entries first, so they are placed anew: their containers move on the next `pulum
 say when that is needed (the GPU count, the topology or a partition's size changed).
 Exit codes: 0 written (or unchanged), 2 the stack configuration or the lock was refused (the messages say why).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,13 @@ def locked(stack: str, project_dir: Path = ROOT, relock: Sequence[str] = ()) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.lock", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
-    parser.add_argument("--relock", action="append", default=[], metavar="HOST[/CONTAINER]",
-                        help="place these partitions anew (their containers move); repeatable")
+    parser.add_argument(
+        "--relock",
+        action="append",
+        default=[],
+        metavar="HOST[/CONTAINER]",
+        help="place these partitions anew (their containers move); repeatable",
+    )
     parser.add_argument("--project-dir", type=Path, default=ROOT, help="the Pulumi project (default: this one)")
     args = parser.parse_args(argv)
     project = args.project_dir.resolve()
@@ -78,11 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     text = lock_text(args.stack, lock)
     if path.is_file() and path.read_text() == text:
-        print(f"{lock_file(args.stack)} is up to date ({sum(len(h.partitions) for h in lock.hosts.values())} partitions)")
+        print(
+            f"{lock_file(args.stack)} is up to date ({sum(len(h.partitions) for h in lock.hosts.values())} partitions)"
+        )
         return 0
     path.write_text(text)
-    print(f"{lock_file(args.stack)} written: {sum(len(h.partitions) for h in lock.hosts.values())} partitions on "
-          f"{len(lock.hosts)} hosts; review and commit it")
+    print(
+        f"{lock_file(args.stack)} written: {sum(len(h.partitions) for h in lock.hosts.values())} partitions on "
+        f"{len(lock.hosts)} hosts; review and commit it"
+    )
     return 0
 
 

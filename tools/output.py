@@ -4,6 +4,7 @@ Without options the text goes to standard output. `--write` rewrites the committ
 FILE` alone writes a new file and refuses to overwrite an existing one, so a generator never replaces a committed
 file nobody asked it to. Every file written is named on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,10 +16,12 @@ from schema.project import ROOT
 
 def add_output_options(parser: argparse.ArgumentParser, committed: Path) -> None:
     shown = committed.relative_to(ROOT) if committed.is_relative_to(ROOT) else committed
-    parser.add_argument("--write", action="store_true",
-                        help=f"rewrite the committed {shown} (or the --out file) instead of printing")
-    parser.add_argument("--out", type=Path, help="write to this new file instead of printing (with --write: "
-                                                 "overwrite it if it exists)")
+    parser.add_argument(
+        "--write", action="store_true", help=f"rewrite the committed {shown} (or the --out file) instead of printing"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="write to this new file instead of printing (with --write: overwrite it if it exists)"
+    )
 
 
 def emit(text: str, args: argparse.Namespace, committed: Path) -> int:

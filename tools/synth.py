@@ -14,6 +14,7 @@ Exit codes: 0 written; 2 the stack file or its configuration was refused (one li
 file:line:column or the key), or the output folder cannot take the files. `--out` deletes only files an
 earlier synth wrote there (listed in its `.synth-manifest`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,12 +64,12 @@ class Plan:
         return matches[0]
 
     def kubernetes_objects(self) -> list[dict[str, Any]]:
-        return [r for r in self.resources
-                if r["type"].startswith("kubernetes:") and not _K8S_NON_OBJECTS.match(r["type"])]
+        return [
+            r for r in self.resources if r["type"].startswith("kubernetes:") and not _K8S_NON_OBJECTS.match(r["type"])
+        ]
 
     def to_json(self) -> dict[str, Any]:
-        return {"project": self.project, "stack": self.stack, "resources": self.resources,
-                "outputs": self.outputs}
+        return {"project": self.project, "stack": self.stack, "resources": self.resources, "outputs": self.outputs}
 
 
 class ProgramRefused(Exception):
@@ -93,8 +94,9 @@ def _fake_id(name: str) -> str:
     return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
 
 
-def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]],
-                 run_results: Mapping[str, tuple[int, str]]) -> tuple[Any, type[Any]]:
+def _mock_engine(
+    records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]], run_results: Mapping[str, tuple[int, str]]
+) -> tuple[Any, type[Any]]:
     import threading
 
     from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
@@ -106,8 +108,10 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
         def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
             computed: dict[str, Any] = {}
             if args.typ == "docker:index/remoteImage:RemoteImage":
-                computed = {"imageId": _fake_id(args.inputs["name"]),
-                            "repoDigest": f"{args.inputs['name'].split(':')[0]}@{_fake_id(args.name)}"}
+                computed = {
+                    "imageId": _fake_id(args.inputs["name"]),
+                    "repoDigest": f"{args.inputs['name'].split(':')[0]}@{_fake_id(args.name)}",
+                }
             elif args.typ == "docker:index/container:Container" and args.inputs.get("attach"):
                 # A container the provider waits for (attach): the exit code and output a run leaves in its state.
                 code, logs = run_results.get(args.name, (0, ""))
@@ -125,19 +129,21 @@ def _mock_engine(records: list[dict[str, Any]], mock_outputs: dict[str, dict[str
             if request.type != "pulumi:pulumi:Stack":
                 # Nothing reads resources back (no getResource invokes): keep one copy, the plan's.
                 del self.resources[response.urn]
-                records.append({
-                    "type": request.type,
-                    "name": request.name,
-                    "urn": response.urn,
-                    "parent": request.parent or None,
-                    "provider": request.provider.rsplit("::", 1)[0] or None if request.provider else None,
-                    "custom": bool(request.custom),
-                    "protect": bool(request.protect),
-                    "delete_before_replace": bool(request.deleteBeforeReplace),
-                    "replace_on_changes": sorted(request.replaceOnChanges),
-                    "depends_on": sorted(request.dependencies),
-                    "inputs": _redact(this_call.inputs),
-                })
+                records.append(
+                    {
+                        "type": request.type,
+                        "name": request.name,
+                        "urn": response.urn,
+                        "parent": request.parent or None,
+                        "provider": request.provider.rsplit("::", 1)[0] or None if request.provider else None,
+                        "custom": bool(request.custom),
+                        "protect": bool(request.protect),
+                        "delete_before_replace": bool(request.deleteBeforeReplace),
+                        "replace_on_changes": sorted(request.replaceOnChanges),
+                        "depends_on": sorted(request.dependencies),
+                        "inputs": _redact(this_call.inputs),
+                    }
+                )
                 if this_call.computed:
                     mock_outputs[response.urn] = this_call.computed
             return response
@@ -161,7 +167,7 @@ def stack_file(stack: str, project_dir: Path = ROOT) -> Path:
     if not _STACK_NAME.fullmatch(stack) or not path.is_file():
         # The CLI itself would start from an empty config (workspace/loaders.go L160-164); here stacks live in
         # the repository, so a missing file is a typo.
-        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+        stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
         shown = path.relative_to(project_dir) if path.is_relative_to(project_dir) else path
         raise StackFileError(shown, f"no such stack file; the stacks are: {', '.join(stacks) or 'none'}")
     return path
@@ -172,9 +178,14 @@ def stack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any]:
     return read_config(stack_file(stack, project_dir), _project(project_dir)["name"])
 
 
-def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
-               secrets: Mapping[str, str] | None = None, project_dir: Path = ROOT,
-               run_results: Mapping[str, tuple[int, str]] | None = None) -> Plan:
+def synthesize(
+    stack: str,
+    config: Mapping[str, Any] | None = None,
+    *,
+    secrets: Mapping[str, str] | None = None,
+    project_dir: Path = ROOT,
+    run_results: Mapping[str, tuple[int, str]] | None = None,
+) -> Plan:
     """Run the program of `project_dir` for `stack` under the mock engine and return what it declared.
 
     `config` defaults to `stacks/Pulumi.<stack>.yaml`; its `{secure: ...}` values become secrets.
@@ -214,6 +225,7 @@ def synthesize(stack: str, config: Mapping[str, Any] | None = None, *,
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+
         def program() -> None:
             runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
 
@@ -247,9 +259,33 @@ def _file_name(text: str) -> str:
 # `docker start`. Images are pulled only when absent (resource_docker_image_funcs.go findImage).
 # Inputs it renders; any other input stops synth, so the script never silently drops one.
 # `mustRun` has no docker flag: the provider only checks after start that the container runs.
-_RENDERED_INPUTS = {"attach", "logs", "wait", "waitTimeout", "labels", "name", "image", "command", "hostname", "devices", "groupAdds", "ipcMode", "shmSize", "cpuSet",
-                    "capabilities", "securityOpts", "envs", "ports", "volumes", "restart", "maxRetryCount",
-                    "healthcheck", "uploads", "mustRun", "start"}
+_RENDERED_INPUTS = {
+    "attach",
+    "logs",
+    "wait",
+    "waitTimeout",
+    "labels",
+    "name",
+    "image",
+    "command",
+    "hostname",
+    "devices",
+    "groupAdds",
+    "ipcMode",
+    "shmSize",
+    "cpuSet",
+    "capabilities",
+    "securityOpts",
+    "envs",
+    "ports",
+    "volumes",
+    "restart",
+    "maxRetryCount",
+    "healthcheck",
+    "uploads",
+    "mustRun",
+    "start",
+}
 _HEARDOC_END = "ROCM_STACK_EOF"
 
 
@@ -267,9 +303,16 @@ def _health_flags(check: dict[str, Any]) -> list[str]:
     if kind == "NONE":
         return ["--no-healthcheck"]
     flags = [f"--health-cmd={shlex.join(args) if kind == 'CMD' else args[0]}"]
-    return flags + [f"--health-{flag}={check[key]}" for flag, key in
-                    (("interval", "interval"), ("timeout", "timeout"), ("retries", "retries"),
-                     ("start-period", "startPeriod")) if key in check]
+    return flags + [
+        f"--health-{flag}={check[key]}"
+        for flag, key in (
+            ("interval", "interval"),
+            ("timeout", "timeout"),
+            ("retries", "retries"),
+            ("start-period", "startPeriod"),
+        )
+        if key in check
+    ]
 
 
 def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -> list[str]:
@@ -277,14 +320,18 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     i = inputs
     unrendered = sorted(set(i) - _RENDERED_INPUTS)
     if unrendered:
-        raise ValueError(f"docker/HOST.sh cannot render input(s) {', '.join(unrendered)} of container "
-                         f"{i['name']!r}: add them to tools/synth.py docker_create_args")
+        raise ValueError(
+            f"docker/HOST.sh cannot render input(s) {', '.join(unrendered)} of container "
+            f"{i['name']!r}: add them to tools/synth.py docker_create_args"
+        )
     args = ["docker", "create", f"--name={i['name']}"]
     if "hostname" in i:
         args.append(f"--hostname={i['hostname']}")
     args += [f"--label={label['label']}={label['value']}" for label in i.get("labels", [])]
-    args += [f"--device={d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
-             for d in i.get("devices", [])]
+    args += [
+        f"--device={d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
+        for d in i.get("devices", [])
+    ]
     args += [f"--group-add={group}" for group in i.get("groupAdds", [])]
     if "ipcMode" in i:
         args.append(f"--ipc={i['ipcMode']}")
@@ -298,8 +345,10 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     if i.get("envs") != SECRET:
         args += [f"--env={env}" for env in i.get("envs", [])]
     args += [_publish(port) for port in i.get("ports", [])]
-    args += [f"--volume={v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
-             for v in i.get("volumes", [])]
+    args += [
+        f"--volume={v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
+        for v in i.get("volumes", [])
+    ]
     restart = i.get("restart", "no")
     retries = f":{i['maxRetryCount']}" if restart == "on-failure" and i.get("maxRetryCount") else ""
     args.append(f"--restart={restart}{retries}")
@@ -311,7 +360,7 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
 def _upload_lines(name: str, uploads: list[dict[str, Any]]) -> list[str]:
     """Each file written from the script's text (base64 where a heredoc cannot hold it exactly), with the
     provider's mode (`permissions`, else 0744 when executable, else 0644), then copied in as one tar."""
-    lines = ['files=$(mktemp -d)']
+    lines = ["files=$(mktemp -d)"]
     for upload in uploads:
         path = upload["file"]
         unknown = set(upload) - {"file", "content", "contentBase64", "executable", "permissions"}
@@ -328,18 +377,26 @@ def _upload_lines(name: str, uploads: list[dict[str, Any]]) -> list[str]:
         mode = upload.get("permissions") or ("0744" if upload.get("executable") else "0644")
         lines.append(f"chmod {mode} {target}")
     names = " ".join(shlex.quote(u["file"].lstrip("/")) for u in uploads)
-    lines += [f'tar -C "$files" --owner=0 --group=0 --numeric-owner -cf "$files.tar" {names}',
-              f'docker cp - {shlex.quote(name)}:/ < "$files.tar"', 'rm -rf "$files" "$files.tar"']
+    lines += [
+        f'tar -C "$files" --owner=0 --group=0 --numeric-owner -cf "$files.tar" {names}',
+        f'docker cp - {shlex.quote(name)}:/ < "$files.tar"',
+        'rm -rf "$files" "$files.tar"',
+    ]
     return lines
 
 
-def _container_block(container: dict[str, Any], image_names: Mapping[str, str], gates: list[str],
-                     verdict_label: str, log_lines: int) -> list[str]:
+def _container_block(
+    container: dict[str, Any], image_names: Mapping[str, str], gates: list[str], verdict_label: str, log_lines: int
+) -> list[str]:
     """`gates`: the Docker names of the containers on this host that this one depends on (its checks)."""
     i = container["inputs"]
     name = i["name"]
-    lines = [f"# {name}: created, its files copied in, then started, as the Docker provider does.", "(",
-             "set -e", shlex.join(docker_create_args(i, image_names))]
+    lines = [
+        f"# {name}: created, its files copied in, then started, as the Docker provider does.",
+        "(",
+        "set -e",
+        shlex.join(docker_create_args(i, image_names)),
+    ]
     if i.get("envs") == SECRET:  # a secret value anywhere makes the whole list secret
         lines.insert(-1, "# its environment holds a Pulumi secret, not shown here")
     uploads = i.get("uploads", [])
@@ -354,11 +411,14 @@ def _container_block(container: dict[str, Any], image_names: Mapping[str, str], 
     if i.get("wait"):
         # wait: the provider polls every second until the health check says healthy, for waitTimeout s (60).
         timeout = i.get("waitTimeout", 60)
-        lines += ["waited=0",
-                  f"until [ \"$(docker inspect -f '{{{{.State.Health.Status}}}}' {shlex.quote(name)})\" = healthy ]; do",
-                  f'  if [ "$waited" -ge {timeout} ]; then echo "{name}: not healthy after {timeout}s; its last '
-                  f'{log_lines} log lines:" >&2; docker logs --tail {log_lines} {shlex.quote(name)} >&2; exit 1; fi',
-                  "  sleep 1; waited=$((waited + 1))", "done"]
+        lines += [
+            "waited=0",
+            f"until [ \"$(docker inspect -f '{{{{.State.Health.Status}}}}' {shlex.quote(name)})\" = healthy ]; do",
+            f'  if [ "$waited" -ge {timeout} ]; then echo "{name}: not healthy after {timeout}s; its last '
+            f'{log_lines} log lines:" >&2; docker logs --tail {log_lines} {shlex.quote(name)} >&2; exit 1; fi',
+            "  sleep 1; waited=$((waited + 1))",
+            "done",
+        ]
     # Outside the subshell -e is off, so one container's failure leaves the others to be tried (as `pulumi up`
     # goes on with independent resources) and the script still exits non-zero.
     labels = {label["label"]: label["value"] for label in i.get("labels", [])}
@@ -369,9 +429,13 @@ def _container_block(container: dict[str, Any], image_names: Mapping[str, str], 
     if not gates:
         return lines
     # What depends on a failed check is never created, as `pulumi up` stops there (components/docker/checks.py).
-    return [f"gate=$(blocked {' '.join(shlex.quote(g) for g in gates)})",
-            f'if [ -n "$gate" ]; then echo "{name}: not created: $gate, which it waits for, failed" >&2; '
-            f'failed="$failed {name}"; else', *lines, "fi"]
+    return [
+        f"gate=$(blocked {' '.join(shlex.quote(g) for g in gates)})",
+        f'if [ -n "$gate" ]; then echo "{name}: not created: $gate, which it waits for, failed" >&2; '
+        f'failed="$failed {name}"; else',
+        *lines,
+        "fi",
+    ]
 
 
 def _in_dependency_order(containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -381,7 +445,9 @@ def _in_dependency_order(containers: list[dict[str, Any]]) -> list[dict[str, Any
     while pending:
         ready = [c for c in pending.values() if not set(c["depends_on"]) & pending.keys()]
         if not ready:
-            raise ValueError(f"docker/HOST.sh: a dependency cycle among {sorted(c['inputs']['name'] for c in pending.values())}")
+            raise ValueError(
+                f"docker/HOST.sh: a dependency cycle among {sorted(c['inputs']['name'] for c in pending.values())}"
+            )
         for container in ready:
             ordered.append(pending.pop(container["urn"]))
     return ordered
@@ -392,8 +458,10 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
     from components.docker.checks import LOG_LINES_SHOWN, VERDICT_LABEL
 
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
-    image_names = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
-                   for r in plan.of_type("docker:index/remoteImage:RemoteImage")}
+    image_names = {
+        plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
+        for r in plan.of_type("docker:index/remoteImage:RemoteImage")
+    }
     by_provider: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
     for resource in plan.resources:  # grouped once: scanning all resources per host is quadratic in hosts
         by_provider[resource["provider"]].append(resource)
@@ -401,19 +469,30 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
     for urn, provider in providers.items():
         on_host = by_provider[urn]
         containers = [r for r in on_host if r["type"] == "docker:index/container:Container"]
-        lines = ["#!/bin/sh",
-                 f"# What stack '{plan.stack}' declares on this host, as docker commands: run it on a daemon "
-                 "without these containers",
-                 "# (`docker rm -f` them first to replace them), or compare it with the ROCm docs.",
-                 "set -u", f"export DOCKER_HOST={shlex.quote(provider['inputs'].get('host', ''))}"]
+        lines = [
+            "#!/bin/sh",
+            f"# What stack '{plan.stack}' declares on this host, as docker commands: run it on a daemon "
+            "without these containers",
+            "# (`docker rm -f` them first to replace them), or compare it with the ROCm docs.",
+            "set -u",
+            f"export DOCKER_HOST={shlex.quote(provider['inputs'].get('host', ''))}",
+        ]
         if "sshOpts" in provider["inputs"]:
             lines.append(f"# The provider's ssh options, for ~/.ssh/config: {provider['inputs']['sshOpts']}")
-        secret = [c["inputs"]["name"] for c in containers if SECRET in (c["inputs"].get("envs"), c["inputs"].get("uploads"))]
+        secret = [
+            c["inputs"]["name"] for c in containers if SECRET in (c["inputs"].get("envs"), c["inputs"].get("uploads"))
+        ]
         if secret:
-            lines += [f"echo 'containers {' '.join(secret)} hold Pulumi secrets that synth does not see: "
-                      "deploy this host with pulumi up' >&2", "exit 1"]
-        lines += ["failed=", "# The first of its arguments that failed (or was not created) above.",
-                  'blocked() { for dep in "$@"; do case " $failed " in *" $dep "*) echo "$dep"; return;; esac; done; }']
+            lines += [
+                f"echo 'containers {' '.join(secret)} hold Pulumi secrets that synth does not see: "
+                "deploy this host with pulumi up' >&2",
+                "exit 1",
+            ]
+        lines += [
+            "failed=",
+            "# The first of its arguments that failed (or was not created) above.",
+            'blocked() { for dep in "$@"; do case " $failed " in *" $dep "*) echo "$dep"; return;; esac; done; }',
+        ]
         for image in (r["inputs"]["name"] for r in on_host if r["type"] == "docker:index/remoteImage:RemoteImage"):
             ref = shlex.quote(image)
             lines.append(f'docker image inspect {ref} >/dev/null 2>&1 || docker pull {ref} || failed="$failed {ref}"')
@@ -429,13 +508,16 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
 def helm_releases(plan: Plan) -> Iterator[tuple[str, dict[str, Any]]]:
     for release in plan.of_type("kubernetes:helm.sh/v3:Release"):
         i = release["inputs"]
-        yield release["name"], {
-            "chart": i.get("chart"),
-            "repo": i.get("repositoryOpts", {}).get("repo"),
-            "version": i.get("version"),
-            "namespace": i.get("namespace"),
-            "values": i.get("values", {}),
-        }
+        yield (
+            release["name"],
+            {
+                "chart": i.get("chart"),
+                "repo": i.get("repositoryOpts", {}).get("repo"),
+                "version": i.get("version"),
+                "namespace": i.get("namespace"),
+                "values": i.get("values", {}),
+            },
+        )
 
 
 def manifest_of(resource: dict[str, Any]) -> dict[str, Any]:
@@ -447,10 +529,14 @@ def manifest_of(resource: dict[str, Any]) -> dict[str, Any]:
     hidden = sorted(k for k in ("data", "stringData") if obj.get("kind") == "Secret" and obj.get(k) == SECRET)
     if hidden:
         metadata = obj.get("metadata", {})
-        annotations = {**metadata.get("annotations", {}),
-                       "rocm-stack/synth": f"{' and '.join(hidden)} hold a secret, not shown"}
-        obj = {**{k: v for k, v in obj.items() if k not in hidden},
-               "metadata": {**metadata, "annotations": annotations}}
+        annotations = {
+            **metadata.get("annotations", {}),
+            "rocm-stack/synth": f"{' and '.join(hidden)} hold a secret, not shown",
+        }
+        obj = {
+            **{k: v for k, v in obj.items() if k not in hidden},
+            "metadata": {**metadata, "annotations": annotations},
+        }
     return obj
 
 
@@ -468,8 +554,9 @@ def rendered_files(plan: Plan) -> dict[str, str]:
     for resource in plan.kubernetes_objects():
         obj = manifest_of(resource)
         metadata = obj.get("metadata", {})
-        stem = "_".join(filter(None, [obj.get("kind"), metadata.get("namespace"), metadata.get("name")
-                                      or resource["name"]]))
+        stem = "_".join(
+            filter(None, [obj.get("kind"), metadata.get("namespace"), metadata.get("name") or resource["name"]])
+        )
         files[f"manifests/{_file_name(stem)}.yaml"] = yaml.safe_dump(obj, sort_keys=False)
     for name, release in helm_releases(plan):
         files[f"helm/{_file_name(name)}.yaml"] = yaml.safe_dump(release, sort_keys=False)
@@ -486,10 +573,15 @@ def _tracked(out: Path, paths: list[str]) -> list[str]:
     import subprocess
 
     try:
-        result = subprocess.run(["git", "-C", str(out), "ls-files", "-z", "--full-name", "--", *paths],
-                                capture_output=True, text=True, timeout=60)
-        top = subprocess.run(["git", "-C", str(out), "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            ["git", "-C", str(out), "ls-files", "-z", "--full-name", "--", *paths],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        top = subprocess.run(
+            ["git", "-C", str(out), "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     if result.returncode or top.returncode:
@@ -520,8 +612,9 @@ def write(plan: Plan, out: Path) -> list[str]:
     if out.exists():
         tracked = [p for p in _tracked(out, sorted(files)) if p not in previous]
         if tracked:
-            raise OutputError(f"{out / tracked[0]} is a file tracked by git; synth never overwrites one "
-                              "(choose another --out folder)")
+            raise OutputError(
+                f"{out / tracked[0]} is a file tracked by git; synth never overwrites one (choose another --out folder)"
+            )
     try:
         out.mkdir(parents=True, exist_ok=True)
         for relative in previous:
@@ -532,8 +625,10 @@ def write(plan: Plan, out: Path) -> list[str]:
         for relative, text in files.items():
             (out / relative).parent.mkdir(parents=True, exist_ok=True)
             (out / relative).write_text(text)
-        manifest.write_text("# Files written by `python -m tools.synth`; the next run deletes only these.\n"
-                            + "".join(f"{relative}\n" for relative in sorted(files)))
+        manifest.write_text(
+            "# Files written by `python -m tools.synth`; the next run deletes only these.\n"
+            + "".join(f"{relative}\n" for relative in sorted(files))
+        )
     except OSError as error:
         raise OutputError(f"cannot write into {out}: {error.strerror} ({error.filename})") from None
     return sorted(files)

@@ -6,6 +6,7 @@ CI writes this into the pull request's job summary: which resources the change a
 (by type and name, the identity Pulumi keeps across runs) and, for a changed one, which input paths differ.
 Exit codes: 0 summary written, 2 a plan could not be read.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -121,10 +122,12 @@ def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
             paths.append("depends_on")
         if paths:
             changed.append(Changed(key, tuple(paths)))
-    return PlanDiff(added=tuple(sorted(after.keys() - before.keys())),
-                    removed=tuple(sorted(before.keys() - after.keys())),
-                    changed=tuple(changed),
-                    unchanged=len(before.keys() & after.keys()) - len(changed))
+    return PlanDiff(
+        added=tuple(sorted(after.keys() - before.keys())),
+        removed=tuple(sorted(before.keys() - after.keys())),
+        changed=tuple(changed),
+        unchanged=len(before.keys() & after.keys()) - len(changed),
+    )
 
 
 def _cell(text: str) -> str:
@@ -136,9 +139,13 @@ def to_markdown(result: PlanDiff, title: str, max_rows: int = DEFAULT_MAX_ROWS) 
     if result.empty:
         lines.append(f"No resource changes ({result.unchanged} unchanged).")
         return "\n".join(lines) + "\n"
-    lines += [f"**{len(result.added)} added, {len(result.removed)} removed, {len(result.changed)} changed**, "
-              f"{result.unchanged} unchanged.", "",
-              "| Change | Type | Name | Input paths |", "| --- | --- | --- | --- |"]
+    lines += [
+        f"**{len(result.added)} added, {len(result.removed)} removed, {len(result.changed)} changed**, "
+        f"{result.unchanged} unchanged.",
+        "",
+        "| Change | Type | Name | Input paths |",
+        "| --- | --- | --- | --- |",
+    ]
     rows = [("added", key, "") for key in result.added]
     rows += [("removed", key, "") for key in result.removed]
     rows += [("changed", c.key, ", ".join(f"`{_cell(p)}`" for p in c.paths)) for c in result.changed]

@@ -1,4 +1,5 @@
 """`rocm-stack topology FILE [--partition 4,4] [--per-gpu 8]`: print a saved GPU topology (and a placement) as JSON."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Print the GPU topology of saved rocm-smi --showtopo / amd-smi topology output as JSON.",
     )
     parser.add_argument("file", help="saved output of `rocm-smi --showtopo` or `amd-smi topology [--json]`")
-    parser.add_argument("--partition", type=_sizes, metavar="N,N,...",
-                        help="also choose disjoint GPU sets of these sizes (e.g. 4,4)")
-    parser.add_argument("--per-gpu", type=int, default=1, metavar="N",
-                        help="logical GPUs per physical GPU of a partitioned host (CPX on MI300X: 8): sets are "
-                             "placed on whole physical GPUs first, as the stack places gpuCount")
+    parser.add_argument(
+        "--partition", type=_sizes, metavar="N,N,...", help="also choose disjoint GPU sets of these sizes (e.g. 4,4)"
+    )
+    parser.add_argument(
+        "--per-gpu",
+        type=int,
+        default=1,
+        metavar="N",
+        help="logical GPUs per physical GPU of a partitioned host (CPX on MI300X: 8): sets are "
+        "placed on whole physical GPUs first, as the stack places gpuCount",
+    )
     args = parser.parse_args(argv)
     try:
         topology = load_topology(args.file)
@@ -39,8 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.partition is not None:
             if args.per_gpu < 1 or len(topology.gpus) % args.per_gpu:
                 raise PlacementError(f"--per-gpu {args.per_gpu} does not divide the {len(topology.gpus)} GPUs")
-            sets = (place(topology, args.partition) if args.per_gpu == 1
-                    else place_partitioned(topology, topology.gpus, args.partition, args.per_gpu))
+            sets = (
+                place(topology, args.partition)
+                if args.per_gpu == 1
+                else place_partitioned(topology, topology.gpus, args.partition, args.per_gpu)
+            )
             result["sets"] = sets
             result["sets_numa"] = [numa_node_of(topology, s) for s in sets]
     except (TopologyError, PlacementError) as err:
@@ -51,10 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _json_lines(result: dict[str, object]) -> str:
     """JSON with one key per line and one matrix row per line."""
+
     def value(v: object) -> str:
         if isinstance(v, (list, tuple)) and v and all(isinstance(row, (list, tuple)) for row in v):
             return "[\n" + ",\n".join(f"    {json.dumps(row)}" for row in v) + "\n  ]"
         return json.dumps(v)
+
     return "{\n" + ",\n".join(f"  {json.dumps(k)}: {value(v)}" for k, v in result.items()) + "\n}"
 
 

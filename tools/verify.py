@@ -12,6 +12,7 @@ Prints a progress line per host on stderr, then a table: host, check (preflight 
 Exit status: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused or a host
 could not be reached.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,16 +49,22 @@ def _labels(inputs: Mapping[str, Any]) -> dict[str, str]:
 def checks_by_host(plan: Plan) -> dict[str, tuple[str, list[dict[str, Any]]]]:
     """Host name -> (its Docker endpoint, the inputs of its check containers, preflight first)."""
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
-    images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
-              for r in plan.of_type("docker:index/remoteImage:RemoteImage")}
+    images = {
+        plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
+        for r in plan.of_type("docker:index/remoteImage:RemoteImage")
+    }
     found: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for resource in plan.of_type(CONTAINER):
         inputs = resource["inputs"]
         if CHECK_LABEL in _labels(inputs):
             found[resource["provider"]].append({**inputs, "image": images.get(inputs["image"], inputs["image"])})
-    return {providers[urn]["name"]: (providers[urn]["inputs"].get("host", "unix:///var/run/docker.sock"),
-                                     sorted(checks, key=lambda c: _labels(c)[CHECK_LABEL] != "preflight"))
-            for urn, checks in sorted(found.items(), key=lambda item: providers[item[0]]["name"])}
+    return {
+        providers[urn]["name"]: (
+            providers[urn]["inputs"].get("host", "unix:///var/run/docker.sock"),
+            sorted(checks, key=lambda c: _labels(c)[CHECK_LABEL] != "preflight"),
+        )
+        for urn, checks in sorted(found.items(), key=lambda item: providers[item[0]]["name"])
+    }
 
 
 def create_kwargs(inputs: Mapping[str, Any], device_root: Path) -> dict[str, Any]:
@@ -68,21 +75,32 @@ def create_kwargs(inputs: Mapping[str, Any], device_root: Path) -> dict[str, Any
         return str(device_root / path.lstrip("/")) if path.startswith("/dev/") else path
 
     kwargs: dict[str, Any] = {
-        "image": inputs["image"], "command": inputs.get("command"), "name": f"{inputs['name']}-verify",
-        "environment": inputs.get("envs", []), "labels": _labels(inputs),
-        "devices": [f"{host_path(d['hostPath'])}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
-                    for d in inputs.get("devices", [])],
-        "group_add": inputs.get("groupAdds"), "ipc_mode": inputs.get("ipcMode"), "cpuset_cpus": inputs.get("cpuSet"),
-        "cap_add": inputs.get("capabilities", {}).get("adds"), "security_opt": inputs.get("securityOpts"),
-        "volumes": {v["hostPath"]: {"bind": v["containerPath"], "mode": "ro" if v.get("readOnly") else "rw"}
-                    for v in inputs.get("volumes", [])},
+        "image": inputs["image"],
+        "command": inputs.get("command"),
+        "name": f"{inputs['name']}-verify",
+        "environment": inputs.get("envs", []),
+        "labels": _labels(inputs),
+        "devices": [
+            f"{host_path(d['hostPath'])}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
+            for d in inputs.get("devices", [])
+        ],
+        "group_add": inputs.get("groupAdds"),
+        "ipc_mode": inputs.get("ipcMode"),
+        "cpuset_cpus": inputs.get("cpuSet"),
+        "cap_add": inputs.get("capabilities", {}).get("adds"),
+        "security_opt": inputs.get("securityOpts"),
+        "volumes": {
+            v["hostPath"]: {"bind": v["containerPath"], "mode": "ro" if v.get("readOnly") else "rw"}
+            for v in inputs.get("volumes", [])
+        },
     }
     if "shmSize" in inputs:
         kwargs["shm_size"] = f"{inputs['shmSize']}m"  # the provider's shmSize is MiB
     if inputs.get("deviceRequests"):
-        kwargs["device_requests"] = [docker.types.DeviceRequest(driver=r.get("driver", ""),
-                                                                device_ids=r.get("deviceIds", []))
-                                     for r in inputs["deviceRequests"]]
+        kwargs["device_requests"] = [
+            docker.types.DeviceRequest(driver=r.get("driver", ""), device_ids=r.get("deviceIds", []))
+            for r in inputs["deviceRequests"]
+        ]
     return {k: v for k, v in kwargs.items() if v not in (None, [], {})}
 
 
@@ -120,8 +138,9 @@ def _timeout(inputs: Mapping[str, Any]) -> float:
     return own + RUN_TIMEOUT_MARGIN_S
 
 
-def verify(plan: Plan, client_for: Callable[[str], Any], progress: Callable[[str], None],
-           device_root: Path = Path("/")) -> list[Row]:
+def verify(
+    plan: Plan, client_for: Callable[[str], Any], progress: Callable[[str], None], device_root: Path = Path("/")
+) -> list[Row]:
     rows: list[Row] = []
     hosts = checks_by_host(plan)
     for number, (host, (endpoint, checks)) in enumerate(hosts.items(), 1):

@@ -4,6 +4,7 @@ No components, no config model: each entry of the JSON file named by config `bas
 ({key, type, name, inputs, provider, dependsOn, outputOf}) becomes one SDK resource with the same inputs.
 `bench/__main__.py` writes that list from what the real program declared, so both declare the same resources.
 """
+
 import importlib
 import inspect
 import json
@@ -58,13 +59,15 @@ for entry in json.loads(Path(pulumi.Config("baseline").require("resources")).rea
     )
     sdk_class = _sdk_class(entry["type"])
     if sdk_class is not None:
-        resource = sdk_class(entry["name"], **_arguments(sdk_class, inputs, entry["type"].startswith("pulumi:")),
-                             opts=opts)
+        resource = sdk_class(
+            entry["name"], **_arguments(sdk_class, inputs, entry["type"].startswith("pulumi:")), opts=opts
+        )
     elif entry["type"].startswith("kubernetes:"):
         from pulumi_kubernetes.apiextensions import CustomResource
 
-        resource = CustomResource(entry["name"], api_version=inputs.pop("apiVersion"), kind=inputs.pop("kind"),
-                                  **inputs, opts=opts)
+        resource = CustomResource(
+            entry["name"], api_version=inputs.pop("apiVersion"), kind=inputs.pop("kind"), **inputs, opts=opts
+        )
     else:
         resource = pulumi.CustomResource(entry["type"], entry["name"], inputs, opts)
     declared[entry["key"]] = resource

@@ -12,6 +12,7 @@ check, so it is never created and `pulumi up` stops with the check's own finding
 check in the state: a failed check keeps failing every `pulumi up` until it is run again (a new check container:
 `pulumi up --replace <its URN>`, or any change to the partition, which renames it).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,9 +48,12 @@ def check_labels(kind: str, strict: bool) -> list[docker.ContainerLabelArgs]:
 
 
 def program_uploads() -> list[docker.ContainerUploadArgs]:
-    return [docker.ContainerUploadArgs(file=f"{PROGRAM_PARENT}/programs/{name}",
-                                       content=(PROGRAM_SOURCE / name).read_text())
-            for name in CHECK_PROGRAMS]
+    return [
+        docker.ContainerUploadArgs(
+            file=f"{PROGRAM_PARENT}/programs/{name}", content=(PROGRAM_SOURCE / name).read_text()
+        )
+        for name in CHECK_PROGRAMS
+    ]
 
 
 def content_hash(*parts: Any) -> str:
@@ -61,8 +65,16 @@ def content_hash(*parts: Any) -> str:
 
 
 def gpucheck_command(gpus: int, floors: GpuFloors, timeout_seconds: int) -> list[str]:
-    command = ["python3", "-m", "programs.gpucheck", "--expect-gpus", str(gpus), "--json",
-               "--timeout", str(timeout_seconds)]
+    command = [
+        "python3",
+        "-m",
+        "programs.gpucheck",
+        "--expect-gpus",
+        str(gpus),
+        "--json",
+        "--timeout",
+        str(timeout_seconds),
+    ]
     if floors.min_tflops is not None:
         command += ["--min-tflops", f"{floors.min_tflops:g}"]
     if floors.min_busbw is not None and gpus > 1:
@@ -71,8 +83,20 @@ def gpucheck_command(gpus: int, floors: GpuFloors, timeout_seconds: int) -> list
 
 
 def preflight_command(host: HostConfig, rocm: Sequence[str]) -> list[str]:
-    command = ["python3", "-m", "programs.preflight", "--root", HOST_ROOT, "--host", host.name,
-               "--expect-gpus", str(host.logical_gpus), "--gpu-model", host.gpu_model, "--json"]
+    command = [
+        "python3",
+        "-m",
+        "programs.preflight",
+        "--root",
+        HOST_ROOT,
+        "--host",
+        host.name,
+        "--expect-gpus",
+        str(host.logical_gpus),
+        "--gpu-model",
+        host.gpu_model,
+        "--json",
+    ]
     for release in sorted(set(rocm)):
         command += ["--rocm", release]
     return command
@@ -89,7 +113,8 @@ def summary(logs: str | None) -> str:
         if isinstance(report, dict):
             items = report.get("failures") or [
                 f"{f['check']}: {f['seen']} (expected {f['expected']}); fix: {f['fix']}"
-                for f in report.get("findings", [])]
+                for f in report.get("findings", [])
+            ]
             if items:
                 return "\n".join(f"  - {item}" for item in items)
     return "\n".join(f"  | {line}" for line in lines[-LOG_LINES_SHOWN:]) or "  (no output)"
@@ -97,6 +122,7 @@ def summary(logs: str | None) -> str:
 
 def verdict(check: docker.Container, what: str, strict: bool) -> pulumi.Output[docker.Container]:
     """The check container once it has passed. A failure raises (strict) or is a warning; either names `what`."""
+
     def judge(result: list[Any]) -> docker.Container:
         code, logs = result
         if code == 0:
@@ -129,8 +155,9 @@ class HostChecksArgs:
         return self.environment == "prod"
 
 
-def preflight_container(args: HostChecksArgs, image_key: str, image: pulumi.Input[str],
-                        opts: pulumi.ResourceOptions) -> docker.Container:
+def preflight_container(
+    args: HostChecksArgs, image_key: str, image: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> docker.Container:
     rocm = sorted({r for key in set(args.partition_images.values()) if (r := args.image_rocm.get(key))})
     command = preflight_command(args.host, rocm)
     return docker.Container(
@@ -140,8 +167,10 @@ def preflight_container(args: HostChecksArgs, image_key: str, image: pulumi.Inpu
         command=command,
         envs=[f"PYTHONPATH={PROGRAM_PARENT}"],
         uploads=program_uploads(),
-        volumes=[docker.ContainerVolumeArgs(host_path=path, container_path=f"{HOST_ROOT}{path}", read_only=True)
-                 for path in ("/proc", "/sys")],
+        volumes=[
+            docker.ContainerVolumeArgs(host_path=path, container_path=f"{HOST_ROOT}{path}", read_only=True)
+            for path in ("/proc", "/sys")
+        ],
         labels=check_labels("preflight", strict=args.preflight_strict),
         restart="no",
         must_run=False,
@@ -151,15 +180,24 @@ def preflight_container(args: HostChecksArgs, image_key: str, image: pulumi.Inpu
     )
 
 
-def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: pulumi.Input[str],
-                       access: Mapping[str, Any], env: Mapping[str, str],
-                       opts: pulumi.ResourceOptions, secret_env: bool = False) -> docker.Container:
+def gpucheck_container(
+    args: HostChecksArgs,
+    container: ContainerConfig,
+    image: pulumi.Input[str],
+    access: Mapping[str, Any],
+    env: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+    secret_env: bool = False,
+) -> docker.Container:
     """`access` and `env`: the partition's device access and environment, from the definition its own container
     uses (components.docker.gpu_host rocm_access and the visibility variable)."""
     host = args.host
     gpus = len(container.gpus) if container.gpus is not None else host.logical_gpus
-    command = gpucheck_command(gpus, args.config.floors_for(host.gpu_model, args.environment, host.compute_partition),
-                               args.config.timeout_seconds)
+    command = gpucheck_command(
+        gpus,
+        args.config.floors_for(host.gpu_model, args.environment, host.compute_partition),
+        args.config.timeout_seconds,
+    )
     # Device access is among the check's own inputs, which replace it when they change (ForceNew in the provider's
     # schema, resource_docker_container.go: devices, group_add, ipc_mode, env, ...); the hash adds the rest of the
     # partition (cpuset, which the provider updates in place, and the image it runs).
@@ -179,4 +217,3 @@ def gpucheck_container(args: HostChecksArgs, container: ContainerConfig, image: 
         logs=True,
         opts=opts,
     )
-

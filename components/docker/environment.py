@@ -1,4 +1,5 @@
 """The environment of a Docker container, as the provider's `envs` input."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

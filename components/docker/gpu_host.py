@@ -1,4 +1,5 @@
 """A GPU host running Docker: its provider, pinned ROCm images and GPU containers."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,18 +44,22 @@ def visibility_env(host: HostConfig, container: ContainerConfig, variable: str) 
     return {} if visible is None else {variable: ",".join(str(g) for g in visible)}
 
 
-def rocm_access(host: HostConfig, container: ContainerConfig, profile: SecurityProfile,
-                shm_size_bytes: int) -> dict[str, Any]:
+def rocm_access(
+    host: HostConfig, container: ContainerConfig, profile: SecurityProfile, shm_size_bytes: int
+) -> dict[str, Any]:
     """The `docker.Container` arguments every ROCm GPU partition gets, whoever declares it."""
     access = gpu_devices(host, container)
     return {
         "shm_size": shm_size_bytes // (1024 * 1024),  # the provider takes MiB
         # /dev/kfd and the render nodes the host's gpuAccess gives (ROCm docs, "Running ROCm Docker containers"
         # and "Restricting GPU access"), or the AMD Container Toolkit's CDI devices.
-        "devices": [docker.ContainerDeviceArgs(host_path=h, container_path=c, permissions="rwm")
-                    for h, c in access.devices] or None,
+        "devices": [
+            docker.ContainerDeviceArgs(host_path=h, container_path=c, permissions="rwm") for h, c in access.devices
+        ]
+        or None,
         "device_requests": [docker.ContainerDeviceRequestArgs(driver="cdi", device_ids=list(access.cdi_devices))]
-                           if access.cdi_devices else None,
+        if access.cdi_devices
+        else None,
         # Numeric host GIDs only (see schema.docker.Gid); none by default, the ROCm images run as root.
         "group_adds": [str(g) for g in host.device_groups] or None,
         "labels": [docker.ContainerLabelArgs(label=PARTITION_LABEL, value=f"{host.name}/{container.name}")],
@@ -85,11 +90,13 @@ class GpuHost(pulumi.ComponentResource):
         super().__init__("rocm-stack:docker:GpuHost", name, None, opts)
         registry_auth = None
         if args.registry is not None:
-            registry_auth = [docker.ProviderRegistryAuthArgs(
-                address=args.registry.server,
-                username=args.registry.username,
-                password=args.registry_password,
-            )]
+            registry_auth = [
+                docker.ProviderRegistryAuthArgs(
+                    address=args.registry.server,
+                    username=args.registry.username,
+                    password=args.registry_password,
+                )
+            ]
         self.provider = docker.Provider(
             host.name,
             host=host.docker.host,
@@ -106,25 +113,34 @@ class GpuHost(pulumi.ComponentResource):
                 keep_locally=True,
                 opts=on_host,
             )
-            for key in sorted({c.image for c in host.containers}
-                              | set(args.checks.partition_images.values() if args.checks else ()))
+            for key in sorted(
+                {c.image for c in host.containers} | set(args.checks.partition_images.values() if args.checks else ())
+            )
         }
         self.preflight, self.checks, self.gates = None, {}, {}
         if args.checks is not None:
             self._declare_checks(args.checks, args.security_profile, args.secret_env, on_host)
         self.containers = {
-            c.name: self._container(host, c, args.security_profile, args.secret_env, pulumi.ResourceOptions.merge(
-                on_host, pulumi.ResourceOptions(depends_on=self.gates.get(c.name, []))))
+            c.name: self._container(
+                host,
+                c,
+                args.security_profile,
+                args.secret_env,
+                pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(depends_on=self.gates.get(c.name, []))),
+            )
             for c in host.containers
         }
-        self.register_outputs({
-            "dockerHost": host.docker.host,
-            "containers": {name: c.name for name, c in self.containers.items()},
-            "gpus": {c.name: partition_gpus(host, c) for c in host.containers},
-        })
+        self.register_outputs(
+            {
+                "dockerHost": host.docker.host,
+                "containers": {name: c.name for name, c in self.containers.items()},
+                "gpus": {c.name: partition_gpus(host, c) for c in host.containers},
+            }
+        )
 
-    def _declare_checks(self, checks: HostChecksArgs, profile: SecurityProfile, secret_env: bool,
-                        on_host: pulumi.ResourceOptions) -> None:
+    def _declare_checks(
+        self, checks: HostChecksArgs, profile: SecurityProfile, secret_env: bool, on_host: pulumi.ResourceOptions
+    ) -> None:
         """The host's preflight, then each partition's GPU check with the partition's own device access and
         environment; a partition's container waits for both verdicts."""
         host = checks.host
@@ -135,16 +151,29 @@ class GpuHost(pulumi.ComponentResource):
         after_preflight = pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(depends_on=[preflight_passed]))
         for c in host.containers:
             key = checks.partition_images[c.name]
-            check = gpucheck_container(checks, c, self.images[key].image_id,
-                                       rocm_access(host, c, profile, c.shm_size),
-                                       {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")}, after_preflight,
-                                       secret_env=secret_env)
+            check = gpucheck_container(
+                checks,
+                c,
+                self.images[key].image_id,
+                rocm_access(host, c, profile, c.shm_size),
+                {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")},
+                after_preflight,
+                secret_env=secret_env,
+            )
             self.checks[c.name] = check
-            self.gates[c.name] = [preflight_passed,
-                                  verdict(check, f"partition {host.name}/{c.name}: GPU check", strict=True)]
+            self.gates[c.name] = [
+                preflight_passed,
+                verdict(check, f"partition {host.name}/{c.name}: GPU check", strict=True),
+            ]
 
-    def _container(self, host: HostConfig, c: ContainerConfig, profile: SecurityProfile, secret_env: bool,
-                   opts: pulumi.ResourceOptions) -> docker.Container:
+    def _container(
+        self,
+        host: HostConfig,
+        c: ContainerConfig,
+        profile: SecurityProfile,
+        secret_env: bool,
+        opts: pulumi.ResourceOptions,
+    ) -> docker.Container:
         env: dict[str, Any] = {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")}
         return docker.Container(
             f"{host.name}-{c.name}",
@@ -153,11 +182,15 @@ class GpuHost(pulumi.ComponentResource):
             command=c.command or None,
             envs=container_envs(env, secret_env),
             **rocm_access(host, c, profile, c.shm_size),
-            ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip)
-                   for p in c.ports] or None,
-            volumes=[docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,
-                                                read_only=v.read_only)
-                     for v in c.volumes] or None,
+            ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip) for p in c.ports]
+            or None,
+            volumes=[
+                docker.ContainerVolumeArgs(
+                    host_path=v.host_path, container_path=v.container_path, read_only=v.read_only
+                )
+                for v in c.volumes
+            ]
+            or None,
             restart=c.restart,
             must_run=True,
             opts=opts,

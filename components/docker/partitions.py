@@ -3,6 +3,7 @@
 The ROCm device access, groups, IPC mode, cpuset and security profile come from components.docker.gpu_host's
 `rocm_access` and `visibility_env`, so a workload container gets exactly what a GpuHost container gets.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -44,14 +45,21 @@ class Partition:
         return visibility_env(self.host, self.container, variable)
 
 
-def pull_on_hosts(workload: str, images: Mapping[str, str], partitions: Sequence[Partition],
-                  parent: pulumi.Resource) -> dict[str, docker.RemoteImage]:
+def pull_on_hosts(
+    workload: str, images: Mapping[str, str], partitions: Sequence[Partition], parent: pulumi.Resource
+) -> dict[str, docker.RemoteImage]:
     """The workload's image (`images`: host -> the reference for its GPU family), pulled once on every host that
     has one of its partitions, by host name."""
     providers = {p.host.name: p.provider for p in partitions}
-    return {host: docker.RemoteImage(f"{host}-{workload}", name=images[host], keep_locally=True,
-                                     opts=pulumi.ResourceOptions(parent=parent, provider=provider))
-            for host, provider in providers.items()}
+    return {
+        host: docker.RemoteImage(
+            f"{host}-{workload}",
+            name=images[host],
+            keep_locally=True,
+            opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+        )
+        for host, provider in providers.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -78,13 +86,19 @@ class WorkloadContainerArgs:
     secret_env: bool = False
 
 
-def workload_container(partition: Partition, args: WorkloadContainerArgs,
-                       opts: pulumi.ResourceOptions) -> docker.Container:
+def workload_container(
+    partition: Partition, args: WorkloadContainerArgs, opts: pulumi.ResourceOptions
+) -> docker.Container:
     """The partition's container running a workload, named like GpuHost names it (same Docker name too)."""
     c = partition.container
     env = {**args.env, **c.env, **partition.visibility_env(args.visibility_variable)}
-    volumes = [*args.volumes, *(docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path,
-                                                           read_only=v.read_only) for v in c.volumes)]
+    volumes = [
+        *args.volumes,
+        *(
+            docker.ContainerVolumeArgs(host_path=v.host_path, container_path=v.container_path, read_only=v.read_only)
+            for v in c.volumes
+        ),
+    ]
     return docker.Container(
         partition.resource_name,
         name=c.name,

@@ -3,6 +3,7 @@
 
 `build_kubernetes(cfg.kubernetes, cfg.environment)` declares it all and returns what other components need.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -67,16 +68,27 @@ def gpu_stack_workloads(config: KubernetesConfig) -> GpuStackWorkloads:
     fullname = release if GPU_OPERATOR_CHART in release else f"{release}-{GPU_OPERATOR_CHART}"
     # The operands are named <DeviceConfig>-device-plugin / -node-labeller / -metrics-exporter
     # (internal/utils.go L77-79, metricsexporter.go L61 `ExporterName = "metrics-exporter"` @ v1.5.1).
-    suffixes = [suffix for suffix, enabled in (("device-plugin", settings.device_plugin.enable),
-                                              ("node-labeller", settings.device_plugin.node_labeller),
-                                              ("metrics-exporter", settings.metrics_exporter.enable)) if enabled]
+    suffixes = [
+        suffix
+        for suffix, enabled in (
+            ("device-plugin", settings.device_plugin.enable),
+            ("node-labeller", settings.device_plugin.node_labeller),
+            ("metrics-exporter", settings.metrics_exporter.enable),
+        )
+        if enabled
+    ]
     return GpuStackWorkloads(
         deployments=((operator.namespace, f"{fullname}-controller-manager"),),
-        daemon_sets=tuple((operator.namespace, f"{settings.name}-{suffix}") for suffix in suffixes))
+        daemon_sets=tuple((operator.namespace, f"{settings.name}-{suffix}") for suffix in suffixes),
+    )
 
 
-def build_kubernetes(config: KubernetesConfig, environment: str,
-                     service_monitor: dict[str, Any] | None = None, needs_job_set: bool = False) -> KubernetesLayer:
+def build_kubernetes(
+    config: KubernetesConfig,
+    environment: str,
+    service_monitor: dict[str, Any] | None = None,
+    needs_job_set: bool = False,
+) -> KubernetesLayer:
     """`service_monitor`: the DeviceConfig's metrics exporter ServiceMonitor, from the monitoring section.
     `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment))
@@ -84,45 +96,61 @@ def build_kubernetes(config: KubernetesConfig, environment: str,
     if needs_job_set and config.job_set.install:
         from .jobset import JobSetController, JobSetControllerArgs
 
-        job_set = JobSetController("jobset", JobSetControllerArgs(
-            config=config.job_set, environment=environment, provider=cluster.provider,
-            namespace=cluster.namespace_name(config.job_set.namespace),
-        ))
+        job_set = JobSetController(
+            "jobset",
+            JobSetControllerArgs(
+                config=config.job_set,
+                environment=environment,
+                provider=cluster.provider,
+                namespace=cluster.namespace_name(config.job_set.namespace),
+            ),
+        )
     # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
     if config.mode == "device-plugin":
         from .device_plugin import DevicePlugin, DevicePluginArgs
 
-        device_plugin = DevicePlugin("amdgpu-device-plugin", DevicePluginArgs(
-            config=config.device_plugin,
-            provider=cluster.provider,
-            namespace=cluster.namespace_name(config.device_plugin.namespace),
-            tolerations=config.gpu_tolerations(),
-        ))
-        return KubernetesLayer(cluster=cluster, gpu_ready=[device_plugin], device_plugin=device_plugin,
-                               job_set=job_set)
+        device_plugin = DevicePlugin(
+            "amdgpu-device-plugin",
+            DevicePluginArgs(
+                config=config.device_plugin,
+                provider=cluster.provider,
+                namespace=cluster.namespace_name(config.device_plugin.namespace),
+                tolerations=config.gpu_tolerations(),
+            ),
+        )
+        return KubernetesLayer(cluster=cluster, gpu_ready=[device_plugin], device_plugin=device_plugin, job_set=job_set)
 
     from .cert_manager import CertManager, CertManagerArgs
     from .gpu_operator import GpuOperator, GpuOperatorArgs
 
     cert_manager = None
     if config.cert_manager.install:
-        cert_manager = CertManager("cert-manager", CertManagerArgs(
-            config=config.cert_manager,
+        cert_manager = CertManager(
+            "cert-manager",
+            CertManagerArgs(
+                config=config.cert_manager,
+                environment=environment,
+                provider=cluster.provider,
+                namespace=cluster.namespace_name(config.cert_manager.namespace),
+            ),
+        )
+    gpu_operator = GpuOperator(
+        "amd-gpu-operator",
+        GpuOperatorArgs(
+            config=config.gpu_operator,
             environment=environment,
             provider=cluster.provider,
-            namespace=cluster.namespace_name(config.cert_manager.namespace),
-        ))
-    gpu_operator = GpuOperator("amd-gpu-operator", GpuOperatorArgs(
-        config=config.gpu_operator,
-        environment=environment,
-        provider=cluster.provider,
-        namespace=cluster.namespace_name(config.gpu_operator.namespace),
-        cert_manager=cert_manager.release if cert_manager is not None else None,
-        service_monitor=service_monitor,
-        tolerations=config.gpu_tolerations(),
-        dcm_config=config.dcm_config(),
-    ))
+            namespace=cluster.namespace_name(config.gpu_operator.namespace),
+            cert_manager=cert_manager.release if cert_manager is not None else None,
+            service_monitor=service_monitor,
+            tolerations=config.gpu_tolerations(),
+            dcm_config=config.dcm_config(),
+        ),
+    )
     return KubernetesLayer(
-        cluster=cluster, gpu_ready=[gpu_operator.device_config],
-        cert_manager=cert_manager, gpu_operator=gpu_operator, job_set=job_set,
+        cluster=cluster,
+        gpu_ready=[gpu_operator.device_config],
+        cert_manager=cert_manager,
+        gpu_operator=gpu_operator,
+        job_set=job_set,
     )

@@ -1,4 +1,5 @@
 """cert-manager from its Helm chart: the AMD GPU Operator's webhooks need its certificates."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,9 +32,17 @@ class CertManager(pulumi.ComponentResource):
         config = args.config
         # One cert-manager per cluster: the Helm release is always named after the chart.
         self.release = pinned_release(
-            name, release_name=CHART, chart=CHART, version=config.chart_version, repository=config.repository,
-            namespace=args.namespace, values=config.crd_values(), timeout_seconds=config.timeout_seconds,
-            environment=args.environment, parent=self, provider=args.provider,
+            name,
+            release_name=CHART,
+            chart=CHART,
+            version=config.chart_version,
+            repository=config.repository,
+            namespace=args.namespace,
+            values=config.crd_values(),
+            timeout_seconds=config.timeout_seconds,
+            environment=args.environment,
+            parent=self,
+            provider=args.provider,
             # Clusters often have the namespace already: a Namespace resource would fail with AlreadyExists
             # (client-side create since pulumi-kubernetes 4.29.0, #2926); Helm's createNamespace accepts it.
             create_namespace=True,

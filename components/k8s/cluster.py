@@ -1,4 +1,5 @@
 """The Kubernetes provider every GPU-layer object is declared through, and the namespaces the stack owns."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,15 +36,11 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         # Deleting a namespace deletes everything in it: prod refuses to do that without an explicit unprotect.
-        owned = pulumi.ResourceOptions(
-            parent=self, provider=self.provider, protect=args.environment == "prod"
-        )
+        owned = pulumi.ResourceOptions(parent=self, provider=self.provider, protect=args.environment == "prod")
         self.namespaces = {
             namespace: core_v1.Namespace(
                 f"{name}-{namespace}",
-                metadata=meta_v1.ObjectMetaArgs(
-                    name=namespace, labels={"app.kubernetes.io/managed-by": "rocm-stack"}
-                ),
+                metadata=meta_v1.ObjectMetaArgs(name=namespace, labels={"app.kubernetes.io/managed-by": "rocm-stack"}),
                 opts=owned,
             )
             for namespace in args.config.owned_namespaces()

@@ -4,6 +4,7 @@ Objects follow upstream's k8s-ds-amdgpu-dp.yaml and k8s-ds-amdgpu-labeller.yaml 
 differences are pinned images (upstream says `latest`), the configurable namespace/node selector, and no
 `metadata.namespace` on the cluster-scoped ClusterRoleBinding (upstream sets one; the API ignores it).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -38,11 +39,10 @@ def device_plugin_command(config: StandaloneDevicePluginConfig) -> list[str] | N
         return None
     return [*DEVICE_PLUGIN_COMMAND, f"-resource_naming_strategy={config.resource_naming_strategy}"]
 
+
 _CRITICAL_ADDONS_TOLERATION = core_v1.TolerationArgs(key="CriticalAddonsOnly", operator="Exists")
 # Privileged for /dev and /sys, yet no capabilities (upstream's choice).
-_PRIVILEGED_NO_CAPS = core_v1.SecurityContextArgs(
-    privileged=True, capabilities=core_v1.CapabilitiesArgs(drop=["ALL"])
-)
+_PRIVILEGED_NO_CAPS = core_v1.SecurityContextArgs(privileged=True, capabilities=core_v1.CapabilitiesArgs(drop=["ALL"]))
 
 
 @dataclass(frozen=True)
@@ -82,16 +82,18 @@ class DevicePlugin(pulumi.ComponentResource):
                         node_selector=dict(config.node_selector),
                         priority_class_name="system-node-critical",
                         tolerations=tolerations,
-                        containers=[core_v1.ContainerArgs(
-                            image=config.image,
-                            name="amdgpu-dp-cntr",
-                            command=device_plugin_command(config),
-                            security_context=_PRIVILEGED_NO_CAPS,
-                            volume_mounts=[
-                                core_v1.VolumeMountArgs(name="dp", mount_path=KUBELET_DEVICE_PLUGINS),
-                                core_v1.VolumeMountArgs(name="sys", mount_path="/sys"),
-                            ],
-                        )],
+                        containers=[
+                            core_v1.ContainerArgs(
+                                image=config.image,
+                                name="amdgpu-dp-cntr",
+                                command=device_plugin_command(config),
+                                security_context=_PRIVILEGED_NO_CAPS,
+                                volume_mounts=[
+                                    core_v1.VolumeMountArgs(name="dp", mount_path=KUBELET_DEVICE_PLUGINS),
+                                    core_v1.VolumeMountArgs(name="sys", mount_path="/sys"),
+                                ],
+                            )
+                        ],
                         volumes=[_host_path_volume("dp", KUBELET_DEVICE_PLUGINS), _host_path_volume("sys", "/sys")],
                     ),
                 ),
@@ -100,16 +102,25 @@ class DevicePlugin(pulumi.ComponentResource):
         )
         self.labeller = (
             self._labeller(name, config.node_labeller, config.node_selector, args.namespace, tolerations, child)
-            if config.node_labeller.enable else None
+            if config.node_labeller.enable
+            else None
         )
-        self.register_outputs({
-            "daemonSet": self.daemon_set.metadata.name,
-            "labeller": self.labeller.metadata.name if self.labeller is not None else None,
-        })
+        self.register_outputs(
+            {
+                "daemonSet": self.daemon_set.metadata.name,
+                "labeller": self.labeller.metadata.name if self.labeller is not None else None,
+            }
+        )
 
-    def _labeller(self, name: str, config: NodeLabellerConfig, node_selector: dict[str, str],
-                  namespace: pulumi.Input[str], tolerations: list[core_v1.TolerationArgs],
-                  child: pulumi.ResourceOptions) -> apps_v1.DaemonSet:
+    def _labeller(
+        self,
+        name: str,
+        config: NodeLabellerConfig,
+        node_selector: dict[str, str],
+        namespace: pulumi.Input[str],
+        tolerations: list[core_v1.TolerationArgs],
+        child: pulumi.ResourceOptions,
+    ) -> apps_v1.DaemonSet:
         service_account = core_v1.ServiceAccount(
             f"{name}-labeller-sa",
             metadata=meta_v1.ObjectMetaArgs(name=LABELLER_SERVICE_ACCOUNT, namespace=namespace),
@@ -119,9 +130,9 @@ class DevicePlugin(pulumi.ComponentResource):
             f"{name}-labeller-role",
             metadata=meta_v1.ObjectMetaArgs(name=LABELLER_CLUSTER_ROLE),
             # The labeller only reads nodes and writes their labels.
-            rules=[rbac_v1.PolicyRuleArgs(
-                api_groups=[""], resources=["nodes"], verbs=["watch", "get", "list", "update"]
-            )],
+            rules=[
+                rbac_v1.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["watch", "get", "list", "update"])
+            ],
             opts=child,
         )
         binding = rbac_v1.ClusterRoleBinding(
@@ -130,9 +141,9 @@ class DevicePlugin(pulumi.ComponentResource):
             role_ref=rbac_v1.RoleRefArgs(
                 api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role.metadata.name
             ),
-            subjects=[rbac_v1.SubjectArgs(
-                kind="ServiceAccount", name=service_account.metadata.name, namespace=namespace
-            )],
+            subjects=[
+                rbac_v1.SubjectArgs(kind="ServiceAccount", name=service_account.metadata.name, namespace=namespace)
+            ],
             opts=child,
         )
         labels = {"name": "amdgpu-lr-ds"}
@@ -148,25 +159,29 @@ class DevicePlugin(pulumi.ComponentResource):
                         node_selector=dict(node_selector),
                         priority_class_name="system-node-critical",
                         tolerations=tolerations,
-                        containers=[core_v1.ContainerArgs(
-                            image=config.image,
-                            name="amdgpu-lr-cntr",
-                            image_pull_policy="Always",
-                            working_dir="/root",
-                            command=["./k8s-node-labeller"],
-                            args=[f"-{label}" for label in config.labels],
-                            env=[core_v1.EnvVarArgs(
-                                name="DS_NODE_NAME",
-                                value_from=core_v1.EnvVarSourceArgs(
-                                    field_ref=core_v1.ObjectFieldSelectorArgs(field_path="spec.nodeName")
-                                ),
-                            )],
-                            security_context=_PRIVILEGED_NO_CAPS,
-                            volume_mounts=[
-                                core_v1.VolumeMountArgs(name="sys", mount_path="/sys", read_only=True),
-                                core_v1.VolumeMountArgs(name="dev", mount_path="/dev"),
-                            ],
-                        )],
+                        containers=[
+                            core_v1.ContainerArgs(
+                                image=config.image,
+                                name="amdgpu-lr-cntr",
+                                image_pull_policy="Always",
+                                working_dir="/root",
+                                command=["./k8s-node-labeller"],
+                                args=[f"-{label}" for label in config.labels],
+                                env=[
+                                    core_v1.EnvVarArgs(
+                                        name="DS_NODE_NAME",
+                                        value_from=core_v1.EnvVarSourceArgs(
+                                            field_ref=core_v1.ObjectFieldSelectorArgs(field_path="spec.nodeName")
+                                        ),
+                                    )
+                                ],
+                                security_context=_PRIVILEGED_NO_CAPS,
+                                volume_mounts=[
+                                    core_v1.VolumeMountArgs(name="sys", mount_path="/sys", read_only=True),
+                                    core_v1.VolumeMountArgs(name="dev", mount_path="/dev"),
+                                ],
+                            )
+                        ],
                         volumes=[
                             _host_path_volume("sys", "/sys", "Directory"),
                             _host_path_volume("dev", "/dev", "Directory"),

@@ -17,6 +17,7 @@ when "'.status.conditions' has a status of type 'Complete'", failure on "type 'F
 unless customTimeouts say otherwise); `activeDeadlineSeconds` turns pods that can never schedule (too few GPU
 nodes) into a Failed Job with reason DeadlineExceeded instead of an endless wait.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -87,10 +88,14 @@ class GpuGate(pulumi.ComponentResource):
         files = {file: args.files[file] for file in GATE_PROGRAMS}
         command = gate_command(args)
         # Any change (program, command, fleet, image) makes a new Job: the gate runs again before the workloads.
-        digest = hashlib.sha256(repr((sorted(files.items()), command, args.fleet, args.image,
-                                      args.gpu_resource_name)).encode()).hexdigest()[:10]
-        labels = {"app.kubernetes.io/name": "gpu-gate", "app.kubernetes.io/managed-by": "rocm-stack",
-                  "rocm-stack/gate": digest}
+        digest = hashlib.sha256(
+            repr((sorted(files.items()), command, args.fleet, args.image, args.gpu_resource_name)).encode()
+        ).hexdigest()[:10]
+        labels = {
+            "app.kubernetes.io/name": "gpu-gate",
+            "app.kubernetes.io/managed-by": "rocm-stack",
+            "rocm-stack/gate": digest,
+        }
         program = core_v1.ConfigMap(
             f"{name}-program",
             metadata=meta_v1.ObjectMetaArgs(name=f"{name}-{digest}", namespace=args.namespace, labels=labels),
@@ -117,38 +122,58 @@ class GpuGate(pulumi.ComponentResource):
                         enable_service_links=False,
                         node_selector=args.node_selector or None,
                         tolerations=[core_v1.TolerationArgs(**t) for t in args.tolerations] or None,
-                        affinity=core_v1.AffinityArgs(node_affinity=_without(args.without_label),
-                                                      pod_anti_affinity=core_v1.PodAntiAffinityArgs(
-                            required_during_scheduling_ignored_during_execution=[core_v1.PodAffinityTermArgs(
-                                label_selector=meta_v1.LabelSelectorArgs(match_labels=labels),
-                                topology_key="kubernetes.io/hostname")])),
-                        containers=[core_v1.ContainerArgs(
-                            name="gpucheck",
-                            image=args.image,
-                            command=command,
-                            env=[core_v1.EnvVarArgs(name="PYTHONPATH", value=PROGRAM_PARENT)],
-                            resources=core_v1.ResourceRequirementsArgs(
-                                limits={args.gpu_resource_name: gpus},
-                                requests={args.gpu_resource_name: gpus, "cpu": "4", "memory": "16Gi"}),
-                            volume_mounts=[
-                                core_v1.VolumeMountArgs(name="program", mount_path=f"{PROGRAM_PARENT}/programs",
-                                                        read_only=True),
-                                core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
-                            ],
-                        )],
+                        affinity=core_v1.AffinityArgs(
+                            node_affinity=_without(args.without_label),
+                            pod_anti_affinity=core_v1.PodAntiAffinityArgs(
+                                required_during_scheduling_ignored_during_execution=[
+                                    core_v1.PodAffinityTermArgs(
+                                        label_selector=meta_v1.LabelSelectorArgs(match_labels=labels),
+                                        topology_key="kubernetes.io/hostname",
+                                    )
+                                ]
+                            ),
+                        ),
+                        containers=[
+                            core_v1.ContainerArgs(
+                                name="gpucheck",
+                                image=args.image,
+                                command=command,
+                                env=[core_v1.EnvVarArgs(name="PYTHONPATH", value=PROGRAM_PARENT)],
+                                resources=core_v1.ResourceRequirementsArgs(
+                                    limits={args.gpu_resource_name: gpus},
+                                    requests={args.gpu_resource_name: gpus, "cpu": "4", "memory": "16Gi"},
+                                ),
+                                volume_mounts=[
+                                    core_v1.VolumeMountArgs(
+                                        name="program", mount_path=f"{PROGRAM_PARENT}/programs", read_only=True
+                                    ),
+                                    core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+                                ],
+                            )
+                        ],
                         volumes=[
-                            core_v1.VolumeArgs(name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(
-                                name=program.metadata.name)),
-                            core_v1.VolumeArgs(name="dshm", empty_dir=core_v1.EmptyDirVolumeSourceArgs(
-                                medium="Memory", size_limit=f"{SHM_BYTES // 1024**2}Mi")),
+                            core_v1.VolumeArgs(
+                                name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(name=program.metadata.name)
+                            ),
+                            core_v1.VolumeArgs(
+                                name="dshm",
+                                empty_dir=core_v1.EmptyDirVolumeSourceArgs(
+                                    medium="Memory", size_limit=f"{SHM_BYTES // 1024**2}Mi"
+                                ),
+                            ),
                         ],
                     ),
                 ),
             ),
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=list(args.gpu_ready),
-                custom_timeouts=pulumi.CustomTimeouts(create=f"{math.ceil(deadline / 60) + 5}m",
-                                                      update=f"{math.ceil(deadline / 60) + 5}m"))),
+            opts=pulumi.ResourceOptions.merge(
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=list(args.gpu_ready),
+                    custom_timeouts=pulumi.CustomTimeouts(
+                        create=f"{math.ceil(deadline / 60) + 5}m", update=f"{math.ceil(deadline / 60) + 5}m"
+                    ),
+                ),
+            ),
         )
         self.register_outputs({"job": self.job.metadata.name})
 
@@ -156,9 +181,15 @@ class GpuGate(pulumi.ComponentResource):
 def _without(label: str | None) -> core_v1.NodeAffinityArgs | None:
     if label is None:
         return None
-    return core_v1.NodeAffinityArgs(required_during_scheduling_ignored_during_execution=core_v1.NodeSelectorArgs(
-        node_selector_terms=[core_v1.NodeSelectorTermArgs(match_expressions=[
-            core_v1.NodeSelectorRequirementArgs(key=label, operator="DoesNotExist")])]))
+    return core_v1.NodeAffinityArgs(
+        required_during_scheduling_ignored_during_execution=core_v1.NodeSelectorArgs(
+            node_selector_terms=[
+                core_v1.NodeSelectorTermArgs(
+                    match_expressions=[core_v1.NodeSelectorRequirementArgs(key=label, operator="DoesNotExist")]
+                )
+            ]
+        )
+    )
 
 
 def gate_gpu_workloads(kubernetes: KubernetesLayer, cfg: StackConfig) -> KubernetesLayer:
@@ -174,37 +205,61 @@ def gate_gpu_workloads(kubernetes: KubernetesLayer, cfg: StackConfig) -> Kuberne
     partitioned = {name: profile for name, profile in sorted(config.partition_profiles.items()) if profile.nodes}
     selector = dict(config.gpu_operator.device_config.selector if operator else config.device_plugin.node_selector)
 
-    def gate(name: str, fleet: GpuFleet, image: str | None, floors: GpuFloors, resource: str,
-             node_selector: dict[str, str], without_label: str | None = None) -> GpuGate:
+    def gate(
+        name: str,
+        fleet: GpuFleet,
+        image: str | None,
+        floors: GpuFloors,
+        resource: str,
+        node_selector: dict[str, str],
+        without_label: str | None = None,
+    ) -> GpuGate:
         assert image is not None, "problems() requires images.pytorch for every gated GPU family"
-        return GpuGate(name, GpuGateArgs(
-            fleet=fleet,
-            image=image,
-            provider=kubernetes.provider,
-            namespace=kubernetes.cluster.namespace_name(
-                config.gpu_operator.namespace if operator else config.device_plugin.namespace),
-            floors=floors,
-            timeout_seconds=cfg.checks.timeout_seconds,
-            files=program_files(),
-            gpu_resource_name=resource,
-            tolerations=tuple(config.gpu_tolerations()),
-            node_selector=node_selector,
-            without_label=without_label,
-            gpu_ready=tuple(kubernetes.gpu_ready),
-        ))
+        return GpuGate(
+            name,
+            GpuGateArgs(
+                fleet=fleet,
+                image=image,
+                provider=kubernetes.provider,
+                namespace=kubernetes.cluster.namespace_name(
+                    config.gpu_operator.namespace if operator else config.device_plugin.namespace
+                ),
+                floors=floors,
+                timeout_seconds=cfg.checks.timeout_seconds,
+                files=program_files(),
+                gpu_resource_name=resource,
+                tolerations=tuple(config.gpu_tolerations()),
+                node_selector=node_selector,
+                without_label=without_label,
+                gpu_ready=tuple(kubernetes.gpu_ready),
+            ),
+        )
 
     gates = []
     if cfg.gpu_fleet is not None:
         # gpuFleet names no GPU model: floors apply where the config gives them for "other". Under `single` naming
         # a partitioned node offers amd.com/gpu too: its profile's own gate checks it.
         # Nodes of any family: `pytorch` must be one reference for every family (schema problems).
-        gates.append(gate("gpu-gate", cfg.gpu_fleet, image_for(cfg.images, "pytorch", None),
-                          cfg.checks.floors_for("other", cfg.environment),
-                          kubernetes.gpu_resource_name, selector, PARTITION_PROFILE_LABEL if partitioned else None))
+        gates.append(
+            gate(
+                "gpu-gate",
+                cfg.gpu_fleet,
+                image_for(cfg.images, "pytorch", None),
+                cfg.checks.floors_for("other", cfg.environment),
+                kubernetes.gpu_resource_name,
+                selector,
+                PARTITION_PROFILE_LABEL if partitioned else None,
+            )
+        )
     for name, profile in partitioned.items():
-        gates.append(gate(f"gpu-gate-{name}", GpuFleet(nodes=profile.nodes, gpus_per_node=profile.logical_gpus_per_node),
-                          image_for(cfg.images, "pytorch", MODELS[profile.gpu_model].gfx),
-                          cfg.checks.floors_for(profile.gpu_model, cfg.environment, profile.compute_partition),
-                          profile.resource_name(config.resource_naming_strategy),
-                          {**selector, PARTITION_PROFILE_LABEL: name}))
+        gates.append(
+            gate(
+                f"gpu-gate-{name}",
+                GpuFleet(nodes=profile.nodes, gpus_per_node=profile.logical_gpus_per_node),
+                image_for(cfg.images, "pytorch", MODELS[profile.gpu_model].gfx),
+                cfg.checks.floors_for(profile.gpu_model, cfg.environment, profile.compute_partition),
+                profile.resource_name(config.resource_naming_strategy),
+                {**selector, PARTITION_PROFILE_LABEL: name},
+            )
+        )
     return replace(kubernetes, gpu_ready=gates) if gates else kubernetes

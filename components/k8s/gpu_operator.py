@@ -1,4 +1,5 @@
 """The AMD GPU Operator Helm release and the one DeviceConfig this stack owns."""
+
 from __future__ import annotations
 
 import json
@@ -46,9 +47,12 @@ def chart_values(config: GpuOperatorConfig, tolerations: list[dict[str, str]]) -
     }
 
 
-def device_config_spec(settings: DeviceConfigSettings, environment: str,
-                       service_monitor: dict[str, Any] | None = None,
-                       tolerations: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def device_config_spec(
+    settings: DeviceConfigSettings,
+    environment: str,
+    service_monitor: dict[str, Any] | None = None,
+    tolerations: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """`spec` of the DeviceConfig (field names of the amd.com/v1alpha1 CRD).
 
     `service_monitor` replaces the configured `metricsExporter.prometheus.serviceMonitor` when the stack's
@@ -111,8 +115,7 @@ def device_config_spec(settings: DeviceConfigSettings, environment: str,
         "driver": spec_driver,
         "devicePlugin": device_plugin,
         "metricsExporter": metrics_exporter,
-        "testRunner": {"enable": settings.test_runner.enable, "image": settings.test_runner.image,
-                       **on_tainted_nodes},
+        "testRunner": {"enable": settings.test_runner.enable, "image": settings.test_runner.image, **on_tainted_nodes},
         # The chart default is `amd-gpu-operator-utils:latest`: pinned to the operator's release instead.
         "commonConfig": {"utilsContainer": {"image": settings.utils_image}},
     }
@@ -163,11 +166,18 @@ class GpuOperator(pulumi.ComponentResource):
         super().__init__("rocm-stack:k8s:GpuOperator", name, None, opts)
         config = args.config
         self.release = pinned_release(
-            name, release_name=config.release_name, chart=GPU_OPERATOR_CHART, version=config.chart_version,
-            repository=config.repository, namespace=args.namespace,
+            name,
+            release_name=config.release_name,
+            chart=GPU_OPERATOR_CHART,
+            version=config.chart_version,
+            repository=config.repository,
+            namespace=args.namespace,
             values=chart_values(config, args.tolerations),
-            timeout_seconds=config.timeout_seconds, environment=args.environment, parent=self,
-            provider=args.provider, depends_on=[args.cert_manager] if args.cert_manager is not None else None,
+            timeout_seconds=config.timeout_seconds,
+            environment=args.environment,
+            parent=self,
+            provider=args.provider,
+            depends_on=[args.cert_manager] if args.cert_manager is not None else None,
             # Never atomic: Helm uninstalls a failed atomic first install, running the chart's post-delete hook,
             # which deletes the NFD, KMM and Argo CRDs cluster-wide (templates/post-delete-hook.yaml,
             # ROCm/gpu-operator#324; helm pkg/action/install.go failRelease).
@@ -199,12 +209,19 @@ class GpuOperator(pulumi.ComponentResource):
             kind=DEVICE_CONFIG_KIND,
             metadata=meta_v1.ObjectMetaArgs(name=settings.name, namespace=args.namespace),
             spec=device_config_spec(settings, args.environment, args.service_monitor, args.tolerations),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends_on,
-                                        protect=args.environment == "prod", delete_before_replace=True,
-                                        aliases=[pulumi.Alias(name=f"{name}-{settings.name}")]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=depends_on,
+                protect=args.environment == "prod",
+                delete_before_replace=True,
+                aliases=[pulumi.Alias(name=f"{name}-{settings.name}")],
+            ),
         )
-        self.register_outputs({
-            "release": self.release.name,
-            "version": self.release.version,
-            "deviceConfig": settings.name,
-        })
+        self.register_outputs(
+            {
+                "release": self.release.name,
+                "version": self.release.version,
+                "deviceConfig": settings.name,
+            }
+        )

@@ -1,5 +1,6 @@
 """The one way this stack installs a Helm chart: pinned, rolled back on failure (unless the chart's delete
 hooks make that unsafe), protected in prod."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -10,11 +11,23 @@ from pulumi_kubernetes import Provider
 from pulumi_kubernetes.helm import v3 as helm_v3
 
 
-def pinned_release(resource_name: str, *, release_name: str, chart: str, version: str, repository: str | None,
-                   namespace: pulumi.Input[str], values: Mapping[str, Any], timeout_seconds: int,
-                   environment: str, parent: pulumi.Resource, provider: Provider,
-                   depends_on: Sequence[pulumi.Resource] | None = None, atomic: bool = True,
-                   create_namespace: bool = False) -> helm_v3.Release:
+def pinned_release(
+    resource_name: str,
+    *,
+    release_name: str,
+    chart: str,
+    version: str,
+    repository: str | None,
+    namespace: pulumi.Input[str],
+    values: Mapping[str, Any],
+    timeout_seconds: int,
+    environment: str,
+    parent: pulumi.Resource,
+    provider: Provider,
+    depends_on: Sequence[pulumi.Resource] | None = None,
+    atomic: bool = True,
+    create_namespace: bool = False,
+) -> helm_v3.Release:
     """`repository` None: `chart` is a full OCI reference (oci://...). `create_namespace`: Helm creates the
     namespace when missing and accepts an existing one (helm pkg/action/install.go ignores IsAlreadyExists);
     it is not part of the release, so an uninstall leaves it."""
@@ -31,6 +44,10 @@ def pinned_release(resource_name: str, *, release_name: str, chart: str, version
         # A failed install or upgrade rolls back instead of leaving half-deployed webhooks and CRDs.
         atomic=atomic,
         cleanup_on_fail=True,
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider, protect=environment == "prod",
-                                    depends_on=list(depends_on) if depends_on else None),
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            protect=environment == "prod",
+            depends_on=list(depends_on) if depends_on else None,
+        ),
     )

@@ -1,5 +1,6 @@
 """The JobSet controller (kubernetes-sigs/jobset) from its pinned OCI Helm chart: multi-node training runs as a
 JobSet, which starts its pods together, gives them a headless Service and restarts the whole set on failure."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,17 @@ class JobSetController(pulumi.ComponentResource):
         config = args.config
         # The JobSet CRD and its webhooks are cluster-wide: one release per cluster, named after the chart.
         self.release = pinned_release(
-            name, release_name=RELEASE_NAME, chart=JOBSET_CHART, version=config.chart_version, repository=None,
-            namespace=args.namespace, values=config.chart_values(), timeout_seconds=config.timeout_seconds,
-            environment=args.environment, parent=self, provider=args.provider, create_namespace=True,
+            name,
+            release_name=RELEASE_NAME,
+            chart=JOBSET_CHART,
+            version=config.chart_version,
+            repository=None,
+            namespace=args.namespace,
+            values=config.chart_values(),
+            timeout_seconds=config.timeout_seconds,
+            environment=args.environment,
+            parent=self,
+            provider=args.provider,
+            create_namespace=True,
         )
         self.register_outputs({"release": self.release.name, "version": self.release.version})

@@ -11,6 +11,7 @@
 The exporter runs with its built-in configuration (no MetricsFieldPrefix, port 5000 in the container), which
 is what the alert rules and the dashboard expect.
 """
+
 from __future__ import annotations
 
 import re
@@ -58,8 +59,16 @@ def exporter_relabelings() -> list[dict[str, Any]]:
     return [
         {"action": "replace", "targetLabel": "job", "replacement": EXPORTER_JOB},
         {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host"},
-        *({"action": "replace", "sourceLabels": [NODE_DEVICE_ID_LABEL], "regex": f"(?i){device}",
-           "targetLabel": MODEL_LABEL, "replacement": model} for device, model in by_device.items()),
+        *(
+            {
+                "action": "replace",
+                "sourceLabels": [NODE_DEVICE_ID_LABEL],
+                "regex": f"(?i){device}",
+                "targetLabel": MODEL_LABEL,
+                "replacement": model,
+            }
+            for device, model in by_device.items()
+        ),
         {"action": "labeldrop", "regex": "pod|container"},
     ]
 
@@ -82,16 +91,23 @@ def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
     return {
         "grafana": {
             "enabled": cfg.grafana_dashboard,
-            "sidecar": {"dashboards": {
-                "enabled": True, "label": "grafana_dashboard", "labelValue": "1", "searchNamespace": "ALL",
-            }},
+            "sidecar": {
+                "dashboards": {
+                    "enabled": True,
+                    "label": "grafana_dashboard",
+                    "labelValue": "1",
+                    "searchNamespace": "ALL",
+                }
+            },
         },
         # Select every ServiceMonitor/PrometheusRule, not only this release's: the GPU Operator's ServiceMonitor
         # carries the DeviceConfig's labels, not `release: kube-prometheus-stack`.
-        "prometheus": {"prometheusSpec": {
-            "serviceMonitorSelectorNilUsesHelmValues": False,
-            "ruleSelectorNilUsesHelmValues": False,
-        }},
+        "prometheus": {
+            "prometheusSpec": {
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,
+            }
+        },
     }
 
 
@@ -138,17 +154,26 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         if cfg.installs_kube_prometheus_stack(args.environment):
             stack_cfg = cfg.kube_prometheus_stack
             self.kube_prometheus_stack = pinned_release(
-                f"{name}-{KUBE_PROMETHEUS_STACK_RELEASE}", release_name=KUBE_PROMETHEUS_STACK_RELEASE,
-                chart="kube-prometheus-stack", version=stack_cfg.chart_version, repository=stack_cfg.repository,
-                namespace=args.namespace, values=kube_prometheus_stack_values(cfg),
-                timeout_seconds=stack_cfg.timeout_seconds, environment=args.environment, parent=self,
+                f"{name}-{KUBE_PROMETHEUS_STACK_RELEASE}",
+                release_name=KUBE_PROMETHEUS_STACK_RELEASE,
+                chart="kube-prometheus-stack",
+                version=stack_cfg.chart_version,
+                repository=stack_cfg.repository,
+                namespace=args.namespace,
+                values=kube_prometheus_stack_values(cfg),
+                timeout_seconds=stack_cfg.timeout_seconds,
+                environment=args.environment,
+                parent=self,
                 provider=args.provider,
             )
         # PrometheusRule and ServiceMonitor are Prometheus Operator CRDs: when this stack installs the
         # operator, create them after it.
-        after_operator = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
-            depends_on=[self.kube_prometheus_stack] if self.kube_prometheus_stack is not None else None,
-        ))
+        after_operator = pulumi.ResourceOptions.merge(
+            on_cluster,
+            pulumi.ResourceOptions(
+                depends_on=[self.kube_prometheus_stack] if self.kube_prometheus_stack is not None else None,
+            ),
+        )
 
         watched = args.gpu_stack_workloads
         if args.gpu_stack == "device-plugin":
@@ -196,8 +221,9 @@ class KubernetesMonitoring(pulumi.ComponentResource):
 
         self.service_monitor = None
         if args.gpu_stack == "device-plugin":
-            service = self._standalone_exporter(name, cfg, args.namespace, args.exporter_node_selector,
-                                                args.exporter_tolerations, on_cluster)
+            service = self._standalone_exporter(
+                name, cfg, args.namespace, args.exporter_node_selector, args.exporter_tolerations, on_cluster
+            )
             self.service_monitor = CustomResource(
                 f"{name}-{EXPORTER_NAME}",
                 api_version="monitoring.coreos.com/v1",
@@ -208,27 +234,37 @@ class KubernetesMonitoring(pulumi.ComponentResource):
                     "namespaceSelector": {"matchNames": [args.namespace]},
                     # Node labels for the GPU model relabeling (exporter_relabelings).
                     "attachMetadata": {"node": True},
-                    "endpoints": [{
-                        "port": "metrics",
-                        "path": "/metrics",
-                        "interval": cfg.scrape_interval,
-                        # Keep the exporter's workload labels (pod, namespace, container) over the target's.
-                        "honorLabels": True,
-                        "relabelings": exporter_relabelings(),
-                    }],
+                    "endpoints": [
+                        {
+                            "port": "metrics",
+                            "path": "/metrics",
+                            "interval": cfg.scrape_interval,
+                            # Keep the exporter's workload labels (pod, namespace, container) over the target's.
+                            "honorLabels": True,
+                            "relabelings": exporter_relabelings(),
+                        }
+                    ],
                 },
                 opts=pulumi.ResourceOptions.merge(after_operator, pulumi.ResourceOptions(depends_on=[service])),
             )
 
-        self.register_outputs({
-            "prometheusRule": PROMETHEUS_RULE,
-            "dashboardConfigMap": DASHBOARD_CONFIGMAP if self.dashboard is not None else None,
-            "kubePrometheusStack": self.kube_prometheus_stack is not None,
-        })
+        self.register_outputs(
+            {
+                "prometheusRule": PROMETHEUS_RULE,
+                "dashboardConfigMap": DASHBOARD_CONFIGMAP if self.dashboard is not None else None,
+                "kubePrometheusStack": self.kube_prometheus_stack is not None,
+            }
+        )
 
-    def _standalone_exporter(self, name: str, cfg: MonitoringConfig, namespace: pulumi.Input[str],
-                             node_selector: Mapping[str, str], tolerations: Sequence[Mapping[str, str]],
-                             opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    def _standalone_exporter(
+        self,
+        name: str,
+        cfg: MonitoringConfig,
+        namespace: pulumi.Input[str],
+        node_selector: Mapping[str, str],
+        tolerations: Sequence[Mapping[str, str]],
+        opts: pulumi.ResourceOptions,
+    ) -> pulumi.Resource:
         """The exporter DaemonSet and Service, following the upstream chart's DaemonSet: privileged with the
         host's /dev and /sys (GPU access through amd-smi) and the kubelet pod-resources socket (to label
         metrics with the pod a GPU is allocated to)."""
@@ -255,8 +291,9 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         rbac_v1.ClusterRoleBinding(
             f"{name}-{EXPORTER_NAME}",
             metadata=meta_v1.ObjectMetaArgs(name=EXPORTER_NAME, labels=labels),
-            role_ref=rbac_v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                         name=role.metadata.name),
+            role_ref=rbac_v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role.metadata.name
+            ),
             subjects=[rbac_v1.SubjectArgs(kind="ServiceAccount", name=account.metadata.name, namespace=namespace)],
             opts=opts,
         )
@@ -276,29 +313,42 @@ class KubernetesMonitoring(pulumi.ComponentResource):
                         service_account_name=account.metadata.name,
                         node_selector=dict(node_selector),
                         tolerations=[core_v1.TolerationArgs(**t) for t in tolerations] or None,
-                        containers=[core_v1.ContainerArgs(
-                            name="exporter",
-                            image=cfg.exporter_image,
-                            image_pull_policy="IfNotPresent",
-                            env=[core_v1.EnvVarArgs(
-                                name="NODE_NAME",
-                                value_from=core_v1.EnvVarSourceArgs(
-                                    field_ref=core_v1.ObjectFieldSelectorArgs(field_path="spec.nodeName")),
-                            )],
-                            ports=[core_v1.ContainerPortArgs(name="metrics", container_port=EXPORTER_CONTAINER_PORT,
-                                                             protocol="TCP")],
-                            security_context=core_v1.SecurityContextArgs(privileged=True),
-                            # The upstream chart's defaults.
-                            resources=core_v1.ResourceRequirementsArgs(
-                                requests={"cpu": "500m", "memory": "512M"},
-                                limits={"cpu": "2", "memory": "4Gi"},
-                            ),
-                            volume_mounts=[core_v1.VolumeMountArgs(name=volume, mount_path=path)
-                                           for volume, path in host_paths.items()],
-                        )],
-                        volumes=[core_v1.VolumeArgs(
-                            name=volume, host_path=core_v1.HostPathVolumeSourceArgs(path=path, type="Directory"))
-                            for volume, path in host_paths.items()],
+                        containers=[
+                            core_v1.ContainerArgs(
+                                name="exporter",
+                                image=cfg.exporter_image,
+                                image_pull_policy="IfNotPresent",
+                                env=[
+                                    core_v1.EnvVarArgs(
+                                        name="NODE_NAME",
+                                        value_from=core_v1.EnvVarSourceArgs(
+                                            field_ref=core_v1.ObjectFieldSelectorArgs(field_path="spec.nodeName")
+                                        ),
+                                    )
+                                ],
+                                ports=[
+                                    core_v1.ContainerPortArgs(
+                                        name="metrics", container_port=EXPORTER_CONTAINER_PORT, protocol="TCP"
+                                    )
+                                ],
+                                security_context=core_v1.SecurityContextArgs(privileged=True),
+                                # The upstream chart's defaults.
+                                resources=core_v1.ResourceRequirementsArgs(
+                                    requests={"cpu": "500m", "memory": "512M"},
+                                    limits={"cpu": "2", "memory": "4Gi"},
+                                ),
+                                volume_mounts=[
+                                    core_v1.VolumeMountArgs(name=volume, mount_path=path)
+                                    for volume, path in host_paths.items()
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            core_v1.VolumeArgs(
+                                name=volume, host_path=core_v1.HostPathVolumeSourceArgs(path=path, type="Directory")
+                            )
+                            for volume, path in host_paths.items()
+                        ],
                     ),
                 ),
             ),
@@ -310,8 +360,11 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             spec=core_v1.ServiceSpecArgs(
                 type="ClusterIP",
                 selector=_EXPORTER_SELECTOR,
-                ports=[core_v1.ServicePortArgs(name="metrics", port=cfg.exporter_port, target_port="metrics",
-                                               protocol="TCP")],
+                ports=[
+                    core_v1.ServicePortArgs(
+                        name="metrics", port=cfg.exporter_port, target_port="metrics", protocol="TCP"
+                    )
+                ],
             ),
             opts=opts,
         )
@@ -335,16 +388,19 @@ class DockerExporter(pulumi.ComponentResource):
         super().__init__("rocm-stack:monitoring:DockerExporter", host, None, opts)
         cfg = args.config
         on_host = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.image = docker.RemoteImage(f"{host}-{EXPORTER_NAME}", name=cfg.exporter_image, keep_locally=True,
-                                        opts=on_host)
+        self.image = docker.RemoteImage(
+            f"{host}-{EXPORTER_NAME}", name=cfg.exporter_image, keep_locally=True, opts=on_host
+        )
         self.container = docker.Container(
             f"{host}-{EXPORTER_NAME}",
             name=EXPORTER_NAME,
             image=self.image.image_id,
             # The exporter labels every metric with its hostname; make it the host's name, not a container id.
             hostname=host,
-            devices=[docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
-                     for d in ("/dev/kfd", "/dev/dri")],
+            devices=[
+                docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
+                for d in ("/dev/kfd", "/dev/dri")
+            ],
             ports=[docker.ContainerPortArgs(internal=EXPORTER_CONTAINER_PORT, external=cfg.exporter_port)],
             restart="unless-stopped",
             must_run=True,
@@ -364,15 +420,19 @@ def prometheus_scrape_config(cfg: MonitoringConfig, hosts: Mapping[str, tuple[st
     """prometheus.yml `scrape_configs` for the Docker hosts' exporters; `hosts` maps host name -> (address,
     hosts[].gpuModel). One static target per host, labelled `host` and with its GPU model (MODEL_LABEL, which
     the alert rules select by), sorted by name so the output is stable."""
-    return {"scrape_configs": [{
-        "job_name": EXPORTER_JOB,
-        "scrape_interval": cfg.scrape_interval,
-        "metrics_path": "/metrics",
-        "static_configs": [
-            {"targets": [f"{address}:{cfg.exporter_port}"], "labels": {"host": name, MODEL_LABEL: model}}
-            for name, (address, model) in sorted(hosts.items())
-        ],
-    }]}
+    return {
+        "scrape_configs": [
+            {
+                "job_name": EXPORTER_JOB,
+                "scrape_interval": cfg.scrape_interval,
+                "metrics_path": "/metrics",
+                "static_configs": [
+                    {"targets": [f"{address}:{cfg.exporter_port}"], "labels": {"host": name, MODEL_LABEL: model}}
+                    for name, (address, model) in sorted(hosts.items())
+                ],
+            }
+        ]
+    }
 
 
 def prometheus_scrape_config_text(cfg: MonitoringConfig, hosts: Mapping[str, tuple[str, str]]) -> str:

@@ -7,6 +7,7 @@
 A partition claimed by a workload is declared by the workload (its container runs the workload), so GpuHost
 gets its host without those containers (`host_for_gpu_host`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -36,12 +37,17 @@ class Workloads:
     def outputs(self) -> dict[str, Any]:
         """What `pulumi stack output workloads` shows: where each workload runs."""
         return {
-            "training": {name: {"kubernetes": job.object_name if job else None,
-                                "docker": sorted(d.containers) if d else []}
-                         for name, job, d in _pairs(self.training_jobs, self.docker_training)},
-            "inference": {name: {"kubernetes": server.service.metadata.name if server else None,
-                                 "docker": sorted(d.containers) if d else []}
-                          for name, server, d in _pairs(self.vllm_servers, self.docker_vllm)},
+            "training": {
+                name: {"kubernetes": job.object_name if job else None, "docker": sorted(d.containers) if d else []}
+                for name, job, d in _pairs(self.training_jobs, self.docker_training)
+            },
+            "inference": {
+                name: {
+                    "kubernetes": server.service.metadata.name if server else None,
+                    "docker": sorted(d.containers) if d else [],
+                }
+                for name, server, d in _pairs(self.vllm_servers, self.docker_vllm)
+            },
         }
 
 
@@ -61,11 +67,19 @@ def host_checks(cfg: StackConfig, host: HostConfig) -> HostChecksArgs | None:
     if not cfg.checks.enable:
         return None
     claimed = partitions_claimed(cfg)
-    images = {c.name: claimed[(host.name, c.name)].image if (host.name, c.name) in claimed else c.image
-              for c in host.containers}
-    return HostChecksArgs(config=cfg.checks, environment=cfg.environment, host=host, partition_images=images,
-                          image_rocm={key: cfg.checks.rocm_version(key, host_images(host, cfg.images)[key])
-                                      for key in set(images.values())})
+    images = {
+        c.name: claimed[(host.name, c.name)].image if (host.name, c.name) in claimed else c.image
+        for c in host.containers
+    }
+    return HostChecksArgs(
+        config=cfg.checks,
+        environment=cfg.environment,
+        host=host,
+        partition_images=images,
+        image_rocm={
+            key: cfg.checks.rocm_version(key, host_images(host, cfg.images)[key]) for key in set(images.values())
+        },
+    )
 
 
 def _by_host(cfg: StackConfig, key: str, partitions: list[str]) -> dict[str, str]:
@@ -74,17 +88,20 @@ def _by_host(cfg: StackConfig, key: str, partitions: list[str]) -> dict[str, str
     return {name: host_images(hosts[name], cfg.images)[key] for name in sorted({p.split("/")[0] for p in partitions})}
 
 
-def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: KubernetesLayer | None,
-                    gpu_hosts: Mapping[str, GpuHost]) -> Workloads:
+def build_workloads(
+    cfg: StackConfig, secrets: StackSecrets, kubernetes: KubernetesLayer | None, gpu_hosts: Mapping[str, GpuHost]
+) -> Workloads:
     """Declare every configured workload. `cfg` has passed the config's problems() checks."""
     workloads = Workloads()
     if not cfg.training and not cfg.inference:
         return workloads
     token = secrets.huggingface_token
     partitions = {
-        f"{host.name}/{container.name}": Partition(host, container, gpu_hosts[host.name].provider,
-                                                   gpu_hosts[host.name].gates.get(container.name, ()))
-        for host in cfg.hosts for container in host.containers
+        f"{host.name}/{container.name}": Partition(
+            host, container, gpu_hosts[host.name].provider, gpu_hosts[host.name].gates.get(container.name, ())
+        )
+        for host in cfg.hosts
+        for container in host.containers
     }
 
     if cfg.training:
@@ -96,19 +113,32 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 image = image_for(cfg.images, training.image, kubernetes_gfx(training.kubernetes.node_selector))
                 assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
-                workloads.training_jobs[training.name] = TrainingJob(training.name, TrainingJobArgs(
-                    training=training, environment=cfg.environment, image=image, provider=kubernetes.provider,
-                    namespace=kubernetes.namespace_name(training.kubernetes.namespace), files=files,
-                    gpu_ready=kubernetes.gpu_ready,
-                    job_set_controller=kubernetes.job_set.release if kubernetes.job_set is not None else None,
-                    secret_env=secrets.env_is_secret("training"),
-                ))
+                workloads.training_jobs[training.name] = TrainingJob(
+                    training.name,
+                    TrainingJobArgs(
+                        training=training,
+                        environment=cfg.environment,
+                        image=image,
+                        provider=kubernetes.provider,
+                        namespace=kubernetes.namespace_name(training.kubernetes.namespace),
+                        files=files,
+                        gpu_ready=kubernetes.gpu_ready,
+                        job_set_controller=kubernetes.job_set.release if kubernetes.job_set is not None else None,
+                        secret_env=secrets.env_is_secret("training"),
+                    ),
+                )
             if training.docker is not None:
-                workloads.docker_training[training.name] = DockerTraining(training.name, DockerTrainingArgs(
-                    training=training, images=_by_host(cfg, training.image, training.docker.partitions), security_profile=cfg.security_profile, files=files,
-                    partitions=[partitions[ref] for ref in training.docker.partitions],
-                    secret_env=secrets.env_is_secret("hosts", "training"),
-                ))
+                workloads.docker_training[training.name] = DockerTraining(
+                    training.name,
+                    DockerTrainingArgs(
+                        training=training,
+                        images=_by_host(cfg, training.image, training.docker.partitions),
+                        security_profile=cfg.security_profile,
+                        files=files,
+                        partitions=[partitions[ref] for ref in training.docker.partitions],
+                        secret_env=secrets.env_is_secret("hosts", "training"),
+                    ),
+                )
 
     if cfg.inference:
         from .inference import DockerVllm, DockerVllmArgs, VllmServer, VllmServerArgs
@@ -118,16 +148,31 @@ def build_workloads(cfg: StackConfig, secrets: StackSecrets, kubernetes: Kuberne
                 image = image_for(cfg.images, inference.image, kubernetes_gfx(inference.kubernetes.node_selector))
                 assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
-                workloads.vllm_servers[inference.name] = VllmServer(inference.name, VllmServerArgs(
-                    inference=inference, environment=cfg.environment, image=image, provider=kubernetes.provider,
-                    namespace=kubernetes.namespace_name(inference.kubernetes.namespace), huggingface_token=token,
-                    gpu_ready=kubernetes.gpu_ready, api_key=secrets.vllm_api_key,
-                    secret_env=secrets.env_is_secret("inference"),
-                ))
+                workloads.vllm_servers[inference.name] = VllmServer(
+                    inference.name,
+                    VllmServerArgs(
+                        inference=inference,
+                        environment=cfg.environment,
+                        image=image,
+                        provider=kubernetes.provider,
+                        namespace=kubernetes.namespace_name(inference.kubernetes.namespace),
+                        huggingface_token=token,
+                        gpu_ready=kubernetes.gpu_ready,
+                        api_key=secrets.vllm_api_key,
+                        secret_env=secrets.env_is_secret("inference"),
+                    ),
+                )
             if inference.docker is not None:
-                workloads.docker_vllm[inference.name] = DockerVllm(inference.name, DockerVllmArgs(
-                    inference=inference, images=_by_host(cfg, inference.image, inference.docker.partitions), security_profile=cfg.security_profile,
-                    partitions=[partitions[ref] for ref in inference.docker.partitions], huggingface_token=token,
-                    api_key=secrets.vllm_api_key, secret_env=secrets.env_is_secret("hosts", "inference"),
-                ))
+                workloads.docker_vllm[inference.name] = DockerVllm(
+                    inference.name,
+                    DockerVllmArgs(
+                        inference=inference,
+                        images=_by_host(cfg, inference.image, inference.docker.partitions),
+                        security_profile=cfg.security_profile,
+                        partitions=[partitions[ref] for ref in inference.docker.partitions],
+                        huggingface_token=token,
+                        api_key=secrets.vllm_api_key,
+                        secret_env=secrets.env_is_secret("hosts", "inference"),
+                    ),
+                )
     return workloads

@@ -1,4 +1,5 @@
 """vLLM's OpenAI-compatible server (`vllm serve MODEL`) on Kubernetes and on Docker partitions."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,16 @@ from pulumi_kubernetes.policy import v1 as policy_v1
 from schema.docker import SecurityProfile
 from schema.workloads import InferenceConfig
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
-from .pods import env_secret, env_vars, labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
+from .pods import (
+    env_secret,
+    env_vars,
+    labels_of,
+    pod_resources,
+    security_context,
+    shm_volume,
+    storage_volume,
+    tolerations_of,
+)
 
 # The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
 MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
@@ -91,8 +101,9 @@ class VllmServer(pulumi.ComponentResource):
             return meta_v1.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)
 
         server_env = inference.server_env(gpus)
-        self.env_secret = env_secret(f"{name}-env", server_env, args.namespace, labels, child) \
-            if args.secret_env else None
+        self.env_secret = (
+            env_secret(f"{name}-env", server_env, args.namespace, labels, child) if args.secret_env else None
+        )
         env = env_vars(server_env, self.env_secret)
         env.append(core_v1.EnvVarArgs(name="HF_HOME", value=MODEL_CACHE_MOUNT))
         self.token = None
@@ -104,8 +115,14 @@ class VllmServer(pulumi.ComponentResource):
                 string_data={TOKEN_KEY: pulumi.Output.secret(args.huggingface_token)},
                 opts=child,
             )
-            env.append(core_v1.EnvVarArgs(name="HF_TOKEN", value_from=core_v1.EnvVarSourceArgs(
-                secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.token.metadata.name, key=TOKEN_KEY))))
+            env.append(
+                core_v1.EnvVarArgs(
+                    name="HF_TOKEN",
+                    value_from=core_v1.EnvVarSourceArgs(
+                        secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.token.metadata.name, key=TOKEN_KEY)
+                    ),
+                )
+            )
 
         self.api_key = None
         if args.api_key is not None:
@@ -116,24 +133,38 @@ class VllmServer(pulumi.ComponentResource):
                 string_data={API_KEY_KEY: pulumi.Output.secret(args.api_key)},
                 opts=child,
             )
-            env.append(core_v1.EnvVarArgs(name="VLLM_API_KEY", value_from=core_v1.EnvVarSourceArgs(
-                secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.api_key.metadata.name, key=API_KEY_KEY))))
+            env.append(
+                core_v1.EnvVarArgs(
+                    name="VLLM_API_KEY",
+                    value_from=core_v1.EnvVarSourceArgs(
+                        secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.api_key.metadata.name, key=API_KEY_KEY)
+                    ),
+                )
+            )
 
         cache = k8s.effective_model_cache(args.environment)
         cache_volume, self.cache_claim = storage_volume(
-            "model-cache", cache, f"{name}-model-cache", metadata(f"{name}-model-cache"), child)
+            "model-cache", cache, f"{name}-model-cache", metadata(f"{name}-model-cache"), child
+        )
 
         def health(period: int, failures: int) -> core_v1.ProbeArgs:
             return core_v1.ProbeArgs(
                 http_get=core_v1.HTTPGetActionArgs(path=HEALTH_PATH, port="http"),
-                period_seconds=period, timeout_seconds=5, failure_threshold=failures)
+                period_seconds=period,
+                timeout_seconds=5,
+                failure_threshold=failures,
+            )
 
         # Ready = serving the model; alive = the server process answers (a busy engine must not be restarted).
         models = core_v1.ProbeArgs(
             http_get=core_v1.HTTPGetActionArgs(path=MODELS_PATH, port="http") if self.api_key is None else None,
             exec_=core_v1.ExecActionArgs(command=["python3", "-c", MODELS_CHECK.format(port=inference.port)])
-            if self.api_key is not None else None,
-            period_seconds=5, timeout_seconds=10, failure_threshold=3)
+            if self.api_key is not None
+            else None,
+            period_seconds=5,
+            timeout_seconds=10,
+            failure_threshold=3,
+        )
 
         server = core_v1.ContainerArgs(
             name="vllm",
@@ -144,8 +175,9 @@ class VllmServer(pulumi.ComponentResource):
             resources=pod_resources(k8s.gpu_resource, gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size)),
             security_context=security_context(k8s.pod_security),
             # Liveness and readiness only start once the model is loaded and /health answered.
-            startup_probe=health(PROBE_PERIOD_SECONDS,
-                                 math.ceil(inference.startup_timeout_seconds / PROBE_PERIOD_SECONDS)),
+            startup_probe=health(
+                PROBE_PERIOD_SECONDS, math.ceil(inference.startup_timeout_seconds / PROBE_PERIOD_SECONDS)
+            ),
             readiness_probe=models,
             liveness_probe=health(PROBE_PERIOD_SECONDS, 3),
             volume_mounts=[
@@ -156,16 +188,19 @@ class VllmServer(pulumi.ComponentResource):
         # `pulumi up` waits for the rollout: one pod's start (download and load) on create, where every replica
         # starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
         start_minutes = math.ceil(inference.startup_timeout_seconds / 60)
-        rollout_timeouts = pulumi.CustomTimeouts(create=f"{start_minutes + 10}m",
-                                                 update=f"{replicas * start_minutes + 10}m")
+        rollout_timeouts = pulumi.CustomTimeouts(
+            create=f"{start_minutes + 10}m", update=f"{replicas * start_minutes + 10}m"
+        )
         min_available = k8s.effective_min_available(args.environment)
         # maxSkew 1 over hostnames; DoNotSchedule with a budget (config checks replicas <= gpuFleet.nodes),
         # else only preferred ("ScheduleAnyway ... giving higher precedence to topologies that would help reduce
         # the skew", core/v1 TopologySpreadConstraint).
         spread = core_v1.TopologySpreadConstraintArgs(
-            max_skew=1, topology_key="kubernetes.io/hostname",
+            max_skew=1,
+            topology_key="kubernetes.io/hostname",
             when_unsatisfiable="DoNotSchedule" if min_available is not None else "ScheduleAnyway",
-            label_selector=meta_v1.LabelSelectorArgs(match_labels=labels))
+            label_selector=meta_v1.LabelSelectorArgs(match_labels=labels),
+        )
         self.deployment = apps_v1.Deployment(
             name,
             metadata=metadata(name),
@@ -174,7 +209,8 @@ class VllmServer(pulumi.ComponentResource):
                 selector=meta_v1.LabelSelectorArgs(match_labels=labels),
                 strategy=apps_v1.DeploymentStrategyArgs(
                     type="RollingUpdate",
-                    rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1)),
+                    rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
+                ),
                 template=core_v1.PodTemplateSpecArgs(
                     metadata=meta_v1.ObjectMetaArgs(labels=labels),
                     spec=core_v1.PodSpecArgs(
@@ -189,8 +225,9 @@ class VllmServer(pulumi.ComponentResource):
                     ),
                 ),
             ),
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=list(args.gpu_ready), custom_timeouts=rollout_timeouts)),
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=list(args.gpu_ready), custom_timeouts=rollout_timeouts)
+            ),
         )
         self.service = core_v1.Service(
             f"{name}-service",
@@ -213,12 +250,21 @@ class VllmServer(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-        self.register_outputs({
-            "deployment": self.deployment.metadata.name,
-            "service": self.service.metadata.name,
-            "url": pulumi.Output.concat("http://", self.service.metadata.name, ".",
-                                        self.service.metadata.namespace, ".svc:", str(inference.port), "/v1"),
-        })
+        self.register_outputs(
+            {
+                "deployment": self.deployment.metadata.name,
+                "service": self.service.metadata.name,
+                "url": pulumi.Output.concat(
+                    "http://",
+                    self.service.metadata.name,
+                    ".",
+                    self.service.metadata.namespace,
+                    ".svc:",
+                    str(inference.port),
+                    "/v1",
+                ),
+            }
+        )
 
 
 def with_api_key_from_file(command: Sequence[str]) -> list[str]:
@@ -266,38 +312,60 @@ class DockerVllm(pulumi.ComponentResource):
                 # A file, not HF_TOKEN: a secret in `envs` would hide every variable of the container from
                 # `pulumi preview`; huggingface_hub reads the token from HF_TOKEN_PATH.
                 env["HF_TOKEN_PATH"] = DOCKER_TOKEN_FILE
-                uploads.append(docker.ContainerUploadArgs(
-                    file=DOCKER_TOKEN_FILE, content=pulumi.Output.secret(args.huggingface_token), permissions="0400"))
+                uploads.append(
+                    docker.ContainerUploadArgs(
+                        file=DOCKER_TOKEN_FILE, content=pulumi.Output.secret(args.huggingface_token), permissions="0400"
+                    )
+                )
             command = serve_command(inference, partition.gpu_count)
             if args.api_key is not None:
-                uploads.append(docker.ContainerUploadArgs(
-                    file=DOCKER_API_KEY_FILE, content=pulumi.Output.secret(args.api_key), permissions="0400"))
+                uploads.append(
+                    docker.ContainerUploadArgs(
+                        file=DOCKER_API_KEY_FILE, content=pulumi.Output.secret(args.api_key), permissions="0400"
+                    )
+                )
                 command = with_api_key_from_file(command)
-            self.containers[partition.ref] = workload_container(partition, WorkloadContainerArgs(
-                image=images[partition.host.name].image_id,
-                command=command,
-                env=env,
-                shm_size_bytes=int(inference.shm_size),
-                security_profile=args.security_profile,
-                restart="unless-stopped",
-                must_run=True,
-                volumes=[docker.ContainerVolumeArgs(host_path=placement.model_cache_dir,
-                                                    container_path=MODEL_CACHE_MOUNT)],
-                ports=[docker.ContainerPortArgs(internal=inference.port, external=placement.published_port
-                                                or inference.port, ip=placement.ip)],
-                uploads=uploads,
-                healthcheck=docker.ContainerHealthcheckArgs(
-                    tests=["CMD", "python3", "-c", probe], interval=f"{HEALTH_INTERVAL_SECONDS}s",
-                    timeout=f"{HEALTH_TIMEOUT_SECONDS}s", retries=3,
-                    start_period=f"{inference.startup_timeout_seconds}s"),
-                # vLLM on ROCm reads CUDA_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES beside it makes vLLM's ROCm platform
-                # assert both agree, which data-parallel engine cores (started with a narrowed
-                # CUDA_VISIBLE_DEVICES) break. AMD's vLLM V1 optimization guide: "Keep HIP_VISIBLE_DEVICES unset".
-                visibility_variable="CUDA_VISIBLE_DEVICES",
-                # `pulumi up` returns once /health answers. Docker probes every interval, so a server that becomes
-                # healthy at the end of its startup timeout is seen up to one interval and one probe later.
-                wait_timeout_seconds=inference.startup_timeout_seconds + HEALTH_INTERVAL_SECONDS
-                + HEALTH_TIMEOUT_SECONDS,
-                secret_env=args.secret_env,
-            ), on_host)
+            self.containers[partition.ref] = workload_container(
+                partition,
+                WorkloadContainerArgs(
+                    image=images[partition.host.name].image_id,
+                    command=command,
+                    env=env,
+                    shm_size_bytes=int(inference.shm_size),
+                    security_profile=args.security_profile,
+                    restart="unless-stopped",
+                    must_run=True,
+                    volumes=[
+                        docker.ContainerVolumeArgs(
+                            host_path=placement.model_cache_dir, container_path=MODEL_CACHE_MOUNT
+                        )
+                    ],
+                    ports=[
+                        docker.ContainerPortArgs(
+                            internal=inference.port,
+                            external=placement.published_port or inference.port,
+                            ip=placement.ip,
+                        )
+                    ],
+                    uploads=uploads,
+                    healthcheck=docker.ContainerHealthcheckArgs(
+                        tests=["CMD", "python3", "-c", probe],
+                        interval=f"{HEALTH_INTERVAL_SECONDS}s",
+                        timeout=f"{HEALTH_TIMEOUT_SECONDS}s",
+                        retries=3,
+                        start_period=f"{inference.startup_timeout_seconds}s",
+                    ),
+                    # vLLM on ROCm reads CUDA_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES beside it makes vLLM's ROCm platform
+                    # assert both agree, which data-parallel engine cores (started with a narrowed
+                    # CUDA_VISIBLE_DEVICES) break. AMD's vLLM V1 optimization guide: "Keep HIP_VISIBLE_DEVICES unset".
+                    visibility_variable="CUDA_VISIBLE_DEVICES",
+                    # `pulumi up` returns once /health answers. Docker probes every interval, so a server that becomes
+                    # healthy at the end of its startup timeout is seen up to one interval and one probe later.
+                    wait_timeout_seconds=inference.startup_timeout_seconds
+                    + HEALTH_INTERVAL_SECONDS
+                    + HEALTH_TIMEOUT_SECONDS,
+                    secret_env=args.secret_env,
+                ),
+                on_host,
+            )
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})

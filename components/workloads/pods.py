@@ -1,4 +1,5 @@
 """Pod-spec pieces the Kubernetes workloads (TrainingJob, VllmServer) share."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -26,22 +27,40 @@ def env_vars(env: Mapping[str, str], secret: core_v1.Secret | None = None) -> li
     """A container's `env`: the values inline, or with `secret` (env_secret of the same map) references into it."""
     if secret is None:
         return [core_v1.EnvVarArgs(name=k, value=v) for k, v in sorted(env.items())]
-    return [core_v1.EnvVarArgs(name=k, value_from=core_v1.EnvVarSourceArgs(
-        secret_key_ref=core_v1.SecretKeySelectorArgs(name=secret.metadata.name, key=k))) for k in sorted(env)]
+    return [
+        core_v1.EnvVarArgs(
+            name=k,
+            value_from=core_v1.EnvVarSourceArgs(
+                secret_key_ref=core_v1.SecretKeySelectorArgs(name=secret.metadata.name, key=k)
+            ),
+        )
+        for k in sorted(env)
+    ]
 
 
-def env_secret(resource_name: str, env: Mapping[str, str], namespace: pulumi.Input[str], labels: Mapping[str, str],
-               opts: pulumi.ResourceOptions) -> core_v1.Secret:
+def env_secret(
+    resource_name: str,
+    env: Mapping[str, str],
+    namespace: pulumi.Input[str],
+    labels: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+) -> core_v1.Secret:
     """The environment of a workload declared under a secret stack key (StackSecrets.secret_sections), as a
     Kubernetes Secret: inline, the values would sit in the pod spec and make the whole spec a secret in `pulumi
     preview`. Auto-named: pulumi-kubernetes replaces a Secret whose data changes (pulumi/pulumi-kubernetes#1772,
     #3164 `enableSecretMutable` off by default), so a new name reaches the pod spec and the pods restart."""
-    return core_v1.Secret(resource_name, metadata=meta_v1.ObjectMetaArgs(namespace=namespace, labels=dict(labels)),
-                          type="Opaque", string_data=pulumi.Output.secret(dict(env)), opts=opts)
+    return core_v1.Secret(
+        resource_name,
+        metadata=meta_v1.ObjectMetaArgs(namespace=namespace, labels=dict(labels)),
+        type="Opaque",
+        string_data=pulumi.Output.secret(dict(env)),
+        opts=opts,
+    )
 
 
-def pod_resources(gpu_resource: str, gpus: int, cpu: str, memory_bytes: int, shm_bytes: int,
-                  extra: Mapping[str, int] | None = None) -> core_v1.ResourceRequirementsArgs:
+def pod_resources(
+    gpu_resource: str, gpus: int, cpu: str, memory_bytes: int, shm_bytes: int, extra: Mapping[str, int] | None = None
+) -> core_v1.ResourceRequirementsArgs:
     """Requests equal to limits for every resource: Guaranteed QoS, evicted last. A pod asking only for
     `amd.com/gpu` is BestEffort ("Containers in a Pod can request other resources (not CPU or memory) and
     still be classified as BestEffort", https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/) and "the
@@ -49,8 +68,12 @@ def pod_resources(gpu_resource: str, gpus: int, cpu: str, memory_bytes: int, shm
     "files you write count against the memory limit of the container that wrote them"
     (https://kubernetes.io/docs/concepts/storage/volumes/#emptydir). Extended resources (GPUs, RDMA) cannot be
     overcommitted anyway."""
-    amounts = {"cpu": cpu, "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi", gpu_resource: str(gpus),
-               **{name: str(count) for name, count in (extra or {}).items()}}
+    amounts = {
+        "cpu": cpu,
+        "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi",
+        gpu_resource: str(gpus),
+        **{name: str(count) for name, count in (extra or {}).items()},
+    }
     return core_v1.ResourceRequirementsArgs(limits=amounts, requests=dict(amounts))
 
 
@@ -62,31 +85,43 @@ def security_context(pod_security: str, ipc_lock: bool = False) -> core_v1.Secur
     mlock). Pod Security baseline allows neither, so both need a `privileged` namespace."""
     if pod_security != "privileged":
         return None
-    return core_v1.SecurityContextArgs(capabilities=core_v1.CapabilitiesArgs(
-        add=["SYS_NICE", *(["IPC_LOCK"] if ipc_lock else [])]))
+    return core_v1.SecurityContextArgs(
+        capabilities=core_v1.CapabilitiesArgs(add=["SYS_NICE", *(["IPC_LOCK"] if ipc_lock else [])])
+    )
 
 
 def shm_volume(size_bytes: int) -> core_v1.VolumeArgs:
     """/dev/shm as RAM of the given size: a container's own /dev/shm is 64 MiB, far too small for RCCL."""
-    return core_v1.VolumeArgs(name="dshm", empty_dir=core_v1.EmptyDirVolumeSourceArgs(
-        medium="Memory", size_limit=f"{size_bytes // MIB}Mi"))
+    return core_v1.VolumeArgs(
+        name="dshm", empty_dir=core_v1.EmptyDirVolumeSourceArgs(medium="Memory", size_limit=f"{size_bytes // MIB}Mi")
+    )
 
 
 def tolerations_of(tolerations: list[Toleration]) -> list[core_v1.TolerationArgs] | None:
-    return [core_v1.TolerationArgs(key=t.key, operator=t.operator, value=t.value, effect=t.effect,
-                                   toleration_seconds=t.toleration_seconds) for t in tolerations] or None
+    return [
+        core_v1.TolerationArgs(
+            key=t.key, operator=t.operator, value=t.value, effect=t.effect, toleration_seconds=t.toleration_seconds
+        )
+        for t in tolerations
+    ] or None
 
 
-def storage_volume(volume_name: str, storage: PvcStorage | HostPathStorage | EmptyDirStorage,
-                   claim_name: str, metadata: meta_v1.ObjectMetaArgs,
-                   opts: pulumi.ResourceOptions) -> tuple[core_v1.VolumeArgs, core_v1.PersistentVolumeClaim | None]:
+def storage_volume(
+    volume_name: str,
+    storage: PvcStorage | HostPathStorage | EmptyDirStorage,
+    claim_name: str,
+    metadata: meta_v1.ObjectMetaArgs,
+    opts: pulumi.ResourceOptions,
+) -> tuple[core_v1.VolumeArgs, core_v1.PersistentVolumeClaim | None]:
     """The pod volume for a storage setting, and the PersistentVolumeClaim it needs (declared here) if any."""
     if isinstance(storage, HostPathStorage):
-        return core_v1.VolumeArgs(name=volume_name, host_path=core_v1.HostPathVolumeSourceArgs(
-            path=storage.path, type="DirectoryOrCreate")), None
+        return core_v1.VolumeArgs(
+            name=volume_name, host_path=core_v1.HostPathVolumeSourceArgs(path=storage.path, type="DirectoryOrCreate")
+        ), None
     if isinstance(storage, EmptyDirStorage):
-        return core_v1.VolumeArgs(name=volume_name, empty_dir=core_v1.EmptyDirVolumeSourceArgs(
-            size_limit=storage.size_limit)), None
+        return core_v1.VolumeArgs(
+            name=volume_name, empty_dir=core_v1.EmptyDirVolumeSourceArgs(size_limit=storage.size_limit)
+        ), None
     claim = core_v1.PersistentVolumeClaim(
         claim_name,
         metadata=metadata,
@@ -97,5 +132,7 @@ def storage_volume(volume_name: str, storage: PvcStorage | HostPathStorage | Emp
         ),
         opts=opts,
     )
-    return core_v1.VolumeArgs(name=volume_name, persistent_volume_claim=(
-        core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=claim.metadata.name))), claim
+    return core_v1.VolumeArgs(
+        name=volume_name,
+        persistent_volume_claim=(core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=claim.metadata.name)),
+    ), claim

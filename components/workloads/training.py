@@ -5,6 +5,7 @@ The rocm/pytorch image does not contain the program: its files (programs/*.py, r
 runs) are shipped as a ConfigMap on Kubernetes and as container uploads on Docker, both at PROGRAM_DIR.
 `programs/train.py` puts PROGRAM_DIR's parent on sys.path, so `import programs.*` finds them there.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,16 @@ from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
 from schema.workloads import TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
-from .pods import env_secret, env_vars, labels_of, pod_resources, security_context, shm_volume, storage_volume, tolerations_of
+from .pods import (
+    env_secret,
+    env_vars,
+    labels_of,
+    pod_resources,
+    security_context,
+    shm_volume,
+    storage_volume,
+    tolerations_of,
+)
 
 PROGRAM_SOURCE = PROGRAMS
 PROGRAM_DIR = "/opt/rocm-stack/programs"
@@ -86,9 +96,22 @@ def rendezvous_endpoint(job_set: str) -> str:
 
 def torchrun_multinode(job_set: str, nodes: int, gpus_per_node: int, max_restarts: int) -> list[str]:
     # Every pod runs the same command; c10d rendezvous on pod 0's stable DNS name assigns the ranks.
-    return ["torchrun", "--nnodes", str(nodes), "--nproc-per-node", str(gpus_per_node),
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", rendezvous_endpoint(job_set),
-            "--rdzv-id", job_set, "--max-restarts", str(max_restarts), ENTRY]
+    return [
+        "torchrun",
+        "--nnodes",
+        str(nodes),
+        "--nproc-per-node",
+        str(gpus_per_node),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        rendezvous_endpoint(job_set),
+        "--rdzv-id",
+        job_set,
+        "--max-restarts",
+        str(max_restarts),
+        ENTRY,
+    ]
 
 
 def torchrun_standalone(gpus: int) -> list[str]:
@@ -145,38 +168,53 @@ class TrainingJob(pulumi.ComponentResource):
         # Named after its content and immutable: a new program version is a new ConfigMap, so pods of the
         # running job never see files change under them; Pulumi replaces the job, then deletes the old one.
         self.program = core_v1.ConfigMap(
-            f"{name}-program", metadata=metadata(f"{name}-program-{program_digest(args.files)[:10]}"),
-            data=dict(args.files), immutable=True, opts=child)
+            f"{name}-program",
+            metadata=metadata(f"{name}-program-{program_digest(args.files)[:10]}"),
+            data=dict(args.files),
+            immutable=True,
+            opts=child,
+        )
 
         storage = k8s.effective_checkpoints(name, args.environment)
         # Checkpoints outlive the job (and a prod `pulumi destroy` of it) unless unprotected on purpose;
         # with a WaitForFirstConsumer class the claim binds only once the job's pods exist.
         checkpoints, self.claim = storage_volume(
-            "checkpoints", storage, f"{name}-checkpoints", metadata(f"{name}-checkpoints"),
-            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=args.environment == "prod")))
+            "checkpoints",
+            storage,
+            f"{name}-checkpoints",
+            metadata(f"{name}-checkpoints"),
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=args.environment == "prod")),
+        )
 
         env_map = training.program_env(CHECKPOINT_MOUNT)
         if k8s.network is not None:
             env_map |= k8s.network.env()
-        self.env_secret = env_secret(f"{name}-env", env_map, args.namespace, labels, child) \
-            if args.secret_env else None
-        template = self._pod_template(name, training, k8s, labels, args.image, args.files, checkpoints,
-                                      env_vars(env_map, self.env_secret))
-        failure_policy = batch_v1.PodFailurePolicyArgs(rules=[
-            batch_v1.PodFailurePolicyRuleArgs(
-                action="FailJob",
-                on_exit_codes=batch_v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                    container_name=SETTINGS_CHECK_CONTAINER, operator="In", values=[INVALID_SETTINGS_EXIT_CODE]),
-            ),
-            batch_v1.PodFailurePolicyRuleArgs(
-                action="Ignore",
-                on_pod_conditions=[batch_v1.PodFailurePolicyOnPodConditionsPatternArgs(
-                    type="DisruptionTarget", status="True")],
-            ),
-        ])
+        self.env_secret = env_secret(f"{name}-env", env_map, args.namespace, labels, child) if args.secret_env else None
+        template = self._pod_template(
+            name, training, k8s, labels, args.image, args.files, checkpoints, env_vars(env_map, self.env_secret)
+        )
+        failure_policy = batch_v1.PodFailurePolicyArgs(
+            rules=[
+                batch_v1.PodFailurePolicyRuleArgs(
+                    action="FailJob",
+                    on_exit_codes=batch_v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                        container_name=SETTINGS_CHECK_CONTAINER, operator="In", values=[INVALID_SETTINGS_EXIT_CODE]
+                    ),
+                ),
+                batch_v1.PodFailurePolicyRuleArgs(
+                    action="Ignore",
+                    on_pod_conditions=[
+                        batch_v1.PodFailurePolicyOnPodConditionsPatternArgs(type="DisruptionTarget", status="True")
+                    ],
+                ),
+            ]
+        )
         object_metadata = meta_v1.ObjectMetaArgs(
-            name=name, namespace=args.namespace, annotations=AWAIT_CREATION,
-            labels={**labels, **({KUEUE_QUEUE_LABEL: k8s.queue_name} if k8s.queue_name else {})})
+            name=name,
+            namespace=args.namespace,
+            annotations=AWAIT_CREATION,
+            labels={**labels, **({KUEUE_QUEUE_LABEL: k8s.queue_name} if k8s.queue_name else {})},
+        )
         # Any spec change replaces the job, and its fixed name means the old one must go first. The new pods
         # resume from the checkpoints, which live outside the job.
         replace = pulumi.ResourceOptions(delete_before_replace=True, depends_on=list(args.gpu_ready))
@@ -221,8 +259,9 @@ class TrainingJob(pulumi.ComponentResource):
                     "restartStrategy": "BlockingRecreate",
                     # Invalid settings fail the Job through its podFailurePolicy (reason PodFailurePolicy):
                     # restarting would only fail again.
-                    "rules": [{"name": "invalidSettings", "action": "FailJobSet",
-                               "onJobFailureReasons": ["PodFailurePolicy"]}],
+                    "rules": [
+                        {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
+                    ],
                 },
                 "replicatedJobs": [{"name": WORKERS, "replicas": 1, "template": workers}],
             }
@@ -234,32 +273,60 @@ class TrainingJob(pulumi.ComponentResource):
                 spec=spec,
                 # A JobSet's spec is immutable (CEL `self == oldSelf`, webhook ValidateUpdate): the provider would
                 # try an in-place patch of a custom resource, so every spec change is declared a replacement.
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions.merge(replace, pulumi.ResourceOptions(
-                    replace_on_changes=["spec"],
-                    depends_on=[*args.gpu_ready, *filter(None, [args.job_set_controller])]))),
+                opts=pulumi.ResourceOptions.merge(
+                    child,
+                    pulumi.ResourceOptions.merge(
+                        replace,
+                        pulumi.ResourceOptions(
+                            replace_on_changes=["spec"],
+                            depends_on=[*args.gpu_ready, *filter(None, [args.job_set_controller])],
+                        ),
+                    ),
+                ),
             )
             rendezvous = rendezvous_endpoint(name)
-        self.register_outputs({
-            "job": f"{'JobSet' if k8s.uses_job_set else 'Job'}/{name}",
-            "rendezvous": rendezvous,
-            "checkpoints": self.claim.metadata.name if self.claim is not None else storage.path,
-        })
+        self.register_outputs(
+            {
+                "job": f"{'JobSet' if k8s.uses_job_set else 'Job'}/{name}",
+                "rendezvous": rendezvous,
+                "checkpoints": self.claim.metadata.name if self.claim is not None else storage.path,
+            }
+        )
 
-    def _pod_template(self, name: str, training: TrainingConfig, k8s: TrainingKubernetes, labels: dict[str, str],
-                      image: str, files: Mapping[str, str],
-                      checkpoints: core_v1.VolumeArgs, env: list[core_v1.EnvVarArgs]) -> core_v1.PodTemplateSpecArgs:
+    def _pod_template(
+        self,
+        name: str,
+        training: TrainingConfig,
+        k8s: TrainingKubernetes,
+        labels: dict[str, str],
+        image: str,
+        files: Mapping[str, str],
+        checkpoints: core_v1.VolumeArgs,
+        env: list[core_v1.EnvVarArgs],
+    ) -> core_v1.PodTemplateSpecArgs:
         network = k8s.network
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
-        resources = pod_resources(k8s.gpu_resource, k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(training.shm_size),
-                                  {network.rdma.resource: network.rdma.count} if network is not None else None)
-        command = (torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node, k8s.max_restarts) if k8s.uses_job_set
-                   else torchrun_standalone(k8s.gpus_per_node))
+        resources = pod_resources(
+            k8s.gpu_resource,
+            k8s.gpus_per_node,
+            k8s.cpu,
+            int(k8s.memory),
+            int(training.shm_size),
+            {network.rdma.resource: network.rdma.count} if network is not None else None,
+        )
+        command = (
+            torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node, k8s.max_restarts)
+            if k8s.uses_job_set
+            else torchrun_standalone(k8s.gpus_per_node)
+        )
         trainer = core_v1.ContainerArgs(
             name="trainer",
             image=image,
             command=command,
             env=env,
-            ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)] if k8s.uses_job_set else None,
+            ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)]
+            if k8s.uses_job_set
+            else None,
             resources=resources,
             security_context=security_context(k8s.pod_security, ipc_lock=network is not None),
             volume_mounts=[
@@ -277,7 +344,8 @@ class TrainingJob(pulumi.ComponentResource):
             env=env,
             resources=core_v1.ResourceRequirementsArgs(
                 limits={k: resources.limits[k] for k in ("cpu", "memory")},
-                requests={k: resources.requests[k] for k in ("cpu", "memory")}),
+                requests={k: resources.requests[k] for k in ("cpu", "memory")},
+            ),
             volume_mounts=[program_mount],
         )
         annotations = {"rocm-stack/program-sha256": program_digest(files)}
@@ -298,8 +366,9 @@ class TrainingJob(pulumi.ComponentResource):
                 init_containers=[check_settings],
                 containers=[trainer],
                 volumes=[
-                    core_v1.VolumeArgs(name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(
-                        name=self.program.metadata.name)),
+                    core_v1.VolumeArgs(
+                        name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(name=self.program.metadata.name)
+                    ),
                     shm_volume(training.shm_size),
                     checkpoints,
                 ],
@@ -333,24 +402,30 @@ class DockerTraining(pulumi.ComponentResource):
         super().__init__("rocm-stack:workloads:DockerTraining", name, None, opts)
         training, placement = args.training, args.training.docker
         assert placement is not None, "DockerTraining needs training.docker"
-        uploads = [docker.ContainerUploadArgs(file=f"{PROGRAM_DIR}/{file}", content=text)
-                   for file, text in sorted(args.files.items())]
+        uploads = [
+            docker.ContainerUploadArgs(file=f"{PROGRAM_DIR}/{file}", content=text)
+            for file, text in sorted(args.files.items())
+        ]
         images = pull_on_hosts(name, args.images, args.partitions, self)
         self.containers = {}
         for partition in args.partitions:
             on_host = pulumi.ResourceOptions(parent=self, provider=partition.provider)
             host_dir = f"{placement.checkpoint_dir}/{name}/{partition.container.name}"
-            self.containers[partition.ref] = workload_container(partition, WorkloadContainerArgs(
-                image=images[partition.host.name].image_id,
-                command=torchrun_standalone(partition.gpu_count),
-                env=training.program_env(CHECKPOINT_MOUNT),
-                shm_size_bytes=int(training.shm_size),
-                security_profile=args.security_profile,
-                restart="on-failure",
-                max_retry_count=placement.max_retries,
-                must_run=False,
-                volumes=[docker.ContainerVolumeArgs(host_path=host_dir, container_path=CHECKPOINT_MOUNT)],
-                uploads=uploads,
-                secret_env=args.secret_env,
-            ), on_host)
+            self.containers[partition.ref] = workload_container(
+                partition,
+                WorkloadContainerArgs(
+                    image=images[partition.host.name].image_id,
+                    command=torchrun_standalone(partition.gpu_count),
+                    env=training.program_env(CHECKPOINT_MOUNT),
+                    shm_size_bytes=int(training.shm_size),
+                    security_profile=args.security_profile,
+                    restart="on-failure",
+                    max_retry_count=placement.max_retries,
+                    must_run=False,
+                    volumes=[docker.ContainerVolumeArgs(host_path=host_dir, container_path=CHECKPOINT_MOUNT)],
+                    uploads=uploads,
+                    secret_env=args.secret_env,
+                ),
+                on_host,
+            )
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})

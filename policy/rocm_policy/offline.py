@@ -8,6 +8,7 @@ PULUMI_STACK/PULUMI_CONFIG set from the plan's stack as the CLI sets them for th
 pull request, forks included (no secrets needed). Exit codes: 0 no mandatory violation, 1 mandatory
 violations, 2 unreadable plan.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,10 @@ class Violation:
 
 def engine_config(config: Mapping[str, Any]) -> dict[str, str]:
     """Stack config as the CLI passes it in PULUMI_CONFIG: strings, structures as JSON."""
-    return {k: "[secret]" if isinstance(v, Mapping) and set(v) == {"secure"}
-            else v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    return {
+        k: "[secret]" if isinstance(v, Mapping) and set(v) == {"secure"} else v if isinstance(v, str) else json.dumps(v)
+        for k, v in config.items()
+    }
 
 
 @contextmanager
@@ -66,10 +69,15 @@ def stack_environment(stack: str, project_dir: Path = PROJECT_DIR) -> Iterator[N
 
 
 def _options(resource: Mapping[str, Any]) -> PolicyResourceOptions:
-    return PolicyResourceOptions(protect=bool(resource.get("protect")), ignore_changes=[],
-                                 delete_before_replace=None, aliases=[],
-                                 custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[],
-                                 parent=resource.get("parent"))
+    return PolicyResourceOptions(
+        protect=bool(resource.get("protect")),
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+        parent=resource.get("parent"),
+    )
 
 
 def check(resources: Iterable[Mapping[str, Any]], policies=POLICIES) -> list[Violation]:
@@ -81,18 +89,24 @@ def check(resources: Iterable[Mapping[str, Any]], policies=POLICIES) -> list[Vio
     def reporter(policy_name: str, default_urn: str) -> Callable[..., None]:
         def report(message: str, urn: str | None = None) -> None:
             violations.append(Violation(policy_name, level, urn or default_urn, message))
+
         return report
 
     for policy in policies:
         try:
             if isinstance(policy, ResourceValidationPolicy):
                 for r in resources:
-                    args = ResourceValidationArgs(r["type"], r.get("inputs", {}), r.get("urn", ""), r["name"],
-                                                  _options(r), None)
+                    args = ResourceValidationArgs(
+                        r["type"], r.get("inputs", {}), r.get("urn", ""), r["name"], _options(r), None
+                    )
                     policy.validate(args, reporter(policy.name, r.get("urn") or r["name"]))
             elif isinstance(policy, StackValidationPolicy):
-                stack = [PolicyResource(r["type"], r.get("inputs", {}), r.get("urn", ""), r["name"], _options(r),
-                                        None, None, [], {}) for r in resources]
+                stack = [
+                    PolicyResource(
+                        r["type"], r.get("inputs", {}), r.get("urn", ""), r["name"], _options(r), None, None, [], {}
+                    )
+                    for r in resources
+                ]
                 policy.validate(StackValidationArgs(stack), reporter(policy.name, ""))
         except _NotApplicableError:
             continue  # the pack's rules only decline for a whole stack (a prod-only rule on dev)
@@ -112,8 +126,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     with stack_environment(stack):
         violations = check(resources)
         context = stack_context()
-    print(f"### Policy pack on the synth of stack `{stack}` ({context.environment}: "
-          f"{enforcement_level(context).value})\n")
+    print(
+        f"### Policy pack on the synth of stack `{stack}` ({context.environment}: {enforcement_level(context).value})\n"
+    )
     for v in violations:
         print(f"- **{v.level}** `{v.policy}` `{v.urn}`: {v.message}")
     if not violations:

@@ -7,6 +7,7 @@ analyzer_plugin.go, constructEnv). The environment is `rocm-stack:environment`, 
 mandatory for prod, advisory for dev, mandatory when no stack is known (fail closed, e.g. `policy publish`).
 A policy's level can still be overridden with `--policy-pack-config`.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,9 @@ def stack_config_file(stack: str, project_dir: Path = PROJECT_DIR) -> Path:
 ResourceRule = Callable[[str, Mapping[str, Any]], list[str]]
 
 
-def _resource_policy(name: str, description: str, rule: ResourceRule, *, prod_only: bool = False
-                     ) -> ResourceValidationPolicy:
+def _resource_policy(
+    name: str, description: str, rule: ResourceRule, *, prod_only: bool = False
+) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         context = stack_context()
         if prod_only and not context.prod:
@@ -88,8 +90,7 @@ def _validate_protection(args: StackValidationArgs, report_violation: ReportViol
     if not context.prod:
         args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
     charts = args.get_config().get("charts", rules.DEFAULT_PROTECTED_CHARTS)
-    declared = [rules.Declared(r.resource_type, r.name, r.props, bool(r.opts.protect), r.urn)
-                for r in args.resources]
+    declared = [rules.Declared(r.resource_type, r.name, r.props, bool(r.opts.protect), r.urn) for r in args.resources]
     for message, urn in rules.unprotected(declared, charts):
         report_violation(message, urn)
 
@@ -112,46 +113,65 @@ def _validate_config_secrets(args: StackValidationArgs, report_violation: Report
     for key in rules.plaintext_secrets(config):
         # A value inside structured config is addressed with --path (`rocm-stack:registry.password`).
         path_flag = "--path " if any(c in key for c in ".[") else ""
-        report_violation(f"config '{key}' holds a credential in plain text in {path.name}: "
-                         f"run `pulumi config set {path_flag}--secret '{key}' ...`", None)
+        report_violation(
+            f"config '{key}' holds a credential in plain text in {path.name}: "
+            f"run `pulumi config set {path_flag}--secret '{key}' ...`",
+            None,
+        )
 
 
 POLICIES = [
     _resource_policy(
         "pinned-images",
         "Images are pinned: a version tag or a digest, never 'latest' or no tag (Docker images, Kubernetes pods).",
-        rules.unpinned_images),
+        rules.unpinned_images,
+    ),
     _resource_policy(
         "docker-gpu-container-devices",
         "Docker GPU containers map /dev/kfd and render nodes (or CDI GPUs), share the host's IPC namespace (RCCL) "
         "and add only numeric groups.",
-        rules.docker_gpu_container_problems),
+        rules.docker_gpu_container_problems,
+    ),
     _resource_policy(
         "no-debug-privileges-in-prod",
         "Prod runs no SYS_PTRACE, privileged or seccomp-unconfined containers.",
-        rules.debug_privilege_problems, prod_only=True),
+        rules.debug_privilege_problems,
+        prod_only=True,
+    ),
     _resource_policy(
         "gpu-pods-limits-and-shm",
         "Pods asking for amd.com/gpu set it as a limit and mount a memory-backed /dev/shm.",
-        rules.gpu_pod_problems),
+        rules.gpu_pod_problems,
+    ),
     _resource_policy(
         "gpu-operator-drains-before-driver-upgrade",
         "In prod the GPU Operator cordons and drains nodes, a bounded number at a time, before a driver upgrade.",
-        rules.driver_upgrade_problems, prod_only=True),
+        rules.driver_upgrade_problems,
+        prod_only=True,
+    ),
     StackValidationPolicy(
         name="gpu-partitions-isolated",
         description="The partitions of a Docker host have disjoint render nodes; in prod none maps the whole /dev/dri "
-                    "beside another partition.",
-        validate=_validate_isolation),
+        "beside another partition.",
+        validate=_validate_isolation,
+    ),
     StackValidationPolicy(
         name="no-plaintext-secrets-in-config",
         description="Stack config keys that hold credentials (password, token, api key...) are Pulumi secrets.",
-        validate=_validate_config_secrets),
+        validate=_validate_config_secrets,
+    ),
     StackValidationPolicy(
         name="prod-operator-and-namespaces-protected",
         description="In prod the GPU Operator and cert-manager Helm releases and the namespaces are protected.",
         validate=_validate_protection,
         config_schema=PolicyConfigSchema(
-            properties={"charts": {"type": "array", "items": {"type": "string"},
-                                   "description": "Helm charts whose releases must be protected"}})),
+            properties={
+                "charts": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Helm charts whose releases must be protected",
+                }
+            }
+        ),
+    ),
 ]

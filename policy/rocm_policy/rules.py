@@ -7,6 +7,7 @@ UnknownValueError for values unknown during preview) work as well as plain dicts
 Field names are the provider's (camelCase): pulumi_docker 5.x Container/RemoteImage, Kubernetes API objects,
 and the GPU Operator CRD `amd.com/v1alpha1` DeviceConfig (helm-charts-k8s/crds/deviceconfig-crd.yaml).
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,16 @@ _POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 _CREDENTIAL_WORDS = frozenset({"password", "passwd", "passphrase", "token", "credential", "credentials"})
-_CREDENTIAL_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
-                               ("client", "secret"), ("webhook", "secret")})
+_CREDENTIAL_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("client", "secret"),
+        ("webhook", "secret"),
+    }
+)
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
@@ -61,6 +70,7 @@ def _dig(props: Mapping[str, Any], path: Iterable[str]) -> Any:
 
 
 # --- images ---------------------------------------------------------------------------------------------
+
 
 def unpinned_reason(reference: str) -> str | None:
     """Why an image reference does not pin one image ("has no tag, ..."), or None. A digest or an image ID pins;
@@ -110,6 +120,7 @@ def unpinned_images(resource_type: str, props: Mapping[str, Any]) -> list[str]:
 
 # --- Docker GPU containers --------------------------------------------------------------------------------
 
+
 def _devices(props: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(host path, container path) of each mapped device; Docker uses the host path when no container path is given."""
     devices = [_mapping(d) for d in _sequence(props.get("devices"))]
@@ -117,8 +128,12 @@ def _devices(props: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _cdi_devices(props: Mapping[str, Any]) -> list[str]:
-    return [str(i) for r in map(_mapping, _sequence(props.get("deviceRequests"))) if r.get("driver") == "cdi"
-            for i in _sequence(r.get("deviceIds"))]
+    return [
+        str(i)
+        for r in map(_mapping, _sequence(props.get("deviceRequests")))
+        if r.get("driver") == "cdi"
+        for i in _sequence(r.get("deviceIds"))
+    ]
 
 
 def partition_of(props: Mapping[str, Any]) -> str | None:
@@ -131,8 +146,11 @@ def partition_of(props: Mapping[str, Any]) -> str | None:
 
 def is_gpu_container(props: Mapping[str, Any]) -> bool:
     """A partition, or a container that maps a GPU device node or CDI GPU (the metrics exporter too)."""
-    return (partition_of(props) is not None or bool(_cdi_devices(props))
-            or any(c == "/dev/kfd" or c == DRI or c.startswith(DRI + "/") for _, c in _devices(props)))
+    return (
+        partition_of(props) is not None
+        or bool(_cdi_devices(props))
+        or any(c == "/dev/kfd" or c == DRI or c.startswith(DRI + "/") for _, c in _devices(props))
+    )
 
 
 def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
@@ -146,21 +164,28 @@ def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) 
         if "/dev/kfd" not in paths:
             problems.append("GPU container without device /dev/kfd (ROCm's compute interface): add --device=/dev/kfd")
         if not any(p == DRI or p.startswith(DRI + "/renderD") for p in paths):
-            problems.append("GPU container without a render node: add its --device=/dev/dri/renderD<minor> nodes "
-                            "(or --device=/dev/dri on a single-tenant host)")
+            problems.append(
+                "GPU container without a render node: add its --device=/dev/dri/renderD<minor> nodes "
+                "(or --device=/dev/dri on a single-tenant host)"
+            )
     if partition_of(props) is not None and props.get("ipcMode") != "host":
-        problems.append(f"GPU container with ipcMode {props.get('ipcMode')!r}: RCCL needs ipcMode 'host' "
-                        "(--ipc=host) to share memory between GPU processes")
+        problems.append(
+            f"GPU container with ipcMode {props.get('ipcMode')!r}: RCCL needs ipcMode 'host' "
+            "(--ipc=host) to share memory between GPU processes"
+        )
     for group in _sequence(props.get("groupAdds")):
         # moby resolves a group name in the image's /etc/group (daemon/oci_linux.go getUser); recent rocm/pytorch
         # images have no `render` group, and the container fails to start (ROCm/rocm-libraries PR #6563).
         if not str(group).isdigit():
-            problems.append(f"--group-add '{group}' is a group name, looked up in the image's /etc/group rather "
-                            "than the host's: use the numeric host GID (`stat -c %g /dev/kfd /dev/dri/renderD*`)")
+            problems.append(
+                f"--group-add '{group}' is a group name, looked up in the image's /etc/group rather "
+                "than the host's: use the numeric host GID (`stat -c %g /dev/kfd /dev/dri/renderD*`)"
+            )
     return problems
 
 
 # --- GPU isolation between the partitions of a host -------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GpuReach:
@@ -184,16 +209,21 @@ def isolation_problems(partitions: Mapping[str, GpuReach], prod: bool) -> list[s
     isolation techniques": an application "can reset them")."""
     problems = []
     if prod and len(partitions) > 1:
-        problems += [f"partition '{name}' maps the whole {DRI} (every GPU of the host) beside {len(partitions) - 1} "
-                     "other partition(s): prod isolates partitions by device; use gpuAccess renderNodes (or cdi)"
-                     for name, reach in sorted(partitions.items()) if reach.whole_dri]
+        problems += [
+            f"partition '{name}' maps the whole {DRI} (every GPU of the host) beside {len(partitions) - 1} "
+            "other partition(s): prod isolates partitions by device; use gpuAccess renderNodes (or cdi)"
+            for name, reach in sorted(partitions.items())
+            if reach.whole_dri
+        ]
     names = sorted(partitions)
     for index, first in enumerate(names):
-        for second in names[index + 1:]:
+        for second in names[index + 1 :]:
             shared = partitions[first].nodes & partitions[second].nodes
             if shared:
-                problems.append(f"partitions '{first}' and '{second}' share {sorted(shared)}: the render-node "
-                                "sets of a host's partitions must be disjoint")
+                problems.append(
+                    f"partitions '{first}' and '{second}' share {sorted(shared)}: the render-node "
+                    "sets of a host's partitions must be disjoint"
+                )
     return problems
 
 
@@ -207,11 +237,15 @@ def host_isolation_problems(containers: Iterable[Mapping[str, Any]], prod: bool)
         host, _, name = partition.partition("/")
         devices = _devices(props)
         by_host[host][name] = GpuReach.of([h for h, _ in devices], [c for _, c in devices], _cdi_devices(props))
-    return [f"host '{host}': {message}" for host, partitions in sorted(by_host.items())
-            for message in isolation_problems(partitions, prod)]
+    return [
+        f"host '{host}': {message}"
+        for host, partitions in sorted(by_host.items())
+        for message in isolation_problems(partitions, prod)
+    ]
 
 
 # --- debugging privileges (prod) --------------------------------------------------------------------------
+
 
 def _is_ptrace_or_all(capability: Any) -> bool:
     return str(capability).upper().removeprefix("CAP_") in ("SYS_PTRACE", "ALL")
@@ -253,6 +287,7 @@ def debug_privilege_problems(resource_type: str, props: Mapping[str, Any]) -> li
 
 # --- Kubernetes GPU pods ----------------------------------------------------------------------------------
 
+
 def gpu_pod_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """A pod asking for amd.com/gpu sets it as a limit and mounts a memory-backed /dev/shm.
 
@@ -262,8 +297,11 @@ def gpu_pod_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     spec = pod_spec(resource_type, props)
     if spec is None:
         return []
-    memory_volumes = {_mapping(v).get("name") for v in _sequence(spec.get("volumes"))
-                      if _dig(_mapping(v), ("emptyDir", "medium")) == "Memory"}
+    memory_volumes = {
+        _mapping(v).get("name")
+        for v in _sequence(spec.get("volumes"))
+        if _dig(_mapping(v), ("emptyDir", "medium")) == "Memory"
+    }
     problems = []
     for container in filter(_gpu_limited, _containers(spec)):
         where = f"GPU container '{container.get('name')}'"
@@ -274,15 +312,19 @@ def gpu_pod_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where} requests {GPU_RESOURCE} without a limit: set resources.limits['{GPU_RESOURCE}']")
         elif request is not None and str(request) != str(limit):
             problems.append(f"{where} requests {request} {GPU_RESOURCE} but limits {limit}: they must be equal")
-        shm_mounts = [m for m in map(_mapping, _sequence(container.get("volumeMounts")))
-                      if m.get("mountPath") == "/dev/shm"]
+        shm_mounts = [
+            m for m in map(_mapping, _sequence(container.get("volumeMounts"))) if m.get("mountPath") == "/dev/shm"
+        ]
         if not any(m.get("name") in memory_volumes for m in shm_mounts):
-            problems.append(f"{where} has no memory-backed /dev/shm: mount an emptyDir with medium: Memory "
-                            "(and a sizeLimit) at /dev/shm")
+            problems.append(
+                f"{where} has no memory-backed /dev/shm: mount an emptyDir with medium: Memory "
+                "(and a sizeLimit) at /dev/shm"
+            )
     return problems
 
 
 # --- GPU Operator driver upgrades (prod) ------------------------------------------------------------------
+
 
 def driver_upgrade_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """The operator cordons and drains each node before it upgrades the amdgpu driver there.
@@ -298,23 +340,31 @@ def driver_upgrade_problems(resource_type: str, props: Mapping[str, Any]) -> lis
     upgrade = _mapping(driver.get("upgradePolicy"))
     where = "spec.driver.upgradePolicy"
     if upgrade.get("enable") is not True:
-        return [f"{where}.enable is not true: driver upgrades would not cordon and drain nodes; enable the "
-                "upgrade policy with a nodeDrainPolicy"]
+        return [
+            f"{where}.enable is not true: driver upgrades would not cordon and drain nodes; enable the "
+            "upgrade policy with a nodeDrainPolicy"
+        ]
     problems = []
     drain = upgrade.get("nodeDrainPolicy")
     if not isinstance(drain, Mapping):
-        problems.append(f"{where}.nodeDrainPolicy is not set: set it so workloads are evicted before the "
-                        "driver is replaced")
+        problems.append(
+            f"{where}.nodeDrainPolicy is not set: set it so workloads are evicted before the driver is replaced"
+        )
     elif drain.get("force") is True:
-        problems.append(f"{where}.nodeDrainPolicy.force is true: pods without a controller would be deleted "
-                        "for good; drain without force in prod")
+        problems.append(
+            f"{where}.nodeDrainPolicy.force is true: pods without a controller would be deleted "
+            "for good; drain without force in prod"
+        )
     if upgrade.get("maxParallelUpgrades", 1) == 0:
-        problems.append(f"{where}.maxParallelUpgrades is 0 (every node at once): draining then has nowhere to "
-                        "move workloads; upgrade a bounded number of nodes at a time")
+        problems.append(
+            f"{where}.maxParallelUpgrades is 0 (every node at once): draining then has nowhere to "
+            "move workloads; upgrade a bounded number of nodes at a time"
+        )
     return problems
 
 
 # --- stack rules ------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Declared:
@@ -327,8 +377,9 @@ class Declared:
     urn: str = ""
 
 
-def unprotected(resources: Iterable[Declared], charts: Iterable[str] = DEFAULT_PROTECTED_CHARTS
-                ) -> list[tuple[str, str]]:
+def unprotected(
+    resources: Iterable[Declared], charts: Iterable[str] = DEFAULT_PROTECTED_CHARTS
+) -> list[tuple[str, str]]:
     """(message, urn) for each namespace and operator/cert-manager Helm release without `protect`.
 
     Deleting a namespace deletes everything in it, and deleting the operator's release removes the driver
@@ -342,8 +393,13 @@ def unprotected(resources: Iterable[Declared], charts: Iterable[str] = DEFAULT_P
         if r.type == NAMESPACE:
             problems.append((f"namespace '{r.name}' is not protected: declare it with protect=True in prod", r.urn))
         elif r.type in HELM_TYPES and r.props.get("chart") in charts:
-            problems.append((f"Helm release '{r.name}' (chart {r.props.get('chart')}) is not protected: "
-                             "declare it with protect=True in prod", r.urn))
+            problems.append(
+                (
+                    f"Helm release '{r.name}' (chart {r.props.get('chart')}) is not protected: "
+                    "declare it with protect=True in prod",
+                    r.urn,
+                )
+            )
     return problems
 
 
@@ -363,8 +419,9 @@ def _words(key: str) -> list[str]:
 def is_credential_key(key: str) -> bool:
     """`registryPassword`, `huggingfaceToken`, `grafana.apiKey`: yes. `tokenizer`, `secretName`: no."""
     words = _words(key.rsplit(":", 1)[-1])
-    return bool(words) and (words[-1] in _CREDENTIAL_WORDS or tuple(words[-2:]) in _CREDENTIAL_PAIRS
-                            or words == ["secret"])
+    return bool(words) and (
+        words[-1] in _CREDENTIAL_WORDS or tuple(words[-2:]) in _CREDENTIAL_PAIRS or words == ["secret"]
+    )
 
 
 def _is_secure(value: Any) -> bool:
@@ -379,8 +436,12 @@ def plaintext_secrets(config: Mapping[str, Any], path: str = "") -> list[str]:
         child = f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
         if _is_secure(value):
             continue
-        if isinstance(key, str) and is_credential_key(key) and value not in (None, "") \
-                and not isinstance(value, (Mapping, list)):
+        if (
+            isinstance(key, str)
+            and is_credential_key(key)
+            and value not in (None, "")
+            and not isinstance(value, (Mapping, list))
+        ):
             found.append(child)
         elif isinstance(value, (Mapping, list)):
             found.extend(plaintext_secrets(value, child))

@@ -3,6 +3,7 @@ themselves must show for it: shared by the e2e tests of the dev stack and of the
 
 Every check reads the plan's inputs, what the program declared, so it holds whatever the Docker layer declares next.
 """
+
 from __future__ import annotations
 
 import io
@@ -44,13 +45,20 @@ def deploy(docker: Docker, standin_image: str, plan: Plan, host: str, dev_root: 
     script = workdir / f"{host}.sh"
     script.write_text(docker_scripts(plan)[host])
     started = time.monotonic()
-    result = subprocess.run(["sh", str(script)], env=docker.env, capture_output=True, text=True,
-                            timeout=SCRIPT_TIMEOUT_S)
+    result = subprocess.run(
+        ["sh", str(script)], env=docker.env, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S
+    )
     seconds = time.monotonic() - started
     print(f"\ne2e: HOST.sh of {plan.stack}/{host} ran in {seconds:.2f}s (exit {result.returncode})")
     on_host = {r["urn"] for r in plan.of_type("pulumi:providers:docker") if r["name"] == host}
-    return Deployment({c["inputs"]["name"]: c["inputs"] for c in plan.of_type(CONTAINER) if c["provider"] in on_host},
-                      images, dev_root, result, seconds, workdir)
+    return Deployment(
+        {c["inputs"]["name"]: c["inputs"] for c in plan.of_type(CONTAINER) if c["provider"] in on_host},
+        images,
+        dev_root,
+        result,
+        seconds,
+        workdir,
+    )
 
 
 def _nanoseconds(duration: str) -> int:
@@ -65,18 +73,30 @@ def _expected(inputs: dict[str, Any], images: dict[str, str]) -> dict[str, Any]:
     """docker inspect's fields for what the plan declares, per the provider's mapping of each input
     (terraform-provider-docker internal/provider/resource_docker_container_funcs.go and _structures.go)."""
     host_config: dict[str, Any] = {
-        "Devices": [{"PathOnHost": d["hostPath"], "PathInContainer": d.get("containerPath") or d["hostPath"],
-                     "CgroupPermissions": d.get("permissions") or "rwm"} for d in inputs.get("devices", [])],
+        "Devices": [
+            {
+                "PathOnHost": d["hostPath"],
+                "PathInContainer": d.get("containerPath") or d["hostPath"],
+                "CgroupPermissions": d.get("permissions") or "rwm",
+            }
+            for d in inputs.get("devices", [])
+        ],
         "GroupAdd": sorted(inputs.get("groupAdds", [])),  # a set in the provider's schema
         "CpusetCpus": inputs.get("cpuSet", ""),
         "CapAdd": inputs.get("capabilities", {}).get("adds"),
         "SecurityOpt": inputs.get("securityOpts"),
-        "PortBindings": {f"{p['internal']}/{p.get('protocol', 'tcp')}":
-                         [{"HostIp": p.get("ip") or "0.0.0.0", "HostPort": str(p.get("external", ""))}]
-                         for p in inputs.get("ports", [])},
+        "PortBindings": {
+            f"{p['internal']}/{p.get('protocol', 'tcp')}": [
+                {"HostIp": p.get("ip") or "0.0.0.0", "HostPort": str(p.get("external", ""))}
+            ]
+            for p in inputs.get("ports", [])
+        },
         # A set: the daemon keeps binds in no fixed order (measured on dockerd 20.10 with three of them).
-        "Binds": sorted(f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
-                        for v in inputs.get("volumes", [])) or None,
+        "Binds": sorted(
+            f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
+            for v in inputs.get("volumes", [])
+        )
+        or None,
         "RestartPolicy": {"Name": inputs.get("restart", "no"), "MaximumRetryCount": inputs.get("maxRetryCount", 0)},
     }
     if "ipcMode" in inputs:
@@ -106,7 +126,8 @@ def check_created_as_declared(docker: Docker, deployed: Deployment) -> None:
             host["SecurityOpt"] = [o for o in host["SecurityOpt"] if o != "label=disable"] or None
         if "command" not in inputs:  # no command: the image's own
             expected["Config"]["Cmd"] = json.loads(docker.out("image", "inspect", expected["Config"]["Image"]))[0][
-                "Config"]["Cmd"]
+                "Config"
+            ]["Cmd"]
         for section, fields in expected.items():
             for key, value in fields.items():
                 if actual[section][key] != value:
@@ -144,8 +165,9 @@ def check_uploads(docker: Docker, deployed: Deployment) -> int:
             archive = tarfile.open(fileobj=io.BytesIO(docker.run("cp", f"{name}:{upload['file']}", "-").stdout))
             (member,) = archive.getmembers()
             assert archive.extractfile(member).read().decode() == upload["content"], upload["file"]
-            assert member.mode & 0o7777 == int(upload.get("permissions") or
-                                                ("0744" if upload.get("executable") else "0644"), 8)
+            assert member.mode & 0o7777 == int(
+                upload.get("permissions") or ("0744" if upload.get("executable") else "0644"), 8
+            )
             checked += 1
     return checked
 
@@ -204,11 +226,15 @@ def check_gpu_nodes(docker: Docker, deployed: Deployment) -> int:
             host = Path(device["hostPath"])
             mapped = _nodes_under(host, deployed.dev_root)
             container = device.get("containerPath") or device["hostPath"]
-            expected |= {container + m.removeprefix("/dev/" + str(host.relative_to(deployed.dev_root)))
-                         for m in mapped}
-        listing = docker.out("exec", name, "python3", "-c",
-                             "import os; print('\\n'.join(os.path.join(d, f) for d, _, fs in os.walk('/dev') "
-                             "for f in fs if d == '/dev/dri' or f == 'kfd'))").split()
+            expected |= {container + m.removeprefix("/dev/" + str(host.relative_to(deployed.dev_root))) for m in mapped}
+        listing = docker.out(
+            "exec",
+            name,
+            "python3",
+            "-c",
+            "import os; print('\\n'.join(os.path.join(d, f) for d, _, fs in os.walk('/dev') "
+            "for f in fs if d == '/dev/dri' or f == 'kfd'))",
+        ).split()
         assert set(listing) == expected, name
         checked += 1
     return checked

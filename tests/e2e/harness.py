@@ -28,6 +28,7 @@ dri/renderD*), with the real DRM major 226 (Linux Documentation/admin-guide/devi
 and render minors 128 + n. No DRM driver backs them here, so opening one fails with ENXIO even where the
 device cgroup allows it: nothing reaches hardware.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -97,13 +98,14 @@ class Docker:
     def env(self) -> dict[str, str]:
         return {**os.environ, "DOCKER_HOST": self.host, "DOCKER_CONFIG": str(self.config_dir)}
 
-    def run(self, *args: str, check: bool = True, input: bytes | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
-        result = subprocess.run(["docker", *args], env=self.env, input=input, capture_output=True,
-                                timeout=timeout)
+    def run(
+        self, *args: str, check: bool = True, input: bytes | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[bytes]:
+        result = subprocess.run(["docker", *args], env=self.env, input=input, capture_output=True, timeout=timeout)
         if check and result.returncode != 0:
-            raise AssertionError(f"docker {' '.join(args)} exited {result.returncode}: "
-                                 f"{result.stderr.decode(errors='replace').strip()}")
+            raise AssertionError(
+                f"docker {' '.join(args)} exited {result.returncode}: {result.stderr.decode(errors='replace').strip()}"
+            )
         return result
 
     def out(self, *args: str, **kwargs: Any) -> str:
@@ -142,17 +144,36 @@ def private_daemon(root: Path) -> Iterator[Docker]:
     if os.geteuid() != 0:
         raise Unavailable("DOCKER_HOST is not set and a private dockerd needs root")
     if dockerd is None or shutil.which("docker") is None:
-        raise Unavailable("DOCKER_HOST is not set and dockerd/docker are not installed "
-                          "(apt-get install docker.io, as .ci/run does)")
+        raise Unavailable(
+            "DOCKER_HOST is not set and dockerd/docker are not installed (apt-get install docker.io, as .ci/run does)"
+        )
     socket = root / "docker.sock"
     # dockerd writes its identity key to /etc/docker/key.json unless its config names another path.
     (root / "daemon.json").write_text(json.dumps({"deprecated-key-path": str(root / "key.json")}))
     log = (root / "dockerd.log").open("wb")
     process = subprocess.Popen(
-        [dockerd, "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),
-         "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"), "--host", f"unix://{socket}",
-         "--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        [
+            dockerd,
+            "--config-file",
+            str(root / "daemon.json"),
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(root / "exec"),
+            "--pidfile",
+            str(root / "dockerd.pid"),
+            "--host",
+            f"unix://{socket}",
+            "--iptables=false",
+            "--ip-forward=false",
+            "--ip-masq=false",
+            "--bridge=none",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     docker = Docker(f"unix://{socket}", root / "cli")
     try:
         deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
@@ -189,6 +210,7 @@ def docker_engine() -> Iterator[Docker]:
 
 # --- stand-in image --------------------------------------------------------------------------------------
 
+
 def _shared_libraries(binaries: Iterable[Path]) -> set[Path]:
     """What the dynamic loader maps for each binary (ldd), the loader itself included."""
     libraries: set[Path] = set()
@@ -202,8 +224,19 @@ def _shared_libraries(binaries: Iterable[Path]) -> set[Path]:
     return libraries
 
 
-_STDLIB_SKIPPED = {"site-packages", "dist-packages", "test", "tests", "idlelib", "tkinter", "turtledemo",
-                   "ensurepip", "lib2to3", "pydoc_data", "__pycache__"}
+_STDLIB_SKIPPED = {
+    "site-packages",
+    "dist-packages",
+    "test",
+    "tests",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "lib2to3",
+    "pydoc_data",
+    "__pycache__",
+}
 
 
 def _stdlib_files(stdlib: Path) -> Iterator[Path]:
@@ -246,8 +279,13 @@ def standin_rootfs() -> bytes:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for directory in ("/tmp", "/root", "/dev", "/proc", "/sys", "/etc", "/bin", "/usr/bin", "/usr/local/bin"):
             _add_entry(tar, directory, tarfile.DIRTYPE, 0o1777 if directory == "/tmp" else 0o755)
-        copied = {python, shell, *stdlib_files, *torch_libraries,
-                  *_shared_libraries([python, shell, *extensions, *torch_libraries])}
+        copied = {
+            python,
+            shell,
+            *stdlib_files,
+            *torch_libraries,
+            *_shared_libraries([python, shell, *extensions, *torch_libraries]),
+        }
         # A symbolic link (the loader /lib64/ld-linux-x86-64.so.2 is one) is copied with what it names.
         links = {path: Path(os.path.realpath(path)) for path in copied if os.path.realpath(path) != str(path)}
         for path in sorted((copied - links.keys()) | set(links.values())):
@@ -271,8 +309,14 @@ def standin_rootfs() -> bytes:
 def import_standin_image(docker: Docker, references: Iterable[str]) -> str:
     """`docker import` the stand-in root filesystem once and tag it with every reference; returns its id."""
     image_id = docker.out(
-        "import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin",
-        "--change", 'CMD ["/usr/local/bin/standin"]', "-", input=standin_rootfs()).strip()
+        "import",
+        "--change",
+        "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+        "--change",
+        'CMD ["/usr/local/bin/standin"]',
+        "-",
+        input=standin_rootfs(),
+    ).strip()
     for reference in sorted(set(references)):
         docker.run("tag", image_id, reference)
     return image_id
@@ -280,9 +324,13 @@ def import_standin_image(docker: Docker, references: Iterable[str]) -> str:
 
 # --- stand-in GPU device nodes ---------------------------------------------------------------------------
 
+
 def _free_dynamic_major() -> int:
-    used = {int(line.split()[0]) for line in Path("/proc/devices").read_text().split("Block devices:")[0]
-            .splitlines() if line.strip()[:1].isdigit()}
+    used = {
+        int(line.split()[0])
+        for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines()
+        if line.strip()[:1].isdigit()
+    }
     return next(m for m in DYNAMIC_CHAR_MAJORS if m not in used)
 
 
@@ -316,8 +364,10 @@ def make_gpu_nodes(root: Path, gpus: int, minors: tuple[int, ...] = ()) -> GpuNo
     nodes.dri.mkdir(parents=True)
     entries = [(nodes.kfd, _free_dynamic_major(), 0, RENDER_GID)]
     for gpu in range(gpus):
-        entries += [(nodes.dri / f"card{gpu}", DRM_MAJOR, gpu, VIDEO_GID),
-                    (nodes.render(gpu), DRM_MAJOR, nodes.minor(gpu), RENDER_GID)]
+        entries += [
+            (nodes.dri / f"card{gpu}", DRM_MAJOR, gpu, VIDEO_GID),
+            (nodes.render(gpu), DRM_MAJOR, nodes.minor(gpu), RENDER_GID),
+        ]
     for path, major, minor, gid in entries:
         os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(major, minor))
         os.chown(path, 0, gid)
@@ -326,6 +376,7 @@ def make_gpu_nodes(root: Path, gpus: int, minors: tuple[int, ...] = ()) -> GpuNo
 
 
 # --- a synthesized plan, pointed at the test daemon ------------------------------------------------------
+
 
 def on_test_host(plan: Any, docker_host: str, dev_root: Path) -> Any:
     """The plan with only two things changed: every Docker provider's host is `docker_host`, and every
@@ -369,8 +420,12 @@ def torch_site_packages() -> Path | None:
 def image_site_packages() -> str:
     """Where the stand-in image's Python (this one's interpreter, without the venv) looks for packages."""
     python = os.path.realpath(sys.executable)
-    return subprocess.run([python, "-I", "-c", "import site; print(site.getsitepackages()[0])"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [python, "-I", "-c", "import site; print(site.getsitepackages()[0])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def on_cpu(plan: Any) -> Any:
@@ -398,6 +453,15 @@ def on_cpu(plan: Any) -> Any:
                     next(args)  # and its value
                 else:
                     kept.append(arg)
-            inputs["command"] = [*kept, "--expect-gpus", "0", "--backend", "gloo", "--cpu-processes", "1",
-                                 "--matmul-size", "64"]
+            inputs["command"] = [
+                *kept,
+                "--expect-gpus",
+                "0",
+                "--backend",
+                "gloo",
+                "--cpu-processes",
+                "1",
+                "--matmul-size",
+                "64",
+            ]
     return plan

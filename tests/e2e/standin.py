@@ -10,6 +10,7 @@
 - anything else (the image's default command): the device metrics exporter's /metrics on port 5000.
 Every server stops with exit code 0 on SIGTERM, as the real ones do.
 """
+
 import http.server
 import importlib.util
 import json
@@ -45,8 +46,11 @@ def main(argv):
         args = argv[2:]
         model = args[0]
         models = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]})
-        serve(option(args, "--host", "0.0.0.0"), int(option(args, "--port", "8000")),
-              {"/health": "", "/v1/models": models})
+        serve(
+            option(args, "--host", "0.0.0.0"),
+            int(option(args, "--port", "8000")),
+            {"/health": "", "/v1/models": models},
+        )
     elif program == "torchrun" and importlib.util.find_spec("torch") is not None:
         os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", *argv[1:]])
     elif program == "torchrun":

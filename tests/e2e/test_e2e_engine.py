@@ -1,4 +1,5 @@
 """The e2e harness against the real daemon: the upstream facts the Docker layer must live with."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ print(json.dumps({"groups": sorted(os.getgroups()),
 
 
 def probe(docker: Docker, image: str, *run_args: str, paths: tuple[str, ...] = (), setup: str = "") -> dict:
-    return json.loads(docker.out("run", "--rm", *run_args, image, "python3", "-c", PROBE.replace("{setup}", setup),
-                                 *paths))
+    return json.loads(
+        docker.out("run", "--rm", *run_args, image, "python3", "-c", PROBE.replace("{setup}", setup), *paths)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +41,16 @@ def test_a_group_name_missing_from_the_image_stops_the_container(docker: Docker,
     libcontainer/user.GetAdditionalGroupsPath, which refuses a name it does not find there unless it is a
     number ("Unable to find group %s"). Current rocm/pytorch images have no `render` group
     (ROCm/rocm-libraries PR #6563), so `--group-add render` stops the container before it starts."""
-    refused = docker.run("run", "--rm", "--group-add", "render", standin_image, "python3", "-c", "pass",
-                         check=False)
+    refused = docker.run("run", "--rm", "--group-add", "render", standin_image, "python3", "-c", "pass", check=False)
     assert refused.returncode != 0
     assert "Unable to find group render" in refused.stderr.decode()
 
 
 def test_numeric_group_ids_need_no_entry_in_the_image(docker: Docker, standin_image: str):
     """The same runc function takes a number as the GID itself; a name the image has (video) resolves."""
-    assert probe(docker, standin_image, "--group-add", str(RENDER_GID), "--group-add", "video")["groups"] == \
-        sorted([0, VIDEO_GID, RENDER_GID])
+    assert probe(docker, standin_image, "--group-add", str(RENDER_GID), "--group-add", "video")["groups"] == sorted(
+        [0, VIDEO_GID, RENDER_GID]
+    )
 
 
 def test_a_container_sees_only_the_render_nodes_mapped_into_it(docker: Docker, standin_image: str, nodes):
@@ -61,8 +63,13 @@ def test_a_container_sees_only_the_render_nodes_mapped_into_it(docker: Docker, s
     assert seen["dri"] == ["renderD129"]
 
     # Root in the container has CAP_MKNOD by default: it can make the other GPU's node, not open it.
-    forged = probe(docker, standin_image, f"--device={nodes.render(1)}:{mine}",
-                   paths=(mine, other), setup=f"os.mknod({other!r}, 0o660 | stat.S_IFCHR, os.makedev(226, 128))")
+    forged = probe(
+        docker,
+        standin_image,
+        f"--device={nodes.render(1)}:{mine}",
+        paths=(mine, other),
+        setup=f"os.mknod({other!r}, 0o660 | stat.S_IFCHR, os.makedev(226, 128))",
+    )
     assert forged["open"] == {mine: "No such device or address", other: "Operation not permitted"}
 
 

@@ -16,6 +16,7 @@ names renderD130 for GPU 1, a node the host does not have (a stale map: the GPU 
   (same file, L590-622: errContainerFailedToBeInHealthyState, no logs; Pulumi names the resource), so after
   `pulumi up` the next step is `docker logs <name>` (docs/operations.md).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,20 +35,37 @@ NEVER_HEALTHY = ["python3", "-c", "print('loading model weights ...', flush=True
 
 def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
     # The KFD topology format (hosts/README.md): CPU node 0, then GPU 0 -> renderD128, GPU 1 -> renderD130.
-    (tmp / "node-b.render-nodes.txt").write_text("".join(
-        f"/sys/class/kfd/kfd/topology/nodes/{node}/properties:drm_render_minor {minor}\n"
-        for node, minor in enumerate((0, 128, 130))))
+    (tmp / "node-b.render-nodes.txt").write_text(
+        "".join(
+            f"/sys/class/kfd/kfd/topology/nodes/{node}/properties:drm_render_minor {minor}\n"
+            for node, minor in enumerate((0, 128, 130))
+        )
+    )
     config = stack_file("dev")
     for key in ("kubernetes", "training"):
         config.pop(f"rocm-stack:{key}")
     config["rocm-stack:monitoring"] = {"enabled": False}
-    config["rocm-stack:hosts"] = [{
-        "name": "node-b", "gpus": 2, "gpuAccess": "renderNodes", "renderNodes": str(tmp / "node-b.render-nodes.txt"),
-        "devicePaths": {"kfd": str(dev_root / "kfd"), "dri": str(dev_root / "dri")},
-        "containers": [{"name": "good", "gpus": [0]}, {"name": "lost", "gpus": [1]}]}]
-    config["rocm-stack:inference"] = [{
-        "name": "stuck", "model": "Qwen/Qwen2.5-0.5B-Instruct",
-        "docker": {"partitions": ["node-b/good"], "modelCacheDir": str(tmp / "huggingface"), "publishedPort": 18001}}]
+    config["rocm-stack:hosts"] = [
+        {
+            "name": "node-b",
+            "gpus": 2,
+            "gpuAccess": "renderNodes",
+            "renderNodes": str(tmp / "node-b.render-nodes.txt"),
+            "devicePaths": {"kfd": str(dev_root / "kfd"), "dri": str(dev_root / "dri")},
+            "containers": [{"name": "good", "gpus": [0]}, {"name": "lost", "gpus": [1]}],
+        }
+    ]
+    config["rocm-stack:inference"] = [
+        {
+            "name": "stuck",
+            "model": "Qwen/Qwen2.5-0.5B-Instruct",
+            "docker": {
+                "partitions": ["node-b/good"],
+                "modelCacheDir": str(tmp / "huggingface"),
+                "publishedPort": 18001,
+            },
+        }
+    ]
     return config
 
 
@@ -55,8 +73,9 @@ def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
 def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPathFactory):
     tmp: Path = tmp_path_factory.mktemp("failing-host")
     nodes = make_gpu_nodes(tmp / "dev", gpus=2)
-    plan = on_cpu(with_health_interval(on_test_host(synthesize("dev", _config(tmp, nodes.root)), docker.host,
-                                                    nodes.root)))
+    plan = on_cpu(
+        with_health_interval(on_test_host(synthesize("dev", _config(tmp, nodes.root)), docker.host, nodes.root))
+    )
     (server,) = [c["inputs"] for c in plan.of_type("docker:index/container:Container") if c["inputs"]["name"] == "good"]
     assert server["wait"] and server["command"][:2] == ["vllm", "serve"]
     server.update(command=NEVER_HEALTHY, waitTimeout=WAIT_TIMEOUT_S)
@@ -70,7 +89,8 @@ def _check_of(deployed: Deployment, partition: str) -> str:
 
 
 def test_a_missing_render_node_fails_the_partitions_check_and_its_container_is_not_created(
-        docker: Docker, deployed: Deployment):
+    docker: Docker, deployed: Deployment
+):
     check = _check_of(deployed, "lost")
     stderr = deployed.script.stderr
     assert deployed.script.returncode == 1
@@ -93,6 +113,5 @@ def test_a_server_never_healthy_fails_with_its_last_log_lines(docker: Docker, de
     stderr = deployed.script.stderr
     header = f"good: not healthy after {WAIT_TIMEOUT_S}s; its last 20 log lines:"
     assert header in stderr
-    assert "loading model weights ..." in stderr[stderr.index(header):]
+    assert "loading model weights ..." in stderr[stderr.index(header) :]
     assert docker.inspect("good")["State"]["Health"]["Status"] != "healthy"
-

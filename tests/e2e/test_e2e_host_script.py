@@ -8,6 +8,7 @@ dockerd 20.10 runs the first probe one interval after start). The stack's checks
 real GPUs (test_e2e_render_nodes.py runs them on the CPU). Assertions read the plan's inputs, what the program
 declared, so they hold whatever the Docker layer declares next.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,15 @@ from pathlib import Path
 import pytest
 
 from conftest import stack_file
-from e2e.deployment import (Deployment, check_created_as_declared, check_gpu_nodes, check_health_checks,
-                            check_running_or_exited_0, check_uploads, deploy)
+from e2e.deployment import (
+    Deployment,
+    check_created_as_declared,
+    check_gpu_nodes,
+    check_health_checks,
+    check_running_or_exited_0,
+    check_uploads,
+    deploy,
+)
 from e2e.harness import Docker, make_gpu_nodes, on_test_host, with_health_interval
 from tools.synth import synthesize
 
@@ -25,8 +33,10 @@ from tools.synth import synthesize
 def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPathFactory):
     tmp: Path = tmp_path_factory.mktemp("workstation")
     config = stack_file("dev")
-    for workload, key, folder in (("training", "checkpointDir", "checkpoints"),
-                                  ("inference", "modelCacheDir", "huggingface")):
+    for workload, key, folder in (
+        ("training", "checkpointDir", "checkpoints"),
+        ("inference", "modelCacheDir", "huggingface"),
+    ):
         for entry in config[f"rocm-stack:{workload}"]:
             entry["docker"][key] = str(tmp / folder)
     # The preflight and GPU checks need real GPUs and ROCm (programs/preflight.py, gpucheck.py): off here.

@@ -19,6 +19,7 @@ agree flag by flag).
 What the kernel enforces is real here: the device cgroup lets a container open only the nodes mapped into it
 (test_e2e_engine.py), so "sees exactly its own render nodes" is isolation, not a convention.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,15 @@ from typing import Any
 import pytest
 
 from conftest import PARTITION_LABEL, stack_file
-from e2e.deployment import (Deployment, check_created_as_declared, check_gpu_nodes, check_health_checks,
-                            check_running_or_exited_0, check_uploads, deploy)
+from e2e.deployment import (
+    Deployment,
+    check_created_as_declared,
+    check_gpu_nodes,
+    check_health_checks,
+    check_running_or_exited_0,
+    check_uploads,
+    deploy,
+)
 from e2e.harness import Docker, make_gpu_nodes, on_cpu, on_test_host, with_health_interval
 from schema.docker import VISIBILITY_VARIABLES
 from tools.synth import synthesize
@@ -50,8 +58,10 @@ RESTART_TIMEOUT_S = 120
 
 def kfd_topology(minors: tuple[int, ...]) -> str:
     """`grep -H drm_render_minor .../nodes/*/properties` of a host: CPU node 0 (minor 0), then one node per GPU."""
-    return "".join(f"/sys/class/kfd/kfd/topology/nodes/{node}/properties:drm_render_minor {minor}\n"
-                   for node, minor in enumerate((0, *minors)))
+    return "".join(
+        f"/sys/class/kfd/kfd/topology/nodes/{node}/properties:drm_render_minor {minor}\n"
+        for node, minor in enumerate((0, *minors))
+    )
 
 
 def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
@@ -59,20 +69,41 @@ def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
     cpus = sorted(os.sched_getaffinity(0))
     config = stack_file("dev")
     config.pop("rocm-stack:kubernetes")
-    config["rocm-stack:hosts"] = [{
-        "name": "node", "gpus": len(MINORS), "gpuAccess": "renderNodes",
-        "renderNodes": str(tmp / "node.render-nodes.txt"),
-        "devicePaths": {"kfd": str(dev_root / "kfd"), "dri": str(dev_root / "dri")},
-        "containers": [{"name": "trainer", "gpus": PARTITIONS["trainer"], "cpuset": ",".join(map(str, cpus))},
-                       {"name": "server", "gpus": PARTITIONS["server"], "cpuset": str(cpus[-1])}]}]
-    config["rocm-stack:training"] = [{
-        "name": "tiny", "steps": STEPS, "checkpointEvery": CHECKPOINT_EVERY, "precision": "fp32",
-        "env": {"TRAIN_LOG_EVERY": str(CHECKPOINT_EVERY)},
-        "docker": {"partitions": ["node/trainer"], "checkpointDir": str(tmp / "checkpoints"), "maxRetries": 3}}]
-    config["rocm-stack:inference"] = [{
-        "name": "qwen-small", "model": "Qwen/Qwen2.5-0.5B-Instruct",
-        "docker": {"partitions": ["node/server"], "modelCacheDir": str(tmp / "huggingface"),
-                   "publishedPort": 18000, "ip": "127.0.0.1"}}]
+    config["rocm-stack:hosts"] = [
+        {
+            "name": "node",
+            "gpus": len(MINORS),
+            "gpuAccess": "renderNodes",
+            "renderNodes": str(tmp / "node.render-nodes.txt"),
+            "devicePaths": {"kfd": str(dev_root / "kfd"), "dri": str(dev_root / "dri")},
+            "containers": [
+                {"name": "trainer", "gpus": PARTITIONS["trainer"], "cpuset": ",".join(map(str, cpus))},
+                {"name": "server", "gpus": PARTITIONS["server"], "cpuset": str(cpus[-1])},
+            ],
+        }
+    ]
+    config["rocm-stack:training"] = [
+        {
+            "name": "tiny",
+            "steps": STEPS,
+            "checkpointEvery": CHECKPOINT_EVERY,
+            "precision": "fp32",
+            "env": {"TRAIN_LOG_EVERY": str(CHECKPOINT_EVERY)},
+            "docker": {"partitions": ["node/trainer"], "checkpointDir": str(tmp / "checkpoints"), "maxRetries": 3},
+        }
+    ]
+    config["rocm-stack:inference"] = [
+        {
+            "name": "qwen-small",
+            "model": "Qwen/Qwen2.5-0.5B-Instruct",
+            "docker": {
+                "partitions": ["node/server"],
+                "modelCacheDir": str(tmp / "huggingface"),
+                "publishedPort": 18000,
+                "ip": "127.0.0.1",
+            },
+        }
+    ]
     return config
 
 
@@ -80,8 +111,9 @@ def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
 def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPathFactory):
     tmp: Path = tmp_path_factory.mktemp("render-nodes")
     nodes = make_gpu_nodes(tmp / "dev", gpus=len(MINORS), minors=MINORS)
-    plan = on_cpu(with_health_interval(on_test_host(synthesize("dev", _config(tmp, nodes.root)), docker.host,
-                                                    nodes.root)))
+    plan = on_cpu(
+        with_health_interval(on_test_host(synthesize("dev", _config(tmp, nodes.root)), docker.host, nodes.root))
+    )
     yield deploy(docker, standin_image, plan, "node", nodes.root, tmp)
     docker.remove_all_containers()
 
@@ -93,9 +125,17 @@ def _partition(inputs: dict[str, Any]) -> str | None:
 def _seen(docker: Docker, name: str) -> set[str]:
     """The GPU device nodes in a container: listed inside a running one, from docker inspect for an exited one."""
     if docker.inspect(name)["State"]["Running"]:
-        return set(docker.out("exec", name, "python3", "-c", "import os; print('\\n'.join(os.path.join(d, f) "
-                              "for d, _, fs in os.walk('/dev') for f in fs if d.startswith('/dev/dri') "
-                              "or f == 'kfd'))").split())
+        return set(
+            docker.out(
+                "exec",
+                name,
+                "python3",
+                "-c",
+                "import os; print('\\n'.join(os.path.join(d, f) "
+                "for d, _, fs in os.walk('/dev') for f in fs if d.startswith('/dev/dri') "
+                "or f == 'kfd'))",
+            ).split()
+        )
     return {d["PathInContainer"] for d in docker.inspect(name)["HostConfig"]["Devices"] or []}
 
 
@@ -144,8 +184,10 @@ def test_training_checkpoints_into_its_volume_and_resumes_after_a_crash(docker: 
     (resume,) = [e for e in events if e["event"] == "resume"]
     assert resume["step"] == newest
     assert re.fullmatch(rf"/checkpoints/ckpt-{newest:09d}-[0-9a-f]{{64}}\.pt", resume["checkpoint"]), resume
-    after = _wait_for(lambda: [e for e in _events(docker, "trainer")[events.index(resume):] if e["event"] == "step"],
-                      "a step after the resume")
+    after = _wait_for(
+        lambda: [e for e in _events(docker, "trainer")[events.index(resume) :] if e["event"] == "step"],
+        "a step after the resume",
+    )
     assert after[0]["step"] == newest + CHECKPOINT_EVERY  # logged every CHECKPOINT_EVERY steps: continued, not anew
     done = _wait_for(lambda: [e for e in _events(docker, "trainer") if e["event"] == "done"], "the end of the run")
     assert (done[0]["resumed_from"], done[0]["steps_run"]) == (newest, STEPS - newest)
@@ -182,7 +224,8 @@ def test_each_partition_sees_exactly_its_own_render_nodes_and_kfd(docker: Docker
             seen[partition.removeprefix("node/")][name] = _seen(docker, name)
     assert {p: sorted(by_name) for p, by_name in seen.items()} == {
         "trainer": sorted(["trainer", *(n for n in deployed.containers if n.startswith("gpucheck-trainer-"))]),
-        "server": sorted(["server", *(n for n in deployed.containers if n.startswith("gpucheck-server-"))])}
+        "server": sorted(["server", *(n for n in deployed.containers if n.startswith("gpucheck-server-"))]),
+    }
     for partition, by_name in seen.items():
         for name, nodes in by_name.items():
             assert nodes == expected[partition], (partition, name)

@@ -5,6 +5,7 @@ The stand-in image has Python's standard library but no torch, so programs/prefl
 machine's /proc and /sys, bind-mounted read-only) and programs/gpucheck.py fails at `import torch`: what these tests
 prove is the path (same containers as `pulumi up`, device mapping, exit codes, output, table), not GPU health.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,8 +33,11 @@ def test_verify_runs_each_check_on_the_host_and_reports_per_partition(docker: Do
     rows = verify(plan, docker_client, progress.append)
     assert progress[0] == f"[1/1] workstation ({docker.host}): 3 check(s) ..."
     assert progress[1].startswith("[1/1] workstation: done in ")
-    assert [(r.host, r.check) for r in rows] == [("workstation", "preflight"), ("workstation", "workstation/serve"),
-                                                 ("workstation", "workstation/train")]
+    assert [(r.host, r.check) for r in rows] == [
+        ("workstation", "preflight"),
+        ("workstation", "workstation/serve"),
+        ("workstation", "workstation/train"),
+    ]
     preflight, *checks = rows
     # This machine has no amdgpu: the preflight's findings, a warning in dev. The value it read is this machine's.
     assert preflight.verdict == "warn", preflight.details
@@ -48,4 +52,3 @@ def test_verify_runs_each_check_on_the_host_and_reports_per_partition(docker: Do
     assert "workstation  workstation/serve  FAIL" in text
     # Each run's container is removed afterwards.
     assert not [n for n in docker.out("ps", "-a", "--format", "{{.Names}}").split() if n.endswith("-verify")]
-
