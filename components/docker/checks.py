@@ -142,12 +142,12 @@ class HostChecksArgs:
 
     config: ChecksConfig
     environment: str
-    # The whole host: every partition, whether a workload runs in it or its own shell does.
     host: HostConfig
-    # Partition name -> key of `rocm-stack:images` that its container runs (the workload's image when claimed).
+    """The whole host: every partition, whether a workload runs in it or its own shell does."""
     partition_images: Mapping[str, str]
-    # The ROCm release of each image key the host runs (None: unknown, refused by the config checks).
+    """Partition name -> key of `rocm-stack:images` that its container runs (the workload's image when claimed)."""
     image_rocm: Mapping[str, str | None]
+    """The ROCm release of each image key the host runs (None: unknown, refused by the config checks)."""
 
     @property
     def preflight_strict(self) -> bool:

@@ -26,15 +26,15 @@ SECURITY_OPTS = {
 @dataclass(frozen=True)
 class GpuHostArgs:
     host: HostConfig
-    # Image key -> the reference for this host's GPU family (schema.docker.host_images).
     images: dict[str, str]
+    """Image key -> the reference for this host's GPU family (schema.docker.host_images)."""
     security_profile: SecurityProfile
     registry: RegistryConfig | None = None
     registry_password: pulumi.Input[str] | None = None
-    # The preflight and the GPU check of every partition (None: `checks.enable` is off).
     checks: HostChecksArgs | None = None
-    # `hosts` is a secret stack key (a nested `secure:` env value): the containers' environments are secret.
+    """The preflight and the GPU check of every partition (None: `checks.enable` is off)."""
     secret_env: bool = False
+    """`hosts` is a secret stack key (a nested `secure:` env value): the containers' environments are secret."""
 
 
 def visibility_env(host: HostConfig, container: ContainerConfig, variable: str) -> dict[str, str]:

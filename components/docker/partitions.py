@@ -66,9 +66,9 @@ def pull_on_hosts(
 class WorkloadContainerArgs:
     image: pulumi.Input[str]
     command: Sequence[str]
-    # The workload's environment; the partition's own `env` wins (host-specific settings such as
-    # NCCL_SOCKET_IFNAME), and the visibility variable, where one is needed, always matches the partition.
     env: Mapping[str, pulumi.Input[str]]
+    """The workload's environment; the partition's own `env` wins (host-specific settings such as
+    NCCL_SOCKET_IFNAME), and the visibility variable, where one is needed, always matches the partition."""
     shm_size_bytes: int
     security_profile: SecurityProfile
     restart: str
@@ -78,12 +78,12 @@ class WorkloadContainerArgs:
     ports: Sequence[docker.ContainerPortArgs] = ()
     uploads: Sequence[docker.ContainerUploadArgs] = ()
     healthcheck: docker.ContainerHealthcheckArgs | None = None
-    # The variable the workload's runtime reads to select GPUs when the partition needs one (gpuAccess all).
     visibility_variable: str = "HIP_VISIBLE_DEVICES"
-    # Set: `pulumi up` waits up to this long for the health check to pass (the provider's `wait`), else fails.
+    """The variable the workload's runtime reads to select GPUs when the partition needs one (gpuAccess all)."""
     wait_timeout_seconds: int | None = None
-    # The environment came (in part) from a secret stack key (StackSecrets.secret_sections).
+    """Set: `pulumi up` waits up to this long for the health check to pass (the provider's `wait`), else fails."""
     secret_env: bool = False
+    """The environment came (in part) from a secret stack key (StackSecrets.secret_sections)."""
 
 
 def workload_container(

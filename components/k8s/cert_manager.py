@@ -19,9 +19,9 @@ class CertManagerArgs:
     config: CertManagerConfig
     environment: str
     provider: Provider
-    # Created by the release if missing (createNamespace); an owned namespace's name output when listed in
-    # `kubernetes.namespaces`, so the release waits for it.
     namespace: pulumi.Input[str]
+    """Created by the release if missing (createNamespace); an owned namespace's name output when listed in
+    `kubernetes.namespaces`, so the release waits for it."""
 
 
 class CertManager(pulumi.ComponentResource):

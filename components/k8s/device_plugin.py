@@ -49,10 +49,10 @@ _PRIVILEGED_NO_CAPS = core_v1.SecurityContextArgs(privileged=True, capabilities=
 class DevicePluginArgs:
     config: StandaloneDevicePluginConfig
     provider: Provider
-    # The namespace's name output when the stack owns it, else the plain name (kube-system).
     namespace: pulumi.Input[str]
-    # Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()), after upstream's own.
+    """The namespace's name output when the stack owns it, else the plain name (kube-system)."""
     tolerations: Sequence[Mapping[str, str]] = ()
+    """Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()), after upstream's own."""
 
 
 def _host_path_volume(name: str, path: str, type_: str | None = None) -> core_v1.VolumeArgs:

@@ -59,16 +59,16 @@ class GpuGateArgs:
     namespace: pulumi.Input[str]
     floors: GpuFloors
     timeout_seconds: int
-    # programs/*.py by file name (components.workloads.training.program_files).
     files: dict[str, str]
+    """programs/*.py by file name (components.workloads.training.program_files)."""
     gpu_resource_name: str = "amd.com/gpu"
-    # Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()).
     tolerations: tuple[Mapping[str, str], ...] = ()
+    """Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations())."""
     node_selector: dict[str, str] | None = None
-    # A node label the checked nodes must not carry (the partition profile label, for the gpuFleet gate).
     without_label: str | None = None
-    # What must be up before: the DeviceConfig or the device plugin DaemonSet.
+    """A node label the checked nodes must not carry (the partition profile label, for the gpuFleet gate)."""
     gpu_ready: tuple[pulumi.Resource, ...] = ()
+    """What must be up before: the DeviceConfig or the device plugin DaemonSet."""
 
 
 def gate_command(args: GpuGateArgs) -> list[str]:

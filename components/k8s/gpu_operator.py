@@ -145,16 +145,16 @@ class GpuOperatorArgs:
     config: GpuOperatorConfig
     environment: str
     provider: Provider
-    # The owned namespace's name output (so the release waits for it), else a built-in namespace's name.
     namespace: pulumi.Input[str]
-    # The cert-manager release when the stack installs it: the operator's webhooks need its CRDs first.
+    """The owned namespace's name output (so the release waits for it), else a built-in namespace's name."""
     cert_manager: pulumi.Resource | None = None
-    # The DeviceConfig's serviceMonitor when the stack's monitoring defines it (see device_config_spec).
+    """The cert-manager release when the stack installs it: the operator's webhooks need its CRDs first."""
     service_monitor: dict[str, Any] | None = None
-    # Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations()).
+    """The DeviceConfig's serviceMonitor when the stack's monitoring defines it (see device_config_spec)."""
     tolerations: list[dict[str, str]] = field(default_factory=list)
-    # DCM's config.json (KubernetesConfig.dcm_config()), for the ConfigMap of an enabled configManager.
+    """Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations())."""
     dcm_config: dict[str, object] = field(default_factory=dict)
+    """DCM's config.json (KubernetesConfig.dcm_config()), for the ConfigMap of an enabled configManager."""
 
 
 class GpuOperator(pulumi.ComponentResource):

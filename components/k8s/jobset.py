@@ -20,8 +20,8 @@ class JobSetControllerArgs:
     config: JobSetConfig
     environment: str
     provider: Provider
-    # Created by the release if missing (createNamespace), like cert-manager's.
     namespace: pulumi.Input[str]
+    """Created by the release if missing (createNamespace), like cert-manager's."""
 
 
 class JobSetController(pulumi.ComponentResource):

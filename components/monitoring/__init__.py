@@ -115,19 +115,19 @@ def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
 class KubernetesMonitoringArgs:
     config: MonitoringConfig
     environment: Literal["dev", "prod"]
-    # Which GPU layer runs the exporter: the Operator (DeviceConfig) or nobody (standalone device plugin).
     gpu_stack: Literal["operator", "device-plugin"]
+    """Which GPU layer runs the exporter: the Operator (DeviceConfig) or nobody (standalone device plugin)."""
     provider: pulumi.ProviderResource
-    # Where the rule, dashboard and (optionally) kube-prometheus-stack live; must exist (pass the Namespace
-    # resource's `metadata.name` so the dependency is tracked).
     namespace: pulumi.Input[str]
-    # Device-plugin mode: the nodes the privileged exporter DaemonSet runs on, those of the device plugin
-    # (it runs in `namespace`, whose Pod Security level must allow privileged pods).
+    """Where the rule, dashboard and (optionally) kube-prometheus-stack live; must exist (pass the Namespace
+    resource's `metadata.name` so the dependency is tracked)."""
     exporter_node_selector: Mapping[str, str] = field(default_factory=dict)
-    # Device-plugin mode: the GPU nodes' taints' tolerations (KubernetesConfig.gpu_tolerations()).
+    """Device-plugin mode: the nodes the privileged exporter DaemonSet runs on, those of the device plugin (it runs
+    in `namespace`, whose Pod Security level must allow privileged pods)."""
     exporter_tolerations: Sequence[Mapping[str, str]] = ()
-    # The GPU stack's Deployments and DaemonSets the alerts watch (KubernetesLayer.gpu_stack_workloads()).
+    """Device-plugin mode: the GPU nodes' taints' tolerations (KubernetesConfig.gpu_tolerations())."""
     gpu_stack_workloads: GpuStackWorkloads = GpuStackWorkloads()
+    """The GPU stack's Deployments and DaemonSets the alerts watch (KubernetesLayer.gpu_stack_workloads())."""
 
 
 class KubernetesMonitoring(pulumi.ComponentResource):
@@ -373,8 +373,8 @@ class KubernetesMonitoring(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class DockerExporterArgs:
     config: MonitoringConfig
-    # The host's Docker provider (GpuHost.provider): the exporter runs on that daemon.
     provider: docker.Provider
+    """The host's Docker provider (GpuHost.provider): the exporter runs on that daemon."""
 
 
 class DockerExporter(pulumi.ComponentResource):

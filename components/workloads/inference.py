@@ -62,13 +62,13 @@ class VllmServerArgs:
     image: str
     provider: Provider
     namespace: pulumi.Input[str]
-    # The secret `rocm-stack:huggingfaceToken`, or None: no Kubernetes Secret, no HF_TOKEN.
     huggingface_token: pulumi.Input[str] | None = None
+    """The secret `rocm-stack:huggingfaceToken`, or None: no Kubernetes Secret, no HF_TOKEN."""
     gpu_ready: Sequence[pulumi.Resource] = ()
-    # The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API is open to the cluster.
     api_key: pulumi.Input[str] | None = None
-    # `inference` is a secret stack key (a nested `secure:` env value).
+    """The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API is open to the cluster."""
     secret_env: bool = False
+    """`inference` is a secret stack key (a nested `secure:` env value)."""
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -280,15 +280,15 @@ def with_api_key_from_file(command: Sequence[str]) -> list[str]:
 @dataclass(frozen=True)
 class DockerVllmArgs:
     inference: InferenceConfig
-    # Host -> the image reference for that host's GPU family (one key of `images`, schema.docker.host_images).
     images: Mapping[str, str]
+    """Host -> the image reference for that host's GPU family (one key of `images`, schema.docker.host_images)."""
     partitions: Sequence[Partition]
     security_profile: SecurityProfile
     huggingface_token: pulumi.Input[str] | None = None
-    # The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API takes no key.
     api_key: pulumi.Input[str] | None = None
-    # `hosts` or `inference` is a secret stack key: the containers' environments are secret.
+    """The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API takes no key."""
     secret_env: bool = False
+    """`hosts` or `inference` is a secret stack key: the containers' environments are secret."""
 
 
 class DockerVllm(pulumi.ComponentResource):

@@ -124,15 +124,15 @@ class TrainingJobArgs:
     environment: str
     image: str
     provider: Provider
-    # The namespace's name (its resource's output when the stack owns it, so objects wait for it).
     namespace: pulumi.Input[str]
+    """The namespace's name (its resource's output when the stack owns it, so objects wait for it)."""
     files: Mapping[str, str]
-    # Objects that must exist before GPU pods can schedule (the GPU Operator's DeviceConfig, the device plugin).
     gpu_ready: Sequence[pulumi.Resource] = ()
-    # The JobSet controller's release when the stack installs it (multi-node training needs its CRD).
+    """Objects that must exist before GPU pods can schedule (the GPU Operator's DeviceConfig, the device plugin)."""
     job_set_controller: pulumi.Resource | None = None
-    # `training` is a secret stack key (a nested `secure:` env value).
+    """The JobSet controller's release when the stack installs it (multi-node training needs its CRD)."""
     secret_env: bool = False
+    """`training` is a secret stack key (a nested `secure:` env value)."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -379,13 +379,13 @@ class TrainingJob(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class DockerTrainingArgs:
     training: TrainingConfig
-    # Host -> the image reference for that host's GPU family (one key of `images`, schema.docker.host_images).
     images: Mapping[str, str]
+    """Host -> the image reference for that host's GPU family (one key of `images`, schema.docker.host_images)."""
     partitions: Sequence[Partition]
     security_profile: SecurityProfile
     files: Mapping[str, str]
-    # `hosts` or `training` is a secret stack key: the containers' environments are secret.
     secret_env: bool = False
+    """`hosts` or `training` is a secret stack key: the containers' environments are secret."""
 
 
 class DockerTraining(pulumi.ComponentResource):
