@@ -227,7 +227,7 @@ def _rocm_smi_table(title: str, lines: list[str]) -> tuple[list[int], list[list[
         if columns is None:
             labels = [_GPU_LABEL.match(t) for t in tokens]
             if all(labels):
-                columns = [int(m.group(1)) for m in labels]
+                columns = [int(m.group(1)) for m in labels if m is not None]
             continue
         label = _GPU_LABEL.match(tokens[0])
         if label is None:
@@ -277,11 +277,11 @@ def _parse_amd_smi_text(text: str) -> _Parsed:
     tables: dict[str, list[list[str]]] = {}
     current: list[list[str]] | None = None
     for line in text.splitlines():
-        title = _AMD_SMI_TITLE.match(line)
-        if title:
-            current = tables.setdefault(title.group(1), [])
+        heading = _AMD_SMI_TITLE.match(line)
+        if heading:
+            current = tables.setdefault(heading.group(1), [])
             if current:
-                raise TopologyError(f"'{title.group(1)} TABLE' appears twice")
+                raise TopologyError(f"'{heading.group(1)} TABLE' appears twice")
         elif not line.strip():
             if current:  # a blank line ends a table that has rows (not one right after its title)
                 current = None
@@ -374,10 +374,10 @@ def _parse_amd_smi_json(text: str) -> _Parsed:
                 if not isinstance(per_gpu, dict):
                     raise TopologyError(f"JSON GPU {src} '{key}': expected an object keyed gpu_<n>")
                 for dst_key, value in per_gpu.items():
-                    dst = re.fullmatch(r"gpu_(\d+)", dst_key)
-                    if dst is None:
+                    dst_match = re.fullmatch(r"gpu_(\d+)", dst_key)
+                    if dst_match is None:
                         raise TopologyError(f"JSON GPU {src} '{key}': expected keys gpu_<n>, got {dst_key!r}")
-                    cells[name][src, int(dst.group(1))] = value
+                    cells[name][src, int(dst_match.group(1))] = value
 
     matrices: dict[str, list[list]] = {}
     for name, values in cells.items():

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 class KubernetesLayer:
     cluster: Cluster
     # Resources GPU workloads should depend on: `amd.com/gpu` exists once these are up.
-    gpu_ready: list[pulumi.Resource]
+    gpu_ready: Sequence[pulumi.Resource]
     cert_manager: CertManager | None = None
     gpu_operator: GpuOperator | None = None
     device_plugin: DevicePlugin | None = None

@@ -17,7 +17,9 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.rbac import v1 as rbac_v1
 
+
 from schema.kubernetes import DEVICE_PLUGIN_DEFAULT_NAMING, NodeLabellerConfig, StandaloneDevicePluginConfig
+from .tolerations import toleration_args
 
 # Upstream's object names, kept so the stack can adopt or replace a kubectl-applied install.
 DEVICE_PLUGIN_DAEMONSET = "amdgpu-device-plugin-daemonset"
@@ -68,7 +70,7 @@ class DevicePlugin(pulumi.ComponentResource):
         config = args.config
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         # Upstream tolerates CriticalAddonsOnly only: a tainted GPU node would never run the plugin.
-        tolerations = [_CRITICAL_ADDONS_TOLERATION, *(core_v1.TolerationArgs(**t) for t in args.tolerations)]
+        tolerations = [_CRITICAL_ADDONS_TOLERATION, *toleration_args(args.tolerations)]
         labels = {"name": "amdgpu-dp-ds"}
         self.daemon_set = apps_v1.DaemonSet(
             f"{name}-daemonset",

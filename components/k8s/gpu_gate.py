@@ -33,10 +33,12 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from domain.gpus import MODELS
+
 from schema.checks import GpuFloors
 from schema.docker import image_for
 from schema.kubernetes import PARTITION_PROFILE_LABEL
 from schema.workloads import GpuFleet
+from .tolerations import toleration_args
 
 if TYPE_CHECKING:
     from schema import StackConfig
@@ -121,7 +123,7 @@ class GpuGate(pulumi.ComponentResource):
                         restart_policy="Never",
                         enable_service_links=False,
                         node_selector=args.node_selector or None,
-                        tolerations=[core_v1.TolerationArgs(**t) for t in args.tolerations] or None,
+                        tolerations=toleration_args(args.tolerations) or None,
                         affinity=core_v1.AffinityArgs(
                             node_affinity=_without(args.without_label),
                             pod_anti_affinity=core_v1.PodAntiAffinityArgs(

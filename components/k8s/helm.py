@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
-from pulumi_kubernetes import Provider
 from pulumi_kubernetes.helm import v3 as helm_v3
 
 
@@ -23,7 +22,7 @@ def pinned_release(
     timeout_seconds: int,
     environment: str,
     parent: pulumi.Resource,
-    provider: Provider,
+    provider: pulumi.ProviderResource,
     depends_on: Sequence[pulumi.Resource] | None = None,
     atomic: bool = True,
     create_namespace: bool = False,

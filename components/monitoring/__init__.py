@@ -270,6 +270,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         metrics with the pod a GPU is allocated to)."""
         from pulumi_kubernetes.apps import v1 as apps_v1
         from pulumi_kubernetes.core import v1 as core_v1
+        from components.k8s.tolerations import toleration_args
         from pulumi_kubernetes.meta import v1 as meta_v1
         from pulumi_kubernetes.rbac import v1 as rbac_v1
 
@@ -312,7 +313,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
                     spec=core_v1.PodSpecArgs(
                         service_account_name=account.metadata.name,
                         node_selector=dict(node_selector),
-                        tolerations=[core_v1.TolerationArgs(**t) for t in tolerations] or None,
+                        tolerations=toleration_args(tolerations) or None,
                         containers=[
                             core_v1.ContainerArgs(
                                 name="exporter",

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_docker as docker
@@ -24,7 +24,7 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
-from schema.workloads import TrainingConfig, TrainingKubernetes
+from schema.workloads import HostPathStorage, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from .pods import (
     env_secret,
@@ -289,7 +289,10 @@ class TrainingJob(pulumi.ComponentResource):
             {
                 "job": f"{'JobSet' if k8s.uses_job_set else 'Job'}/{name}",
                 "rendezvous": rendezvous,
-                "checkpoints": self.claim.metadata.name if self.claim is not None else storage.path,
+                # A claim when the storage is a PVC; else a hostPath, named by its path.
+                "checkpoints": self.claim.metadata.name
+                if self.claim is not None
+                else cast(HostPathStorage, storage).path,
             }
         )
 
@@ -337,14 +340,15 @@ class TrainingJob(pulumi.ComponentResource):
         )
         # Same CPU and memory as the trainer (the pod's request is the larger of the two, so it stays the
         # trainer's): a container without them would make the pod Burstable instead of Guaranteed.
+        trainer_amounts = cast(Mapping[str, str], resources.limits)  # pod_resources: requests equal limits
         check_settings = core_v1.ContainerArgs(
             name=SETTINGS_CHECK_CONTAINER,
             image=image,
             command=["python3", "-c", SETTINGS_CHECK, str(Path(PROGRAM_DIR).parent)],
             env=env,
             resources=core_v1.ResourceRequirementsArgs(
-                limits={k: resources.limits[k] for k in ("cpu", "memory")},
-                requests={k: resources.requests[k] for k in ("cpu", "memory")},
+                limits={k: trainer_amounts[k] for k in ("cpu", "memory")},
+                requests={k: trainer_amounts[k] for k in ("cpu", "memory")},
             ),
             volume_mounts=[program_mount],
         )
