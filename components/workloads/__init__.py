@@ -88,6 +88,13 @@ def _by_host(cfg: StackConfig, key: str, partitions: list[str]) -> dict[str, str
     return {name: host_images(hosts[name], cfg.images)[key] for name in sorted({p.split("/")[0] for p in partitions})}
 
 
+def _kubernetes_image(cfg: StackConfig, key: str, node_selector: dict[str, str]) -> str:
+    """The image of a Kubernetes workload: the reference for the GPU family its nodeSelector names."""
+    image = image_for(cfg.images, key, kubernetes_gfx(node_selector))
+    assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
+    return image
+
+
 def build_workloads(
     cfg: StackConfig, secrets: StackSecrets, kubernetes: KubernetesLayer | None, gpu_hosts: Mapping[str, GpuHost]
 ) -> Workloads:
@@ -110,8 +117,7 @@ def build_workloads(
         files = program_files()
         for training in cfg.training:
             if training.kubernetes is not None:
-                image = image_for(cfg.images, training.image, kubernetes_gfx(training.kubernetes.node_selector))
-                assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
+                image = _kubernetes_image(cfg, training.image, training.kubernetes.node_selector)
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.training_jobs[training.name] = TrainingJob(
                     training.name,
@@ -145,8 +151,7 @@ def build_workloads(
 
         for inference in cfg.inference:
             if inference.kubernetes is not None:
-                image = image_for(cfg.images, inference.image, kubernetes_gfx(inference.kubernetes.node_selector))
-                assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
+                image = _kubernetes_image(cfg, inference.image, inference.kubernetes.node_selector)
                 assert kubernetes is not None, "problems() requires rocm-stack:kubernetes for Kubernetes workloads"
                 workloads.vllm_servers[inference.name] = VllmServer(
                     inference.name,
