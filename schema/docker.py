@@ -261,8 +261,9 @@ class HostConfig(ConfigModel):
     numa_cpus: dict[int, CpuList] = {}
     gpu_access: GpuAccess = GpuAccess.all
     """How containers reach their GPUs: `renderNodes` (/dev/kfd and only the partition's render nodes), `cdi`
-    (the AMD Container Toolkit's `amd.com/gpu=<index>`) or `all` (all of /dev/dri, a visibility variable picks
-    the GPUs). Unset: `renderNodes` in prod, `all` in dev."""
+    (the AMD Container Toolkit's `amd.com/gpu=<index>`: GPU indices are then the toolkit's, `amd-ctk cdi list`,
+    and a `topology` file is refused; Docker >= 25 with CDI on) or `all` (all of /dev/dri, a visibility variable
+    picks the GPUs). Unset: `renderNodes` in prod, `all` in dev."""
     render_nodes: str | None = None
     """The host's saved GPU -> render-node map (`amd-smi list -e --json`, `amd-ctk cdi list` or the KFD topology's
     `drm_render_minor`; hosts/README.md), relative to the project directory. Required by `renderNodes`: a render
@@ -456,6 +457,20 @@ def problems(
                 (
                     "is used with `topology` (the saved file that says which NUMA node each GPU is "
                     "on); add `topology` or remove numaCpus"
+                ),
+            )
+        if host.gpu_access is GpuAccess.cdi and host.topology is not None:
+            # The toolkit numbers GPUs by PCI address (container-toolkit internal/amdgpu/amdgpu.go GetAMDGPUsWithFS:
+            # the sorted glob of /sys/module/amdgpu/drivers/pci:amdgpu/*, a GPU's partitions by render minor);
+            # amd-smi numbers them in its own discovery order, which differs from HIP's on some hosts (ROCm/
+            # rocm-systems PR #4406). Nothing here checks that the topology file's GPU i is amd.com/gpu=i.
+            yield (
+                f"{at}.topology",
+                (
+                    "gpuAccess cdi selects GPUs by the AMD Container Toolkit's index (`amd-ctk cdi list`, PCI "
+                    "address order), which is not checked to be the topology file's GPU index; remove `topology` "
+                    "(and numaCpus) and give each partition `gpus` from `amd-ctk cdi list`, or use gpuAccess "
+                    "renderNodes to place by topology"
                 ),
             )
         host_cpus = set().union(*map(cpus_of, host.numa_cpus.values())) if host.numa_cpus else set()

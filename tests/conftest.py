@@ -36,6 +36,19 @@ def stack_file(stack: str) -> dict[str, Any]:
     return copy.deepcopy(stack_config(stack))
 
 
+def cdi_stack() -> dict[str, Any]:
+    """The dev stack with its workstation's GPUs reached as the AMD Container Toolkit's CDI devices."""
+    config = stack_file("dev")
+    for host in config["rocm-stack:hosts"]:
+        host["gpuAccess"] = "cdi"
+    return config
+
+
+@pytest.fixture(scope="session")
+def cdi_plan() -> Plan:
+    return synthesize("dev", cdi_stack())
+
+
 def stack_without_kubernetes(stack: str) -> dict[str, Any]:
     """A committed stack's config without its Kubernetes section and the workloads that need it."""
     config = stack_file(stack)

@@ -270,6 +270,37 @@ def test_cdi_requests_the_toolkits_gpus_instead_of_device_nodes():
     assert rules.docker_gpu_container_problems(CONTAINER, requests["b"]) == []
 
 
+def test_cdi_device_requests_are_declared_in_the_form_the_provider_reads_back(cdi_plan):
+    """terraform-provider-docker v4.5.0 reads device_requests back with flattenDeviceRequests
+    (internal/provider/resource_docker_container_structures.go L500-524): driver, count, device_ids when any,
+    capabilities and options only when set; the schema's defaults are driver "cdi" and count 0 and every field
+    is ForceNew (resource_docker_container.go L774-822), so any other form would replace the container on every
+    `pulumi up`. Docker stores the request as sent (tests/e2e/test_e2e_cdi.py reads it back): one request, the
+    "cdi" driver, no count, capabilities or options, and device ids a set holds as declared (no duplicates)."""
+    containers = [c for c in cdi_plan.of_type(CONTAINER) if partition_of(c)]  # the partitions and their GPU checks
+    assert len(containers) == 4
+    for c in containers:
+        (request,) = c["inputs"]["deviceRequests"]
+        assert set(request) == {"driver", "deviceIds"} and request["driver"] == "cdi", c["name"]
+        assert len(set(request["deviceIds"])) == len(request["deviceIds"]) == 1, c["name"]
+
+
+def test_cdi_with_a_topology_file_is_refused_until_the_numberings_can_be_checked():
+    """The AMD Container Toolkit numbers amd.com/gpu=<i> by PCI address: GetAMDGPUsWithFS takes the sorted glob of
+    /sys/module/amdgpu/drivers/pci:amdgpu/<domain>:*, a GPU's partitions by render minor (ROCm/container-toolkit
+    internal/amdgpu/amdgpu.go L96-192; internal/cdi/cdi.go L124-141 names device i). The topology file's GPU ids are
+    amd-smi's (or rocm-smi's) order, which is not HIP's KFD node order on every host (ROCm/rocm-systems PR #4406:
+    amd-smi's `hip_id = kfd_node_id - smallest_kfd_gpu_node_id`): nothing proves GPU i of the file is CDI device i."""
+    config = stack_file("prod")
+    config[P + "hosts"][1]["gpuAccess"] = "cdi"
+    message = refusal("prod", config)
+    assert message.startswith(
+        f"{P}hosts[1].topology: gpuAccess cdi selects GPUs by the AMD Container Toolkit's index (`amd-ctk cdi list`"
+    )
+    assert "give each partition `gpus` from `amd-ctk cdi list`, or use gpuAccess renderNodes" in message
+    assert f"{P}hosts[0]" not in message
+
+
 # --- Also: the vLLM image pin and API ----------------------------------------------------------------------------
 
 

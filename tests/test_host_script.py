@@ -24,12 +24,15 @@ from tools.synth import SECRET, Plan, docker_scripts
 # A shell script, not Python: it runs once per docker call. Arguments are separated by \\037 (never in the
 # plan's values), one call per line; the tar piped to `docker cp -` is kept as LOG.<call number>.tar; a
 # container awaited healthy (`docker inspect`) is healthy at once, unless DOCKER_HEALTH says otherwise; the
-# attached run (`start --attach`) of the container named DOCKER_FAILS exits 1.
+# attached run (`start --attach`) of the container named DOCKER_FAILS exits 1; `version` and `info` print
+# DOCKER_VERSIONS (client and daemon) and DOCKER_CDI_SPEC_DIRS, by default a Docker 28.2 with CDI on.
 RECORDER = r"""#!/bin/sh
 log=$DOCKER_CALLS
 n=$(wc -l < "$log")
 if [ "$1" = cp ] && [ "$2" = - ]; then cat > "$log.$n.tar"; fi
 if [ "$1" = inspect ]; then echo "${DOCKER_HEALTH:-healthy}"; fi
+if [ "$1" = version ]; then echo "${DOCKER_VERSIONS:-28.2.2 28.2.2}"; fi
+if [ "$1" = info ]; then echo "${DOCKER_CDI_SPEC_DIRS:-[\"/etc/cdi\",\"/var/run/cdi\"]}"; fi
 if [ "$1" = logs ]; then echo "the server's last words"; fi
 for arg in "$@"; do printf '%s\037' "$arg"; done >> "$log"
 echo >> "$log"
@@ -44,6 +47,7 @@ COMPARED = {
     "command",
     "hostname",
     "devices",
+    "deviceRequests",
     "groupAdds",
     "ipcMode",
     "shmSize",
@@ -145,7 +149,10 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
         "device": [
             f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
             for d in i.get("devices", [])
-        ],
+        ]
+        # The CLI makes its qualified CDI names one request {Driver: "cdi", DeviceIDs} (docker/cli v25.0.0
+        # cli/command/container/opts.go L473-481, L594-598); measured in tests/e2e/test_e2e_cdi.py.
+        + [device_id for r in i.get("deviceRequests", []) if r["driver"] == "cdi" for device_id in r["deviceIds"]],
         "group_add": i.get("groupAdds", []),
         "ipc": i.get("ipcMode"),
         "shm_size": f"{i['shmSize']}m" if "shmSize" in i else None,  # MiB in the provider, `m` in the CLI
@@ -195,7 +202,7 @@ def _hosts(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     return by_host
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod", "cdi"])
 def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, request, tmp_path):
     plan: Plan = request.getfixturevalue(f"{stack}_plan")
     images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"] for r in plan.of_type(REMOTE_IMAGE)}
@@ -327,3 +334,29 @@ def test_a_server_never_healthy_fails_the_script_with_its_last_log_lines(dev_pla
     assert result.returncode == 1
     assert "serve: not healthy after 1s; its last 20 log lines:\nthe server's last words" in result.stderr
     assert ["logs", "--tail", "20", "serve"] in [c["argv"] for c in calls]
+
+
+@pytest.mark.parametrize(
+    "env, why",
+    [
+        ({"DOCKER_VERSIONS": "28.2.2 24.0.7"}, "need docker >= 25.0 (client and daemon); this one is 28.2.2 24.0.7"),
+        ({"DOCKER_VERSIONS": "20.10.24 28.2.2"}, "need docker >= 25.0 (client and daemon); this one is 20.10.24"),
+        ({"DOCKER_CDI_SPEC_DIRS": "null"}, "need the daemon's CDI feature"),
+        ({"DOCKER_CDI_SPEC_DIRS": "[]"}, "need the daemon's CDI feature"),
+    ],
+)
+def test_cdi_devices_stop_the_script_on_a_docker_without_cdi(cdi_plan: Plan, tmp_path, env, why):
+    """A CLI before 25.0 takes `--device amd.com/gpu=0` for a host path, and a daemon without the CDI feature
+    registers no "cdi" driver ("could not select device driver", measured in tests/e2e/test_e2e_cdi.py) and
+    reports no CDISpecDirs (moby v25.0.0 cmd/dockerd/daemon.go L639-641): nothing is pulled or created."""
+    result, calls = run_recorded(docker_scripts(cdi_plan)["workstation"], tmp_path, **env)
+    assert result.returncode == 1
+    assert f"the CDI devices amd.com/gpu=N (gpuAccess cdi) {why}" in result.stderr
+    assert [c["argv"][0] for c in calls] in (["version"], ["version", "info"])
+    if "CDI_SPEC" in next(iter(env)):
+        assert '"features": {"cdi": true} in /etc/docker/daemon.json' in result.stderr
+
+
+def test_hosts_without_cdi_devices_do_not_ask_the_daemon(dev_plan: Plan, tmp_path):
+    result, calls = run_recorded(docker_scripts(dev_plan)["workstation"], tmp_path, DOCKER_VERSIONS="20.10.24 20.10.24")
+    assert result.returncode == 0 and not [c for c in calls if c["argv"][0] in ("version", "info")]

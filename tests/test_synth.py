@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from conftest import cdi_stack
 from tools import synth
 from tools.synth import ROOT
 
@@ -138,6 +139,28 @@ def test_invalid_config_exits_2_with_messages_and_writes_nothing(tmp_path):
     assert f"{P}hosts[0].containers[0].gpus[0]: GPU 4 is out of range" in result.stderr
     assert "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_a_cdi_stack_synthesizes_with_cdi_devices_in_its_host_script(tmp_path):
+    """`gpuAccess: cdi` used to stop synth with "cannot render input(s) deviceRequests" (exit 1). Its HOST.sh
+    passes each CDI device as the docker CLI takes it, `--device amd.com/gpu=N` (docker/cli v25.0.0
+    cli/command/container/opts.go L480-481), after checking that the CLI and daemon take CDI devices."""
+    project = _project_with(tmp_path, "dev", cdi_stack())
+    out = tmp_path / "out"
+    result = run_synth("--stack", "dev", "--out", str(out), "--project-dir", str(project))
+    assert result.returncode == 0, result.stderr
+    script = (out / "docker" / "workstation.sh").read_text()
+    creates = {
+        shlex.split(line)[2].removeprefix("--name="): shlex.split(line)
+        for line in script.splitlines()
+        if line.startswith("docker create ")
+    }
+    assert [a for a in creates["train"] if a.startswith("--device")] == ["--device=amd.com/gpu=0"]
+    assert [a for a in creates["serve"] if a.startswith("--device")] == ["--device=amd.com/gpu=1"]
+    assert script.index("docker info --format '{{json .CDISpecDirs}}'") < script.index("docker create ")
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    checked = subprocess.run([str(shellcheck), "--severity=warning", "-"], input=script, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
 
 
 def test_secure_values_are_secrets_in_the_plan(tmp_path):

@@ -270,6 +270,7 @@ _RENDERED_INPUTS = {
     "command",
     "hostname",
     "devices",
+    "deviceRequests",
     "groupAdds",
     "ipcMode",
     "shmSize",
@@ -315,6 +316,21 @@ def _health_flags(check: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cdi_device_ids(inputs: dict[str, Any]) -> list[str]:
+    """The CDI device names of a container's device requests. The docker CLI (>= 25.0) turns every `--device` that
+    is a qualified CDI name into one request {Driver: "cdi", DeviceIDs: names} (docker/cli v25.0.0
+    cli/command/container/opts.go L473-481, L594-598), what the provider sends for `device_requests`
+    (terraform-provider-docker v4.5.0 resource_docker_container_structures.go deviceRequestsSetToDockerRequests)."""
+    requests = inputs.get("deviceRequests", [])
+    unrenderable = [r for r in requests if r.get("driver", "cdi") != "cdi" or set(r) - {"driver", "deviceIds"}]
+    if unrenderable:
+        raise ValueError(
+            f"docker/HOST.sh renders only CDI device requests (driver cdi, deviceIds), not {unrenderable} of "
+            f"container {inputs['name']!r}"
+        )
+    return [device_id for r in requests for device_id in r.get("deviceIds", [])]
+
+
 def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -> list[str]:
     """The `docker create` argv of a container's inputs (secret envs left out: the caller refuses those)."""
     i = inputs
@@ -332,6 +348,7 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
         f"--device={d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
         for d in i.get("devices", [])
     ]
+    args += [f"--device={device_id}" for device_id in _cdi_device_ids(i)]
     args += [f"--group-add={group}" for group in i.get("groupAdds", [])]
     if "ipcMode" in i:
         args.append(f"--ipc={i['ipcMode']}")
@@ -453,6 +470,30 @@ def _in_dependency_order(containers: list[dict[str, Any]]) -> list[dict[str, Any
     return ordered
 
 
+def _cdi_check(kinds: list[str]) -> list[str]:
+    """Lines that stop the script before any change unless the docker CLI and daemon take CDI devices: the CLI
+    parses `--device vendor/class=name` as CDI from 25.0 (docker/cli v25.0.0 cli/command/container/opts.go L480;
+    an older one takes it for a path), and the daemon registers its "cdi" device driver only with the CDI feature
+    on (moby v25.0.0 cmd/dockerd/daemon.go L279-280: `"features": {"cdi": true}` in daemon.json, on by default
+    from v28.2.0, daemon.go L663), and otherwise clears CDISpecDirs, which `docker info` reports (moby v25.0.0
+    daemon/info.go L80, cmd/dockerd/daemon.go L639-641)."""
+    need = f"the CDI devices {' '.join(kinds)}=N (gpuAccess cdi) need"
+    return [
+        "# CDI devices need a docker CLI and daemon >= 25.0 with the daemon's CDI feature on.",
+        "versions=$(docker version --format '{{.Client.Version}} {{.Server.Version}}') || exit 1",
+        'for version in $versions; do case "${version%%.*}" in',
+        "  2[5-9] | [3-9][0-9]) ;;",
+        f'  *) echo "{need} docker >= 25.0 (client and daemon); this one is $versions" >&2; exit 1 ;;',
+        "esac; done",
+        "case \"$(docker info --format '{{json .CDISpecDirs}}')\" in",
+        "  '' | null | '[]')",
+        f'    echo "{need} the daemon\'s CDI feature: set \\"features\\": {{\\"cdi\\": true}} in '
+        '/etc/docker/daemon.json (default from Docker 28.2), restart dockerd, then run amd-ctk cdi generate" >&2',
+        "    exit 1 ;;",
+        "esac",
+    ]
+
+
 def docker_scripts(plan: Plan) -> dict[str, str]:
     """Per Docker provider (one per host daemon): a runnable script of the images and containers it declares."""
     from components.docker.checks import LOG_LINES_SHOWN, VERDICT_LABEL
@@ -488,6 +529,9 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
                 "deploy this host with pulumi up' >&2",
                 "exit 1",
             ]
+        cdi = sorted({d.split("=")[0] for c in containers for d in _cdi_device_ids(c["inputs"])})
+        if cdi:
+            lines += _cdi_check(cdi)
         lines += [
             "failed=",
             "# The first of its arguments that failed (or was not created) above.",
