@@ -370,8 +370,15 @@ class InferenceDocker(ConfigModel):
     # Host address the port is published on (127.0.0.1: only the host itself, behind its own proxy). In prod the
     # API needs the key `rocm-stack:vllmApiKey` on any address.
     ip: IpAddress = "0.0.0.0"
-    # Host directory of the Hugging Face cache, shared by the servers of a host.
     model_cache_dir: AbsolutePath = "/var/lib/rocm-stack/huggingface"
+    """Host directory of the Hugging Face caches: partition P's server downloads into and loads from
+    `<modelCacheDir>/<P>` alone, so no server can alter the weights another one loads."""
+
+
+def model_cache_dir(placement: InferenceDocker, partition: str) -> str:
+    """The host directory of one partition's Hugging Face cache (by partition name: stable when partitions are
+    added, removed or reordered)."""
+    return f"{placement.model_cache_dir}/{partition}"
 
 
 class InferenceConfig(ConfigModel):

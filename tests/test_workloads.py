@@ -930,7 +930,8 @@ def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     assert i["command"][i["command"].index("--data-parallel-size") + 1] == "2"  # 4 GPUs / TP 2
     assert "/health" in " ".join(i["healthcheck"]["tests"])
     assert (i["restart"], i["mustRun"]) == ("unless-stopped", True)
-    assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/huggingface", "containerPath": MODEL_CACHE_MOUNT}]
+    # The partition's own cache (test_shm_and_logs.py).
+    assert i["volumes"] == [{"hostPath": "/var/lib/rocm-stack/huggingface/serve-b", "containerPath": MODEL_CACHE_MOUNT}]
     env = env_of(c)
     assert gpus_of_partition(prod, "gpu-node-3", "serve-b") and not {
         "HIP_VISIBLE_DEVICES",

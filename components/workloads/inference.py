@@ -15,7 +15,7 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
 from schema.docker import SecurityProfile
-from schema.workloads import InferenceConfig
+from schema.workloads import InferenceConfig, model_cache_dir
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from .pods import (
     env_secret,
@@ -337,7 +337,8 @@ class DockerVllm(pulumi.ComponentResource):
                     must_run=True,
                     volumes=[
                         docker.ContainerVolumeArgs(
-                            host_path=placement.model_cache_dir, container_path=MODEL_CACHE_MOUNT
+                            host_path=model_cache_dir(placement, partition.container.name),
+                            container_path=MODEL_CACHE_MOUNT,
                         )
                     ],
                     ports=[
