@@ -44,8 +44,11 @@ pulumi.export("environment", cfg.environment)
 pulumi.export("dockerHosts", {name: host.provider.host for name, host in hosts.items()})
 
 if monitoring is not None:
-    for name, host in hosts.items():
-        DockerExporter(name, DockerExporterArgs(config=monitoring, provider=host.provider))
+    for host_config in cfg.hosts:
+        DockerExporter(
+            host_config.name,
+            DockerExporterArgs(config=monitoring, provider=hosts[host_config.name].provider, logs=host_config.logs),
+        )
     pulumi.export(
         "prometheusScrapeConfig",
         prometheus_scrape_config_text(

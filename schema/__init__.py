@@ -398,6 +398,7 @@ def load(
             host, placement_problems = docker.place_partitions(
                 host, f"hosts[{index}]", lock.hosts.get(host.name), stack=stack, require_lock=require_lock
             )
+            host = docker.with_ipc_decided(host)
             hosts.append(host)
             problems += [ConfigProblem(path, message) for path, message in placement_problems]
             if not placement_problems:

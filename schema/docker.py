@@ -31,7 +31,19 @@ if TYPE_CHECKING:  # imported where used: `pulumi up` reads no topology module f
     from domain.topology import Topology
 
 from .base import ConfigModel
-from .types import AbsolutePath, CpuList, EnvName, EnvValue, GpuCount, Name, Port, ShmSize, cpus_of
+from .types import (
+    AbsolutePath,
+    CpuList,
+    EnvName,
+    EnvValue,
+    GpuCount,
+    LogFileSize,
+    MemoryLimit,
+    Name,
+    Port,
+    ShmSize,
+    cpus_of,
+)
 
 
 def _ip_address(value: str) -> str:
@@ -240,6 +252,29 @@ class ContainerConfig(ConfigModel):
     ports: list[PortMapping] = []
     volumes: list[VolumeMount] = []
     restart: Literal["no", "on-failure", "always", "unless-stopped"] = "unless-stopped"
+    ipc: Literal["private", "host"] | None = None
+    """The partition's IPC namespace: `private` (its own /dev/shm of `shmSize`, which no other container sees) or
+    `host` (the host's /dev/shm, shared with every host-IPC container; `shmSize` is ignored). Unset: `host` when the
+    container is alone on its host, `private` beside other partitions; prod refuses `host` there."""
+    memory: MemoryLimit | None = None
+    """Memory limit of the partition's container and its GPU check, with no swap on top; beyond it the kernel's OOM
+    killer ends a process of the partition. Its /dev/shm pages count against it. Unset: no limit."""
+
+
+class LogConfig(ConfigModel):
+    """Docker's json-file log of each container on the host, rotated: Docker's default keeps one file without
+    any size limit (docs.docker.com/engine/logging/drivers/json-file: max-size "Defaults to -1 (unlimited)")."""
+
+    max_size: LogFileSize = ByteSize(100 * 1024**2)
+    """Size at which a container's log file is rotated (whole MiB)."""
+    max_file: int = Field(5, ge=1)
+    """Log files kept per container, the current one included: at most `maxSize` x `maxFile` per container."""
+
+    @property
+    def opts(self) -> dict[str, str]:
+        """`--log-opt`s as the daemon stores them (HostConfig.LogConfig.Config, strings as given; the provider reads
+        the map back as is)."""
+        return {"max-file": str(self.max_file), "max-size": f"{self.max_size // 1024**2}m"}
 
 
 class HostConfig(ConfigModel):
@@ -273,6 +308,8 @@ class HostConfig(ConfigModel):
     images run as root; group names are refused (Docker looks them up in the image's /etc/group)."""
     device_paths: DevicePaths = DevicePaths()
     """Where the host keeps /dev/kfd and /dev/dri; only tests move them (stand-in nodes)."""
+    logs: LogConfig = LogConfig()
+    """Log rotation of every container rocm-stack runs on the host (partitions, workloads, checks, the exporter)."""
     # At least one: omit the key for the default container (a host without any would run nothing of ours).
     containers: Annotated[list[ContainerConfig], Field(min_length=1)] = [ContainerConfig(name="rocm-dev")]
 
@@ -330,6 +367,15 @@ def gpu_devices(host: HostConfig, container: ContainerConfig) -> GpuDevices:
         return GpuDevices((kfd, *((f"{host.device_paths.dri}/{n}", f"{DRI}/{n}") for n in nodes)))
     every_gpu = sorted(gpus) == list(range(host.logical_gpus))
     return GpuDevices((kfd, (host.device_paths.dri, DRI)), visible=None if every_gpu else tuple(gpus))
+
+
+def with_ipc_decided(host: HostConfig) -> HostConfig:
+    """The whole host (before workloads claim partitions) with every container's `ipc` decided: the host's namespace
+    for a host's only container (PyTorch's Docker guidance gives `--ipc=host` or `--shm-size`; a workstation keeps
+    what it ran before) and a private one beside other partitions."""
+    default = "host" if len(host.containers) == 1 else "private"
+    containers = [c if c.ipc is not None else c.model_copy(update={"ipc": default}) for c in host.containers]
+    return host.model_copy(update={"containers": containers})
 
 
 def with_default_gpu_access(data: object) -> object:
@@ -612,9 +658,9 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
 
 
 def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tuple[str, str]]:
-    """The placed host's partitions against the pack's isolation rule (policy/rocm_policy/rules.py): the same
-    function judges the config here and the declared containers in the policy pack."""
-    from policy.rocm_policy.rules import GpuReach, isolation_problems as rule
+    """The placed host's partitions against the pack's isolation rules (policy/rocm_policy/rules.py, GPUs and IPC):
+    the same functions judge the config here and the declared containers in the policy pack."""
+    from policy.rocm_policy.rules import GpuReach, ipc_problems, isolation_problems as rule
 
     reach = {}
     for container in host.containers:
@@ -624,7 +670,11 @@ def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tupl
             [container_path for _, container_path in devices.devices],
             devices.cdi_devices,
         )
-    return [(f"{at}.gpuAccess", message) for message in rule(reach, prod=environment == "prod")]
+    index = {c.name: i for i, c in enumerate(host.containers)}
+    return [(f"{at}.gpuAccess", message) for message in rule(reach, prod=environment == "prod")] + [
+        (f"{at}.containers[{index[name]}].ipc", message)
+        for name, message in ipc_problems({c.name: c.ipc for c in host.containers}, environment == "prod")
+    ]
 
 
 # ---------------------------------------------------------------------------------------- placement lock

@@ -41,8 +41,9 @@ def _human_bytes(size: int) -> str:
     return f"{size} bytes"
 
 
-def byte_size_at_least(minimum: int) -> Any:
-    """A byte size with a unit (`16GiB`); a bare number under the minimum is taken for a missing unit."""
+def byte_size_at_least(minimum: int, whole_mib: bool = False) -> Any:
+    """A byte size with a unit (`16GiB`); a bare number under the minimum is taken for a missing unit. `whole_mib`:
+    a whole number of MiB (what the provider's MiB inputs and `100m`-style options take)."""
 
     def unit_needed(value: Any) -> Any:
         if type(value) is int and 0 <= value < minimum:
@@ -55,6 +56,10 @@ def byte_size_at_least(minimum: int) -> Any:
     def at_least(value: ByteSize) -> ByteSize:
         if value < minimum:
             raise ValueError(f"must be at least {_human_bytes(minimum)} (got {_human_bytes(int(value))})")
+        if whole_mib and value % 1024**2:
+            raise ValueError(
+                f"must be a whole number of MiB (got {_human_bytes(int(value))}), e.g. {-(-value // 1024**2)}MiB"
+            )
         return value
 
     return Annotated[ByteSize, BeforeValidator(unit_needed), Check(at_least, ge=minimum)]
@@ -63,6 +68,13 @@ def byte_size_at_least(minimum: int) -> Any:
 # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB;
 # less would silently become Docker's 64 MiB default.
 ShmSize = byte_size_at_least(1024**2)
+
+
+# The provider's `memory` is whole MiB (terraform-provider-docker v4.5.0 resource_docker_container.go "memory": "in
+# MBs"), and the daemon refuses less than 6 MiB (moby v20.10.24 daemon/daemon_unix.go L431-432 linuxMinMemory).
+MemoryLimit = byte_size_at_least(6 * 1024**2, whole_mib=True)
+# json-file's max-size takes a size with a unit; written as whole MiB (`100m`), which the daemon keeps as given.
+LogFileSize = byte_size_at_least(1024**2, whole_mib=True)
 
 
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".

@@ -22,7 +22,7 @@ from typing import Annotated, Literal, Protocol
 from pydantic import ByteSize, Field
 
 from .base import ConfigModel
-from .types import DNS_LABEL, AbsolutePath, EnvName, EnvValue, GpuCount, Port, ShmSize
+from .types import DNS_LABEL, AbsolutePath, EnvName, EnvValue, GpuCount, Port, ShmSize, _human_bytes
 from .base import matching as _matching
 from domain.gpus import MODELS
 
@@ -545,8 +545,32 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     for index, inference in enumerate(cfg.inference):
         yield from _inference_problems(cfg, inference, f"inference[{index}]")
     yield from _partition_problems(cfg)
+    yield from _memory_problems(cfg)
     yield from _resource_problems(cfg)
     yield from _fleet_problems(cfg)
+
+
+def _memory_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    """A partition's memory limit must leave room beside its /dev/shm (its workload's shmSize where one runs in it):
+    tmpfs pages count against the memory cgroup of the process that writes them, so RCCL filling /dev/shm would
+    meet the OOM killer."""
+    claimed = partitions_claimed(cfg)
+    for h_index, host in enumerate(cfg.hosts):
+        for c_index, container in enumerate(host.containers):
+            workload = claimed.get((host.name, container.name))
+            shm = workload.shm_size if workload is not None else container.shm_size
+            if container.memory is not None and container.memory <= shm:
+                whose = (
+                    f"{type(workload).__name__.removesuffix('Config').lower()} '{workload.name}'" if workload else None
+                )
+                yield (
+                    f"hosts[{h_index}].containers[{c_index}].memory",
+                    (
+                        f"{_human_bytes(container.memory)} leaves no room beside the partition's /dev/shm of "
+                        f"{_human_bytes(shm)} ({f'shmSize of {whose}' if whose else 'its shmSize'}), whose pages "
+                        "count against the limit: raise memory or lower shmSize"
+                    ),
+                )
 
 
 def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> Iterable[tuple[str, str]]:

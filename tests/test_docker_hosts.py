@@ -64,7 +64,7 @@ def test_every_container_gets_rocm_device_access(plan_name, request):
         else:  # prod: only the partition's 4 render nodes (gpuAccess renderNodes)
             assert len(devices) == 5 and all(c.startswith("/dev/dri/renderD") and h == c for h, c in devices[1:])
         assert "groupAdds" not in i  # root containers: no supplementary groups, never group names
-        assert i["ipcMode"] == "host"
+        assert i["ipcMode"] == "private"  # two partitions on each host: each its own /dev/shm (test_shm_and_logs.py)
         assert i["shmSize"] >= 1024
     # A partition's own shell always runs (workloads decide their restart behaviour themselves).
     assert all(c["inputs"]["mustRun"] is True for c in on_gpu_hosts(plan, CONTAINER))

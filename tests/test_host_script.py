@@ -51,6 +51,10 @@ COMPARED = {
     "groupAdds",
     "ipcMode",
     "shmSize",
+    "memory",
+    "memorySwap",
+    "logDriver",
+    "logOpts",
     "cpuSet",
     "capabilities",
     "securityOpts",
@@ -79,6 +83,9 @@ def _create_parser() -> argparse.ArgumentParser:
         "--hostname",
         "--ipc",
         "--shm-size",
+        "--memory",
+        "--memory-swap",
+        "--log-driver",
         "--cpuset-cpus",
         "--restart",
         "--health-cmd",
@@ -98,6 +105,7 @@ def _create_parser() -> argparse.ArgumentParser:
         "--env",
         "--publish",
         "--volume",
+        "--log-opt",
     ):
         parser.add_argument(flag, action="append", default=[])
     parser.add_argument("--no-healthcheck", action="store_true")
@@ -156,6 +164,11 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
         "group_add": i.get("groupAdds", []),
         "ipc": i.get("ipcMode"),
         "shm_size": f"{i['shmSize']}m" if "shmSize" in i else None,  # MiB in the provider, `m` in the CLI
+        # memory and memory_swap in MiB in the provider, `m` in the CLI; log options as key=value each.
+        "memory": f"{i['memory']}m" if "memory" in i else None,
+        "memory_swap": f"{i['memorySwap']}m" if "memorySwap" in i else None,
+        "log_driver": i.get("logDriver"),
+        "log_opt": sorted(f"{k}={v}" for k, v in i.get("logOpts", {}).items()),
         "cpuset_cpus": i.get("cpuSet"),
         "cap_add": i.get("capabilities", {}).get("adds", []),
         "cap_drop": i.get("capabilities", {}).get("drops", []),

@@ -166,18 +166,21 @@ def test_pinned_images_policy_on_docker_and_kubernetes(prod_env):
 # --- docker-gpu-container-devices -------------------------------------------------------------------------
 
 
-def test_gpu_container_with_kfd_dri_and_host_ipc_passes(prod_env):
+def test_gpu_container_with_kfd_dri_and_its_own_or_the_host_ipc_passes(prod_env):
     assert validate("docker-gpu-container-devices", CONTAINER, gpu_container()) == []
+    assert validate("docker-gpu-container-devices", CONTAINER, gpu_container(ipcMode="private")) == []
     partitioned = gpu_container(devices=[{"hostPath": "/dev/kfd"}, {"hostPath": "/dev/dri/renderD128"}])
     assert rules.docker_gpu_container_problems(CONTAINER, partitioned) == []
 
 
-def test_gpu_container_missing_devices_or_host_ipc_fails(prod_env):
-    problems = validate(
-        "docker-gpu-container-devices", CONTAINER, gpu_container(devices=[{"hostPath": "/dev/kfd"}], ipcMode="private")
-    )
-    assert len(problems) == 2
-    assert "render node" in problems[0] and "ipcMode 'private'" in problems[1]
+def test_gpu_container_missing_devices_or_a_shm_of_its_own_fails(prod_env):
+    """`none` has no /dev/shm (moby v20.10.24 daemon/oci_linux.go L553-555), `container:<x>` is another's."""
+    for mode in ("none", "container:train-b", None):
+        problems = validate(
+            "docker-gpu-container-devices", CONTAINER, gpu_container(devices=[{"hostPath": "/dev/kfd"}], ipcMode=mode)
+        )
+        assert len(problems) == 2
+        assert "render node" in problems[0] and f"ipcMode {mode!r}" in problems[1]
     (no_kfd,) = rules.docker_gpu_container_problems(CONTAINER, gpu_container(devices=[{"hostPath": "/dev/dri"}]))
     assert "/dev/kfd" in no_kfd
 

@@ -58,10 +58,13 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     for flag in [
         "--device=/dev/kfd:/dev/kfd:rwm",
         *(f"--device=/dev/dri/renderD{m}:/dev/dri/renderD{m}:rwm" for m in (160, 168, 176, 184)),
-        "--ipc=host",
+        # ... its own /dev/shm of the training's shmSize beside the host's other partition (--ipc=private), and a
+        # rotated log.
+        "--ipc=private",
         "--cap-add=SYS_NICE",
         "--cpuset-cpus=96-191,288-383",
         "--shm-size=65536m",
+        "--log-opt=max-size=100m",
     ]:
         assert flag in train
     assert not any(arg.startswith(("--device=/dev/dri:", "--group-add")) for arg in train)

@@ -701,7 +701,7 @@ def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod
             # prod: renderNodes isolation; dev: one workstation, all of /dev/dri.
             assert devices[0] == "/dev/kfd" and (len(devices) == 5 if plan is prod else devices[1:] == ["/dev/dri"])
             # Root containers need no supplementary group (never a name: the image's /etc/group resolves it).
-            assert ("groupAdds" not in i, i["ipcMode"]) == (True, "host")
+            assert ("groupAdds" not in i, i["ipcMode"]) == (True, "private")
             assert (i["capabilities"]["adds"], i["securityOpts"]) == (caps, opts)
 
 

@@ -274,6 +274,10 @@ _RENDERED_INPUTS = {
     "groupAdds",
     "ipcMode",
     "shmSize",
+    "memory",
+    "memorySwap",
+    "logDriver",
+    "logOpts",
     "cpuSet",
     "capabilities",
     "securityOpts",
@@ -354,6 +358,14 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
         args.append(f"--ipc={i['ipcMode']}")
     if "shmSize" in i:
         args.append(f"--shm-size={i['shmSize']}m")  # the provider's shmSize is in MiB, as docker's `m`
+    # The provider's memory and memory_swap are MiB, as docker's `m`.
+    if "memory" in i:
+        args.append(f"--memory={i['memory']}m")
+    if "memorySwap" in i:
+        args.append(f"--memory-swap={i['memorySwap']}m")
+    if "logDriver" in i:
+        args.append(f"--log-driver={i['logDriver']}")
+    args += [f"--log-opt={key}={value}" for key, value in sorted(i.get("logOpts", {}).items())]
     if "cpuSet" in i:
         args.append(f"--cpuset-cpus={i['cpuSet']}")
     args += [f"--cap-add={c}" for c in i.get("capabilities", {}).get("adds", [])]

@@ -28,6 +28,7 @@ from schema.checks import ChecksConfig, GpuFloors
 from schema.docker import ContainerConfig, HostConfig
 
 from .environment import container_envs
+from .logs import log_args
 from schema.project import PROGRAMS
 
 PROGRAM_SOURCE = PROGRAMS
@@ -172,6 +173,7 @@ def preflight_container(
             for path in ("/proc", "/sys")
         ],
         labels=check_labels("preflight", strict=args.preflight_strict),
+        **log_args(args.host.logs),
         restart="no",
         must_run=False,
         attach=True,

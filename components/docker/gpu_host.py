@@ -13,6 +13,7 @@ from schema import RegistryConfig
 from schema.docker import HostConfig, SecurityProfile, ContainerConfig, gpu_devices, partition_gpus
 from .environment import container_envs
 from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
+from .logs import log_args
 
 # debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
 # profile only allows mbind/set_mempolicy (used by ROCm's NUMA-aware allocator) with CAP_SYS_NICE.
@@ -63,13 +64,27 @@ def rocm_access(
         # Numeric host GIDs only (see schema.docker.Gid); none by default, the ROCm images run as root.
         "group_adds": [str(g) for g in host.device_groups] or None,
         "labels": [docker.ContainerLabelArgs(label=PARTITION_LABEL, value=f"{host.name}/{container.name}")],
-        # RCCL moves data between ranks through host shared memory and IPC handles.
-        "ipc_mode": "host",
+        # RCCL and DataLoader workers exchange data through /dev/shm: the partition's own, or the host's for a host's
+        # only container (schema.docker.with_ipc_decided; the ranks of a partition all run in its container).
+        "ipc_mode": container.ipc,
+        **_memory_args(container),
+        **log_args(host.logs),
         # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
         "cpu_set": container.cpuset,
         "capabilities": docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[profile]),
         "security_opts": SECURITY_OPTS[profile],
     }
+
+
+def _memory_args(container: ContainerConfig) -> dict[str, int]:
+    """The partition's memory limit in the provider's MiB, with `memory_swap` equal to it: no swap for a GPU
+    partition, and what the provider reads back. Unset, the daemon stores MemorySwap = 2 x Memory (moby v20.10.24
+    daemon/daemon_unix.go L343-346), which the provider reads into `memory_swap` (terraform-provider-docker v4.5.0
+    resource_docker_container_funcs.go L940-944; Optional, not Computed): a diff after every refresh."""
+    if container.memory is None:
+        return {}
+    mib = container.memory // (1024 * 1024)
+    return {"memory": mib, "memory_swap": mib}
 
 
 class GpuHost(pulumi.ComponentResource):

@@ -25,7 +25,9 @@ import yaml
 
 from domain.alerts import EXPORTER_JOB, MODEL_LABEL, GpuStackWorkloads, prometheus_rule_spec
 from domain.gpus import MODELS
+from schema.docker import LogConfig
 from schema.monitoring import MonitoringConfig
+from components.docker.logs import log_args
 from domain.dashboard import dashboard_json_text
 
 # The exporter's ServerPort when no config file is mounted (ROCm/device-metrics-exporter docs and chart).
@@ -376,6 +378,8 @@ class DockerExporterArgs:
     config: MonitoringConfig
     provider: docker.Provider
     """The host's Docker provider (GpuHost.provider): the exporter runs on that daemon."""
+    logs: LogConfig
+    """The host's log rotation (hosts[].logs), as every container there has it."""
 
 
 class DockerExporter(pulumi.ComponentResource):
@@ -403,6 +407,7 @@ class DockerExporter(pulumi.ComponentResource):
                 for d in ("/dev/kfd", "/dev/dri")
             ],
             ports=[docker.ContainerPortArgs(internal=EXPORTER_CONTAINER_PORT, external=cfg.exporter_port)],
+            **log_args(args.logs),
             restart="unless-stopped",
             must_run=True,
             opts=on_host,

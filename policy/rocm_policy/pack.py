@@ -128,7 +128,7 @@ POLICIES = [
     ),
     _resource_policy(
         "docker-gpu-container-devices",
-        "Docker GPU containers map /dev/kfd and render nodes (or CDI GPUs), share the host's IPC namespace (RCCL) "
+        "Docker GPU containers map /dev/kfd and render nodes (or CDI GPUs), have a /dev/shm (IPC private or host) "
         "and add only numeric groups.",
         rules.docker_gpu_container_problems,
     ),
@@ -152,7 +152,7 @@ POLICIES = [
     StackValidationPolicy(
         name="gpu-partitions-isolated",
         description="The partitions of a Docker host have disjoint render nodes; in prod none maps the whole /dev/dri "
-        "beside another partition.",
+        "or uses the host's IPC namespace beside another partition.",
         validate=_validate_isolation,
     ),
     StackValidationPolicy(

@@ -153,9 +153,16 @@ def is_gpu_container(props: Mapping[str, Any]) -> bool:
     )
 
 
+# The IPC modes a partition may have (moby v20.10.24). `private`: its own namespace and a /dev/shm of its shmSize
+# that no other container can join (daemon/container_operations_unix.go L74 refuses `--ipc container:<it>` with
+# "non-shareable IPC"; `shareable` would allow it). `host`: the host's /dev/shm, and shmSize is ignored (L117-121
+# setupIpcDirs: ShmPath "/dev/shm"; daemon/oci_linux.go L552-559 sizes only a container's own /dev/shm mount).
+IPC_MODES = ("private", "host")
+
+
 def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """ROCm in a container needs the KFD and a render node (or the toolkit's CDI GPU, which maps both), RCCL the
-    host's IPC namespace, and supplementary groups are numeric host GIDs."""
+    """ROCm in a container needs the KFD and a render node (or the toolkit's CDI GPU, which maps both), RCCL a
+    /dev/shm (IPC_MODES), and supplementary groups are numeric host GIDs."""
     if resource_type != CONTAINER or not is_gpu_container(props):
         return []
     paths = [c for _, c in _devices(props)]
@@ -168,10 +175,10 @@ def docker_gpu_container_problems(resource_type: str, props: Mapping[str, Any]) 
                 "GPU container without a render node: add its --device=/dev/dri/renderD<minor> nodes "
                 "(or --device=/dev/dri on a single-tenant host)"
             )
-    if partition_of(props) is not None and props.get("ipcMode") != "host":
+    if partition_of(props) is not None and props.get("ipcMode") not in IPC_MODES:
         problems.append(
-            f"GPU container with ipcMode {props.get('ipcMode')!r}: RCCL needs ipcMode 'host' "
-            "(--ipc=host) to share memory between GPU processes"
+            f"GPU container with ipcMode {props.get('ipcMode')!r}: RCCL and DataLoader workers need a /dev/shm, "
+            "the partition's own (ipcMode 'private', sized by shmSize) or, alone on its host, the host's ('host')"
         )
     for group in _sequence(props.get("groupAdds")):
         # moby resolves a group name in the image's /etc/group (daemon/oci_linux.go getUser); recent rocm/pytorch
@@ -227,9 +234,29 @@ def isolation_problems(partitions: Mapping[str, GpuReach], prod: bool) -> list[s
     return problems
 
 
+def ipc_problems(modes: Mapping[str, str | None], prod: bool) -> list[tuple[str, str]]:
+    """One host's partitions (name -> IPC mode): (partition, problem) for each that shares the host's /dev/shm
+    beside other partitions in prod, where one could read what another wrote there. The config loader
+    (schema/docker.py) and the policy pack both judge with this function."""
+    if not prod or len(modes) < 2:
+        return []
+    return [
+        (
+            name,
+            f"partition '{name}' uses the host's IPC namespace (ipc: host) beside {len(modes) - 1} other "
+            "partition(s): they would share the host's /dev/shm; prod gives each partition its own (ipc: private, "
+            "sized by shmSize)",
+        )
+        for name, mode in sorted(modes.items())
+        if mode == "host"
+    ]
+
+
 def host_isolation_problems(containers: Iterable[Mapping[str, Any]], prod: bool) -> list[str]:
-    """`isolation_problems` for the declared Docker containers, grouped by host through their partition label."""
+    """`isolation_problems` and `ipc_problems` for the declared Docker containers, grouped by host through their
+    partition label. A partition's GPU check carries its label too and has the partition's own access."""
     by_host: dict[str, dict[str, GpuReach]] = defaultdict(dict)
+    ipc: dict[str, dict[str, str | None]] = defaultdict(dict)
     for props in containers:
         partition = partition_of(props)
         if partition is None:
@@ -237,10 +264,11 @@ def host_isolation_problems(containers: Iterable[Mapping[str, Any]], prod: bool)
         host, _, name = partition.partition("/")
         devices = _devices(props)
         by_host[host][name] = GpuReach.of([h for h, _ in devices], [c for _, c in devices], _cdi_devices(props))
+        ipc[host][name] = props.get("ipcMode")
     return [
         f"host '{host}': {message}"
         for host, partitions in sorted(by_host.items())
-        for message in isolation_problems(partitions, prod)
+        for message in [*isolation_problems(partitions, prod), *(m for _, m in ipc_problems(ipc[host], prod))]
     ]
 
 

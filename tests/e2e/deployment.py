@@ -103,6 +103,11 @@ def _expected(inputs: dict[str, Any], images: dict[str, str]) -> dict[str, Any]:
         host_config["IpcMode"] = inputs["ipcMode"]
     if "shmSize" in inputs:
         host_config["ShmSize"] = inputs["shmSize"] * 1024 * 1024  # the provider's shm_size is MiB
+    for key, field in (("memory", "Memory"), ("memorySwap", "MemorySwap")):
+        if key in inputs:
+            host_config[field] = inputs[key] * 1024 * 1024  # MiB too
+    if "logDriver" in inputs:
+        host_config["LogConfig"] = {"Type": inputs["logDriver"], "Config": inputs.get("logOpts", {})}
     config: dict[str, Any] = {"Image": images[inputs["image"]], "Cmd": inputs.get("command")}
     if "hostname" in inputs:
         config["Hostname"] = inputs["hostname"]
@@ -136,6 +141,39 @@ def check_created_as_declared(docker: Docker, deployed: Deployment) -> None:
         if missing_env:
             mismatches[f"{name} env"] = sorted(missing_env)
     assert not mismatches, json.dumps(mismatches, indent=1)
+
+
+def provider_read_back(inspected: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]:
+    """What the provider's Read stores for these inputs from `docker inspect` (terraform-provider-docker v4.5.0
+    internal/provider/resource_docker_container_funcs.go: L932 memory and L940-944 memory_swap in MiB, L945
+    shm_size in MiB, L951 log_driver, L952 log_opts only when declared, L973 ipc_mode), by input name."""
+    host = inspected["HostConfig"]
+    swap = host["MemorySwap"]
+    read = {
+        "memory": host["Memory"] // 1024 // 1024,
+        "memorySwap": swap // 1024 // 1024 if swap > 0 else swap,
+        "shmSize": host["ShmSize"] // 1024 // 1024,
+        "logDriver": host["LogConfig"]["Type"],
+        "ipcMode": host["IpcMode"],
+    }
+    if "logOpts" in declared:
+        read["logOpts"] = host["LogConfig"]["Config"]
+    return read
+
+
+def check_read_back_as_declared(docker: Docker, deployed: Deployment) -> int:
+    """A refresh right after the deploy finds these inputs as declared: no diff on the next `pulumi preview`.
+    (An undeclared memory_swap would read back as the daemon's 2 x memory, moby v20.10.24 daemon/daemon_unix.go
+    L343-346; the provider's memory_swap is Optional without Computed, so that would be a diff every time.)"""
+    checked = 0
+    for name, inputs in deployed.containers.items():
+        read = provider_read_back(docker.inspect(name), inputs)
+        declared = {key: inputs[key] for key in read if key in inputs}
+        assert declared == {key: read[key] for key in declared}, name
+        # Every container bounds its log and declares it in the provider's form.
+        assert {"logDriver", "logOpts"} <= declared.keys(), name
+        checked += 1
+    return checked
 
 
 def check_health_checks(docker: Docker, deployed: Deployment) -> int:

@@ -21,6 +21,7 @@ from e2e.deployment import (
     check_created_as_declared,
     check_gpu_nodes,
     check_health_checks,
+    check_read_back_as_declared,
     check_running_or_exited_0,
     check_uploads,
     deploy,
@@ -50,6 +51,10 @@ def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPa
 
 def test_each_container_is_created_as_the_plan_declares(docker: Docker, deployed: Deployment):
     check_created_as_declared(docker, deployed)
+
+
+def test_ipc_memory_and_logs_read_back_as_declared(docker: Docker, deployed: Deployment):
+    assert check_read_back_as_declared(docker, deployed) == len(deployed.containers)
 
 
 def test_health_checks_are_the_plans_commands(docker: Docker, deployed: Deployment):

@@ -38,6 +38,7 @@ from e2e.deployment import (
     check_created_as_declared,
     check_gpu_nodes,
     check_health_checks,
+    check_read_back_as_declared,
     check_running_or_exited_0,
     check_uploads,
     deploy,
@@ -54,6 +55,10 @@ EXPECTED_NODES = {p: {"/dev/kfd", *(f"/dev/dri/renderD{MINORS[g]}" for g in gpus
 # 19 more checkpoints are written and synced to disk.
 STEPS, CHECKPOINT_EVERY = 200, 10
 RESTART_TIMEOUT_S = 120
+# Each partition's /dev/shm (its workload's shmSize) and memory limit: two partitions beside each other get private
+# IPC namespaces (schema.docker.with_ipc_decided).
+SHM_MIB = {"trainer": 256, "server": 128}
+MEMORY = {"trainer": "4GiB", "server": "2GiB"}
 
 
 def kfd_topology(minors: tuple[int, ...]) -> str:
@@ -77,9 +82,15 @@ def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
             "renderNodes": str(tmp / "node.render-nodes.txt"),
             "devicePaths": {"kfd": str(dev_root / "kfd"), "dri": str(dev_root / "dri")},
             "containers": [
-                {"name": "trainer", "gpus": PARTITIONS["trainer"], "cpuset": ",".join(map(str, cpus))},
-                {"name": "server", "gpus": PARTITIONS["server"], "cpuset": str(cpus[-1])},
+                {
+                    "name": "trainer",
+                    "gpus": PARTITIONS["trainer"],
+                    "cpuset": ",".join(map(str, cpus)),
+                    "memory": MEMORY["trainer"],
+                },
+                {"name": "server", "gpus": PARTITIONS["server"], "cpuset": str(cpus[-1]), "memory": MEMORY["server"]},
             ],
+            "logs": {"maxSize": "10MiB", "maxFile": 2},
         }
     ]
     config["rocm-stack:training"] = [
@@ -88,6 +99,7 @@ def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
             "steps": STEPS,
             "checkpointEvery": CHECKPOINT_EVERY,
             "precision": "fp32",
+            "shmSize": f"{SHM_MIB['trainer']}MiB",
             "env": {"TRAIN_LOG_EVERY": str(CHECKPOINT_EVERY)},
             "docker": {"partitions": ["node/trainer"], "checkpointDir": str(tmp / "checkpoints"), "maxRetries": 3},
         }
@@ -96,6 +108,7 @@ def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
         {
             "name": "qwen-small",
             "model": "Qwen/Qwen2.5-0.5B-Instruct",
+            "shmSize": f"{SHM_MIB['server']}MiB",
             "docker": {
                 "partitions": ["node/server"],
                 "modelCacheDir": str(tmp / "huggingface"),
@@ -160,6 +173,28 @@ def _wait_for(condition: Any, what: str, timeout: float = RESTART_TIMEOUT_S, pol
     return result
 
 
+def _shm(docker: Docker, name: str, code: str) -> str:
+    return docker.out("exec", name, "python3", "-c", f"import os; d = '/dev/shm'; {code}").strip()
+
+
+def test_two_partitions_of_a_host_share_no_shm_and_each_has_its_size(docker: Docker, deployed: Deployment):
+    """With private IPC each partition has its own /dev/shm of its shmSize: a file one writes there is absent in the
+    other (and on the host). Under --ipc=host both would see the host's /dev/shm and its size (moby v20.10.24
+    daemon/container_operations_unix.go L117-121; measured on dockerd 20.10: a file written in one was read in the
+    other). First: it needs the trainer still running (the training test after it runs 2 gloo ranks under it)."""
+    assert {p: docker.inspect(p)["HostConfig"]["IpcMode"] for p in PARTITIONS} == dict.fromkeys(PARTITIONS, "private")
+    marker = f"rocm-stack-e2e-{os.getpid()}"
+    for writer, reader in (("trainer", "server"), ("server", "trainer")):
+        path = f"os.path.join(d, '{marker}-{writer}')"
+        _shm(docker, writer, f"open({path}, 'w').write('{writer}')")
+        assert _shm(docker, writer, f"print(os.path.exists({path}))") == "True"
+        assert _shm(docker, reader, f"print(os.path.exists({path}))") == "False"
+        assert not Path("/dev/shm", f"{marker}-{writer}").exists()
+    for partition in PARTITIONS:
+        size = _shm(docker, partition, "s = os.statvfs(d); print(s.f_blocks * s.f_frsize)")
+        assert int(size) == SHM_MIB[partition] * 1024 * 1024 == deployed.containers[partition]["shmSize"] * 1024 * 1024
+
+
 def test_training_checkpoints_into_its_volume_and_resumes_after_a_crash(docker: Docker, deployed: Deployment):
     """The training runs in its container (2 gloo processes, one per partition GPU), checkpoints into the host
     directory <checkpointDir>/<training>/<partition>; its main process killed (SIGKILL from the host, as the OOM
@@ -168,7 +203,7 @@ def test_training_checkpoints_into_its_volume_and_resumes_after_a_crash(docker: 
     @ 8d1403e6): "If a restart policy is set on the container, the restart policy is disabled until the next time
     the container is started"; measured on dockerd 20.10: after `docker kill` an on-failure container stays exited
     (137, RestartCount 0), after a SIGKILL of its main process from the host it is restarted.
-    First in this module: the run uses both CPUs until it ends."""
+    Right after the /dev/shm test: the run uses both CPUs until it ends."""
     directory = deployed.workdir / "checkpoints" / "tiny" / "trainer"
     pid = docker.inspect("trainer")["State"]["Pid"]
     # Inside, while it runs: exactly its own render nodes (the isolation test below reads the rest).
@@ -203,12 +238,20 @@ def test_every_container_is_created_started_and_as_the_plan_declares(docker: Doc
     environment, command as the plan says (docker inspect); each runs or, a one-shot, exited 0."""
     check_running_or_exited_0(docker, deployed)
     check_created_as_declared(docker, deployed)
+    assert check_read_back_as_declared(docker, deployed) == len(deployed.containers)
+    assert docker.inspect("trainer")["HostConfig"]["LogConfig"] == {
+        "Type": "json-file",
+        "Config": {"max-file": "2", "max-size": "10m"},
+    }
     assert check_health_checks(docker, deployed) == 1, "the vLLM server has a health check"
     assert check_uploads(docker, deployed), "the training program and the checks' programs are uploads"
     assert check_gpu_nodes(docker, deployed), "the partitions' containers run"
     server = docker.inspect("server")["HostConfig"]
     assert server["PortBindings"] == {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18000"}]}
-    assert server["IpcMode"] == "host" and server["RestartPolicy"] == {"Name": "unless-stopped", "MaximumRetryCount": 0}
+    assert server["IpcMode"] == "private" and server["RestartPolicy"] == {
+        "Name": "unless-stopped",
+        "MaximumRetryCount": 0,
+    }
     assert docker.inspect("trainer")["HostConfig"]["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 3}
 
 
