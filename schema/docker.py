@@ -300,9 +300,9 @@ class HostConfig(ConfigModel):
     and a `topology` file is refused; Docker >= 25 with CDI on) or `all` (all of /dev/dri, a visibility variable
     picks the GPUs). Unset: `renderNodes` in prod, `all` in dev."""
     render_nodes: str | None = None
-    """The host's saved GPU -> render-node map (`amd-smi list -e --json`, `amd-ctk cdi list` or the KFD topology's
-    `drm_render_minor`; hosts/README.md), relative to the project directory. Required by `renderNodes`: a render
-    minor is not 128 + index."""
+    """The host's saved GPU -> render-node map (`amd-smi list -e --json` or the KFD topology's `drm_render_minor`;
+    hosts/README.md), relative to the project directory, keyed by the index HIP uses. Required by `renderNodes`: a
+    render minor is not 128 + index."""
     device_groups: list[Gid] = []
     """Numeric host GIDs for `--group-add` (`stat -c %g /dev/kfd /dev/dri/renderD*`). Empty: none, as the ROCm
     images run as root; group names are refused (Docker looks them up in the image's /etc/group)."""
@@ -603,7 +603,7 @@ def _partition_mode_problems(host: HostConfig, at: str) -> Iterable[tuple[str, s
 
 
 def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
-    from domain.render_nodes import RenderNodesError, load_render_nodes
+    from domain.render_nodes import CAPTURE, RenderNodesError, load_render_nodes
 
     if host.render_nodes is None:
         if host.gpu_access is GpuAccess.render_nodes:
@@ -611,9 +611,8 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
                 f"{at}.renderNodes",
                 (
                     f"gpuAccess renderNodes needs host '{host.name}''s GPU -> render-node map (the render minor is "
-                    "not 128 + index): save `amd-smi list -e --json` (or `amd-ctk cdi list`, or the KFD topology "
-                    "properties) from the host under hosts/ and set renderNodes to that file; or set gpuAccess: all "
-                    "on a single-tenant host"
+                    f"not 128 + index): save {CAPTURE} from the host under hosts/ and set renderNodes to that file; "
+                    "or set gpuAccess: all on a single-tenant host"
                 ),
             )
         return

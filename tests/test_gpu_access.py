@@ -125,8 +125,6 @@ def test_render_node_formats_from_real_hosts():
     assert parse_render_nodes((DATA / "kfd-properties_mi300a-4apu.txt").read_text()) == {0: (128,), 1: (136,)}
     assert parse_render_nodes((DATA / "amd-smi-list-e_mi300x-cpx.txt").read_text()) == {0: (128,), 1: (129,)}
     assert parse_render_nodes((DATA / "amd-smi-list-e.json").read_text()) == {0: (128,)}
-    # `amd.com/gpu=all` lists no node of its own.
-    assert parse_render_nodes((DATA / "amd-ctk-cdi-list.txt").read_text()) == {0: (128,), 1: (129,)}
 
 
 @pytest.mark.parametrize(
@@ -196,7 +194,11 @@ def test_prod_refuses_a_whole_dri_beside_another_partition_in_config_and_policy(
 def test_overlapping_render_nodes_are_refused(tmp_path):
     """Render-node sets on a host are disjoint: a map listing one node under two GPUs is no real host's."""
     bad = tmp_path / "map.txt"
-    bad.write_text("amd.com/gpu=0\n  /dev/dri/renderD128\namd.com/gpu=1\n  /dev/dri/renderD128\n")
+    bad.write_text(
+        "".join(
+            f"/sys/class/kfd/kfd/topology/nodes/{n}/properties:drm_render_minor {m}\n" for n, m in ((1, 128), (2, 128))
+        )
+    )
     message = refusal(
         "dev",
         {
@@ -224,7 +226,7 @@ def test_render_nodes_needs_a_saved_map_and_covers_every_gpu(tmp_path):
     message = refusal("dev", {P + "hosts": [host(gpuAccess="renderNodes")]})
     assert f"{P}hosts[0].renderNodes: gpuAccess renderNodes needs host 'box''s GPU -> render-node map" in message
     short = tmp_path / "two.txt"
-    short.write_text((DATA / "amd-ctk-cdi-list.txt").read_text())
+    short.write_text((DATA / "kfd-properties_mi300a-4apu.txt").read_text())
     message = refusal("dev", {P + "hosts": [host(gpuAccess="renderNodes", renderNodes=str(short))]})
     assert f"{P}hosts[0].renderNodes: the file has no render node for GPU(s) [2, 3, 4, 5, 6, 7]" in message
 
