@@ -148,17 +148,26 @@ def _kfd(text: str) -> RenderNodes:
     return {gpu: (minor,) for gpu, minor in enumerate(m for m in minors if m > 0)}
 
 
-def parse_render_nodes(text: str) -> RenderNodes:
-    """HIP GPU index -> its render minor, from any supported format (see the module docstring)."""
-    stripped = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    documents = _json_documents(stripped)
+def _amd_smi_records(text: str) -> list[dict[str, object]] | None:
+    """The GPU records of amd-smi output (JSON or text); None for another format."""
+    documents = _json_documents(text)
     if documents is not None:
         records = _gpu_records(documents)
         if not records:
             raise RenderNodesError("the JSON lists no GPU (no record with `gpu`)")
+        return records
+    return _amd_smi_text(text) if re.search(r"^GPU:\s*\S+\s*$", text, re.MULTILINE) else None
+
+
+def _uncommented(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def parse_render_nodes(text: str) -> RenderNodes:
+    """HIP GPU index -> its render minor, from any supported format (see the module docstring)."""
+    stripped = _uncommented(text)
+    if (records := _amd_smi_records(stripped)) is not None:
         nodes = _from_amd_smi_records(records)
-    elif re.search(r"^GPU:\s*\S+\s*$", stripped, re.MULTILINE):
-        nodes = _from_amd_smi_records(_amd_smi_text(stripped))
     elif re.search(r"amd\.com/gpu=\d+", stripped):
         raise RenderNodesError(
             "`amd-ctk cdi list` numbers GPUs by PCI address, not in HIP's order (KFD nodes), so its indices may "
@@ -192,3 +201,12 @@ def load_render_nodes(path: str) -> RenderNodes:
         return parse_render_nodes(text)
     except RenderNodesError as error:
         raise RenderNodesError(f"{path}: {error}; capture it on the host with {CAPTURE}") from None
+
+
+@functools.cache
+def smi_renumbering(path: str) -> dict[int, int]:
+    """amd-smi's own GPU index -> HIP's, for the GPUs where they differ, in a map load_render_nodes accepted (none
+    for the KFD capture, which knows only HIP's order). amd-smi and rocm-smi number topology files their way."""
+    records = _amd_smi_records(_uncommented(Path(path).read_text())) or []
+    pairs = ((_index(r.get("gpu")), _index(r.get("hip_id"))) for r in records)
+    return {gpu: hip for gpu, hip in pairs if gpu is not None and hip is not None and gpu != hip}

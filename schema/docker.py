@@ -603,7 +603,7 @@ def _partition_mode_problems(host: HostConfig, at: str) -> Iterable[tuple[str, s
 
 
 def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
-    from domain.render_nodes import CAPTURE, RenderNodesError, load_render_nodes
+    from domain.render_nodes import CAPTURE, RenderNodesError, load_render_nodes, smi_renumbering
 
     if host.render_nodes is None:
         if host.gpu_access is GpuAccess.render_nodes:
@@ -633,6 +633,18 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
             ),
         )
         return
+    renumbered = smi_renumbering(host.render_nodes)
+    if renumbered and host.topology is not None:
+        # The topology file's GPU ids are amd-smi's (or rocm-smi's) order; the partitions get HIP's GPUs.
+        pairs = ", ".join(f"amd-smi GPU {gpu} is HIP GPU {hip}" for gpu, hip in sorted(renumbered.items()))
+        yield (
+            f"{at}.topology",
+            (
+                f"{host.render_nodes} shows amd-smi numbering host '{host.name}''s GPUs unlike HIP ({pairs}), and "
+                f"the topology {host.topology} is in amd-smi's order, so placement would weigh other GPUs than the "
+                "partitions get; remove `topology` (and numaCpus) and give each partition `gpus` by `hip_id`"
+            ),
+        )
     missing = sorted(set(range(host.logical_gpus)) - set(minors))
     if missing:
         yield (

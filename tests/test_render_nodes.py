@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import refusal
+from conftest import refusal, stack_file
 from domain.render_nodes import CAPTURE, RenderNodesError, load_render_nodes, parse_render_nodes
 
 P = "rocm-stack:"
@@ -172,3 +172,24 @@ def test_an_unreadable_map_names_the_file_and_the_capture(tmp_path):
     with pytest.raises(RenderNodesError) as error:
         load_render_nodes(str(saved))
     assert str(error.value) == f"{saved}: no GPU render nodes found; capture it on the host with {CAPTURE}"
+
+
+def test_a_topology_file_is_refused_where_amd_smi_numbers_gpus_unlike_hip(tmp_path):
+    """The topology file's GPU ids are amd-smi's (`amd-smi topology` rows) or rocm-smi's order, and HIP's can differ
+    (PR #4406: rocm-smi's index 1 was HIP_VISIBLE_DEVICES=0 on a dual-GPU host): where the saved map shows it,
+    placing by topology would weigh other GPUs than the partitions get. prod's gpu-node-1 with such a map."""
+    records = json.loads((Path("hosts") / "mi300x-8gpu.render-nodes.json").read_text())
+    records[0]["hip_id"], records[1]["hip_id"] = 1, 0
+    records[0]["render"], records[1]["render"] = records[1]["render"], records[0]["render"]
+    saved = tmp_path / "gpu-node-1.render-nodes.json"
+    saved.write_text(json.dumps(records))
+    assert load_render_nodes(str(saved)) == load_render_nodes("hosts/mi300x-8gpu.render-nodes.json")
+    config = stack_file("prod")
+    config[P + "hosts"][0]["renderNodes"] = str(saved)
+    message = refusal("prod", config)
+    assert message == (
+        f"{P}hosts[0].topology: {saved} shows amd-smi numbering host 'gpu-node-1''s GPUs unlike HIP (amd-smi GPU 0 "
+        "is HIP GPU 1, amd-smi GPU 1 is HIP GPU 0), and the topology hosts/mi300x-8gpu.showtopo.txt is in amd-smi's "
+        "order, so placement would weigh other GPUs than the partitions get; remove `topology` (and numaCpus) and "
+        "give each partition `gpus` by `hip_id`"
+    )
