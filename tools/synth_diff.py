@@ -1,9 +1,11 @@
 """Compare two offline synth plans (`plan.json` of `rocm-stack synth`) and summarise in Markdown.
 
-    rocm-stack diff BASE/plan.json HEAD/plan.json [--title TEXT] [--out FILE]
+    rocm-stack diff BASE/plan.json HEAD/plan.json [--title TEXT] [--out FILE] [--json FILE]
 
-CI writes this into the pull request's job summary: which resources the change adds, removes or changes
-(by type and name, the identity Pulumi keeps across runs) and, for a changed one, which input paths differ.
+CI posts this on the pull request: which resources the change adds, removes or changes (by type and name, the
+identity Pulumi keeps across runs) and, for a changed one, which input paths differ; then what `pulumi up` will do
+to each of them and what that means for the running platform (tools/impact.py, by the rules of
+tools/impact_rules.py). `--json` also writes that prediction as JSON.
 Exit codes: 0 summary written, 2 a plan could not be read.
 """
 
@@ -29,9 +31,14 @@ class PlannedResource(BaseModel):
 
     type: str
     name: str
+    urn: str = ""
     parent: str | None = None
+    provider: str | None = None  # the provider's URN
+    custom: bool = True  # False: a component, which the engine never creates, updates or deletes by itself
     inputs: dict[str, Any] = Field(default_factory=dict)
     protect: bool = False
+    delete_before_replace: bool = False
+    replace_on_changes: list[str] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
 
 
@@ -107,9 +114,14 @@ def changed_paths(old: Any, new: Any, path: str = "") -> Iterator[str]:
         yield path or "(value)"
 
 
-def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
+def matched(base: SynthPlan, head: SynthPlan) -> tuple[dict[Key, PlannedResource], dict[Key, PlannedResource]]:
+    """The resources of both plans by the key they are matched on."""
     ambiguous = _repeated(base) | _repeated(head)
-    before, after = _by_key(base, ambiguous), _by_key(head, ambiguous)
+    return _by_key(base, ambiguous), _by_key(head, ambiguous)
+
+
+def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
+    before, after = matched(base, head)
     changed = []
     for key in sorted(before.keys() & after.keys()):
         old, new = before[key], after[key]
@@ -130,7 +142,7 @@ def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
     )
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -148,9 +160,9 @@ def to_markdown(result: PlanDiff, title: str, max_rows: int = DEFAULT_MAX_ROWS) 
     ]
     rows = [("added", key, "") for key in result.added]
     rows += [("removed", key, "") for key in result.removed]
-    rows += [("changed", c.key, ", ".join(f"`{_cell(p)}`" for p in c.paths)) for c in result.changed]
+    rows += [("changed", c.key, ", ".join(f"`{cell(p)}`" for p in c.paths)) for c in result.changed]
     for change, (type_token, name), paths in rows[:max_rows]:
-        lines.append(f"| {change} | `{type_token}` | `{_cell(name)}` | {paths} |")
+        lines.append(f"| {change} | `{type_token}` | `{cell(name)}` | {paths} |")
     if len(rows) > max_rows:
         lines += ["", f"... and {len(rows) - max_rows} more rows: see the synth artifact."]
     return "\n".join(lines) + "\n"
@@ -163,13 +175,21 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--title", help="heading (default: 'Synth diff: stack STACK')")
     parser.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS)
     parser.add_argument("--out", type=Path, help="append the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+    parser.add_argument("--json", type=Path, help="write the predicted actions and their rules here as JSON")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         base, head = load(args.base), load(args.head)
     except UnreadablePlan as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    markdown = to_markdown(diff(base, head), args.title or f"Synth diff: stack `{head.stack}`", args.max_rows)
+    from tools import impact  # it builds on this module's plan models
+
+    result = diff(base, head)
+    report = impact.predict(base, head, result)
+    markdown = to_markdown(result, args.title or f"Synth diff: stack `{head.stack}`", args.max_rows)
+    markdown += "\n" + impact.to_markdown(report, args.max_rows)
+    if args.json:
+        args.json.write_text(report.model_dump_json(indent=2) + "\n")
     if args.out:
         with args.out.open("a") as summary:
             summary.write(markdown)

@@ -1,0 +1,143 @@
+"""Facts read out of vendored upstream Go source (tests/data/docker, tests/data/kubernetes) with tree-sitter's Go
+grammar, so that tools/impact_rules.py is checked against the providers' own code, not against itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import tree_sitter_go
+from tree_sitter import Language, Node, Parser
+
+_GO = Parser(Language(tree_sitter_go.language()))
+
+
+def parse(path: Path) -> Node:
+    return _GO.parse(path.read_bytes()).root_node
+
+
+def text(node: Node) -> str:
+    assert node.text is not None
+    return node.text.decode()
+
+
+def walk(node: Node) -> Iterator[Node]:
+    yield node
+    for child in node.named_children:
+        yield from walk(child)
+
+
+def _value(node: Node) -> Node:
+    """The expression of a composite literal's element."""
+    return node.named_children[0] if node.type == "literal_element" and node.named_children else node
+
+
+def _fields(literal_value: Node) -> dict[str, Node]:
+    """`Key: value` pairs of a composite literal's body."""
+    return {
+        text(child.named_children[0]).strip('"'): _value(child.named_children[1])
+        for child in literal_value.named_children
+        if child.type == "keyed_element"
+    }
+
+
+@dataclass(frozen=True)
+class SchemaAttribute:
+    """One attribute of a terraform-plugin-sdk schema map as declared."""
+
+    path: str  # dotted, nested blocks included: `healthcheck.interval`
+    line: int  # 1-based line of its `"name": {` in the file
+    type: str  # schema.TypeSet, ...
+    force_new: bool
+    input: bool  # Optional or Required (not Computed only)
+    resource_elem: bool  # a block of nested attributes (Elem: &schema.Resource or a resource variable)
+
+
+def _bool(node: Node | None, bindings: dict[str, bool]) -> bool:
+    if node is None:
+        return False
+    return bindings[text(node)] if node.type == "identifier" else text(node) == "true"
+
+
+def _resource_literal(node: Node, files: list[Node]) -> tuple[Node, dict[str, bool]] | None:
+    """The `schema.Resource{...}` body an Elem names, resolving `var x = &schema.Resource{...}` and
+    `var x = f(true)` where `func f(p bool) *schema.Resource { return &schema.Resource{...} }` (TFD's labelSchema)."""
+    if node.type == "unary_expression":
+        node = node.named_children[0]
+    if node.type == "composite_literal" and text(node.child_by_field_name("type")) == "schema.Resource":
+        return node.child_by_field_name("body"), {}
+    if node.type != "identifier":
+        return None
+    name = text(node)
+    for root in files:
+        for spec in (n for n in walk(root) if n.type == "var_spec"):
+            if text(spec.child_by_field_name("name")) != name:
+                continue
+            value = spec.child_by_field_name("value").named_children[0]
+            if value.type == "call_expression":
+                function = text(value.child_by_field_name("function"))
+                arguments = [text(a) == "true" for a in value.child_by_field_name("arguments").named_children]
+                for declaration in (n for root2 in files for n in walk(root2) if n.type == "function_declaration"):
+                    if text(declaration.child_by_field_name("name")) == function:
+                        parameters = [
+                            text(p.child_by_field_name("name"))
+                            for p in declaration.child_by_field_name("parameters").named_children
+                        ]
+                        returned = next(n for n in walk(declaration) if n.type == "return_statement")
+                        body, _ = _resource_literal(returned.named_children[0].named_children[0], files) or (None, {})
+                        assert body is not None
+                        return body, dict(zip(parameters, arguments))
+            return _resource_literal(value, files)
+    return None
+
+
+def _schema_map(
+    body: Node, prefix: str, files: list[Node], bindings: dict[str, bool], out: list[SchemaAttribute]
+) -> None:
+    for key, value in _fields(body).items():
+        fields = _fields(value)
+        elem = fields.get("Elem")
+        nested = _resource_literal(elem, files) if elem is not None else None
+        out.append(
+            SchemaAttribute(
+                path=prefix + key,
+                line=value.start_point[0] + 1,  # the line of `"key": {`
+                type=text(fields["Type"]) if "Type" in fields else "",
+                force_new=_bool(fields.get("ForceNew"), bindings),
+                input="Optional" in fields or "Required" in fields,
+                resource_elem=nested is not None,
+            )
+        )
+        if nested is not None:
+            resource_body, nested_bindings = nested
+            schema_body = _fields(resource_body)["Schema"].child_by_field_name("body")
+            _schema_map(schema_body, f"{prefix}{key}.", files, nested_bindings or bindings, out)
+
+
+def resource_schema(resource_file: Path, *helper_files: Path) -> list[SchemaAttribute]:
+    """Every attribute of the one resource a TFD `resource_*.go` file declares (`Schema: map[string]*schema.Schema`
+    of the `schema.Resource` its constructor returns), nested blocks included."""
+    files = [parse(resource_file), *map(parse, helper_files)]
+    for node in walk(files[0]):
+        if node.type == "keyed_element" and text(node.named_children[0]) == "Schema":
+            value = _value(node.named_children[1])
+            if value.type == "composite_literal":
+                out: list[SchemaAttribute] = []
+                _schema_map(value.child_by_field_name("body"), "", files, {}, out)
+                return out
+    raise ValueError(f"{resource_file}: no schema map")
+
+
+def string_list_in_function(path: Path, function: str) -> tuple[list[str], int]:
+    """The string literals of the first `[]string{...}` inside `function`, and its line."""
+    for declaration in (n for n in walk(parse(path)) if n.type == "function_declaration"):
+        if text(declaration.child_by_field_name("name")) == function:
+            literal = next(
+                n
+                for n in walk(declaration)
+                if n.type == "composite_literal" and text(n.child_by_field_name("type")) == "[]string"
+            )
+            strings = [text(n).strip('"') for n in walk(literal) if n.type == "interpreted_string_literal"]
+            return strings, literal.start_point[0] + 1
+    raise ValueError(f"{path}: no function {function}")

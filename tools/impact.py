@@ -1,0 +1,510 @@
+"""What `pulumi up` will do to a running platform, predicted from two synth plans by the providers' own rules.
+
+For each resource the synth diff (tools/synth_diff.py) finds added, removed or changed, the engine's action
+(create, delete, update in place, replace, delete-then-replace) with the rules it follows (tools/impact_rules.py,
+each with its upstream source), and what it means in plain words: which container stops, for how long, which GPU
+check runs again, which change never reaches the running container.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from components.docker.checks import CHECK_LABEL
+from policy.rocm_policy.rules import PARTITION_LABEL
+from tools.impact_rules import (
+    DOCKER_LIVE_UPDATES,
+    DOCKER_SCHEMAS,
+    HELM_IDENTITY,
+    K8S_FORCE_NEW,
+    K8S_IDENTITY,
+    RULES,
+    SET_OF_BLOCKS,
+    Action,
+)
+from tools.synth import SECRET
+from tools.synth_diff import Key, PlanDiff, PlannedResource, SynthPlan, cell, diff, matched
+
+CONTAINER = "docker:index/container:Container"
+REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
+DOCKER_PROVIDER = "pulumi:providers:docker"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+
+# Which input decided, and by which rule: ("image", "tfbridge.force-new").
+Reason = tuple[str, str]
+
+
+class Impact(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    name: str
+    action: Action | None  # None: no rule covers this type or input (see `pulumi preview`)
+    replaced_by: list[Reason] = []  # the inputs that make it a replacement, with their rules
+    updated: list[Reason] = []  # the inputs updated in place, with their rules
+    rules: list[str]  # every rule the action follows, RULES keys
+    meaning: str  # on the running platform, in plain words
+    stops_container: bool = False  # a running (not one-shot) container is stopped
+
+
+class SecretInput(BaseModel):
+    """A resource whose inputs hold a Pulumi secret: a new value of it is invisible offline (rule synth.secret)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    name: str
+    paths: list[str]
+    if_rotated: Action
+
+
+class ImpactReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    stack: str
+    impacts: list[Impact]
+    secrets: list[SecretInput]
+
+    @property
+    def containers_stopped(self) -> list[Impact]:
+        return [i for i in self.impacts if i.stops_container]
+
+
+# --- one input path against one provider's rules -------------------------------------------------------------
+
+
+def _docker_input(type_token: str, path: str) -> tuple[bool, str] | None:
+    """(replaces, rule) of a changed input path of a Docker resource; None when TFD's schema has no such input."""
+    schema = DOCKER_SCHEMAS[type_token]
+    key = re.sub(r"\[\d+\]", "", path)
+    if key not in schema:
+        return None
+    parts = key.split(".")
+    for depth in range(1, len(parts)):
+        block = ".".join(parts[:depth])
+        if schema[block].kind == SET_OF_BLOCKS:
+            fields = [a for p, a in schema.items() if p.startswith(block + ".") and p.count(".") == depth]
+            return any(a.force_new for a in fields), "tfbridge.set-element"
+    return schema[key].force_new, "tfbridge.force-new"
+
+
+def _k8s_path(path: str) -> list[str]:
+    return [re.sub(r"\[\d+\]", "[*]", part) for part in path.split(".")]
+
+
+def _matches(path: str, patterns: Iterable[str]) -> bool:
+    """A changed path under a listed path (or a whole list or object that contains one) (match.go, by prefix)."""
+    changed = _k8s_path(path)
+    for pattern in patterns:
+        listed = pattern.lstrip(".").split(".")
+        common = min(len(listed), len(changed))
+        if [p.removesuffix("[*]") for p in listed[:common]] == [c.removesuffix("[*]") for c in changed[:common]]:
+            return True
+    return False
+
+
+def _k8s_input(resource: PlannedResource, path: str) -> tuple[bool, str]:
+    if resource.type == HELM_RELEASE:
+        return (True, "k8s.identity") if _matches(path, HELM_IDENTITY) else (False, "k8s.update")
+    if _matches(path, K8S_IDENTITY):
+        return True, "k8s.identity"
+    api_version = str(resource.inputs.get("apiVersion", ""))
+    group = api_version.rpartition("/")[0]
+    kind = str(resource.inputs.get("kind", ""))
+    listed = K8S_FORCE_NEW.get((group, kind))
+    if listed and _matches(path, listed[0]):
+        return True, {"Secret": "k8s.secret", "ConfigMap": "k8s.configmap"}.get(kind, "k8s.force-new")
+    return False, "k8s.update"
+
+
+def _input_rule(resource: PlannedResource, path: str) -> tuple[bool, str] | None:
+    """(replaces, rule) of one changed input path; None when no rule covers it."""
+    if any(_matches(path, [p]) for p in resource.replace_on_changes):
+        return True, "pulumi.replace-on-changes"
+    if resource.type in DOCKER_SCHEMAS:
+        return _docker_input(resource.type, path)
+    if resource.type == DOCKER_PROVIDER:
+        return False, "tfbridge.provider-config"
+    if resource.type == K8S_PROVIDER:
+        return path.split(".")[0] in ("kubeconfig", "context", "cluster"), "k8s.provider-config"
+    if resource.type.startswith("kubernetes:"):
+        return _k8s_input(resource, path)
+    return None
+
+
+# --- the engine's action ---------------------------------------------------------------------------------------
+
+
+def _replacement(old: PlannedResource, new: PlannedResource) -> tuple[Action, list[str]]:
+    """Create-before-delete, unless the program, the provider or the object's fixed name needs the delete first."""
+    if new.delete_before_replace:
+        return Action.DELETE_REPLACE, ["pulumi.delete-before-replace-option"]
+    if new.type == CONTAINER:
+        return Action.DELETE_REPLACE, ["pulumi-docker.container-delete-before-replace"]
+    metadata = new.inputs.get("metadata") or {}
+    old_metadata = old.inputs.get("metadata") or {}
+    if (
+        new.type.startswith("kubernetes:")
+        and new.type != HELM_RELEASE
+        and metadata.get("name")
+        and (metadata.get("name"), metadata.get("namespace"))
+        == (old_metadata.get("name"), old_metadata.get("namespace"))
+    ):
+        return Action.DELETE_REPLACE, ["k8s.delete-before-replace"]
+    return Action.REPLACE, []
+
+
+def _parent(resource: PlannedResource) -> tuple[str, str]:
+    """(type, name) of the component that declared a resource, from its parent URN."""
+    parts = (resource.parent or "").split("::", 3)  # urn:pulumi:STACK::PROJECT::QUALIFIED$TYPE::NAME
+    if len(parts) != 4:
+        return "", ""
+    return parts[2].rsplit("$", 1)[-1], parts[3]
+
+
+def _labels(resource: PlannedResource) -> dict[str, str]:
+    labels = resource.inputs.get("labels")
+    if not isinstance(labels, list):
+        return {}
+    return {label["label"]: label["value"] for label in labels if isinstance(label, dict) and "label" in label}
+
+
+def _host(resource: PlannedResource) -> str:
+    return (resource.provider or "").rsplit("::", 1)[-1]
+
+
+def _stop(old: PlannedResource) -> str:
+    """How TFD stops the running container it deletes: the grace of the state being deleted (the old inputs)."""
+    grace = old.inputs.get("destroyGraceSeconds") or 0
+    if not grace:
+        return "no grace: killed at once"
+    signal = old.inputs.get("stopSignal") or "SIGTERM"
+    return f"{signal}, grace {grace} s, then killed"
+
+
+def _container_role(resource: PlannedResource) -> str:
+    """What a container is to the platform, in words: `training \\`tiny\\` on workstation/train`."""
+    labels = _labels(resource)
+    partition = labels.get(PARTITION_LABEL)
+    check = labels.get(CHECK_LABEL)
+    parent_type, parent_name = _parent(resource)
+    if check == "gpucheck":
+        return f"the GPU check of `{partition}`"
+    if check:
+        return f"the {check} of host `{_host(resource)}`"
+    if parent_type == "rocm-stack:workloads:DockerTraining":
+        return f"training `{parent_name}` on `{partition}`"
+    if parent_type == "rocm-stack:workloads:DockerVllm":
+        return f"vLLM server `{parent_name}` on `{partition}`"
+    if parent_type == "rocm-stack:monitoring:DockerExporter":
+        return f"the GPU metrics exporter on `{_host(resource)}`"
+    if partition:
+        return f"the shell of partition `{partition}`"
+    return f"container `{resource.inputs.get('name', resource.name)}` on `{_host(resource)}`"
+
+
+def _container_meaning(action: Action, old: PlannedResource | None, new: PlannedResource | None) -> str:
+    resource = new or old
+    assert resource is not None
+    role = _container_role(resource)
+    labels = _labels(resource)
+    if labels.get(CHECK_LABEL):
+        if action is Action.DELETE:
+            return f"removes {role} (an exited one-shot container)"
+        # It runs before the partition's container is touched (that depends on it), on the GPUs it holds.
+        return (
+            f"re-runs {role} while the partition's current container still runs on its GPUs" if old else f"runs {role}"
+        )
+    if action is Action.CREATE:
+        return f"starts {role}"
+    assert old is not None
+    stop = _stop(old)
+    parent_type, _ = _parent(resource)
+    if action is Action.DELETE:
+        return f"stops and removes {role} ({stop})"
+    if parent_type == "rocm-stack:workloads:DockerTraining":
+        lost = "" if old.inputs.get("destroyGraceSeconds") else ", losing the steps since"
+        after = f"training stops ({stop}) and resumes from its newest checkpoint{lost}"
+    elif parent_type == "rocm-stack:workloads:DockerVllm":
+        wait = (new.inputs if new else {}).get("waitTimeout")
+        drain = "" if old.inputs.get("destroyGraceSeconds") else ", in-flight requests fail"
+        after = f"it stops serving ({stop}{drain}) until the new container is healthy" + (
+            f" (pulumi up waits up to {wait} s)" if wait else ""
+        )
+    else:
+        after = f"it stops ({stop}) and starts again"
+    return f"replaces {role}: {after}"
+
+
+def _update_meaning(resource: PlannedResource, updated: list[Reason]) -> tuple[str, list[str]]:
+    if resource.type == CONTAINER:
+        paths = sorted({path.split(".")[0].split("[")[0] for path, _ in updated})
+        live = [p for p in paths if p in DOCKER_LIVE_UPDATES]
+        state_only = [p for p in paths if p not in DOCKER_LIVE_UPDATES and p != "mustRun"]
+        parts = []
+        if live:
+            parts.append(f"`docker update` of {', '.join(f'`{p}`' for p in live)}, no restart")
+        if "mustRun" in paths and resource.inputs.get("mustRun"):
+            parts.append("starts it if stopped")
+        if state_only:
+            parts.append(
+                f"{', '.join(f'`{p}`' for p in state_only)} only recorded in the state: the running container keeps "
+                "the old value until it is next replaced"
+            )
+        return f"{_container_role(resource)}: {'; '.join(parts)}", ["tfd.container-update"]
+    if resource.type == DOCKER_PROVIDER:
+        return (
+            f"the Docker endpoint of `{resource.name}` changes; its containers are not moved (the same daemon must "
+            "answer there)",
+            [],
+        )
+    kind = resource.inputs.get("kind")
+    if kind in ("Deployment", "DaemonSet", "StatefulSet") and any(p.startswith("spec.template") for p, _ in updated):
+        return f"rolls the pods of {kind} `{_k8s_name(resource)}`", []
+    if resource.type == HELM_RELEASE:
+        return f"`helm upgrade` of release `{resource.inputs.get('name', resource.name)}`", []
+    return f"patches {kind or resource.type} `{_k8s_name(resource)}` in place", []
+
+
+def _k8s_name(resource: PlannedResource) -> str:
+    metadata = resource.inputs.get("metadata") or {}
+    name = metadata.get("name") or resource.name
+    return f"{metadata['namespace']}/{name}" if metadata.get("namespace") else str(name)
+
+
+def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource | None) -> str:
+    resource = new or old
+    assert resource is not None
+    if resource.type == CONTAINER:
+        return _container_meaning(action, old, new)
+    if resource.type == REMOTE_IMAGE:
+        if action is Action.DELETE:
+            return f"forgets image `{resource.inputs.get('name')}` on `{_host(resource)}` (kept on the host)"
+        return f"pulls `{resource.inputs.get('name')}` on `{_host(resource)}`"
+    verb = {
+        Action.CREATE: "creates",
+        Action.DELETE: "deletes",
+        Action.REPLACE: "replaces",
+        Action.DELETE_REPLACE: "deletes and re-creates",
+    }.get(action, "changes")
+    what = resource.inputs.get("kind") or resource.type.rsplit(":", 1)[-1]
+    suffix = ""
+    if what == "Job" and action in (Action.REPLACE, Action.DELETE_REPLACE):
+        suffix = ": its pods stop and run again (training resumes from its newest checkpoint)"
+    if what == "Secret" and action in (Action.REPLACE, Action.DELETE_REPLACE):
+        suffix = ": running pods keep the old value until they restart"
+    name = resource.inputs.get("name") if resource.type == HELM_RELEASE else _k8s_name(resource)
+    return f"{verb} {what} `{name or resource.name}`{suffix}"
+
+
+def _changed(old: PlannedResource, new: PlannedResource, paths: tuple[str, ...]) -> Impact | None:
+    """None when only the engine's bookkeeping changed (protect, dependsOn): no provider call."""
+    replaced_by: list[Reason] = []
+    updated: list[Reason] = []
+    unknown: list[str] = []
+    for path in paths:
+        if path == "parent":
+            replaced_by.append((path, "pulumi.urn"))
+        elif path in ("protect", "depends_on"):
+            continue  # the engine's own bookkeeping: no provider call
+        else:
+            rule = _input_rule(new, path)
+            if rule is None:
+                unknown.append(path)
+            else:
+                (replaced_by if rule[0] else updated).append((path, rule[1]))
+    rules = sorted({rule for _, rule in replaced_by + updated})
+    if unknown:
+        return Impact(
+            type=new.type,
+            name=new.name,
+            action=None,
+            rules=rules,
+            meaning=f"no rule for {', '.join(f'`{p}`' for p in unknown)}: see `pulumi preview`",
+        )
+    if not replaced_by and not updated:
+        return None
+    if replaced_by:
+        action, how = _replacement(old, new)
+        meaning = _meaning(action, old, new)
+        if any(rule == "pulumi.urn" for _, rule in replaced_by):
+            action, how = Action.REPLACE, []
+            if new.type == CONTAINER:
+                meaning += (
+                    "; the new container is created while the old one, deleted at the end, still holds the Docker "
+                    "name: `pulumi up` fails there unless the move is declared as an alias"
+                )
+        if new.protect or old.protect:
+            how.append("pulumi.protect")
+            meaning += "; it is protected: `pulumi up` stops with an error instead"
+        return Impact(
+            type=new.type,
+            name=new.name,
+            action=action,
+            replaced_by=replaced_by,
+            updated=updated,
+            rules=sorted({*rules, *how}),
+            meaning=meaning,
+            stops_container=new.type == CONTAINER and not old.inputs.get("attach"),
+        )
+    meaning, how = _update_meaning(new, updated)
+    return Impact(
+        type=new.type,
+        name=new.name,
+        action=Action.UPDATE,
+        updated=updated,
+        rules=sorted({*rules, *how}),
+        meaning=meaning,
+    )
+
+
+def _propagate_images(
+    impacts: dict[Key, Impact], before: dict[Key, PlannedResource], after: dict[Key, PlannedResource]
+) -> None:
+    """A replaced image's id is unknown in the preview, and `image` is ForceNew: every container created from it is
+    replaced, whatever else changed (rule pulumi.unknown-output)."""
+    replaced_images = {
+        after[key].urn
+        for key, impact in impacts.items()
+        if key[0] == REMOTE_IMAGE and impact.action in (Action.REPLACE, Action.DELETE_REPLACE) and key in after
+    }
+    for key, container in after.items():
+        if key[0] != CONTAINER or key not in before or not replaced_images & set(container.depends_on):
+            continue
+        current = impacts.get(key)
+        reasons = [*(current.replaced_by if current else []), ("image", "pulumi.unknown-output")]
+        old = before[key]
+        action, how = _replacement(old, container)
+        impacts[key] = Impact(
+            type=container.type,
+            name=container.name,
+            action=action,
+            replaced_by=list(dict.fromkeys(reasons)),
+            updated=current.updated if current else [],
+            rules=sorted({*(current.rules if current else []), "pulumi.unknown-output", "tfbridge.force-new", *how}),
+            meaning=_meaning(action, old, container),
+            stops_container=not old.inputs.get("attach"),
+        )
+
+
+def _secret_paths(value: Any, path: str = "") -> Iterator[str]:
+    if value == SECRET:
+        yield path or "(value)"
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _secret_paths(child, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _secret_paths(child, f"{path}[{index}]")
+
+
+def _secrets(plan: SynthPlan) -> list[SecretInput]:
+    found = []
+    for resource in plan.resources:
+        paths = sorted(set(_secret_paths(resource.inputs)))
+        if not paths:
+            continue
+        rules = [_input_rule(resource, path) for path in paths]
+        if any(rule and rule[0] for rule in rules):
+            action, _ = _replacement(resource, resource)
+        else:
+            action = Action.UPDATE
+        found.append(SecretInput(type=resource.type, name=resource.name, paths=paths, if_rotated=action))
+    return found
+
+
+def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None) -> ImpactReport:
+    result = plan_diff or diff(base, head)
+    before, after = matched(base, head)
+    impacts: dict[Key, Impact] = {}
+    for key in result.added:
+        new = after[key]
+        if new.custom:
+            impacts[key] = Impact(
+                type=new.type, name=new.name, action=Action.CREATE, rules=[], meaning=_meaning(Action.CREATE, None, new)
+            )
+    for key in result.removed:
+        old = before[key]
+        if old.custom:
+            impacts[key] = Impact(
+                type=old.type,
+                name=old.name,
+                action=Action.DELETE,
+                rules=["pulumi.urn", *(["tfd.container-delete"] if old.type == CONTAINER else [])],
+                meaning=_meaning(Action.DELETE, old, None)
+                + ("; it is protected: `pulumi up` stops with an error instead" if old.protect else ""),
+                stops_container=old.type == CONTAINER and not old.inputs.get("attach"),
+            )
+    for change in result.changed:
+        old, new = before[change.key], after[change.key]
+        if new.custom:
+            impact = _changed(old, new, change.paths)
+            if impact is not None:
+                impacts[change.key] = impact
+    _propagate_images(impacts, before, after)
+    for key, impact in impacts.items():
+        if impact.stops_container and "tfd.container-delete" not in impact.rules:
+            impacts[key] = impact.model_copy(update={"rules": sorted({*impact.rules, "tfd.container-delete"})})
+    ordered = [impacts[key] for key in sorted(impacts, key=lambda k: (not impacts[k].stops_container, k))]
+    assert all(rule in RULES for impact in ordered for rule in impact.rules)
+    return ImpactReport(stack=head.stack, impacts=ordered, secrets=_secrets(head))
+
+
+# --- Markdown -----------------------------------------------------------------------------------------------------
+
+
+def _because(impact: Impact) -> str:
+    reasons = impact.replaced_by or impact.updated
+    by_path: dict[str, list[str]] = {}
+    for path, rule in reasons:
+        by_path.setdefault(path, []).append(rule)
+    return ", ".join(f"`{cell(path)}` ({', '.join(rules)})" for path, rules in by_path.items())
+
+
+def to_markdown(report: ImpactReport, max_rows: int) -> str:
+    lines = ["#### What `pulumi up` does to the running platform", ""]
+    stopped = report.containers_stopped
+    if not report.impacts:
+        lines.append("Nothing: no resource the engine manages changes. No running container changes.")
+    else:
+        checks = [i for i in report.impacts if i.meaning.startswith("re-runs the GPU check")]
+        lines.append(
+            (
+                f"**{len(stopped)} running container(s) stop**: " + ", ".join(f"`{i.name}`" for i in stopped) + "."
+                if stopped
+                else "**No running container changes.**"
+            )
+            + (f" {len(checks)} GPU check(s) run again." if checks else "")
+        )
+        lines += ["", "| Action | Resource | Because | On the running platform |", "| --- | --- | --- | --- |"]
+        for impact in report.impacts[:max_rows]:
+            action = impact.action.value if impact.action else "**not predicted**"
+            lines.append(
+                f"| {action} | `{impact.type.rsplit(':', 1)[-1]}` `{cell(impact.name)}` | {_because(impact)} | "
+                f"{cell(impact.meaning)} |"
+            )
+        if len(report.impacts) > max_rows:
+            lines += ["", f"... and {len(report.impacts) - max_rows} more: see `impact.json` in the synth artifact."]
+    if report.secrets:
+        lines += [
+            "",
+            f"Not visible offline (`synth.secret`): {len(report.secrets)} resource(s) take a Pulumi secret, which both "
+            "plans show as `[secret]`; if one was rotated, `pulumi up` will "
+            + "; ".join(
+                f"{s.if_rotated.value} `{s.name}` ({', '.join(f'`{p}`' for p in s.paths)})" for s in report.secrets
+            )
+            + ".",
+        ]
+    used = sorted(
+        {rule for impact in report.impacts for rule in impact.rules} | ({"synth.secret"} if report.secrets else set())
+    )
+    if used:
+        lines += ["", "<details><summary>Rules</summary>", ""]
+        lines += [f"- `{rule}`: {RULES[rule].says}. Source: {RULES[rule].source}." for rule in used]
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,458 @@
+"""The rules by which `rocm-stack diff` predicts what `pulumi up` does to each changed resource, in one table.
+
+Each rule names its upstream source. tools/impact.py applies them to two synth plans; the tests read the same table
+and check it against the vendored upstream code (tests/data/docker, tests/data/kubernetes; tests/test_impact_rules.py).
+Versions: pulumi-docker 5.2.0 built from kreuzwerker/terraform-provider-docker ("TFD") v4.5.0 with
+terraform-plugin-sdk v2.40.1; pulumi-kubernetes 4.x (provider/pkg/provider/diff.go and provider.go as of July 2026,
+after v4.32.0; the program pins the SDK 4.34.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    """What the engine does to one resource, in the order it does it."""
+
+    CREATE = "create"
+    DELETE = "delete"
+    UPDATE = "update in place"
+    REPLACE = "replace (create, then delete)"
+    DELETE_REPLACE = "delete, then replace"
+
+
+@dataclass(frozen=True)
+class Rule:
+    says: str
+    source: str
+
+
+RULES: dict[str, Rule] = {
+    # The Pulumi engine.
+    "pulumi.urn": Rule(
+        "a resource is known by its URN (project, stack, parent types, type, name): another name or parent is a "
+        "different resource, created, while the old URN is deleted after every create (no aliases are declared)",
+        "pulumi/pulumi sdk/go/common/resource/urn.go NewURN; pkg/resource/deploy/step_generator.go (deletes of "
+        "resources the program no longer registers come last)",
+    ),
+    "pulumi.delete-before-replace-option": Rule(
+        "the resource option deleteBeforeReplace: a replacement deletes the old resource first",
+        "pulumi/pulumi pkg/resource/deploy/step_generator.go (a DeleteBeforeReplace goal or provider diff)",
+    ),
+    "pulumi.replace-on-changes": Rule(
+        "the resource option replaceOnChanges: a change under one of its paths is a replacement",
+        "pulumi/pulumi pkg/resource/deploy/step_generator.go applyReplaceOnChanges",
+    ),
+    "pulumi.protect": Rule(
+        "a protected resource is never deleted: its replacement or delete stops `pulumi up` with an error",
+        "pulumi/pulumi pkg/resource/deploy/step_generator.go (protect check before a delete or replace)",
+    ),
+    "pulumi.unknown-output": Rule(
+        "during a preview the outputs of a resource being replaced are unknown; an unknown value for a ForceNew "
+        "attribute is a replacement, so every container using a replaced image is replaced even when the new "
+        "image turns out the same",
+        "hashicorp/terraform-plugin-sdk v2.40.1 helper/schema/schema.go (*Schema).finalizeDiff: "
+        "`d.RequiresNew = d.Old != d.New || d.NewComputed`",
+    ),
+    # The Terraform bridge (pulumi-docker).
+    "tfbridge.force-new": Rule(
+        "a change of an attribute TFD marks ForceNew is a replacement; any other change is an update",
+        "pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (RequiresNew -> replaces); "
+        "TFD internal/provider/resource_docker_container.go, resource_docker_image.go (DOCKER_CONTAINER and DOCKER_REMOTE_IMAGE here)",
+    ),
+    "tfbridge.set-element": Rule(
+        "a changed element of a set of blocks (labels, devices, volumes, uploads, ...) is one element removed and "
+        "one added: a replacement when any attribute of the block is ForceNew",
+        "hashicorp/terraform-plugin-sdk v2.40.1 helper/schema/schema.go schemaMap.diffSet (old and new codes "
+        "diffed attribute by attribute) and finalizeDiff (RequiresNew set before the NewRemoved return)",
+    ),
+    "pulumi-docker.container-delete-before-replace": Rule(
+        "pulumi-docker replaces a Container by deleting the old one first (names are unique per daemon)",
+        "pulumi/pulumi-docker provider/resources.go L112-115 (`DeleteBeforeReplace: true`); "
+        "pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (`res.Schema.DeleteBeforeReplace`)",
+    ),
+    "tfbridge.provider-config": Rule(
+        "a change of a Docker provider's own inputs (host, sshOpts) updates the provider in place: nothing under "
+        "it is replaced, and its resources are then addressed on the new endpoint by their old ids",
+        "pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go configDiffer.DiffConfig (replace only for "
+        "ForcesProviderReplace); pulumi/pulumi-docker provider/resources.go L94-107 sets none",
+    ),
+    # terraform-provider-docker's own code.
+    "tfd.container-update": Rule(
+        "TFD's update applies only restart, maxRetryCount, cpuShares, memory, memoryReservation, cpuSet, "
+        "memorySwap and the block-IO limits to the running container (`docker update`, no restart), and starts it "
+        "when mustRun turns true; any other updatable input is only written into the state: the running container "
+        "keeps the old value until it is next replaced",
+        "TFD internal/provider/resource_docker_container_funcs.go resourceDockerContainerUpdate L991-1077",
+    ),
+    "tfd.container-delete": Rule(
+        "deleting a container stops it with destroyGraceSeconds as the timeout (0 when unset: SIGKILL right after "
+        "the stop signal), then removes it; a one-shot (attach) container is removed without a stop",
+        "TFD internal/provider/resource_docker_container_funcs.go resourceDockerContainerDelete L1079-1098; "
+        "moby daemon/stop.go (signal, wait the timeout, SIGKILL)",
+    ),
+    # pulumi-kubernetes.
+    "k8s.identity": Rule(
+        "a new metadata.name or metadata.namespace is a replacement (a Helm release: its name or namespace)",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/provider.go (*kubeProvider).Diff L1560; diff.go "
+        "metadataForceNewProperties L207-212; helm_release.go L907",
+    ),
+    "k8s.force-new": Rule(
+        "a change under a path pulumi-kubernetes lists for the kind (K8S_FORCE_NEW) is a replacement",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/diff.go forceNew (L45-205), matched by prefix "
+        "(provider/pkg/openapi/match.go PatchPropertiesChanged)",
+    ),
+    "k8s.secret": Rule(
+        "a Secret's type, data or stringData change is a replacement (the provider's enableSecretMutable is off)",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/diff.go L28-30",
+    ),
+    "k8s.configmap": Rule(
+        "a ConfigMap's data or binaryData change is a replacement (the provider's enableConfigMapMutable is off)",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/diff.go L32-34; provider.go L696-708 (default off)",
+    ),
+    "k8s.update": Rule(
+        "any other change is a patch of the live object; a Deployment or DaemonSet whose pod template changes "
+        "rolls its pods (its controller's rolling update); a Helm release is upgraded (`helm upgrade`)",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/provider.go (*kubeProvider).Diff; helm_release.go Diff",
+    ),
+    "k8s.provider-config": Rule(
+        "a Kubernetes provider whose kubeconfig, context or cluster points at another cluster is replaced, and so "
+        "is every object under it; any other change of its inputs updates it in place",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/provider.go (*kubeProvider).DiffConfig L454-570",
+    ),
+    "k8s.delete-before-replace": Rule(
+        "an object replaced under the same name and namespace is deleted first",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/provider.go (*kubeProvider).Diff L1645-1657",
+    ),
+    # What the offline plan cannot show.
+    "synth.secret": Rule(
+        "an input holding a Pulumi secret is `[secret]` in both plans: a new secret value alone does not show; "
+        "Pulumi compares the real values, so a rotated secret acts as a change of that input",
+        "tools/synth.py _redact; schema/stackfile.py SECRET_PLACEHOLDER (synth never sees a secret's value)",
+    ),
+}
+
+
+# --- terraform-provider-docker v4.5.0: every input attribute of a resource's schema -------------------------
+# Keyed by the Pulumi input path (pulumi-docker bridge-metadata.json renamedProperties), as plan.json has them.
+
+SET, SET_OF_BLOCKS, LIST, LIST_OF_BLOCKS, MAP, VALUE = "set", "set of blocks", "list", "list of blocks", "map", "value"
+
+
+@dataclass(frozen=True)
+class Attribute:
+    tf: str  # TFD's attribute path
+    line: int  # of its `"name": {` in `file`
+    force_new: bool
+    kind: str
+    file: str = ""  # default: the resource's file (DOCKER_FILES)
+
+
+_A = Attribute
+
+DOCKER_FILES = {
+    "docker:index/container:Container": "internal/provider/resource_docker_container.go",
+    "docker:index/remoteImage:RemoteImage": "internal/provider/resource_docker_image.go",
+}
+
+DOCKER_CONTAINER: dict[str, Attribute] = {
+    "name": _A("name", 50, True, VALUE),
+    "rm": _A("rm", 57, False, VALUE),
+    "readOnly": _A("read_only", 64, True, VALUE),
+    "start": _A("start", 72, False, VALUE),
+    "wait": _A("wait", 79, False, VALUE),
+    "waitTimeout": _A("wait_timeout", 86, False, VALUE),
+    "attach": _A("attach", 93, False, VALUE),
+    "logs": _A("logs", 100, False, VALUE),
+    "mustRun": _A("must_run", 122, False, VALUE),
+    "image": _A("image", 141, True, VALUE),
+    "hostname": _A("hostname", 148, True, VALUE),
+    "domainname": _A("domainname", 156, True, VALUE),
+    "command": _A("command", 163, True, LIST),
+    "entrypoints": _A("entrypoint", 172, True, LIST),
+    "user": _A("user", 181, True, VALUE),
+    "dns": _A("dns", 196, True, SET),
+    "dnsOpts": _A("dns_opts", 205, True, SET),
+    "dnsSearches": _A("dns_search", 214, True, SET),
+    "publishAllPorts": _A("publish_all_ports", 223, True, VALUE),
+    "restart": _A("restart", 230, False, VALUE),
+    "maxRetryCount": _A("max_retry_count", 238, False, VALUE),
+    "workingDir": _A("working_dir", 243, True, VALUE),
+    "removeVolumes": _A("remove_volumes", 256, False, VALUE),
+    "capabilities": _A("capabilities", 262, True, SET_OF_BLOCKS),
+    "capabilities.adds": _A("capabilities.add", 271, True, SET),
+    "capabilities.drops": _A("capabilities.drop", 280, True, SET),
+    "securityOpts": _A("security_opts", 291, True, SET),
+    "runtime": _A("runtime", 300, True, VALUE),
+    "platform": _A("platform", 307, True, VALUE),
+    "stopSignal": _A("stop_signal", 314, True, VALUE),
+    "stopTimeout": _A("stop_timeout", 321, True, VALUE),
+    "mounts": _A("mounts", 328, True, SET_OF_BLOCKS),
+    "mounts.target": _A("mounts.target", 335, False, VALUE),
+    "mounts.source": _A("mounts.source", 340, False, VALUE),
+    "mounts.type": _A("mounts.type", 345, False, VALUE),
+    "mounts.readOnly": _A("mounts.read_only", 351, False, VALUE),
+    "mounts.bindOptions": _A("mounts.bind_options", 356, False, LIST_OF_BLOCKS),
+    "mounts.bindOptions.propagation": _A("mounts.bind_options.propagation", 363, False, VALUE),
+    "mounts.volumeOptions": _A("mounts.volume_options", 372, False, LIST_OF_BLOCKS),
+    "mounts.volumeOptions.noCopy": _A("mounts.volume_options.no_copy", 379, False, VALUE),
+    "mounts.volumeOptions.labels": _A("mounts.volume_options.labels", 384, False, SET_OF_BLOCKS),
+    "mounts.volumeOptions.labels.label": _A(
+        "mounts.volume_options.labels.label", 60, True, VALUE, "internal/provider/helpers.go"
+    ),
+    "mounts.volumeOptions.labels.value": _A(
+        "mounts.volume_options.labels.value", 66, True, VALUE, "internal/provider/helpers.go"
+    ),
+    "mounts.volumeOptions.driverName": _A("mounts.volume_options.driver_name", 390, False, VALUE),
+    "mounts.volumeOptions.driverOptions": _A("mounts.volume_options.driver_options", 395, False, MAP),
+    "mounts.volumeOptions.subpath": _A("mounts.volume_options.subpath", 401, True, VALUE),
+    "mounts.tmpfsOptions": _A("mounts.tmpfs_options", 410, True, LIST_OF_BLOCKS),
+    "mounts.tmpfsOptions.sizeBytes": _A("mounts.tmpfs_options.size_bytes", 418, False, VALUE),
+    "mounts.tmpfsOptions.mode": _A("mounts.tmpfs_options.mode", 423, False, VALUE),
+    "volumes": _A("volumes", 434, True, SET_OF_BLOCKS),
+    "volumes.fromContainer": _A("volumes.from_container", 441, True, VALUE),
+    "volumes.containerPath": _A("volumes.container_path", 447, True, VALUE),
+    "volumes.hostPath": _A("volumes.host_path", 453, True, VALUE),
+    "volumes.volumeName": _A("volumes.volume_name", 460, True, VALUE),
+    "volumes.readOnly": _A("volumes.read_only", 466, True, VALUE),
+    "volumes.selinuxRelabel": _A("volumes.selinux_relabel", 472, True, VALUE),
+    "tmpfs": _A("tmpfs", 482, False, MAP),
+    "ports": _A("ports", 487, True, LIST_OF_BLOCKS),
+    "ports.internal": _A("ports.internal", 494, True, VALUE),
+    "ports.external": _A("ports.external", 501, True, VALUE),
+    "ports.ip": _A("ports.ip", 509, True, VALUE),
+    "ports.protocol": _A("ports.protocol", 525, True, VALUE),
+    "hosts": _A("host", 537, True, SET_OF_BLOCKS),
+    "hosts.ip": _A("host.ip", 544, True, VALUE),
+    "hosts.host": _A("host.host", 551, True, VALUE),
+    "ulimits": _A("ulimit", 561, True, SET_OF_BLOCKS),
+    "ulimits.name": _A("ulimit.name", 568, True, VALUE),
+    "ulimits.soft": _A("ulimit.soft", 574, True, VALUE),
+    "ulimits.hard": _A("ulimit.hard", 580, True, VALUE),
+    "envs": _A("env", 590, True, SET),
+    "privileged": _A("privileged", 656, True, VALUE),
+    "devices": _A("devices", 663, True, SET_OF_BLOCKS),
+    "devices.hostPath": _A("devices.host_path", 670, True, VALUE),
+    "devices.containerPath": _A("devices.container_path", 676, True, VALUE),
+    "devices.permissions": _A("devices.permissions", 682, True, VALUE),
+    "deviceReadBps": _A("device_read_bps", 693, False, SET_OF_BLOCKS),
+    "deviceReadBps.path": _A("device_read_bps.path", 699, False, VALUE),
+    "deviceReadBps.rate": _A("device_read_bps.rate", 704, False, VALUE),
+    "deviceReadIops": _A("device_read_iops", 713, False, SET_OF_BLOCKS),
+    "deviceReadIops.path": _A("device_read_iops.path", 719, False, VALUE),
+    "deviceReadIops.rate": _A("device_read_iops.rate", 724, False, VALUE),
+    "deviceWriteBps": _A("device_write_bps", 733, False, SET_OF_BLOCKS),
+    "deviceWriteBps.path": _A("device_write_bps.path", 739, False, VALUE),
+    "deviceWriteBps.rate": _A("device_write_bps.rate", 744, False, VALUE),
+    "deviceWriteIops": _A("device_write_iops", 753, False, SET_OF_BLOCKS),
+    "deviceWriteIops.path": _A("device_write_iops.path", 759, False, VALUE),
+    "deviceWriteIops.rate": _A("device_write_iops.rate", 764, False, VALUE),
+    "deviceRequests": _A("device_requests", 774, True, SET_OF_BLOCKS),
+    "deviceRequests.driver": _A("device_requests.driver", 782, True, VALUE),
+    "deviceRequests.count": _A("device_requests.count", 789, True, VALUE),
+    "deviceRequests.deviceIds": _A("device_requests.device_ids", 796, True, SET),
+    "deviceRequests.capabilities": _A("device_requests.capabilities", 805, True, SET),
+    "deviceRequests.options": _A("device_requests.options", 814, True, MAP),
+    "destroyGraceSeconds": _A("destroy_grace_seconds", 827, False, VALUE),
+    "labels": _A("labels", 833, True, SET_OF_BLOCKS),
+    "labels.label": _A("labels.label", 60, True, VALUE, "internal/provider/helpers.go"),
+    "labels.value": _A("labels.value", 66, True, VALUE, "internal/provider/helpers.go"),
+    "memory": _A("memory", 842, False, VALUE),
+    "memoryReservation": _A("memory_reservation", 848, False, VALUE),
+    "memorySwap": _A("memory_swap", 856, False, VALUE),
+    "shmSize": _A("shm_size", 863, True, VALUE),
+    "cpuShares": _A("cpu_shares", 872, False, VALUE),
+    "cpuSet": _A("cpu_set", 879, False, VALUE),
+    "logDriver": _A("log_driver", 886, True, VALUE),
+    "logOpts": _A("log_opts", 894, True, MAP),
+    "networkMode": _A("network_mode", 901, True, VALUE),
+    "networksAdvanced": _A("networks_advanced", 909, True, SET_OF_BLOCKS),
+    "networksAdvanced.name": _A("networks_advanced.name", 916, True, VALUE),
+    "networksAdvanced.aliases": _A("networks_advanced.aliases", 922, True, SET),
+    "networksAdvanced.ipv4Address": _A("networks_advanced.ipv4_address", 930, True, VALUE),
+    "networksAdvanced.ipv6Address": _A("networks_advanced.ipv6_address", 936, True, VALUE),
+    "networksAdvanced.linkLocalIps": _A("networks_advanced.link_local_ips", 942, True, SET),
+    "networksAdvanced.macAddress": _A("networks_advanced.mac_address", 950, True, VALUE),
+    "networksAdvanced.driverOpts": _A("networks_advanced.driver_opts", 956, True, SET),
+    "networksAdvanced.gwPriority": _A("networks_advanced.gw_priority", 963, True, VALUE),
+    "pidMode": _A("pid_mode", 974, True, VALUE),
+    "usernsMode": _A("userns_mode", 980, True, VALUE),
+    "uploads": _A("upload", 987, True, SET_OF_BLOCKS),
+    "uploads.content": _A("upload.content", 994, True, VALUE),
+    "uploads.contentBase64": _A("upload.content_base64", 1002, True, VALUE),
+    "uploads.file": _A("upload.file", 1009, True, VALUE),
+    "uploads.executable": _A("upload.executable", 1015, True, VALUE),
+    "uploads.permissions": _A("upload.permissions", 1022, True, VALUE),
+    "uploads.source": _A("upload.source", 1029, True, VALUE),
+    "uploads.sourceHash": _A("upload.source_hash", 1035, True, VALUE),
+    "healthcheck": _A("healthcheck", 1045, False, LIST_OF_BLOCKS),
+    "healthcheck.tests": _A("healthcheck.test", 1053, False, LIST),
+    "healthcheck.interval": _A("healthcheck.interval", 1059, False, VALUE),
+    "healthcheck.timeout": _A("healthcheck.timeout", 1066, False, VALUE),
+    "healthcheck.startPeriod": _A("healthcheck.start_period", 1073, False, VALUE),
+    "healthcheck.startInterval": _A("healthcheck.start_interval", 1080, False, VALUE),
+    "healthcheck.retries": _A("healthcheck.retries", 1087, False, VALUE),
+    "containerReadRefreshTimeoutMilliseconds": _A("container_read_refresh_timeout_milliseconds", 1098, False, VALUE),
+    "sysctls": _A("sysctls", 1105, True, MAP),
+    "ipcMode": _A("ipc_mode", 1111, True, VALUE),
+    "groupAdds": _A("group_add", 1118, True, SET),
+    "init": _A("init", 1126, False, VALUE),
+    "tty": _A("tty", 1132, True, VALUE),
+    "stdinOpen": _A("stdin_open", 1139, True, VALUE),
+    "storageOpts": _A("storage_opts", 1146, True, MAP),
+    "gpus": _A("gpus", 1152, True, VALUE),
+    "cpus": _A("cpus", 1158, True, VALUE),
+    "cpuPeriod": _A("cpu_period", 1164, False, VALUE),
+    "cpuQuota": _A("cpu_quota", 1170, False, VALUE),
+    "cgroupnsMode": _A("cgroupns_mode", 1176, True, VALUE),
+    "cgroupParent": _A("cgroup_parent", 1182, True, VALUE),
+}
+
+DOCKER_REMOTE_IMAGE: dict[str, Attribute] = {
+    "name": _A("name", 36, True, VALUE),
+    "keepLocally": _A("keep_locally", 55, False, VALUE),
+    "pullTriggers": _A("pull_triggers", 61, True, SET),
+    "forceRemove": _A("force_remove", 70, False, VALUE),
+    "build": _A("build", 76, False, SET_OF_BLOCKS),
+    "build.dockerfile": _A("build.dockerfile", 103, True, VALUE),
+    "build.tags": _A("build.tag", 110, False, LIST),
+    "build.remove": _A("build.remove", 118, False, VALUE),
+    "build.secrets": _A("build.secrets", 124, False, LIST_OF_BLOCKS),
+    "build.secrets.id": _A("build.secrets.id", 130, True, VALUE),
+    "build.secrets.src": _A("build.secrets.src", 137, True, VALUE),
+    "build.secrets.env": _A("build.secrets.env", 144, True, VALUE),
+    "build.label": _A("build.label", 154, False, MAP),
+    "build.suppressOutput": _A("build.suppress_output", 162, True, VALUE),
+    "build.remoteContext": _A("build.remote_context", 168, True, VALUE),
+    "build.noCache": _A("build.no_cache", 174, True, VALUE),
+    "build.forceRemove": _A("build.force_remove", 180, True, VALUE),
+    "build.pullParent": _A("build.pull_parent", 186, True, VALUE),
+    "build.isolation": _A("build.isolation", 192, True, VALUE),
+    "build.cpuSetCpus": _A("build.cpu_set_cpus", 198, True, VALUE),
+    "build.cpuSetMems": _A("build.cpu_set_mems", 204, True, VALUE),
+    "build.cpuShares": _A("build.cpu_shares", 210, True, VALUE),
+    "build.cpuQuota": _A("build.cpu_quota", 216, True, VALUE),
+    "build.cpuPeriod": _A("build.cpu_period", 222, True, VALUE),
+    "build.memory": _A("build.memory", 228, True, VALUE),
+    "build.memorySwap": _A("build.memory_swap", 234, True, VALUE),
+    "build.cgroupParent": _A("build.cgroup_parent", 240, True, VALUE),
+    "build.networkMode": _A("build.network_mode", 246, True, VALUE),
+    "build.shmSize": _A("build.shm_size", 252, True, VALUE),
+    "build.ulimits": _A("build.ulimit", 258, False, LIST_OF_BLOCKS),
+    "build.ulimits.name": _A("build.ulimit.name", 264, True, VALUE),
+    "build.ulimits.hard": _A("build.ulimit.hard", 270, True, VALUE),
+    "build.ulimits.soft": _A("build.ulimit.soft", 276, True, VALUE),
+    "build.buildArgs": _A("build.build_args", 285, True, MAP),
+    "build.authConfigs": _A("build.auth_config", 295, False, LIST_OF_BLOCKS),
+    "build.authConfigs.hostName": _A("build.auth_config.host_name", 301, False, VALUE),
+    "build.authConfigs.userName": _A("build.auth_config.user_name", 306, False, VALUE),
+    "build.authConfigs.password": _A("build.auth_config.password", 311, False, VALUE),
+    "build.authConfigs.auth": _A("build.auth_config.auth", 316, False, VALUE),
+    "build.authConfigs.email": _A("build.auth_config.email", 321, False, VALUE),
+    "build.authConfigs.serverAddress": _A("build.auth_config.server_address", 326, False, VALUE),
+    "build.authConfigs.identityToken": _A("build.auth_config.identity_token", 331, False, VALUE),
+    "build.authConfigs.registryToken": _A("build.auth_config.registry_token", 336, False, VALUE),
+    "build.context": _A("build.context", 344, True, VALUE),
+    "build.additionalContexts": _A("build.additional_contexts", 350, True, LIST),
+    "build.labels": _A("build.labels", 360, True, MAP),
+    "build.squash": _A("build.squash", 370, True, VALUE),
+    "build.cacheFroms": _A("build.cache_from", 376, True, LIST),
+    "build.cacheTo": _A("build.cache_to", 386, True, LIST),
+    "build.securityOpts": _A("build.security_opt", 396, True, LIST),
+    "build.extraHosts": _A("build.extra_hosts", 406, True, LIST),
+    "build.target": _A("build.target", 416, True, VALUE),
+    "build.sessionId": _A("build.session_id", 422, True, VALUE),
+    "build.platform": _A("build.platform", 428, True, VALUE),
+    "build.version": _A("build.version", 434, True, VALUE),
+    "build.buildId": _A("build.build_id", 440, True, VALUE),
+    "build.useLegacyBuilder": _A("build.use_legacy_builder", 446, True, VALUE),
+    "build.builder": _A("build.builder", 453, True, VALUE),
+    "build.buildLogFile": _A("build.build_log_file", 460, True, VALUE),
+    "build.provenance": _A("build.provenance", 466, True, VALUE),
+    "build.sbom": _A("build.sbom", 472, True, VALUE),
+    "triggers": _A("triggers", 84, True, MAP),
+    "platform": _A("platform", 90, True, VALUE),
+}
+
+DOCKER_SCHEMAS = {
+    "docker:index/container:Container": DOCKER_CONTAINER,
+    "docker:index/remoteImage:RemoteImage": DOCKER_REMOTE_IMAGE,
+}
+
+# TFD resourceDockerContainerUpdate's list of what it applies with ContainerUpdate (funcs.go L1016-1019), as Pulumi
+# inputs; plus mustRun, which starts a stopped container (L998-1013).
+DOCKER_LIVE_UPDATES = (
+    "restart",
+    "maxRetryCount",
+    "cpuShares",
+    "memory",
+    "memoryReservation",
+    "cpuSet",
+    "memorySwap",
+    "deviceReadBps",
+    "deviceReadIops",
+    "deviceWriteBps",
+    "deviceWriteIops",
+)
+
+
+# --- pulumi-kubernetes: the paths whose change replaces an object, per kind (diff.go) -------------------------
+# (apiVersion group, kind) -> paths; `[*]` is any element. metadata.name/namespace apply to every kind.
+_CONTAINER_PATHS = tuple(
+    f"{prefix}.{field}"
+    for prefix in (".spec.containers[*]", ".spec.initContainers[*]")
+    for field in (
+        "args command env env.value image imagePullPolicy lifecycle livenessProbe ports readinessProbe resources "
+        "securityContext stdin stdinOnce terminationMessagePath terminationMessagePolicy tty volumeDevices "
+        "volumeMounts workingDir"
+    ).split()
+)  # diff.go containerForceNewProperties L214-241
+_SELECTOR = tuple(
+    ".spec.selector" + suffix
+    for suffix in ("", ".matchExpressions", ".matchExpressions.key", ".matchExpressions.operator")
+    + (".matchExpressions.values", ".matchLabels")
+)  # diff.go labelSelectorForceNewProperties L243-251
+
+K8S_FORCE_NEW: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("apps", "Deployment"): (_SELECTOR, "diff.go L171-176 (var deployment)"),
+    ("apps", "DaemonSet"): (_SELECTOR, "diff.go L164-169 (var daemonset)"),
+    ("apps", "StatefulSet"): (
+        (".spec.podManagementPolicy", ".spec.revisionHistoryLimit", ".spec.serviceName", ".spec.volumeClaimTemplates")
+        + _SELECTOR,
+        "diff.go L196-205 (var statefulSet)",
+    ),
+    ("batch", "Job"): (
+        (".spec.completions", ".spec.parallelism", ".spec.template") + _SELECTOR,
+        "diff.go L178-186 (var job)",
+    ),
+    ("", "PersistentVolumeClaim"): (
+        (".spec.accessModes", ".spec.storageClassName", ".spec.volumeName") + _SELECTOR,
+        "diff.go L111-117",
+    ),
+    ("", "Pod"): (
+        tuple(
+            ".spec." + field
+            for field in (
+                "affinity automountServiceAccountToken dnsConfig dnsPolicy enableServiceLinks hostAliases hostIPC "
+                "hostNetwork hostPID hostname imagePullSecrets nodeName nodeSelector overhead preemptionPolicy "
+                "priority priorityClassName readinessGates restartPolicy runtimeClassName schedulerName "
+                "securityContext serviceAccount serviceAccountName shareProcessNamespace subdomain "
+                "terminationGracePeriodSeconds volumes"
+            ).split()
+        )
+        + _CONTAINER_PATHS,
+        "diff.go L119-151",
+    ),
+    ("", "Service"): ((".spec.clusterIP",), "diff.go L158-160"),
+    ("", "Secret"): ((".type", ".stringData", ".data"), "diff.go L28-30"),
+    ("", "ConfigMap"): ((".binaryData", ".data"), "diff.go L32-34"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): ((".roleRef",), "diff.go L192-194 (var roleBinding)"),
+    ("rbac.authorization.k8s.io", "RoleBinding"): ((".roleRef",), "diff.go L192-194 (var roleBinding)"),
+    ("storage.k8s.io", "StorageClass"): ((".parameters", ".provisioner"), "diff.go L72-75"),
+}
+# Not listed (only their name and namespace replace them): policy/v1 PodDisruptionBudget (diff.go lists v1beta1 only),
+# Namespace, every custom resource (DeviceConfig, JobSet, ServiceMonitor, PrometheusRule).
+K8S_IDENTITY = (".metadata.name", ".metadata.namespace")
+HELM_IDENTITY = (".name", ".namespace")  # helm_release.go L907
