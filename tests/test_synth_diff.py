@@ -139,3 +139,24 @@ def test_same_type_and_name_under_two_parents_is_matched_by_parent(base_plan):
     assert list(result.added) == [
         (CONTAINER, f"{container['name']} (in urn:pulumi:dev::rocm-stack::rocm-stack:aaa:First::x)")
     ]
+
+
+def test_the_impact_follows_the_diff_and_json_is_written_on_request(tmp_path, base_plan):
+    """`rocm-stack diff --json FILE` (through the project's command line): the Markdown goes on with what `pulumi up`
+    does (tools/impact.py), and the same prediction is written as JSON with each action's rules."""
+    from tools.cli import run
+
+    head = copy.deepcopy(base_plan)
+    container = next(r for r in head["resources"] if r["type"] == CONTAINER and r["name"] == "workstation-train")
+    container["inputs"]["shmSize"] += 1024  # TFD resource_docker_container.go L863: ForceNew
+    out, report = tmp_path / "summary.md", tmp_path / "impact.json"
+    code = run(
+        ["diff", str(write(tmp_path / "b.json", base_plan)), str(write(tmp_path / "h.json", head)), "--out", str(out)]
+        + ["--json", str(report)]
+    )
+    assert code == 0
+    markdown = out.read_text()
+    assert markdown.index("### Synth diff") < markdown.index("#### What `pulumi up` does to the running platform")
+    (impact,) = json.loads(report.read_text())["impacts"]
+    assert (impact["name"], impact["action"]) == (container["name"], "delete, then replace")
+    assert impact["replaced_by"] == [["shmSize", "tfbridge.force-new"]] and impact["stops_container"]

@@ -186,6 +186,67 @@ def test_preview_on_pull_requests():
     assert "head.repo.full_name == github.repository" in preview["if"]
 
 
+def comment_step() -> dict:
+    (step,) = [s for s in load("preview.yml")["jobs"]["synth"]["steps"] if s.get("name", "").startswith("Comment")]
+    return step
+
+
+def test_the_change_impact_is_a_sticky_comment_per_stack():
+    synth = load("preview.yml")["jobs"]["synth"]
+    assert synth["permissions"]["pull-requests"] == "write"
+    assert '--json "out/$STACK/impact.json"' in run_text(synth)  # into the artifact
+    step = comment_step()
+    assert "head.repo.full_name == github.repository" in step["if"]  # forks' tokens cannot comment
+    assert step["env"]["MARKER"] == "<!-- rocm-stack diff: ${{ matrix.stack }} -->"
+    names = [s.get("name") for s in synth["steps"]]
+    assert names.index(step["name"]) == names.index("Summarise the synth diff and its impact") + 1
+
+
+@pytest.mark.parametrize("existing, size", [("", 100), ("4711", 100), ("", 70_000)])
+def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, size):
+    """The step's shell with a recording `gh`: an existing comment of this stack (found by its marker) is edited,
+    otherwise one is created; a report over GitHub's 65,536-character limit is cut with a pointer to the summary."""
+    (tmp_path / "out" / "prod").mkdir(parents=True)
+    (tmp_path / "out" / "prod" / "synth-diff.md").write_text("x" * size)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"
+    gh.write_text(
+        "#!/bin/bash\n"
+        'echo "$*" >> "$CALLS"\n'
+        'for a in "$@"; do case "$a" in body=@*) cp "${a#body=@}" "$SENT";; esac; done\n'
+        'case "$*" in *--body-file*) cp "${@: -1}" "$SENT";; esac\n'
+        'if [ "$1 $2" = "api --paginate" ]; then [ -n "$EXISTING" ] && echo "$EXISTING"; fi\n'
+        "exit 0\n"
+    )
+    gh.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "STACK": "prod",
+        "PR": "12",
+        "MARKER": "<!-- rocm-stack diff: prod -->",
+        "GITHUB_REPOSITORY": "org/repo",
+        "RUNNER_TEMP": str(tmp_path),
+        "CALLS": str(tmp_path / "calls"),
+        "SENT": str(tmp_path / "sent"),
+        "EXISTING": existing,
+    }
+    result = subprocess.run(
+        ["bash", "-e", "-c", comment_step()["run"]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0].startswith("api --paginate repos/org/repo/issues/12/comments")
+    if existing:
+        assert calls[1].startswith("api --method PATCH repos/org/repo/issues/comments/4711 -F body=@")
+    else:
+        assert calls[1].startswith("pr comment 12 --repo org/repo --body-file")
+    sent = (tmp_path / "sent").read_text()
+    assert sent.startswith("<!-- rocm-stack diff: prod -->\n")
+    assert len(sent) < 65_536 and (("cut: the whole report" in sent) == (size > 60_000))
+
+
 def test_deploy_dev_then_prod_behind_the_production_environment():
     workflow = load("deploy.yml")
     assert triggers(workflow)["push"]["branches"] == ["main"]

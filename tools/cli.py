@@ -25,7 +25,11 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
         "Run the program under Pulumi's mock engine and write plan.json, manifests and Docker scripts.",
         True,
     ),
-    "diff": ("tools.synth_diff", "Compare two synth plans (resources added, removed, changed) as Markdown.", False),
+    "diff": (
+        "tools.synth_diff",
+        "Compare two synth plans: resources added, removed, changed, and what `pulumi up` does to them (Markdown, JSON).",
+        False,
+    ),
     "drift": ("tools.drift", "Turn `pulumi preview --refresh --json` into a drift report (exit 1 on drift).", False),
     "topology": ("tools.topology", "Print a saved rocm-smi/amd-smi GPU topology, and a placement, as JSON.", False),
     "alerts": ("tools.alerts", "Print (or --write) the GPU alert rules as a Prometheus rules file.", False),

@@ -429,7 +429,7 @@ K8S_FORCE_NEW: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ),
     ("", "PersistentVolumeClaim"): (
         (".spec.accessModes", ".spec.storageClassName", ".spec.volumeName") + _SELECTOR,
-        "diff.go L111-117",
+        "diff.go L111-118",
     ),
     ("", "Pod"): (
         tuple(

@@ -1,0 +1,210 @@
+"""The change-impact rules (tools/impact_rules.py) against the providers' own source, vendored in tests/data/docker
+and tests/data/kubernetes (see their SOURCE.txt) and read with tree-sitter's Go grammar (tests/upstream_go.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools import impact_rules
+from tools.impact_rules import (
+    DOCKER_CONTAINER,
+    DOCKER_LIVE_UPDATES,
+    DOCKER_REMOTE_IMAGE,
+    K8S_FORCE_NEW,
+    LIST,
+    LIST_OF_BLOCKS,
+    MAP,
+    RULES,
+    SET,
+    SET_OF_BLOCKS,
+    VALUE,
+    Attribute,
+)
+from tools.synth import SECRET
+from conftest import CONTAINER, REMOTE_IMAGE
+from upstream_go import parse, resource_schema, string_list_in_function, text, walk
+
+DOCKER = Path(__file__).parent / "data" / "docker"
+K8S_DIFF = Path(__file__).parent / "data" / "kubernetes" / "pulumi-kubernetes-diff.go"
+RENAMES = json.loads((DOCKER / "bridge-metadata.renames.json").read_text())["renamedProperties"]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def upstream_table(resource_file: str, top_type: str, nested_prefix: str) -> dict[str, Attribute]:
+    """The input attributes of a TFD resource keyed by their Pulumi path: pulumi-docker's renames
+    (bridge-metadata.json renamedProperties), otherwise the bridge's camelCase of the Terraform name."""
+    top = {tf: pulumi for pulumi, tf in RENAMES[top_type].items()}
+    nested: dict[str, str] = {}
+    for type_token, renames in RENAMES.items():
+        if type_token.startswith(nested_prefix):
+            nested.update({tf: pulumi for pulumi, tf in renames.items()})
+    table = {}
+    for a in resource_schema(DOCKER / resource_file, DOCKER / "helpers.go"):
+        if not a.input:
+            continue
+        first, *rest = a.path.split(".")
+        path = ".".join([top.get(first, _camel(first)), *(nested.get(p, _camel(p)) for p in rest)])
+        kind = {"schema.TypeSet": SET, "schema.TypeList": LIST, "schema.TypeMap": MAP}.get(a.type, VALUE)
+        if a.resource_elem:
+            kind = {SET: SET_OF_BLOCKS, LIST: LIST_OF_BLOCKS}[kind]
+        # labelSchema's attributes are declared in helpers.go (newLabelSchema), the rest in the resource's file
+        in_helpers = a.path.endswith(("labels.label", "labels.value"))
+        table[path] = Attribute(a.path, a.line, a.force_new, kind, "internal/provider/helpers.go" if in_helpers else "")
+    return table
+
+
+def test_the_container_table_is_tfds_schema():
+    """Every input attribute of docker_container, nested blocks included, with TFD's ForceNew, kind and line."""
+    assert DOCKER_CONTAINER == upstream_table(
+        "resource_docker_container.go", "docker:index/container:Container", "docker:index/Container"
+    )
+
+
+def test_the_remote_image_table_is_tfds_schema():
+    assert DOCKER_REMOTE_IMAGE == upstream_table(
+        "resource_docker_image.go", "docker:index/remoteImage:RemoteImage", "docker:index/RemoteImage"
+    )
+
+
+def test_facts_the_scenarios_rest_on():
+    """Stated here so that a provider upgrade that changes them fails by name."""
+    assert DOCKER_CONTAINER["image"].force_new and DOCKER_CONTAINER["envs"].force_new  # L141, L590
+    assert DOCKER_CONTAINER["name"].force_new and DOCKER_CONTAINER["command"].force_new  # L50, L163
+    assert not any(a.force_new for p, a in DOCKER_CONTAINER.items() if p.startswith("healthcheck"))  # L1045-1091
+    assert not DOCKER_CONTAINER["destroyGraceSeconds"].force_new and DOCKER_CONTAINER["stopTimeout"].force_new
+    assert DOCKER_REMOTE_IMAGE["name"].force_new and not DOCKER_REMOTE_IMAGE["keepLocally"].force_new
+
+
+def test_live_updates_are_what_tfds_update_applies():
+    """resourceDockerContainerUpdate's list of attributes it hands ContainerUpdate (funcs.go L1016-1019)."""
+    attributes, line = string_list_in_function(
+        DOCKER / "resource_docker_container_funcs.go", "resourceDockerContainerUpdate"
+    )
+    by_tf = {a.tf: path for path, a in DOCKER_CONTAINER.items()}
+    assert tuple(by_tf[a] for a in attributes) == DOCKER_LIVE_UPDATES and line == 1016
+
+
+def function(path: Path, name: str) -> tuple[str, int, int]:
+    for node in walk(parse(path)):
+        if node.type == "function_declaration" and text(node.child_by_field_name("name")) == name:
+            return text(node), node.start_point[0] + 1, node.end_point[0] + 1
+    raise AssertionError(f"{path}: no function {name}")
+
+
+def test_container_delete_stops_with_the_grace_and_update_and_delete_are_where_the_rules_say():
+    funcs = DOCKER / "resource_docker_container_funcs.go"
+    delete, start, _ = function(funcs, "resourceDockerContainerDelete")
+    # The stop timeout is destroy_grace_seconds, else 0; a one-shot (attach) container is not stopped first.
+    assert re.search(r'if !d\.Get\("attach"\)\.\(bool\) \{\s*// Stop the container', delete)
+    assert re.search(r'var timeout int\s*if d\.Get\("destroy_grace_seconds"\)\.\(int\) > 0', delete)
+    assert "client.ContainerStop(ctx, d.Id(), *&container.StopOptions{Timeout: &timeout})" in delete
+    assert f"L{start}-" in RULES["tfd.container-delete"].source
+    _, start, end = function(funcs, "resourceDockerContainerUpdate")
+    assert f"L{start}-{end}" in RULES["tfd.container-update"].source
+
+
+def test_pulumi_docker_deletes_a_container_before_replacing_it_and_forces_no_provider_replace():
+    source = DOCKER / "pulumi-docker-resources.go"
+    lines = source.read_text().splitlines()
+    resources = {}
+    for node in walk(parse(source)):
+        if node.type == "keyed_element" and text(node.named_children[0]).startswith('"docker_'):
+            resources[text(node.named_children[0]).strip('"')] = (text(node), node.start_point[0] + 1)
+    container, line = resources["docker_container"]
+    assert (
+        re.search(r"DeleteBeforeReplace:\s+true", container)
+        and "DeleteBeforeReplace" not in resources["docker_image"][0]
+    )
+    assert "L112-115" in RULES["pulumi-docker.container-delete-before-replace"].source and line == 112
+    assert "DeleteBeforeReplace: true" in lines[113]
+    assert "ForcesProviderReplace" not in source.read_text()  # the provider's inputs never replace it
+    assert lines[93].strip() == "Config: map[string]*tfbridge.SchemaInfo{"  # resources.go L94, cited
+
+
+# --- pulumi-kubernetes diff.go ---------------------------------------------------------------------------------
+
+
+def _lines(source: str) -> tuple[int, int]:
+    first, _, last = re.search(r"L(\d+)(-(\d+))?", source).groups()  # type: ignore[union-attr]
+    return int(first), int(last or first)
+
+
+def _literals(node_text_lines: list[str]) -> set[str]:
+    return set(re.findall(r'"([^"]*)"', "\n".join(node_text_lines)))
+
+
+def _function_literals(name: str) -> set[str]:
+    return set(re.findall(r'"([^"]*)"', function(K8S_DIFF, name)[0]))
+
+
+@pytest.mark.parametrize("key", sorted(K8S_FORCE_NEW), ids=lambda k: f"{k[0] or 'core'}/{k[1]}")
+def test_kubernetes_replacement_paths_are_pulumi_kubernetes_own(key):
+    """Each kind's paths are the literals of the lines cited from diff.go, the label-selector and container helpers
+    expanded (labelSelectorForceNewProperties, containerForceNewProperties), and nothing there is missing."""
+    lines = K8S_DIFF.read_text().splitlines()
+    paths, source = K8S_FORCE_NEW[key]
+    first, last = _lines(source)
+    cited = lines[first - 1 : last]
+    literals = _literals(cited)
+    selector = {".spec.selector" + s for s in _function_literals("labelSelectorForceNewProperties")}
+    container = {
+        f"{prefix}{s}"
+        for prefix in (".spec.containers[*]", ".spec.initContainers[*]")
+        for s in _function_literals("containerForceNewProperties")
+    }
+    expected = set(literals)
+    if any('labelSelectorForceNewProperties(".spec.selector")' in line for line in cited):
+        expected |= selector
+    if any("containerForceNewProperties(" in line for line in cited):
+        expected = (expected - {".spec.containers[*]", ".spec.initContainers[*]"}) | container
+    kind = key[1]
+    expected -= {kind}  # the map key itself
+    assert set(paths) == expected
+
+
+def test_kubernetes_kinds_not_listed_are_replaced_only_by_name_or_namespace():
+    """policy/v1 PodDisruptionBudget: diff.go lists only `policy/v1beta1`; custom resources are not listed."""
+    code = K8S_DIFF.read_text()
+    assert re.search(r'"policy": _versions\{\s*"v1beta1": _kinds\{"PodDisruptionBudget"', code)
+    assert "DeviceConfig" not in code and "JobSet" not in code
+    assert _function_literals("metadataForceNewProperties") == {".name", ".namespace"}
+
+
+# --- coverage: every input the program declares has a rule --------------------------------------------------------
+
+
+def input_paths(value: Any, path: str = "") -> Iterator[str]:
+    """The Pulumi input paths of a resource's inputs, list indices dropped: `labels`, `labels.label`, ..."""
+    if path:
+        yield path
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from input_paths(child, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for child in value:
+            if isinstance(child, dict):
+                yield from (p for p in input_paths(child, path) if p != path)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_docker_input_the_program_declares_has_a_rule(stack, request):
+    plan = request.getfixturevalue(f"{stack}_plan")
+    for type_token, table in ((CONTAINER, DOCKER_CONTAINER), (REMOTE_IMAGE, DOCKER_REMOTE_IMAGE)):
+        declared = {p for r in plan.of_type(type_token) for p in input_paths(r["inputs"]) if r["inputs"] != SECRET}
+        assert declared and declared <= table.keys(), sorted(declared - table.keys())
+
+
+def test_every_rule_has_a_source_and_every_cited_rule_exists():
+    assert all(rule.says and rule.source for rule in RULES.values())
+    code = Path(impact_rules.__file__).read_text()
+    assert set(re.findall(r'"((?:pulumi|tfbridge|tfd|k8s|synth|pulumi-docker)\.[a-z.-]+)"', code)) <= RULES.keys()
