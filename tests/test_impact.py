@@ -126,7 +126,7 @@ def test_health_check_interval_change_updates_in_place_and_reaches_no_running_co
     report = report_of(dev_plan, synthesize("dev"))
     serve = by_name(report)[(CONTAINER, "workstation-serve")]
     assert serve.action is Action.UPDATE and not report.containers_stopped
-    assert ("healthcheck.interval", "tfbridge.force-new") in serve.updated
+    assert ("healthcheck.interval", "tfbridge.not-force-new") in serve.updated
     assert "tfd.container-update" in serve.rules
     assert "`healthcheck`" in serve.meaning and "only recorded in the state" in serve.meaning
     assert "**No running container changes.**" in to_markdown(report, 50)
@@ -169,6 +169,7 @@ def test_gpu_check_threshold_change_reruns_every_check_and_stops_no_workload(pro
         and i.replaced_by == [("command[9]", "tfbridge.force-new"), ("name", "tfbridge.force-new")]
         for i in checks
     )
+    assert all(i.runs_check for i in checks)
     assert [i for i in report.impacts if i not in checks] == [] and not report.containers_stopped
 
 
@@ -221,6 +222,8 @@ def test_a_new_partition_with_the_placement_lock_starts_it_and_restarts_nothing(
     assert impacts[(CONTAINER, "box-a-new-gpucheck")].meaning == "runs the GPU check of `box/a-new`"
     assert not report.containers_stopped and (CONTAINER, "box-train") not in impacts
     assert {i.action for i in report.impacts} == {Action.CREATE}
+    assert all(i.rules == ["pulumi.urn"] for i in report.impacts)  # a new URN is a create
+    assert [i.name for i in report.impacts if i.runs_check] == ["box-a-new-gpucheck"]
 
 
 def test_without_the_lock_a_new_partition_moves_and_restarts_the_others():

@@ -50,6 +50,7 @@ class Impact(BaseModel):
     rules: list[str]  # every rule the action follows, RULES keys
     meaning: str  # on the running platform, in plain words
     stops_container: bool = False  # a running (not one-shot) container is stopped
+    runs_check: bool = False  # a GPU check or preflight container is created or replaced: it runs
 
 
 class SecretInput(BaseModel):
@@ -90,7 +91,8 @@ def _docker_input(type_token: str, path: str) -> tuple[bool, str] | None:
         if schema[block].kind == SET_OF_BLOCKS:
             fields = [a for p, a in schema.items() if p.startswith(block + ".") and p.count(".") == depth]
             return any(a.force_new for a in fields), "tfbridge.set-element"
-    return schema[key].force_new, "tfbridge.force-new"
+    force_new = schema[key].force_new
+    return force_new, "tfbridge.force-new" if force_new else "tfbridge.not-force-new"
 
 
 def _k8s_path(path: str) -> list[str]:
@@ -293,13 +295,21 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
         Action.DELETE_REPLACE: "deletes and re-creates",
     }.get(action, "changes")
     what = resource.inputs.get("kind") or resource.type.rsplit(":", 1)[-1]
+    if resource.type.startswith("pulumi:providers:"):
+        what = f"the {what} provider"
     suffix = ""
     if what == "Job" and action in (Action.REPLACE, Action.DELETE_REPLACE):
-        suffix = ": its pods stop and run again (training resumes from its newest checkpoint)"
+        suffix = ": its pods stop and run again"
+        if _parent(resource)[0] == "rocm-stack:workloads:TrainingJob":
+            suffix += " (the training resumes from its newest checkpoint)"
     if what == "Secret" and action in (Action.REPLACE, Action.DELETE_REPLACE):
         suffix = ": running pods keep the old value until they restart"
     name = resource.inputs.get("name") if resource.type == HELM_RELEASE else _k8s_name(resource)
     return f"{verb} {what} `{name or resource.name}`{suffix}"
+
+
+def _runs_check(action: Action, resource: PlannedResource) -> bool:
+    return resource.type == CONTAINER and bool(_labels(resource).get(CHECK_LABEL)) and action is not Action.DELETE
 
 
 def _changed(old: PlannedResource, new: PlannedResource, paths: tuple[str, ...]) -> Impact | None:
@@ -351,6 +361,7 @@ def _changed(old: PlannedResource, new: PlannedResource, paths: tuple[str, ...])
             rules=sorted({*rules, *how}),
             meaning=meaning,
             stops_container=new.type == CONTAINER and not old.inputs.get("attach"),
+            runs_check=_runs_check(action, new),
         )
     meaning, how = _update_meaning(new, updated)
     return Impact(
@@ -389,6 +400,7 @@ def _propagate_images(
             rules=sorted({*(current.rules if current else []), "pulumi.unknown-output", "tfbridge.force-new", *how}),
             meaning=_meaning(action, old, container),
             stops_container=not old.inputs.get("attach"),
+            runs_check=_runs_check(action, container),
         )
 
 
@@ -426,7 +438,12 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
         new = after[key]
         if new.custom:
             impacts[key] = Impact(
-                type=new.type, name=new.name, action=Action.CREATE, rules=[], meaning=_meaning(Action.CREATE, None, new)
+                type=new.type,
+                name=new.name,
+                action=Action.CREATE,
+                rules=["pulumi.urn"],
+                meaning=_meaning(Action.CREATE, None, new),
+                runs_check=_runs_check(Action.CREATE, new),
             )
     for key in result.removed:
         old = before[key]
@@ -459,11 +476,21 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
 
 
 def _because(impact: Impact) -> str:
+    if impact.action in (Action.CREATE, Action.DELETE):
+        return f"{'new' if impact.action is Action.CREATE else 'no longer declared'} (pulumi.urn)"
     reasons = impact.replaced_by or impact.updated
     by_path: dict[str, list[str]] = {}
     for path, rule in reasons:
         by_path.setdefault(path, []).append(rule)
     return ", ".join(f"`{cell(path)}` ({', '.join(rules)})" for path, rules in by_path.items())
+
+
+def _short_type(type_token: str) -> str:
+    return (
+        f"Provider {type_token.removeprefix('pulumi:providers:')}"
+        if type_token.startswith("pulumi:providers:")
+        else type_token.rsplit(":", 1)[-1]
+    )
 
 
 def to_markdown(report: ImpactReport, max_rows: int) -> str:
@@ -472,20 +499,20 @@ def to_markdown(report: ImpactReport, max_rows: int) -> str:
     if not report.impacts:
         lines.append("Nothing: no resource the engine manages changes. No running container changes.")
     else:
-        checks = [i for i in report.impacts if i.meaning.startswith("re-runs the GPU check")]
+        checks = [i for i in report.impacts if i.runs_check]
         lines.append(
             (
                 f"**{len(stopped)} running container(s) stop**: " + ", ".join(f"`{i.name}`" for i in stopped) + "."
                 if stopped
                 else "**No running container changes.**"
             )
-            + (f" {len(checks)} GPU check(s) run again." if checks else "")
+            + (f" {len(checks)} check(s) run: " + ", ".join(f"`{i.name}`" for i in checks) + "." if checks else "")
         )
         lines += ["", "| Action | Resource | Because | On the running platform |", "| --- | --- | --- | --- |"]
         for impact in report.impacts[:max_rows]:
             action = impact.action.value if impact.action else "**not predicted**"
             lines.append(
-                f"| {action} | `{impact.type.rsplit(':', 1)[-1]}` `{cell(impact.name)}` | {_because(impact)} | "
+                f"| {action} | `{_short_type(impact.type)}` `{cell(impact.name)}` | {_because(impact)} | "
                 f"{cell(impact.meaning)} |"
             )
         if len(report.impacts) > max_rows:

@@ -58,9 +58,15 @@ RULES: dict[str, Rule] = {
     ),
     # The Terraform bridge (pulumi-docker).
     "tfbridge.force-new": Rule(
-        "a change of an attribute TFD marks ForceNew is a replacement; any other change is an update",
+        "a change of an attribute TFD marks ForceNew is a replacement",
         "pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (RequiresNew -> replaces); "
         "TFD internal/provider/resource_docker_container.go, resource_docker_image.go (DOCKER_CONTAINER and DOCKER_REMOTE_IMAGE here)",
+    ),
+    "tfbridge.not-force-new": Rule(
+        "a change of an attribute TFD does not mark ForceNew is an update in place (what the update then does: "
+        "tfd.container-update)",
+        "pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (no RequiresNew -> an update); "
+        "TFD internal/provider/resource_docker_container.go, resource_docker_image.go",
     ),
     "tfbridge.set-element": Rule(
         "a changed element of a set of blocks (labels, devices, volumes, uploads, ...) is one element removed and "
