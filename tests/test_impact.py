@@ -42,8 +42,11 @@ def by_name(report: ImpactReport) -> dict[tuple[str, str], Impact]:
 def stop_words(container: dict[str, Any]) -> str:
     """How the running container is stopped, from its own inputs (rule tfd.container-delete): the grace another
     change may give it, else none."""
-    grace = container["inputs"].get("destroyGraceSeconds")
-    return f"grace {grace} s" if grace else "no grace: killed at once"
+    inputs = container["inputs"]
+    grace = inputs.get("destroyGraceSeconds")
+    return (
+        f"{inputs.get('stopSignal', 'SIGTERM')}, grace {grace} s, then killed" if grace else "no grace: killed at once"
+    )
 
 
 # --- scenarios on the shipped dev stack ------------------------------------------------------------------------
@@ -240,6 +243,22 @@ def test_without_the_lock_a_new_partition_moves_and_restarts_the_others():
     assert ("envs[0]", "tfbridge.force-new") in train.replaced_by
 
 
+def test_giving_a_partition_a_workload_moves_its_container_to_a_new_urn_and_the_docker_name_clashes(dev_plan):
+    """The partition's shell (declared by GpuHost) becomes the training's container (declared by DockerTraining):
+    same name, another parent, so another URN (pulumi.urn). Pulumi creates it while the shell, deleted only at the
+    end, still holds the Docker name `train`: the report says `pulumi up` fails there unless an alias is declared."""
+    config = stack_file("dev")
+    config[P + "training"][0].pop("docker")
+    base = synthesize("dev", config)
+    train = by_name(report_of(base, dev_plan))[(CONTAINER, "workstation-train")]
+    assert train.action is Action.REPLACE and ("parent", "pulumi.urn") in train.replaced_by
+    grace = stop_words(base.get(CONTAINER, "workstation-train"))
+    assert train.meaning.startswith(
+        f"replaces the shell of partition `workstation/train` ({grace}) by training `tiny` on `workstation/train`"
+    )
+    assert train.meaning.endswith("`pulumi up` fails there unless the move is declared as an alias")
+
+
 def test_adding_a_host_to_a_host_group_creates_its_resources_and_touches_no_other(dev_plan):
     template = {
         "docker": {"host": "ssh://deploy@{name}.example.internal"},
@@ -271,7 +290,8 @@ def test_a_changed_label_value_replaces_through_the_set_rule(dev_plan):
     head = edited(dev_plan, CONTAINER, "workstation-serve", lambda r: r["inputs"]["labels"][0].update(value="x/y"))
     serve = by_name(report_of(dev_plan, head))[(CONTAINER, "workstation-serve")]
     assert serve.action is Action.DELETE_REPLACE and serve.replaced_by == [("labels[0].value", "tfbridge.set-element")]
-    assert serve.meaning.startswith("replaces vLLM server `qwen-small` on `x/y`: it stops serving (no grace")
+    grace = stop_words(dev_plan.get(CONTAINER, "workstation-serve"))
+    assert serve.meaning.startswith(f"replaces vLLM server `qwen-small` on `workstation/serve` ({grace}")
 
 
 def test_a_cpuset_change_is_a_live_docker_update(dev_plan):

@@ -226,14 +226,17 @@ def _container_meaning(action: Action, old: PlannedResource | None, new: Planned
         return f"starts {role}"
     assert old is not None
     stop = _stop(old)
-    parent_type, _ = _parent(resource)
     if action is Action.DELETE:
-        return f"stops and removes {role} ({stop})"
+        return f"stops and removes {_container_role(old)} ({stop})"
+    assert new is not None
+    if _container_role(old) != role:  # e.g. a partition's shell becomes a workload's container
+        return f"replaces {_container_role(old)} ({stop}) by {role}"
+    parent_type, _ = _parent(new)
     if parent_type == "rocm-stack:workloads:DockerTraining":
         lost = "" if old.inputs.get("destroyGraceSeconds") else ", losing the steps since"
         after = f"training stops ({stop}) and resumes from its newest checkpoint{lost}"
     elif parent_type == "rocm-stack:workloads:DockerVllm":
-        wait = (new.inputs if new else {}).get("waitTimeout")
+        wait = new.inputs.get("waitTimeout")
         drain = "" if old.inputs.get("destroyGraceSeconds") else ", in-flight requests fail"
         after = f"it stops serving ({stop}{drain}) until the new container is healthy" + (
             f" (pulumi up waits up to {wait} s)" if wait else ""
