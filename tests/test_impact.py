@@ -216,8 +216,8 @@ def locked_synth(project: Path, config: dict[str, Any]) -> Plan:
 
 
 def test_a_new_partition_with_the_placement_lock_starts_it_and_restarts_nothing(project):
-    base = locked_synth(project, box(("train", 4)))
-    head = locked_synth(project, box(("train", 4), ("a-new", 2)))  # sorts first: unlocked, it would take GPUs 0-1
+    base = locked_synth(project, box(("train", 4), ("serve", 2)))
+    head = locked_synth(project, box(("train", 4), ("serve", 2), ("a-new", 2)))  # unlocked, it would take GPUs 0-1
     report = report_of(base, head)
     impacts = by_name(report)
     assert impacts[(CONTAINER, "box-a-new")].action is Action.CREATE
@@ -227,6 +227,17 @@ def test_a_new_partition_with_the_placement_lock_starts_it_and_restarts_nothing(
     assert {i.action for i in report.impacts} == {Action.CREATE}
     assert all(i.rules == ["pulumi.urn"] for i in report.impacts)  # a new URN is a create
     assert [i.name for i in report.impacts if i.runs_check] == ["box-a-new-gpucheck"]
+
+
+def test_a_second_partition_on_a_host_switches_the_first_to_private_ipc_and_replaces_it(project):
+    """In prod, partitions beside others get a private IPC namespace (issue 21 defect 4), and `ipc_mode` is ForceNew
+    (TFD L1111): splitting a single-partition host restarts its partition once, whatever the lock keeps."""
+    base = locked_synth(project, box(("train", 4)))
+    assert base.get(CONTAINER, "box-train")["inputs"]["ipcMode"] == "host"
+    report = report_of(base, locked_synth(project, box(("train", 4), ("a-new", 2))))
+    train = by_name(report)[(CONTAINER, "box-train")]
+    assert train.action is Action.DELETE_REPLACE and train.replaced_by == [("ipcMode", "tfbridge.force-new")]
+    assert [i.name for i in report.containers_stopped] == ["box-train"]
 
 
 def test_without_the_lock_a_new_partition_moves_and_restarts_the_others():
@@ -338,3 +349,10 @@ def test_an_input_no_rule_covers_is_not_predicted(dev_plan):
 
 def test_every_rule_named_in_a_report_is_in_the_table(image_bump):
     assert {rule for i in image_bump[2].impacts for rule in i.rules} <= RULES.keys()
+
+
+def test_a_map_key_is_decided_by_the_maps_force_new(dev_plan):
+    """`logOpts` is a map (TFD L894, ForceNew): diffMap finalizes each key with the map's schema."""
+    head = edited(dev_plan, CONTAINER, "workstation-serve", lambda r: r["inputs"]["logOpts"].update({"max-size": "1g"}))
+    serve = by_name(report_of(dev_plan, head))[(CONTAINER, "workstation-serve")]
+    assert serve.action is Action.DELETE_REPLACE and serve.replaced_by == [("logOpts.max-size", "tfbridge.force-new")]

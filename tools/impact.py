@@ -22,6 +22,7 @@ from tools.impact_rules import (
     HELM_IDENTITY,
     K8S_FORCE_NEW,
     K8S_IDENTITY,
+    MAP,
     RULES,
     SET_OF_BLOCKS,
     Action,
@@ -82,10 +83,15 @@ class ImpactReport(BaseModel):
 def _docker_input(type_token: str, path: str) -> tuple[bool, str] | None:
     """(replaces, rule) of a changed input path of a Docker resource; None when TFD's schema has no such input."""
     schema = DOCKER_SCHEMAS[type_token]
-    key = re.sub(r"\[\d+\]", "", path)
+    parts = re.sub(r"\[\d+\]", "", path).split(".")
+    for depth in range(1, len(parts)):
+        attribute = schema.get(".".join(parts[:depth]))
+        if attribute is not None and attribute.kind == MAP:  # its keys (`logOpts.max-size`) are no attributes
+            parts = parts[:depth]
+            break
+    key = ".".join(parts)
     if key not in schema:
         return None
-    parts = key.split(".")
     for depth in range(1, len(parts)):
         block = ".".join(parts[:depth])
         if schema[block].kind == SET_OF_BLOCKS:

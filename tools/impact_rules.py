@@ -58,7 +58,8 @@ RULES: dict[str, Rule] = {
     ),
     # The Terraform bridge (pulumi-docker).
     "tfbridge.force-new": Rule(
-        "a change of an attribute TFD marks ForceNew is a replacement",
+        "a change of an attribute TFD marks ForceNew is a replacement (a map's keys, e.g. logOpts.max-size, by the "
+        "map's ForceNew: terraform-plugin-sdk schema.go diffMap finalizes each with the map's schema)",
         "pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (RequiresNew -> replaces); "
         "TFD internal/provider/resource_docker_container.go, resource_docker_image.go (DOCKER_CONTAINER and DOCKER_REMOTE_IMAGE here)",
     ),
