@@ -42,6 +42,7 @@ from .types import (
     Name,
     Port,
     ShmSize,
+    StopGraceSeconds,
     cpus_of,
 )
 
@@ -259,6 +260,11 @@ class ContainerConfig(ConfigModel):
     memory: MemoryLimit | None = None
     """Memory limit of the partition's container and its GPU check, with no swap on top; beyond it the kernel's OOM
     killer ends a process of the partition. Its /dev/shm pages count against it. Unset: no limit."""
+    stop_grace_seconds: StopGraceSeconds = 30
+    """Seconds from SIGTERM to SIGKILL when the container stops: `docker stop`, a Docker daemon shutdown and the
+    delete before a `pulumi up` replaces it all wait this long (docs/workloads.md, "Stopping and replacing").
+    A partition running a workload takes the workload's (`training[].docker.stopGraceSeconds`,
+    `inference[].docker.stopGraceSeconds`)."""
 
 
 class LogConfig(ConfigModel):

@@ -95,6 +95,13 @@ AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces
 Port = Annotated[int, Field(ge=1, le=65535)]
 # GPUs of one host, partition, node or server: at most what one host can show, 64 (an 8-GPU node in CPX mode).
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_HOST)]
+# The provider deletes a container (stop with its destroyGraceSeconds, remove, wait) inside its 20-minute delete
+# timeout (kreuzwerker/terraform-provider-docker v4.5.0 internal/provider/resource_docker_container.go L14
+# dockerContainerDeleteDefaultTimeout, L33); a grace leaves the remove and wait a minute of it.
+MAX_STOP_GRACE_SECONDS = 20 * 60 - 60
+# Seconds from the stop signal (SIGTERM) to SIGKILL when a container stops: `docker stop`, a daemon shutdown,
+# Pulumi's delete before a replace.
+StopGraceSeconds = Annotated[int, Field(ge=1, le=MAX_STOP_GRACE_SECONDS)]
 
 
 # Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).

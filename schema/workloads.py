@@ -22,7 +22,18 @@ from typing import Annotated, Literal, Protocol
 from pydantic import ByteSize, Field
 
 from .base import ConfigModel
-from .types import DNS_LABEL, AbsolutePath, EnvName, EnvValue, GpuCount, Port, ShmSize, _human_bytes
+from .types import (
+    DNS_LABEL,
+    MAX_STOP_GRACE_SECONDS,
+    AbsolutePath,
+    EnvName,
+    EnvValue,
+    GpuCount,
+    Port,
+    ShmSize,
+    StopGraceSeconds,
+    _human_bytes,
+)
 from .base import matching as _matching
 from domain.gpus import MODELS
 
@@ -121,7 +132,19 @@ INFERENCE_MANAGED_ENV = ("HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "VLLM_API_KEY",
 # What `training[].kubernetes.network` sets: naming them in env/rcclEnv too would contradict it.
 NETWORK_MANAGED_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
 # Partition keys a claiming workload decides; setting them on the partition would be silently ignored.
-PARTITION_KEYS_DECIDED_BY_WORKLOAD = ("image", "command", "shm_size", "ports", "restart")
+PARTITION_KEYS_DECIDED_BY_WORKLOAD = ("image", "command", "shm_size", "ports", "restart", "stop_grace_seconds")
+
+# The training container's main process is torchrun. On SIGTERM its elastic agent sends the signal to every worker,
+# waits up to its shutdown timeout for them to exit, SIGKILLs the rest, then exits itself (torch 2.13:
+# torch/distributed/elastic/agent/server/api.py L752-756 `_shutdown(e.sigval, timeout=self._shutdown_timeout)`,
+# multiprocessing/api.py L1023-1053 `_close`: signal, wait, SIGKILL). The timeout was a fixed 30 s until
+# pytorch/pytorch#172596 (2026-03) made it `--shutdown-timeout` / TORCH_ELASTIC_SHUTDOWN_TIMEOUT (launcher/api.py
+# L145-149, default 30). The variable is set (an older torchrun ignores it, a flag it would refuse), and the
+# container's grace leaves torchrun TORCHRUN_EXIT_MARGIN_S after it to reap its workers and exit before Docker's
+# SIGKILL; the grace is therefore at least the fixed 30 s plus that margin.
+TORCHRUN_SHUTDOWN_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+TORCHRUN_FIXED_SHUTDOWN_S = 30
+TORCHRUN_EXIT_MARGIN_S = 10
 
 
 def merged_env(defaults: Mapping[str, str], overrides: Mapping[str, str | None]) -> dict[str, str]:
@@ -279,6 +302,19 @@ class TrainingDocker(ConfigModel):
     checkpoint_dir: AbsolutePath = "/var/lib/rocm-stack/checkpoints"
     # Docker's on-failure restart count.
     max_retries: int = Field(5, ge=0)
+    stop_grace_seconds: Annotated[
+        int, Field(ge=TORCHRUN_FIXED_SHUTDOWN_S + TORCHRUN_EXIT_MARGIN_S, le=MAX_STOP_GRACE_SECONDS)
+    ] = 300
+    """Seconds from SIGTERM to SIGKILL when the container stops (`docker stop`, a daemon shutdown, the delete
+    before a `pulumi up` replaces it). programs/train.py finishes its step, checkpoints and exits: this must cover
+    the longest step plus one checkpoint write (the `step_time_s` and checkpoint `seconds` it logs) plus 10 s for
+    torchrun to exit. torchrun gets the grace less those 10 s (TORCH_ELASTIC_SHUTDOWN_TIMEOUT); a torch older than
+    pytorch/pytorch#172596 (the default image's 2.8) SIGKILLs its workers 30 s after the signal whatever this says."""
+
+    @property
+    def torchrun_shutdown_seconds(self) -> int:
+        """How long torchrun waits for its workers after forwarding the signal (TORCHRUN_SHUTDOWN_ENV)."""
+        return self.stop_grace_seconds - TORCHRUN_EXIT_MARGIN_S
 
 
 class TrainingConfig(ConfigModel):
@@ -373,6 +409,11 @@ class InferenceDocker(ConfigModel):
     model_cache_dir: AbsolutePath = "/var/lib/rocm-stack/huggingface"
     """Host directory of the Hugging Face caches: partition P's server downloads into and loads from
     `<modelCacheDir>/<P>` alone, so no server can alter the weights another one loads."""
+    stop_grace_seconds: StopGraceSeconds = 120
+    """Seconds from SIGTERM to SIGKILL when the server stops (`docker stop`, a daemon shutdown, the delete before a
+    `pulumi up` replaces it): the time in-flight requests get to finish. A vLLM with `--shutdown-timeout`
+    (vllm-project/vllm#36666; not in the default 0.11.2 image) drains only when given it: add it to `extraArgs`
+    below this grace."""
 
 
 def model_cache_dir(placement: InferenceDocker, partition: str) -> str:
@@ -609,6 +650,8 @@ def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterab
     managed: tuple[str, ...] = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
     if isinstance(workload, TrainingConfig) and workload.kubernetes and workload.kubernetes.network:
         managed += NETWORK_MANAGED_ENV
+    if isinstance(workload, TrainingConfig) and workload.docker:
+        managed += (TORCHRUN_SHUTDOWN_ENV,)
     for key in ("env", "rccl_env" if isinstance(workload, TrainingConfig) else "rocm_env"):
         for name in getattr(workload, key):
             if name in managed:
@@ -825,7 +868,11 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                         )
                 # The partition's env wins over the workload's, so it must not redirect what the stack derives
                 # (CHECKPOINT_DIR away from the host volume, HF_HOME away from the model cache, ...).
-                managed = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
+                managed = (
+                    (*TRAINING_MANAGED_ENV, TORCHRUN_SHUTDOWN_ENV)
+                    if isinstance(workload, TrainingConfig)
+                    else INFERENCE_MANAGED_ENV
+                )
                 for name in sorted(set(container.env) & set(managed)):
                     yield (
                         f"{c_at}.env.{name}",

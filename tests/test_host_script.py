@@ -72,6 +72,10 @@ COMPARED = {
     "logs",
     "wait",
     "waitTimeout",
+    "stopSignal",
+    "stopTimeout",
+    # No docker flag: the provider's delete stops with it (ContainerStop timeout); `docker stop` uses stopTimeout.
+    "destroyGraceSeconds",
 }
 
 
@@ -93,6 +97,8 @@ def _create_parser() -> argparse.ArgumentParser:
         "--health-timeout",
         "--health-retries",
         "--health-start-period",
+        "--stop-signal",
+        "--stop-timeout",
     ):
         parser.add_argument(flag)
     for flag in (
@@ -192,6 +198,9 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
         "health_retries": str(check["retries"]) if "retries" in check else None,
         "health_start_period": check.get("startPeriod"),
         "no_healthcheck": check.get("tests") == ["NONE"],
+        # container.Config.StopSignal / StopTimeout (funcs.go L54-76), docker/cli's --stop-signal / --stop-timeout
+        "stop_signal": i.get("stopSignal"),
+        "stop_timeout": str(i["stopTimeout"]) if "stopTimeout" in i else None,
     }
 
 

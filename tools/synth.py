@@ -290,6 +290,11 @@ _RENDERED_INPUTS = {
     "uploads",
     "mustRun",
     "start",
+    "stopSignal",
+    "stopTimeout",
+    # No create flag: the provider's delete stops the container with this timeout before removing it
+    # (components/docker/stop.py); the script's header says to stop with it before replacing.
+    "destroyGraceSeconds",
 }
 _HEARDOC_END = "ROCM_STACK_EOF"
 
@@ -381,6 +386,10 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     restart = i.get("restart", "no")
     retries = f":{i['maxRetryCount']}" if restart == "on-failure" and i.get("maxRetryCount") else ""
     args.append(f"--restart={restart}{retries}")
+    if "stopSignal" in i:
+        args.append(f"--stop-signal={i['stopSignal']}")
+    if "stopTimeout" in i:
+        args.append(f"--stop-timeout={i['stopTimeout']}")
     if "healthcheck" in i:
         args += _health_flags(i["healthcheck"])
     return args + [image_names.get(i["image"], i["image"]), *i.get("command", [])]
@@ -526,7 +535,8 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
             "#!/bin/sh",
             f"# What stack '{plan.stack}' declares on this host, as docker commands: run it on a daemon "
             "without these containers",
-            "# (`docker rm -f` them first to replace them), or compare it with the ROCm docs.",
+            "# (to replace them, first `docker stop` them, which waits each one's --stop-timeout after SIGTERM as",
+            "# `pulumi up` waits its destroyGraceSeconds, then `docker rm`), or compare it with the ROCm docs.",
             "set -u",
             f"export DOCKER_HOST={shlex.quote(provider['inputs'].get('host', ''))}",
         ]

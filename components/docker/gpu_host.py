@@ -14,6 +14,7 @@ from schema.docker import HostConfig, SecurityProfile, ContainerConfig, gpu_devi
 from .environment import container_envs
 from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
 from .logs import log_args
+from .stop import graceful_stop
 
 # debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
 # profile only allows mbind/set_mempolicy (used by ROCm's NUMA-aware allocator) with CAP_SYS_NICE.
@@ -208,5 +209,6 @@ class GpuHost(pulumi.ComponentResource):
             or None,
             restart=c.restart,
             must_run=True,
+            **graceful_stop(c.stop_grace_seconds),
             opts=opts,
         )

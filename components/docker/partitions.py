@@ -16,6 +16,7 @@ from schema.docker import ContainerConfig, HostConfig, SecurityProfile
 from schema.workloads import partition_size
 from .environment import container_envs
 from .gpu_host import rocm_access, visibility_env
+from .stop import graceful_stop
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class WorkloadContainerArgs:
     security_profile: SecurityProfile
     restart: str
     must_run: bool
+    stop_grace_seconds: int
+    """From SIGTERM to SIGKILL when the container stops (components/docker/stop.py)."""
     max_retry_count: int | None = None
     volumes: Sequence[docker.ContainerVolumeArgs] = ()
     ports: Sequence[docker.ContainerPortArgs] = ()
@@ -115,5 +118,6 @@ def workload_container(
         must_run=args.must_run,
         wait=args.wait_timeout_seconds is not None or None,
         wait_timeout=args.wait_timeout_seconds,
+        **graceful_stop(args.stop_grace_seconds),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(partition.gates))),
     )

@@ -28,10 +28,13 @@ from domain.gpus import MODELS
 from schema.docker import LogConfig
 from schema.monitoring import MonitoringConfig
 from components.docker.logs import log_args
+from components.docker.stop import graceful_stop
 from domain.dashboard import dashboard_json_text
 
 # The exporter's ServerPort when no config file is mounted (ROCm/device-metrics-exporter docs and chart).
 EXPORTER_CONTAINER_PORT = 5000
+# Docker's default stop timeout (moby/moby v28.5.2 container/container_unix.go L26 `defaultStopTimeout = 10`).
+EXPORTER_STOP_GRACE_SECONDS = 10
 EXPORTER_NAME = "amd-device-metrics-exporter"
 KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
 DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
@@ -410,6 +413,8 @@ class DockerExporter(pulumi.ComponentResource):
             **log_args(args.logs),
             restart="unless-stopped",
             must_run=True,
+            # Nothing to finish or save: Docker's own default grace.
+            **graceful_stop(EXPORTER_STOP_GRACE_SECONDS),
             opts=on_host,
         )
         self.register_outputs({"container": self.container.name, "port": cfg.exporter_port})

@@ -335,6 +335,7 @@ class DockerVllm(pulumi.ComponentResource):
                     security_profile=args.security_profile,
                     restart="unless-stopped",
                     must_run=True,
+                    stop_grace_seconds=placement.stop_grace_seconds,
                     volumes=[
                         docker.ContainerVolumeArgs(
                             host_path=model_cache_dir(placement, partition.container.name),

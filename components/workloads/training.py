@@ -24,7 +24,7 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
-from schema.workloads import HostPathStorage, TrainingConfig, TrainingKubernetes
+from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from .pods import (
     env_secret,
@@ -420,12 +420,16 @@ class DockerTraining(pulumi.ComponentResource):
                 WorkloadContainerArgs(
                     image=images[partition.host.name].image_id,
                     command=torchrun_standalone(partition.gpu_count),
-                    env=training.program_env(CHECKPOINT_MOUNT),
+                    env={
+                        **training.program_env(CHECKPOINT_MOUNT),
+                        TORCHRUN_SHUTDOWN_ENV: str(placement.torchrun_shutdown_seconds),
+                    },
                     shm_size_bytes=int(training.shm_size),
                     security_profile=args.security_profile,
                     restart="on-failure",
                     max_retry_count=placement.max_retries,
                     must_run=False,
+                    stop_grace_seconds=placement.stop_grace_seconds,
                     volumes=[docker.ContainerVolumeArgs(host_path=host_dir, container_path=CHECKPOINT_MOUNT)],
                     uploads=uploads,
                     secret_env=args.secret_env,

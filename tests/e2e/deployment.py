@@ -111,6 +111,11 @@ def _expected(inputs: dict[str, Any], images: dict[str, str]) -> dict[str, Any]:
     config: dict[str, Any] = {"Image": images[inputs["image"]], "Cmd": inputs.get("command")}
     if "hostname" in inputs:
         config["Hostname"] = inputs["hostname"]
+    # What the provider's Read stores back (funcs.go L977-978: container.Config.StopSignal, .StopTimeout): the
+    # daemon keeping the declared values verbatim is what keeps them out of every later diff (ForceNew inputs).
+    for key, field in (("stopSignal", "StopSignal"), ("stopTimeout", "StopTimeout")):
+        if key in inputs:
+            config[field] = inputs[key]
     return {"HostConfig": host_config, "Config": config}
 
 

@@ -1,0 +1,30 @@
+"""How a long-running container stops: one grace period for `pulumi up`'s replace, `docker stop` and a daemon shutdown.
+
+Pulumi deletes a docker.Container before it creates its replacement (pulumi/pulumi-docker provider/resources.go
+L112-114 @ 237b7899: `"docker_container": {... DeleteBeforeReplace: true}`), and the provider's delete stops it with a timeout of
+`destroy_grace_seconds`, 0 when unset (kreuzwerker/terraform-provider-docker v4.5.0
+internal/provider/resource_docker_container_funcs.go L1085-1093, skipped for `attach` containers), then removes it.
+The daemon sends the stop signal, waits the timeout, then SIGKILLs (moby/moby v28.5.2 daemon/stop.go L55-57,
+L84, L98, L113-116). Without a grace a replace SIGKILLs at once: a training loses every step since its last
+checkpoint, a vLLM server its in-flight requests.
+
+`stop_signal` and `stop_timeout` are stored in the container's config (funcs.go L54-76), which `docker stop` without
+`-t` and a daemon shutdown use (moby container/container.go L584-602 StopSignal/StopTimeout; daemon/daemon.go
+L1222-1234 shutdownContainer), so an operator's stop and a host reboot give the same grace. Both are ForceNew and
+read back as the daemon stores them (resource_docker_container.go L314-327; funcs.go L977-978
+`d.Set("stop_signal", container.Config.StopSignal)`, `d.Set("stop_timeout", container.Config.StopTimeout)`): the
+declared "SIGTERM" and number are kept verbatim by the daemon, so they never show as a diff.
+`destroy_grace_seconds` is not ForceNew and is not read back (funcs.go L931: "can't be imported"): changing it
+updates the state only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STOP_SIGNAL = "SIGTERM"
+
+
+def graceful_stop(grace_seconds: int) -> dict[str, Any]:
+    """The docker.Container arguments of a container that gets `grace_seconds` from SIGTERM to SIGKILL."""
+    return {"destroy_grace_seconds": grace_seconds, "stop_signal": STOP_SIGNAL, "stop_timeout": grace_seconds}
