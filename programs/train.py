@@ -30,8 +30,15 @@ Behaviour:
     half-written files are skipped and renamed *.invalid); every rank loads that same file and training
     continues at the next step, so a killed job loses at most CHECKPOINT_EVERY steps. A run whose checkpoint
     already reached TRAIN_STEPS exits 0 at once. CHECKPOINT_DIR must be storage every node sees.
-  * Exit status: 0 done, 2 invalid settings, anything else a failure (torchrun reports the failed rank, and
-    writes its traceback to TORCHELASTIC_ERROR_FILE), so restart policies and Job backoff apply.
+  * SIGTERM (`docker stop`, the delete before `pulumi up` replaces the container, a pod's deletion; torchrun, the
+    container's main process, forwards it to every worker) stops the run at the end of the current step: every
+    step all ranks agree on whether any of them got it (one all-reduce of a flag), so they all stop after the
+    same step; rank 0 checkpoints that step (atomically, as any checkpoint) unless it just did, logs `stop`, and
+    every rank exits 0. The next start resumes from that checkpoint: no step is lost. torchrun itself then exits 1
+    (it re-raises the signal as SignalException), so Docker's on-failure policy restarts it after a daemon
+    restart and a Kubernetes Job does not count the stop as its completion.
+  * Exit status: 0 done or stopped by SIGTERM, 2 invalid settings, anything else a failure (torchrun reports the
+    failed rank, and writes its traceback to TORCHELASTIC_ERROR_FILE), so restart policies and Job backoff apply.
 """
 
 from __future__ import annotations
@@ -118,6 +125,25 @@ def init_world(config: TrainConfig) -> World:
     return World(rank, world_size, local_rank, backend, device)
 
 
+class StopRequest:
+    """Whether this process got SIGTERM; the handler only records it, so the step in progress (and a checkpoint
+    being written) finishes."""
+
+    def __init__(self) -> None:
+        self.received_at: float | None = None
+
+    def handle(self, signum: int, frame: object) -> None:
+        if self.received_at is None:
+            self.received_at = time.monotonic()
+
+
+def any_rank(flag: bool, world: World) -> bool:
+    """True on every rank if any rank says so (the same collective on all ranks, every step)."""
+    tensor = torch.tensor([int(flag)], device=world.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return bool(tensor.item())
+
+
 def all_ranks_ok(ok: bool, world: World) -> bool:
     """True only if every rank says ok, so a failure on one rank stops all of them instead of hanging the rest."""
     flag = torch.tensor([int(ok)], device=world.device)
@@ -171,7 +197,7 @@ def resume(
     return int(state["step"])
 
 
-def train(config: TrainConfig, world: World) -> None:
+def train(config: TrainConfig, world: World, stop: StopRequest) -> None:
     log = Logger(world.rank)
     workload: Workload = load_entrypoint(config.entrypoint)(config, world.device)
     model = workload.model.to(world.device)
@@ -228,7 +254,8 @@ def train(config: TrainConfig, world: World) -> None:
                 timed_seconds += elapsed
             first_window, window_start, window_steps = False, now, 0
 
-        if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps):
+        stopping = any_rank(stop.received_at is not None, world) and step < config.steps
+        if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps or stopping):
             saving_since = time.perf_counter()
             if world.rank == 0:
                 saved = store.save(
@@ -254,6 +281,16 @@ def train(config: TrainConfig, world: World) -> None:
             )
             os.kill(os.getpid(), signal.SIGKILL)
 
+        if stopping:
+            log(
+                "stop",
+                step=step,
+                signal="SIGTERM",
+                # rank 0's own signal; None when only another rank got it
+                seconds_since_signal=round(time.monotonic() - stop.received_at, 3) if stop.received_at else None,
+            )
+            return
+
     log(
         "done",
         step=config.steps,
@@ -266,14 +303,21 @@ def train(config: TrainConfig, world: World) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv, os.environ)
+    stop = StopRequest()
+    # Before the rendezvous: a signal during start-up stops the run after its first step. Restored on return,
+    # for callers that run main() in their own process (tests).
+    previous = signal.signal(signal.SIGTERM, stop.handle)
     try:
-        world = init_world(config)
-    except SetupError as error:
-        print(f"train.py: error: {error}", file=sys.stderr)
-        return 2
-    train(config, world)
-    dist.destroy_process_group()
-    return 0
+        try:
+            world = init_world(config)
+        except SetupError as error:
+            print(f"train.py: error: {error}", file=sys.stderr)
+            return 2
+        train(config, world, stop)
+        dist.destroy_process_group()
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
