@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,72 @@ def test_killed_worker_fails_the_run_and_restart_resumes_to_identical_parameters
     assert_same_state(final_state(directory), final_state(reference[1]))
     # The same losses as the uninterrupted run, step for step.
     assert [e["loss"] for e in events(resumed, "step")] == [e["loss"] for e in events(reference[0], "step")[3:]]
+
+
+def _workers(launcher: int) -> dict[int, int]:
+    """RANK -> pid of torchrun's worker processes (its children)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = int(stat.parent.name), int(stat.read_text().rpartition(")")[2].split()[1])
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        ranks = [int(v.removeprefix(b"RANK=")) for v in environ if v.startswith(b"RANK=")]
+        if ppid == launcher and ranks:
+            found[ranks[0]] = pid
+    return found
+
+
+SIGTERM_STEPS = 200
+
+
+def test_sigterm_to_one_rank_stops_every_rank_after_one_step_with_a_checkpoint_and_resume_loses_nothing(
+    tmp_path,
+) -> None:
+    """torchrun forwards a SIGTERM it gets to every worker (torch 2.13 elastic/agent/server/api.py L752-756,
+    multiprocessing/api.py L1023-1053); here only rank 1 gets it, as the ranks of one node when a multi-node job
+    loses a pod, so rank 0 learns of it from the per-step all-reduce. Every rank stops after the same step, rank 0
+    checkpoints exactly that step, all exit 0 (so torchrun, not signalled itself, exits 0), and the next run resumes
+    there with the uninterrupted run's losses, step for step. The run through Docker's `docker stop` is
+    tests/e2e/test_e2e_graceful_stop.py."""
+    many = ("--steps", str(SIGTERM_STEPS), "--checkpoint-every", "50")
+    reference = torchrun(tmp_path / "reference", *many)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(TRAIN)]
+    launcher = subprocess.Popen(
+        [*command, "--checkpoint-dir", str(directory), *RUN, *many],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=clean_env(),
+    )
+    assert launcher.stdout is not None
+    lines = []
+    for line in launcher.stdout:  # until rank 0 has logged step 5
+        lines.append(line)
+        if line.startswith("{") and json.loads(line).get("step", 0) >= 5 and json.loads(line)["event"] == "step":
+            break
+    os.kill(_workers(launcher.pid)[1], signal.SIGTERM)
+    out, err = launcher.communicate(timeout=120)
+    stopped = subprocess.CompletedProcess(launcher.args, launcher.returncode, "".join(lines) + out, err)
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    (stop,) = events(stopped, "stop")
+    step = stop["step"]
+    assert 5 <= step < SIGTERM_STEPS and stop["seconds_since_signal"] is None  # rank 0 got no signal itself
+    assert events(stopped, "checkpoint")[-1]["step"] == step == steps_of(directory)[-1]
+    assert [e["step"] for e in events(stopped, "step")] == list(range(1, step + 1))
+    assert events(stopped, "done") == []
+
+    resumed = torchrun(directory, *many)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [e["step"] for e in events(resumed, "resume")] == [step]
+    losses = [e["loss"] for e in events(stopped, "step") + events(resumed, "step")]
+    assert losses == [e["loss"] for e in events(reference, "step")]  # every step once, none lost or repeated
+    assert_same_state(final_state(directory), final_state(tmp_path / "reference"))
 
 
 def test_corrupt_and_half_written_checkpoints_are_never_loaded(reference, tmp_path) -> None:
