@@ -24,9 +24,9 @@ from e2e.deployment import Deployment, check_created_as_declared, deploy
 from e2e.harness import Docker, make_gpu_nodes, on_cpu, on_test_host
 from tools.synth import synthesize
 
-STEPS, CHECKPOINT_EVERY = 300, 100
+STEPS, CHECKPOINT_EVERY = 150, 50
 GRACE_S = 60
-RUN_TIMEOUT_S = 180
+RUN_TIMEOUT_S = 300
 
 
 def _config(tmp: Path, dev_root: Path) -> dict[str, Any]:
