@@ -47,7 +47,12 @@ if monitoring is not None:
     for host_config in cfg.hosts:
         DockerExporter(
             host_config.name,
-            DockerExporterArgs(config=monitoring, provider=hosts[host_config.name].provider, logs=host_config.logs),
+            DockerExporterArgs(
+                config=monitoring,
+                provider=hosts[host_config.name].provider,
+                logs=host_config.logs,
+                pull_timeout_seconds=host_config.docker.pull_timeout_seconds,
+            ),
         )
     pulumi.export(
         "prometheusScrapeConfig",

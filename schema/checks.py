@@ -59,7 +59,8 @@ class ChecksConfig(ConfigModel):
     """Apply the floors. Unset: in prod only; dev checks GPU count and correctness (a workstation's GPU is rarely the
     fleet's model)."""
     timeout_seconds: Annotated[int, Field(ge=60, le=7200)] = 900
-    """How long gpucheck's ranks may take before the check fails as hung (its --timeout)."""
+    """How long gpucheck's ranks may take before the check fails as hung (its --timeout); `pulumi up` waits up to
+    that plus 300 s for the check's container (docs/workloads.md "Deadlines")."""
     image_rocm: dict[str, Annotated[str, matching(r"\d+\.\d+", "a ROCm release such as 7.0")]] = {}
     """ROCm release (major.minor) of an image (a key of `images`) whose tag does not name it; the preflight checks
     the host's amdgpu driver against it. Required in prod for such images."""

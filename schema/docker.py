@@ -43,6 +43,7 @@ from .types import (
     Port,
     ShmSize,
     StopGraceSeconds,
+    WaitSeconds,
     cpus_of,
 )
 
@@ -191,6 +192,10 @@ class SecurityConfig(ConfigModel):
 class DockerEndpoint(ConfigModel):
     host: str = "unix:///var/run/docker.sock"
     ssh_opts: list[str] = []
+    pull_timeout_seconds: WaitSeconds = 3600
+    """How long pulling one image onto this host may take before `pulumi up` fails it (plus a 300 s margin: the
+    image's create timeout, docs/workloads.md "Deadlines"). ROCm images are tens of GB: an hour pulls ~20 GB at
+    50 Mbit/s."""
 
     @field_validator("host")
     @classmethod

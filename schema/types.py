@@ -102,6 +102,9 @@ MAX_STOP_GRACE_SECONDS = 20 * 60 - 60
 # Seconds from the stop signal (SIGTERM) to SIGKILL when a container stops: `docker stop`, a daemon shutdown,
 # Pulumi's delete before a replace.
 StopGraceSeconds = Annotated[int, Field(ge=1, le=MAX_STOP_GRACE_SECONDS)]
+# How long `pulumi up` waits for one step (a pull, a server's start): the deadline of its resource's create
+# (components/docker/deadlines.py). A step that takes longer than a day is hung, not slow.
+WaitSeconds = Annotated[int, Field(ge=60, le=86400)]
 
 
 # Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).

@@ -32,6 +32,7 @@ from .types import (
     Port,
     ShmSize,
     StopGraceSeconds,
+    WaitSeconds,
     _human_bytes,
 )
 from .base import matching as _matching
@@ -437,8 +438,9 @@ class InferenceConfig(ConfigModel):
     # Merged over INFERENCE_ROCM_ENV (+ MULTI_GPU_INFERENCE_ENV with more than one GPU); `null` removes one.
     rocm_env: dict[EnvName, EnvValue | None] = {}
     shm_size: ShmSize = ByteSize(16 * 1024**3)
-    # Downloading and loading a large model takes a while: startup probe / health-check grace period.
-    startup_timeout_seconds: int = Field(1800, ge=60)
+    startup_timeout_seconds: WaitSeconds = 1800
+    """How long a server may take to download and load its model: the startup probe (Kubernetes) and the health
+    check's start period (Docker), which `pulumi up` waits out (docs/workloads.md "Deadlines")."""
     kubernetes: InferenceKubernetes | None = None
     docker: InferenceDocker | None = None
 

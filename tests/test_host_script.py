@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ from tools.synth import SECRET, Plan, docker_scripts
 # A shell script, not Python: it runs once per docker call. Arguments are separated by \\037 (never in the
 # plan's values), one call per line; the tar piped to `docker cp -` is kept as LOG.<call number>.tar; a
 # container awaited healthy (`docker inspect`) is healthy at once, unless DOCKER_HEALTH says otherwise; the
-# attached run (`start --attach`) of the container named DOCKER_FAILS exits 1; `version` and `info` print
+# attached run (`start --attach`) of the container named DOCKER_FAILS exits 1, that of DOCKER_HANGS never ends;
+# with DOCKER_PULL_HANGS no image is there and every `docker pull` never ends; `version` and `info` print
 # DOCKER_VERSIONS (client and daemon) and DOCKER_CDI_SPEC_DIRS, by default a Docker 28.2 with CDI on.
 RECORDER = r"""#!/bin/sh
 log=$DOCKER_CALLS
@@ -37,6 +39,8 @@ if [ "$1" = logs ]; then echo "the server's last words"; fi
 for arg in "$@"; do printf '%s\037' "$arg"; done >> "$log"
 echo >> "$log"
 if [ "$1 $2 $3" = "start --attach ${DOCKER_FAILS:-}" ]; then exit 1; fi
+if [ "$1 $2 $3" = "start --attach ${DOCKER_HANGS:-}" ]; then exec sleep 600; fi
+if [ -n "${DOCKER_PULL_HANGS:-}" ]; then case "$1 $2" in "image inspect") exit 1;; pull*) exec sleep 600;; esac; fi
 """
 
 
@@ -232,7 +236,11 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
         script = docker_scripts(plan)[host]
         creates = {
             a[1].removeprefix("--name="): a[1:]
-            for a in (shlex.split(line)[1:] for line in script.splitlines() if line.startswith("docker create "))
+            for a in (
+                shlex.split(line)[3:]
+                for line in script.splitlines()
+                if line.startswith('by "$deadline" docker create ')  # within its deadline: below
+            )
         }
         assert sorted(creates) == sorted(c["name"] for c in containers), host
         for inputs in containers:
@@ -382,3 +390,37 @@ def test_cdi_devices_stop_the_script_on_a_docker_without_cdi(cdi_plan: Plan, tmp
 def test_hosts_without_cdi_devices_do_not_ask_the_daemon(dev_plan: Plan, tmp_path):
     result, calls = run_recorded(docker_scripts(dev_plan)["workstation"], tmp_path, DOCKER_VERSIONS="20.10.24 20.10.24")
     assert result.returncode == 0 and not [c for c in calls if c["argv"][0] in ("version", "info")]
+
+
+def _with_deadline(plan: Plan, kind: str, name: str, seconds: int) -> Plan:
+    changed = copy.deepcopy(plan)
+    (resource,) = [r for r in changed.of_type(kind) if r["name"] == name]
+    resource["custom_timeouts"]["create"] = f"{seconds}s"
+    return changed
+
+
+def test_a_hung_check_is_cut_at_its_deadline_and_its_partition_not_created(dev_plan: Plan, tmp_path):
+    """The provider's create of an attached check waits for it to exit with no bound but the create timeout
+    (resource_docker_container_funcs.go L628-671: ContainerWait under the create's context): the script gives the
+    check the plan's `custom_timeouts.create` (shortened here to 3 s) and treats it as failed after that."""
+    checks = _check_names(dev_plan)
+    check = checks["workstation-train-gpucheck"]
+    plan = _with_deadline(dev_plan, CONTAINER, "workstation-train-gpucheck", 3)
+    started = time.monotonic()
+    result, calls = run_recorded(docker_scripts(plan)["workstation"], tmp_path, DOCKER_HANGS=check)
+    assert 3 <= time.monotonic() - started < 30
+    assert result.returncode == 1
+    assert f"{check}: cut at its deadline of 3 s" in result.stderr
+    assert f"train: not created: {check}, which it waits for, failed" in result.stderr
+    assert "train" not in _created(calls) and "serve" in _created(calls)
+
+
+def test_a_hung_pull_is_cut_at_the_images_deadline(dev_plan: Plan, tmp_path):
+    """A RemoteImage's create pulls (resource_docker_image_funcs.go L34-56) under its create timeout."""
+    (image,) = [r for r in dev_plan.of_type(REMOTE_IMAGE) if r["name"] == "workstation-amd-device-metrics-exporter"]
+    plan = dev_plan
+    for other in dev_plan.of_type(REMOTE_IMAGE):
+        plan = _with_deadline(plan, REMOTE_IMAGE, other["name"], 2)
+    result, _ = run_recorded(docker_scripts(plan)["workstation"], tmp_path, DOCKER_PULL_HANGS="1")
+    assert result.returncode == 1
+    assert f"{image['inputs']['name']}: cut at its deadline of 2 s" in result.stderr

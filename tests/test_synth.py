@@ -48,7 +48,7 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert scripts == [f"gpu-node-{i}.sh" for i in range(1, 5)]
     lines = (tmp_path / "docker" / "gpu-node-2.sh").read_text().splitlines()
     assert "export DOCKER_HOST=ssh://deploy@gpu-node-2.example.internal" in lines
-    runs = [shlex.split(line) for line in lines if line.startswith("docker create ")]
+    runs = [shlex.split(line)[2:] for line in lines if line.startswith('by "$deadline" docker create ')]
     pulls = [line for line in lines if "docker pull" in line]
     # The host preflight, a GPU check per partition, the two partitions and the metrics exporter.
     assert len(runs) == 6 and len(pulls) == 4

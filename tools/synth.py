@@ -3,7 +3,7 @@
     python -m tools.synth --stack dev --out out/dev
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
-protect, delete_before_replace, replace_on_changes and depends_on; secrets as "[secret]"), `manifests/`
+protect, delete_before_replace, replace_on_changes, depends_on and custom_timeouts; secrets as "[secret]"), `manifests/`
 (one YAML per Kubernetes object), `helm/RELEASE.yaml` (one per Helm release), `docker/HOST.sh` (a runnable
 script of the docker commands that create and start the host's containers) and `monitoring/prometheus.yml`
 (the scrape config of the Docker hosts' metrics exporters).
@@ -141,6 +141,12 @@ def _mock_engine(
                         "delete_before_replace": bool(request.deleteBeforeReplace),
                         "replace_on_changes": sorted(request.replaceOnChanges),
                         "depends_on": sorted(request.dependencies),
+                        # Set ones only, as the program gave them (Go duration strings: "2140s").
+                        "custom_timeouts": {
+                            op: getattr(request.customTimeouts, op)
+                            for op in ("create", "update", "delete")
+                            if getattr(request.customTimeouts, op)
+                        },
                         "inputs": _redact(this_call.inputs),
                     }
                 )
@@ -417,10 +423,23 @@ def _upload_lines(name: str, uploads: list[dict[str, Any]]) -> list[str]:
     names = " ".join(shlex.quote(u["file"].lstrip("/")) for u in uploads)
     lines += [
         f'tar -C "$files" --owner=0 --group=0 --numeric-owner -cf "$files.tar" {names}',
-        f'docker cp - {shlex.quote(name)}:/ < "$files.tar"',
+        f'by "$deadline" docker cp - {shlex.quote(name)}:/ < "$files.tar"',
         'rm -rf "$files" "$files.tar"',
     ]
     return lines
+
+
+# The provider's own create timeout where the program sets none (resource_docker_container.go L12,
+# resource_docker_image.go L10: 20 minutes).
+PROVIDER_CREATE_TIMEOUT_S = 20 * 60
+
+
+def create_deadline(resource: dict[str, Any]) -> int:
+    """Seconds the provider gives the resource's create: its `custom_timeouts.create`, else the provider's default."""
+    from components.docker.readback import parse_go_duration
+
+    create = resource["custom_timeouts"].get("create")
+    return parse_go_duration(create) // 10**9 if create else PROVIDER_CREATE_TIMEOUT_S
 
 
 def _container_block(
@@ -429,11 +448,15 @@ def _container_block(
     """`gates`: the Docker names of the containers on this host that this one depends on (its checks)."""
     i = container["inputs"]
     name = i["name"]
+    deadline = create_deadline(container)
     lines = [
-        f"# {name}: created, its files copied in, then started, as the Docker provider does.",
+        f"# {name}: created, its files copied in, then started, as the Docker provider does, all within the",
+        f"# create timeout of its resource ({deadline} s): a step still running then is cut and the container fails.",
         "(",
         "set -e",
-        shlex.join(docker_create_args(i, image_names)),
+        f"deadline=$(($(date +%s) + {deadline}))",
+        f"trap '[ $? -eq 0 ] || overdue \"$deadline\" {shlex.quote(name)} {deadline}' EXIT",
+        'by "$deadline" ' + shlex.join(docker_create_args(i, image_names)),
     ]
     if i.get("envs") == SECRET:  # a secret value anywhere makes the whole list secret
         lines.insert(-1, "# its environment holds a Pulumi secret, not shown here")
@@ -445,16 +468,18 @@ def _container_block(
     if i.get("start", True):
         # attach: the provider waits for the container to stop (ContainerWait), keeping its output with `logs`;
         # `docker start --attach` does both and exits with the container's exit code.
-        lines.append(f"docker start {'--attach ' if i.get('attach') else ''}{shlex.quote(name)}")
+        lines.append(f'by "$deadline" docker start {"--attach " if i.get("attach") else ""}{shlex.quote(name)}')
     if i.get("wait"):
-        # wait: the provider polls every second until the health check says healthy, for waitTimeout s (60).
+        # wait: the provider polls every second until the health check says healthy, for waitTimeout s (60) of
+        # wall-clock time (context.WithTimeout, resource_docker_container_funcs.go L590-622).
         timeout = i.get("waitTimeout", 60)
         lines += [
-            "waited=0",
-            f"until [ \"$(docker inspect -f '{{{{.State.Health.Status}}}}' {shlex.quote(name)})\" = healthy ]; do",
-            f'  if [ "$waited" -ge {timeout} ]; then echo "{name}: not healthy after {timeout}s; its last '
+            f"waited=$(($(date +%s) + {timeout}))",
+            f'until [ "$(by "$deadline" docker inspect -f \'{{{{.State.Health.Status}}}}\' {shlex.quote(name)})" '
+            "= healthy ]; do",
+            f'  if [ "$(date +%s)" -ge "$waited" ]; then echo "{name}: not healthy after {timeout}s; its last '
             f'{log_lines} log lines:" >&2; docker logs --tail {log_lines} {shlex.quote(name)} >&2; exit 1; fi',
-            "  sleep 1; waited=$((waited + 1))",
+            "  sleep 1",
             "done",
         ]
     # Outside the subshell -e is off, so one container's failure leaves the others to be tried (as `pulumi up`
@@ -558,10 +583,20 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
             "failed=",
             "# The first of its arguments that failed (or was not created) above.",
             'blocked() { for dep in "$@"; do case " $failed " in *" $dep "*) echo "$dep"; return;; esac; done; }',
+            "# `by DEADLINE COMMAND...`: COMMAND, killed at the epoch second DEADLINE (timeout(1) exits 137), as the",
+            "# provider's create timeout cuts its step. KILL: `docker start --attach` forwards any other signal to the",
+            "# container and goes on waiting (docker/cli cli/command/container/start.go ForwardAllSignals).",
+            'by() { left=$(($1 - $(date +%s))); shift; [ "$left" -gt 0 ] || return 124; timeout -s KILL "$left" "$@"; }',
+            "# `overdue DEADLINE WHAT SECONDS`: after a failed step, say when it failed for running out of time.",
+            'overdue() { [ "$(date +%s)" -lt "$1" ] || echo "$2: cut at its deadline of $3 s (the create timeout '
+            'pulumi up gives it)" >&2; }',
         ]
-        for image in (r["inputs"]["name"] for r in on_host if r["type"] == "docker:index/remoteImage:RemoteImage"):
-            ref = shlex.quote(image)
-            lines.append(f'docker image inspect {ref} >/dev/null 2>&1 || docker pull {ref} || failed="$failed {ref}"')
+        for image in (r for r in on_host if r["type"] == "docker:index/remoteImage:RemoteImage"):
+            ref, deadline = shlex.quote(image["inputs"]["name"]), create_deadline(image)
+            lines.append(
+                f"deadline=$(($(date +%s) + {deadline})); docker image inspect {ref} >/dev/null 2>&1 || "
+                f'by "$deadline" docker pull {ref} || {{ overdue "$deadline" {ref} {deadline}; failed="$failed {ref}"; }}'
+            )
         names = {c["urn"]: c["inputs"]["name"] for c in containers}
         for container in _in_dependency_order(containers):
             gates = [names[urn] for urn in container["depends_on"] if urn in names]

@@ -27,6 +27,7 @@ import pulumi_docker as docker
 from schema.checks import ChecksConfig, GpuFloors
 from schema.docker import ContainerConfig, HostConfig
 
+from .deadlines import create_timeouts
 from .environment import container_envs
 from .logs import log_args
 from schema.project import PROGRAMS
@@ -178,7 +179,8 @@ def preflight_container(
         must_run=False,
         attach=True,
         logs=True,
-        opts=opts,
+        # It reads files of /proc and /sys: seconds, within the margin alone.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=create_timeouts())),
     )
 
 
@@ -217,5 +219,8 @@ def gpucheck_container(
         must_run=False,
         attach=True,
         logs=True,
-        opts=opts,
+        # `attach` waits for it to exit: gpucheck gives up after --timeout (then stops its ranks, 10 s each).
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(custom_timeouts=create_timeouts(args.config.timeout_seconds))
+        ),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,9 +11,10 @@ import pulumi_docker as docker
 
 from policy.rocm_policy.rules import PARTITION_LABEL
 from schema import RegistryConfig
-from schema.docker import HostConfig, SecurityProfile, ContainerConfig, gpu_devices, partition_gpus
+from schema.docker import HostConfig, PortMapping, SecurityProfile, ContainerConfig, gpu_devices, partition_gpus
 from .environment import container_envs
 from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
+from .deadlines import create_timeouts, pull_timeouts
 from .logs import log_args
 from .stop import graceful_stop
 
@@ -88,6 +90,15 @@ def _memory_args(container: ContainerConfig) -> dict[str, int]:
     return {"memory": mib, "memory_swap": mib}
 
 
+def published(ports: Sequence[PortMapping]) -> list[docker.ContainerPortArgs]:
+    """Published ports in the form the provider reads them back (components/docker/readback.py): ordered by
+    container port, with the address and protocol spelt out."""
+    return [
+        docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip, protocol="tcp")
+        for p in sorted(ports, key=lambda p: p.internal)
+    ]
+
+
 class GpuHost(pulumi.ComponentResource):
     """One Docker daemon with GPUs. Children are named after the host and container names only,
     so reordering or adding hosts never renames (and so replaces) anything."""
@@ -127,7 +138,9 @@ class GpuHost(pulumi.ComponentResource):
                 name=args.images[key],
                 # Several containers share the image; never delete a multi-GB layer set on destroy.
                 keep_locally=True,
-                opts=on_host,
+                opts=pulumi.ResourceOptions.merge(
+                    on_host, pulumi.ResourceOptions(custom_timeouts=pull_timeouts(host.docker.pull_timeout_seconds))
+                ),
             )
             for key in sorted(
                 {c.image for c in host.containers} | set(args.checks.partition_images.values() if args.checks else ())
@@ -142,7 +155,10 @@ class GpuHost(pulumi.ComponentResource):
                 c,
                 args.security_profile,
                 args.secret_env,
-                pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(depends_on=self.gates.get(c.name, []))),
+                pulumi.ResourceOptions.merge(
+                    on_host,
+                    pulumi.ResourceOptions(depends_on=self.gates.get(c.name, []), custom_timeouts=create_timeouts()),
+                ),
             )
             for c in host.containers
         }
@@ -198,8 +214,7 @@ class GpuHost(pulumi.ComponentResource):
             command=c.command or None,
             envs=container_envs(env, secret_env),
             **rocm_access(host, c, profile, c.shm_size),
-            ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip) for p in c.ports]
-            or None,
+            ports=published(c.ports) or None,
             volumes=[
                 docker.ContainerVolumeArgs(
                     host_path=v.host_path, container_path=v.container_path, read_only=v.read_only

@@ -14,6 +14,7 @@ import pulumi_docker as docker
 
 from schema.docker import ContainerConfig, HostConfig, SecurityProfile
 from schema.workloads import partition_size
+from .deadlines import create_timeouts, pull_timeouts
 from .environment import container_envs
 from .gpu_host import rocm_access, visibility_env
 from .stop import graceful_stop
@@ -51,15 +52,19 @@ def pull_on_hosts(
 ) -> dict[str, docker.RemoteImage]:
     """The workload's image (`images`: host -> the reference for its GPU family), pulled once on every host that
     has one of its partitions, by host name."""
-    providers = {p.host.name: p.provider for p in partitions}
+    hosts = {p.host.name: p for p in partitions}
     return {
         host: docker.RemoteImage(
             f"{host}-{workload}",
             name=images[host],
             keep_locally=True,
-            opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+            opts=pulumi.ResourceOptions(
+                parent=parent,
+                provider=partition.provider,
+                custom_timeouts=pull_timeouts(partition.host.docker.pull_timeout_seconds),
+            ),
         )
-        for host, provider in providers.items()
+        for host, partition in hosts.items()
     }
 
 
@@ -119,5 +124,10 @@ def workload_container(
         wait=args.wait_timeout_seconds is not None or None,
         wait_timeout=args.wait_timeout_seconds,
         **graceful_stop(args.stop_grace_seconds),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(partition.gates))),
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(
+                depends_on=list(partition.gates), custom_timeouts=create_timeouts(args.wait_timeout_seconds or 0)
+            ),
+        ),
     )

@@ -25,8 +25,10 @@ import yaml
 
 from domain.alerts import EXPORTER_JOB, MODEL_LABEL, GpuStackWorkloads, prometheus_rule_spec
 from domain.gpus import MODELS
-from schema.docker import LogConfig
+from schema.docker import LogConfig, PortMapping
 from schema.monitoring import MonitoringConfig
+from components.docker.deadlines import create_timeouts, pull_timeouts
+from components.docker.gpu_host import published
 from components.docker.logs import log_args
 from components.docker.stop import graceful_stop
 from domain.dashboard import dashboard_json_text
@@ -383,6 +385,8 @@ class DockerExporterArgs:
     """The host's Docker provider (GpuHost.provider): the exporter runs on that daemon."""
     logs: LogConfig
     """The host's log rotation (hosts[].logs), as every container there has it."""
+    pull_timeout_seconds: int
+    """The host's `docker.pullTimeoutSeconds`."""
 
 
 class DockerExporter(pulumi.ComponentResource):
@@ -397,7 +401,12 @@ class DockerExporter(pulumi.ComponentResource):
         cfg = args.config
         on_host = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.image = docker.RemoteImage(
-            f"{host}-{EXPORTER_NAME}", name=cfg.exporter_image, keep_locally=True, opts=on_host
+            f"{host}-{EXPORTER_NAME}",
+            name=cfg.exporter_image,
+            keep_locally=True,
+            opts=pulumi.ResourceOptions.merge(
+                on_host, pulumi.ResourceOptions(custom_timeouts=pull_timeouts(args.pull_timeout_seconds))
+            ),
         )
         self.container = docker.Container(
             f"{host}-{EXPORTER_NAME}",
@@ -409,13 +418,13 @@ class DockerExporter(pulumi.ComponentResource):
                 docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
                 for d in ("/dev/kfd", "/dev/dri")
             ],
-            ports=[docker.ContainerPortArgs(internal=EXPORTER_CONTAINER_PORT, external=cfg.exporter_port)],
+            ports=published([PortMapping(internal=EXPORTER_CONTAINER_PORT, external=cfg.exporter_port)]),
             **log_args(args.logs),
             restart="unless-stopped",
             must_run=True,
             # Nothing to finish or save: Docker's own default grace.
             **graceful_stop(EXPORTER_STOP_GRACE_SECONDS),
-            opts=on_host,
+            opts=pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(custom_timeouts=create_timeouts())),
         )
         self.register_outputs({"container": self.container.name, "port": cfg.exporter_port})
 

@@ -14,9 +14,11 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
-from schema.docker import SecurityProfile
+from schema.docker import PortMapping, SecurityProfile
 from schema.workloads import InferenceConfig, model_cache_dir
+from components.docker.gpu_host import published
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from components.docker.readback import seconds
 from .pods import (
     env_secret,
     env_vars,
@@ -342,20 +344,23 @@ class DockerVllm(pulumi.ComponentResource):
                             container_path=MODEL_CACHE_MOUNT,
                         )
                     ],
-                    ports=[
-                        docker.ContainerPortArgs(
-                            internal=inference.port,
-                            external=placement.published_port or inference.port,
-                            ip=placement.ip,
-                        )
-                    ],
+                    ports=published(
+                        [
+                            PortMapping(
+                                internal=inference.port,
+                                external=placement.published_port or inference.port,
+                                ip=placement.ip,
+                            )
+                        ]
+                    ),
                     uploads=uploads,
+                    # Durations as the provider stores them ("30m0s", not "1800s": readback.py).
                     healthcheck=docker.ContainerHealthcheckArgs(
                         tests=["CMD", "python3", "-c", probe],
-                        interval=f"{HEALTH_INTERVAL_SECONDS}s",
-                        timeout=f"{HEALTH_TIMEOUT_SECONDS}s",
+                        interval=seconds(HEALTH_INTERVAL_SECONDS),
+                        timeout=seconds(HEALTH_TIMEOUT_SECONDS),
                         retries=3,
-                        start_period=f"{inference.startup_timeout_seconds}s",
+                        start_period=seconds(inference.startup_timeout_seconds),
                     ),
                     # vLLM on ROCm reads CUDA_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES beside it makes vLLM's ROCm platform
                     # assert both agree, which data-parallel engine cores (started with a narrowed
