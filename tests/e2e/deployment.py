@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-import re
+
 import shlex
 import subprocess
 import tarfile
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components.docker.checks import VERDICT_LABEL
+from components.docker.readback import parse_go_duration
 from e2e.harness import Docker
 from tools.synth import Plan, docker_scripts
 
@@ -59,14 +60,6 @@ def deploy(docker: Docker, standin_image: str, plan: Plan, host: str, dev_root: 
         seconds,
         workdir,
     )
-
-
-def _nanoseconds(duration: str) -> int:
-    """A Go duration as the provider writes it ("30s", "1800s", "1m30s") in nanoseconds, as docker stores it."""
-    units = {"h": 3600e9, "m": 60e9, "s": 1e9, "ms": 1e6}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", duration)
-    assert "".join(n + u for n, u in parts) == duration, duration
-    return int(sum(float(n) * units[u] for n, u in parts))
 
 
 def _expected(inputs: dict[str, Any], images: dict[str, str]) -> dict[str, Any]:
@@ -193,7 +186,7 @@ def check_health_checks(docker: Docker, deployed: Deployment) -> int:
         assert health["Test"][0] == "CMD-SHELL"
         assert (shlex.split(health["Test"][1]) if kind == "CMD" else health["Test"][1:]) == argv
         for key, field in (("interval", "Interval"), ("timeout", "Timeout"), ("startPeriod", "StartPeriod")):
-            assert health[field] == _nanoseconds(plan[key]), (name, key)
+            assert health[field] == parse_go_duration(plan[key]), (name, key)
         assert health["Retries"] == plan["retries"]
         checked += 1
     return checked
