@@ -41,22 +41,31 @@ def test_the_health_check_start_period_is_stored_as_go_prints_it():
     """The issue's case: "1800s" is parsed and stored as Duration.String(), "30m0s" (funcs.go L960-970)."""
     entry = CONTAINER_READ_BACK["healthcheck"]
     declared = {"tests": ["CMD", "true"], "interval": "30s", "startPeriod": "1800s"}
-    assert entry.stored(declared)["startPeriod"] == "30m0s" and entry.drifts(declared)
-    assert not entry.drifts({**declared, "startPeriod": "30m0s"})
+    assert entry.stored(declared, {})["startPeriod"] == "30m0s" and entry.drifts(declared, {})
+    assert not entry.drifts({**declared, "startPeriod": "30m0s"}, {})
     assert [go_duration(s * 10**9) for s in (3600, 10, 90, 0)] == ["1h0m0s", "10s", "1m30s", "0s"]
 
 
 def test_ports_are_stored_in_port_order_with_address_and_protocol():
     """flattenContainerPorts (structures.go L35-59) sorts by internal port and sets ip and protocol."""
     entry = CONTAINER_READ_BACK["ports"]
-    assert entry.drifts([{"internal": 9000, "external": 9000, "ip": "0.0.0.0", "protocol": "tcp"}, {"internal": 80}])
-    assert entry.drifts([{"internal": 80, "external": 80}])  # no protocol: Read sets "tcp"
-    assert not entry.drifts([{"internal": 80, "external": 80, "ip": "0.0.0.0", "protocol": "tcp"}])
+    port = {"ip": "0.0.0.0", "protocol": "tcp"}
+    assert entry.drifts([{"internal": 9000, **port}, {"internal": 80, **port}], {})
+    assert entry.drifts([{"internal": 80, "external": 80}], {})  # no protocol: Read sets "tcp"
+    assert not entry.drifts([{"internal": 80, "external": 80, **port}], {})
 
 
-def test_a_set_is_compared_without_order_and_a_list_in_order():
-    assert not CONTAINER_READ_BACK["envs"].drifts(["B=2", "A=1"])
-    assert not CONTAINER_READ_BACK["securityOpts"].drifts(["b", "a"])
+def test_a_set_is_compared_without_order():
+    assert not CONTAINER_READ_BACK["envs"].drifts(["B=2", "A=1"], {})
+    assert not CONTAINER_READ_BACK["securityOpts"].drifts(["b", "a"], {})
+
+
+def test_host_ipc_gets_label_disable_from_dockerd():
+    """moby daemon/create.go generateSecurityOpt (v20.10.24 L255-269): host IPC without a label= option."""
+    entry = CONTAINER_READ_BACK["securityOpts"]
+    assert entry.drifts(["seccomp=unconfined"], {"ipcMode": "host"})
+    assert not entry.drifts(["seccomp=unconfined", "label=disable"], {"ipcMode": "host"})
+    assert not entry.drifts(["seccomp=unconfined"], {"ipcMode": "private"})
 
 
 def test_an_input_without_an_entry_is_reported():

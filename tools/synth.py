@@ -479,6 +479,7 @@ def _container_block(
             "= healthy ]; do",
             f'  if [ "$(date +%s)" -ge "$waited" ]; then echo "{name}: not healthy after {timeout}s; its last '
             f'{log_lines} log lines:" >&2; docker logs --tail {log_lines} {shlex.quote(name)} >&2; exit 1; fi',
+            '  [ "$(date +%s)" -lt "$deadline" ] || exit 124',
             "  sleep 1",
             "done",
         ]

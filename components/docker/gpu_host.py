@@ -16,6 +16,7 @@ from .environment import container_envs
 from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
 from .deadlines import create_timeouts, pull_timeouts
 from .logs import log_args
+from .readback import as_stored
 from .stop import graceful_stop
 
 # debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
@@ -75,7 +76,8 @@ def rocm_access(
         # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
         "cpu_set": container.cpuset,
         "capabilities": docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[profile]),
-        "security_opts": SECURITY_OPTS[profile],
+        # With what dockerd adds for host IPC (label=disable), or every deploy would replace the container.
+        "security_opts": as_stored("securityOpts", SECURITY_OPTS[profile], ipcMode=container.ipc),
     }
 
 

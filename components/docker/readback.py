@@ -16,6 +16,7 @@ Not a TFD input at all: pids_limit (no such attribute in schema.go v4.5.0).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,11 +79,23 @@ def _stored_duration(declared: str) -> str:
     return go_duration(parse_go_duration(declared))
 
 
-def _same(value: Any) -> Any:
+Inputs = dict[str, Any]
+
+
+def _same(value: Any, inputs: Inputs) -> Any:
     return value
 
 
-def _ports(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _security_opts(declared: list[str], inputs: Inputs) -> list[str]:
+    # dockerd adds "label=disable" (SELinux labels off) to a container with host IPC or PID or privileged unless a
+    # label= option is given (moby v20.10.24 daemon/create.go L255-269 generateSecurityOpt, appended by
+    # daemon_unix.go L383-387; the same in v28.5.2 daemon/create.go L283-297). Measured on dockerd 20.10.
+    labelled = any(o.split("=")[0] == "label" for o in declared)
+    shared = inputs.get("ipcMode") == "host" or inputs.get("pidMode") == "host" or inputs.get("privileged")
+    return declared if labelled or not shared else [*declared, "label=disable"]
+
+
+def _ports(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
     # flattenContainerPorts (structures.go L35-59): ordered by internal port, every field set; `ip` is HostIP as
     # sent (schema.go: default "0.0.0.0"), `protocol` from the port key (default "tcp").
     return sorted(
@@ -94,7 +107,7 @@ def _ports(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
     )
 
 
-def _devices(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _devices(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
     # flattenDevices (structures.go L467-497): host_path and permissions, container_path only where declared.
     return [
         {"hostPath": d["hostPath"], "permissions": d.get("permissions", "rwm")}
@@ -103,19 +116,19 @@ def _devices(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _healthcheck(declared: dict[str, Any]) -> dict[str, Any]:
+def _healthcheck(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
     # funcs.go L960-970: test and retries as stored, every duration as Duration.String() (schema default "0s").
     durations = ("interval", "timeout", "startPeriod", "startInterval")
     return {**declared, **{k: _stored_duration(declared[k]) for k in durations if k in declared}}
 
 
-def _capabilities(declared: dict[str, Any]) -> dict[str, Any]:
+def _capabilities(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
     # funcs.go L870-878: set only when CapAdd or CapDrop is non-empty, as Docker keeps them (moby v20.10.24 and
     # v28.5.2 daemon/container.go only validate them with NormalizeLegacyCapabilities, the result discarded).
     return {k: v for k, v in declared.items() if v}
 
 
-def _device_requests(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _device_requests(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
     # funcs.go L926-930 (only when declared) and flattenDeviceRequests (structures.go L500-524): driver and
     # count (schema.go defaults "cdi" and 0) always, device_ids, capabilities and options when non-empty.
     return [
@@ -134,20 +147,22 @@ class ReadBack:
     """Where TFD's Read sets the attribute, or why it never does."""
     collection: Collection = "value"
     """How the diff compares it: a value or a List in order, a Set or a map without order."""
-    stored: Callable[[Any], Any] = _same
-    """The value Read stores for a declared value (identity: Docker gives back what it was given)."""
+    stored: Callable[[Any, Inputs], Any] = _same
+    """The value Read stores for a declared value, given the container's other inputs (identity: Docker gives back
+    what it was given)."""
 
-    def drifts(self, declared: Any) -> bool:
-        """Whether the next preview would diff this declared value against what Read stored for it."""
-        stored = self.stored(declared)
+    def differs(self, declared: Any, stored: Any) -> bool:
+        """Whether the provider's diff sees a change between a declared value and a stored one."""
         if self.collection == "set":
             return _as_set(declared) != _as_set(stored)
         return bool(declared != stored)
 
+    def drifts(self, declared: Any, inputs: Inputs) -> bool:
+        """Whether the next preview would diff this declared value against what Read stored for it."""
+        return self.differs(declared, self.stored(declared, inputs))
+
 
 def _as_set(items: list[Any]) -> set[str]:
-    import json
-
     return {json.dumps(item, sort_keys=True) for item in items}
 
 
@@ -184,7 +199,11 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
         _device_requests,
     ),
     "groupAdds": ReadBack('funcs.go L974: d.Set("group_add", HostConfig.GroupAdd); a Set (schema.go L1118)', "set"),
-    "securityOpts": ReadBack('funcs.go L854: d.Set("security_opts", HostConfig.SecurityOpt); a Set', "set"),
+    "securityOpts": ReadBack(
+        'funcs.go L854: d.Set("security_opts", HostConfig.SecurityOpt), with what dockerd adds; ForceNew, a Set',
+        "set",
+        _security_opts,
+    ),
     "capabilities": ReadBack(
         "funcs.go L870-878 (when CapAdd or CapDrop is non-empty); a Set of one, add/drop Sets (schema.go L262)",
         stored=_capabilities,
@@ -218,6 +237,11 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
 }
 
 
+def as_stored(key: str, declared: Any, **inputs: Any) -> Any:
+    """`declared` in the form the provider stores for input `key`, given the container's other inputs (camelCase)."""
+    return CONTAINER_READ_BACK[key].stored(declared, inputs)
+
+
 def drifting_inputs(inputs: dict[str, Any]) -> dict[str, str]:
     """Input -> why the next preview would show a diff for it (no table entry, or not in its stored form)."""
     found = {}
@@ -225,6 +249,6 @@ def drifting_inputs(inputs: dict[str, Any]) -> dict[str, str]:
         entry = CONTAINER_READ_BACK.get(key)
         if entry is None:
             found[key] = "no entry in components/docker/readback.py: say how the provider reads it back"
-        elif entry.drifts(declared):
-            found[key] = f"declared {declared!r}, stored {entry.stored(declared)!r} ({entry.read})"
+        elif entry.drifts(declared, inputs):
+            found[key] = f"declared {declared!r}, stored {entry.stored(declared, inputs)!r} ({entry.read})"
     return found
