@@ -151,5 +151,5 @@ def test_docker_vllm_is_awaited_healthy_for_its_startup_timeout(prod_plan):
     for server in servers:
         i = server["inputs"]
         # wait needs a healthcheck (the provider errors without one); 1800 s startup + one 30 s interval + 10 s probe.
-        assert i["wait"] is True and i["healthcheck"]["startPeriod"] == "1800s"
+        assert i["wait"] is True and i["healthcheck"]["startPeriod"] == "30m0s"  # Go's form of 1800 s
         assert i["waitTimeout"] == 1800 + 30 + 10

@@ -105,7 +105,7 @@ def test_every_docker_host_runs_the_exporter_on_its_own_daemon(prod_docker: Plan
         i = container["inputs"]
         # Upstream's `docker run --device=/dev/dri --device=/dev/kfd -p 5000:5000 rocm/device-metrics-exporter`.
         assert sorted(d["hostPath"] for d in i["devices"]) == ["/dev/dri", "/dev/kfd"]
-        assert i["ports"] == [{"internal": 5000, "external": 5000}]
+        assert i["ports"] == [{"internal": 5000, "external": 5000, "ip": "0.0.0.0", "protocol": "tcp"}]
         assert i["hostname"] == host and i["restart"] == "unless-stopped"
     images = [r for r in prod_docker.of_type(REMOTE_IMAGE) if r["name"].endswith("-amd-device-metrics-exporter")]
     assert {r["inputs"]["name"] for r in images} == {EXPORTER_IMAGE} and len(images) == len(hosts)

@@ -690,8 +690,9 @@ def test_docker_training_runs_standalone_per_partition(prod):
 
 def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod, dev):
     for plan, caps, opts in (
-        (prod, ["SYS_NICE"], ["no-new-privileges:true"]),
-        (dev, ["SYS_PTRACE"], ["seccomp=unconfined"]),
+        # With host IPC, the label=disable dockerd would add itself (components/docker/readback.py).
+        (prod, ["SYS_NICE"], ["no-new-privileges:true", "label=disable"]),
+        (dev, ["SYS_PTRACE"], ["seccomp=unconfined", "label=disable"]),
     ):
         for name in (
             ("gpu-node-1-train-a", "gpu-node-3-serve-b") if plan is prod else ("workstation-train", "workstation-serve")
@@ -920,7 +921,7 @@ def test_no_token_no_secret_for_an_open_model():
 def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     c = docker_container(prod, "gpu-node-3-serve-b")
     i = c["inputs"]
-    assert i["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0"}]
+    assert i["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0", "protocol": "tcp"}]
     # prod's API key: `sh -c` reads the uploaded key file into VLLM_API_KEY, then execs `vllm serve`.
     assert i["command"][:2] == ["sh", "-c"] and i["command"][4:7] == [
         "vllm",
