@@ -49,6 +49,15 @@ def cdi_plan() -> Plan:
     return synthesize("dev", cdi_stack())
 
 
+def solo_host_stack() -> dict[str, Any]:
+    """A workstation with one partition, which keeps the host's IPC namespace (schema.docker.with_ipc_decided)."""
+    config = stack_file("dev")
+    for key in ("kubernetes", "training", "inference"):
+        config.pop(f"rocm-stack:{key}")
+    config["rocm-stack:hosts"] = [{"name": "solo", "gpus": 1}]
+    return config
+
+
 def stack_without_kubernetes(stack: str) -> dict[str, Any]:
     """A committed stack's config without its Kubernetes section and the workloads that need it."""
     config = stack_file(stack)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from components.docker.readback import CONTAINER_READ_BACK, drifting_inputs, go_duration, parse_go_duration
-from conftest import CONTAINER, stack_file
+from conftest import CONTAINER, solo_host_stack, stack_file
 from tools.synth import SECRET, Plan, synthesize
 
 # golang/go src/time/time_test.go `durationTests` (TestDurationString): the string each Duration prints.
@@ -93,12 +93,12 @@ def _crafted_stacks() -> dict[str, dict[str, Any]]:
         }
     )
     dev["rocm-stack:inference"][0]["startupTimeoutSeconds"] = 5430
-    return {"dev+": dev}
+    return {"dev+": dev, "dev-solo": solo_host_stack()}
 
 
 def _plans(request: pytest.FixtureRequest) -> dict[str, Plan]:
     plans = {"dev": request.getfixturevalue("dev_plan"), "prod": request.getfixturevalue("prod_plan")}
-    plans.update({name: synthesize(name.rstrip("+"), config) for name, config in _crafted_stacks().items()})
+    plans.update({name: synthesize("dev", config) for name, config in _crafted_stacks().items()})
     return plans
 
 
@@ -109,5 +109,10 @@ def test_every_container_input_is_declared_as_the_provider_reads_it_back(request
             inputs = {k: v for k, v in container["inputs"].items() if v != SECRET}
             assert not drifting_inputs(inputs), f"{stack} {container['name']}: {drifting_inputs(inputs)}"
             checked |= set(inputs)
-    # The plans above exercise the entries that matter most.
-    assert {"healthcheck", "ports", "devices", "capabilities", "securityOpts", "maxRetryCount"} <= checked
+    # The plans above exercise the entries that matter most, host IPC (label=disable declared) among them.
+    assert {"healthcheck", "ports", "devices", "capabilities", "securityOpts", "maxRetryCount", "logOpts"} <= checked
+    assert any(
+        c["inputs"].get("ipcMode") == "host" and "label=disable" in c["inputs"]["securityOpts"]
+        for plan in _plans(request).values()
+        for c in plan.of_type(CONTAINER)
+    )

@@ -408,7 +408,7 @@ def test_a_hung_check_is_cut_at_its_deadline_and_its_partition_not_created(dev_p
     plan = _with_deadline(dev_plan, CONTAINER, "workstation-train-gpucheck", 3)
     started = time.monotonic()
     result, calls = run_recorded(docker_scripts(plan)["workstation"], tmp_path, DOCKER_HANGS=check)
-    assert 3 <= time.monotonic() - started < 30
+    assert 2 <= time.monotonic() - started < 30  # whole seconds: the deadline is an epoch second (date +%s)
     assert result.returncode == 1
     assert f"{check}: cut at its deadline of 3 s" in result.stderr
     assert f"train: not created: {check}, which it waits for, failed" in result.stderr

@@ -154,9 +154,9 @@ def test_a_cdi_stack_synthesizes_with_cdi_devices_in_its_host_script(tmp_path):
     assert result.returncode == 0, result.stderr
     script = (out / "docker" / "workstation.sh").read_text()
     creates = {
-        shlex.split(line)[2].removeprefix("--name="): shlex.split(line)
+        shlex.split(line)[4].removeprefix("--name="): shlex.split(line)
         for line in script.splitlines()
-        if line.startswith("docker create ")
+        if line.startswith('by "$deadline" docker create ')
     }
     assert [a for a in creates["train"] if a.startswith("--device")] == ["--device=amd.com/gpu=0"]
     assert [a for a in creates["serve"] if a.startswith("--device")] == ["--device=amd.com/gpu=1"]

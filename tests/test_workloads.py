@@ -690,9 +690,8 @@ def test_docker_training_runs_standalone_per_partition(prod):
 
 def test_docker_workload_containers_get_rocm_access_of_the_security_profile(prod, dev):
     for plan, caps, opts in (
-        # With host IPC, the label=disable dockerd would add itself (components/docker/readback.py).
-        (prod, ["SYS_NICE"], ["no-new-privileges:true", "label=disable"]),
-        (dev, ["SYS_PTRACE"], ["seccomp=unconfined", "label=disable"]),
+        (prod, ["SYS_NICE"], ["no-new-privileges:true"]),
+        (dev, ["SYS_PTRACE"], ["seccomp=unconfined"]),
     ):
         for name in (
             ("gpu-node-1-train-a", "gpu-node-3-serve-b") if plan is prod else ("workstation-train", "workstation-serve")

@@ -211,6 +211,11 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
     "ipcMode": ReadBack('funcs.go L973: d.Set("ipc_mode", HostConfig.IpcMode) (host, private, shareable as sent)'),
     "shmSize": ReadBack('funcs.go L945: d.Set("shm_size", HostConfig.ShmSize/1024/1024): whole MiB, as sent'),
     "memory": ReadBack('funcs.go L932: d.Set("memory", HostConfig.Memory/1024/1024): whole MiB, as sent'),
+    "memorySwap": ReadBack(
+        "funcs.go L940-944: HostConfig.MemorySwap/1024/1024 when positive (whole MiB, as sent), else as is; dockerd "
+        "stores twice `memory` when it is left out (moby v20.10.24 daemon/daemon_unix.go L343-346)"
+    ),
+    "logDriver": ReadBack('funcs.go L951: d.Set("log_driver", HostConfig.LogConfig.Type): the driver as sent'),
     "cpuSet": ReadBack('funcs.go L950: d.Set("cpu_set", HostConfig.CpusetCpus): the string as sent'),
     "restart": ReadBack('funcs.go L857: d.Set("restart", HostConfig.RestartPolicy.Name)'),
     "maxRetryCount": ReadBack('funcs.go L858: d.Set("max_retry_count", RestartPolicy.MaximumRetryCount)'),

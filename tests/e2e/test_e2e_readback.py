@@ -19,17 +19,20 @@ from typing import Any
 import pytest
 
 from components.docker.readback import CONTAINER_READ_BACK, go_duration, parse_go_duration
-from conftest import CONTAINER
+from conftest import CONTAINER, solo_host_stack
 from e2e.harness import Docker, make_gpu_nodes, on_test_host
-from tools.synth import SECRET, Plan
+from tools.synth import SECRET, synthesize
 from tools.verify import docker_client
 
 MIB = 1024 * 1024
 # What the provider's Read does not set (table entries saying so) or what cannot be compared here (module doc).
 NOT_COMPARED = {"image", "ports"}
-# Inputs no container of the plans declares yet; the table has entries for them (helpers of issue 21 add them).
+# Inputs on a copy of the dev vLLM server: those no plan declares yet (stop signal and timeout, a grace period) and
+# values the committed stacks do not use (private IPC, a small shm).
 EXTRA_INPUTS = {
     "memory": 512,
+    "memorySwap": 512,
+    "logDriver": "json-file",
     "logOpts": {"max-size": "10m", "max-file": "3"},
     "stopSignal": "SIGTERM",
     "stopTimeout": 30,
@@ -72,7 +75,7 @@ def _create_body(i: dict[str, Any], image: str) -> dict[str, Any]:
         "Init": False,
         # The schema's default "bridge" does not exist on this daemon (--bridge=none): the daemon's default network.
         "NetworkMode": "default",
-        "LogConfig": {"Type": "", "Config": i.get("logOpts")},
+        "LogConfig": {"Type": i.get("logDriver", ""), "Config": i.get("logOpts")},
         "Binds": [
             f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}" for v in i.get("volumes", [])
         ]
@@ -90,6 +93,7 @@ def _create_body(i: dict[str, Any], image: str) -> dict[str, Any]:
         or None,
         "SecurityOpt": i.get("securityOpts"),
         "Memory": i.get("memory", 0) * MIB,
+        "MemorySwap": i.get("memorySwap", 0) * MIB,
         "ShmSize": i.get("shmSize", 0) * MIB,
         "CpusetCpus": i.get("cpuSet", ""),
         "IpcMode": i.get("ipcMode", ""),
@@ -109,6 +113,8 @@ def _read(inspected: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]
         "restart": host["RestartPolicy"]["Name"],
         "maxRetryCount": host["RestartPolicy"]["MaximumRetryCount"],
         "memory": host["Memory"] // MIB,
+        "memorySwap": host["MemorySwap"] // MIB if host["MemorySwap"] > 0 else host["MemorySwap"],
+        "logDriver": host["LogConfig"]["Type"],
         "shmSize": host["ShmSize"] // MIB,
         "cpuSet": host["CpusetCpus"],
         "ipcMode": host["IpcMode"],
@@ -147,8 +153,9 @@ def _read(inspected: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]
 
 def _containers(request: pytest.FixtureRequest, docker: Docker, tmp: Any) -> list[dict[str, Any]]:
     found = []
-    for stack in ("dev", "prod"):
-        plan: Plan = request.getfixturevalue(f"{stack}_plan")
+    plans = {"dev": request.getfixturevalue("dev_plan"), "prod": request.getfixturevalue("prod_plan")}
+    plans["solo"] = synthesize("dev", solo_host_stack())  # host IPC: dockerd's label=disable
+    for stack, plan in plans.items():
         nodes = make_gpu_nodes(tmp / stack, gpus=8)
         plan = on_test_host(copy.deepcopy(plan), docker.host, nodes.root)
         for container in plan.of_type(CONTAINER):
@@ -187,4 +194,13 @@ def test_docker_gives_back_what_the_table_predicts(request, docker: Docker, stan
                 compared.add(key)
     finally:
         docker.remove_all_containers()
-    assert compared >= {"healthcheck", "capabilities", "securityOpts", "devices", "shmSize", "memory", "logOpts"}
+    assert compared >= {
+        "healthcheck",
+        "capabilities",
+        "securityOpts",
+        "devices",
+        "shmSize",
+        "memory",
+        "logOpts",
+        "memorySwap",
+    }
