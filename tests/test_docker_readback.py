@@ -47,11 +47,13 @@ def test_the_health_check_start_period_is_stored_as_go_prints_it():
 
 
 def test_ports_are_stored_in_port_order_with_address_and_protocol():
-    """flattenContainerPorts (structures.go L35-59) sorts by internal port and sets ip and protocol."""
+    """flattenContainerPorts (structures.go L35-59) sorts by internal port, and `ports` is a List: out of order, the
+    ForceNew attribute replaces the container on every deploy."""
     entry = CONTAINER_READ_BACK["ports"]
     port = {"ip": "0.0.0.0", "protocol": "tcp"}
     assert entry.drifts([{"internal": 9000, **port}, {"internal": 80, **port}], {})
-    assert entry.drifts([{"internal": 80, "external": 80}], {})  # no protocol: Read sets "tcp"
+    # Left out, ip and protocol take the schema's defaults (schema.go L487-530), which Read gives back too.
+    assert not entry.drifts([{"internal": 80, "external": 80}], {})
     assert not entry.drifts([{"internal": 80, "external": 80, **port}], {})
 
 

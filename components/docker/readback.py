@@ -86,6 +86,10 @@ def _same(value: Any, inputs: Inputs) -> Any:
     return value
 
 
+def _as_declared(value: Any) -> Any:
+    return value
+
+
 def _security_opts(declared: list[str], inputs: Inputs) -> list[str]:
     # dockerd adds "label=disable" (SELinux labels off) to a container with host IPC or PID or privileged unless a
     # label= option is given (moby v20.10.24 daemon/create.go L255-269 generateSecurityOpt, appended by
@@ -95,31 +99,43 @@ def _security_opts(declared: list[str], inputs: Inputs) -> list[str]:
     return declared if labelled or not shared else [*declared, "label=disable"]
 
 
+# The provider's schema defaults (schema.go): what its diff compares for an input the program leaves out.
+_PORT_DEFAULTS = {"ip": "0.0.0.0", "protocol": "tcp"}  # L487-530
+_HEALTH_DEFAULTS = {"interval": "0s", "timeout": "0s", "startPeriod": "0s", "startInterval": "0s", "retries": 0}
+_DEVICE_REQUEST_DEFAULTS = {"driver": "cdi", "count": 0}  # L774-824
+
+
+def _port_config(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**_PORT_DEFAULTS, **p} for p in declared]
+
+
 def _ports(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
-    # flattenContainerPorts (structures.go L35-59): ordered by internal port, every field set; `ip` is HostIP as
-    # sent (schema.go: default "0.0.0.0"), `protocol` from the port key (default "tcp").
-    return sorted(
-        (
-            {**p, "ip": p.get("ip") or "0.0.0.0", "protocol": p.get("protocol", "tcp")}
-            for p in declared  # the external port is Computed: one Docker picks is not a diff
-        ),
-        key=lambda p: int(p["internal"]),
-    )
+    # flattenContainerPorts (structures.go L35-59): ordered by internal port, ip (HostIP as sent) and protocol set;
+    # the external port is Computed (one Docker picks is no diff).
+    return sorted(_port_config(declared), key=lambda p: int(p["internal"]))
+
+
+def _device_config(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"permissions": "rwm", **d} for d in declared]  # L663-690
 
 
 def _devices(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
     # flattenDevices (structures.go L467-497): host_path and permissions, container_path only where declared.
     return [
-        {"hostPath": d["hostPath"], "permissions": d.get("permissions", "rwm")}
+        {"hostPath": d["hostPath"], "permissions": d["permissions"]}
         | ({"containerPath": d["containerPath"]} if d.get("containerPath") else {})
-        for d in declared
+        for d in _device_config(declared)
     ]
 
 
+def _health_config(declared: dict[str, Any]) -> dict[str, Any]:
+    return {**_HEALTH_DEFAULTS, **declared}  # L1045-1099
+
+
 def _healthcheck(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
-    # funcs.go L960-970: test and retries as stored, every duration as Duration.String() (schema default "0s").
-    durations = ("interval", "timeout", "startPeriod", "startInterval")
-    return {**declared, **{k: _stored_duration(declared[k]) for k in durations if k in declared}}
+    # funcs.go L960-970: test and retries as stored, every duration as Duration.String().
+    config = _health_config(declared)
+    return {**config, **{k: _stored_duration(config[k]) for k in _HEALTH_DEFAULTS if k != "retries"}}
 
 
 def _capabilities(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
@@ -128,13 +144,16 @@ def _capabilities(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
     return {k: v for k, v in declared.items() if v}
 
 
+def _device_request_config(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**_DEVICE_REQUEST_DEFAULTS, **r} for r in declared]
+
+
 def _device_requests(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
-    # funcs.go L926-930 (only when declared) and flattenDeviceRequests (structures.go L500-524): driver and
-    # count (schema.go defaults "cdi" and 0) always, device_ids, capabilities and options when non-empty.
+    # funcs.go L926-930 (only when declared) and flattenDeviceRequests (structures.go L500-524): driver and count
+    # always, device_ids, capabilities and options when non-empty.
     return [
-        {"driver": r.get("driver", "cdi"), "count": r.get("count", 0)}
-        | {k: r[k] for k in ("deviceIds", "capabilities", "options") if r.get(k)}
-        for r in declared
+        {k: r[k] for k in ("driver", "count")} | {k: r[k] for k in ("deviceIds", "capabilities", "options") if r.get(k)}
+        for r in _device_request_config(declared)
     ]
 
 
@@ -150,6 +169,8 @@ class ReadBack:
     stored: Callable[[Any, Inputs], Any] = _same
     """The value Read stores for a declared value, given the container's other inputs (identity: Docker gives back
     what it was given)."""
+    config: Callable[[Any], Any] = _as_declared
+    """The declared value as the provider's diff sees it: with its schema's defaults for what is left out."""
 
     def differs(self, declared: Any, stored: Any) -> bool:
         """Whether the provider's diff sees a change between a declared value and a stored one."""
@@ -159,7 +180,7 @@ class ReadBack:
 
     def drifts(self, declared: Any, inputs: Inputs) -> bool:
         """Whether the next preview would diff this declared value against what Read stored for it."""
-        return self.differs(declared, self.stored(declared, inputs))
+        return self.differs(self.config(declared), self.stored(declared, inputs))
 
 
 def _as_set(items: list[Any]) -> set[str]:
@@ -192,11 +213,13 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
         "funcs.go L901-905 (only when declared), structures.go L467-497 flattenDevices; a Set (schema.go L663)",
         "set",
         _devices,
+        _device_config,
     ),
     "deviceRequests": ReadBack(
         "funcs.go L926-930 (only when declared), structures.go L500-524; a Set (schema.go L774)",
         "set",
         _device_requests,
+        _device_request_config,
     ),
     "groupAdds": ReadBack('funcs.go L974: d.Set("group_add", HostConfig.GroupAdd); a Set (schema.go L1118)', "set"),
     "securityOpts": ReadBack(
@@ -233,11 +256,13 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
         "a List ordered by internal port, ip and protocol always set (schema.go L487)",
         "list",
         _ports,
+        _port_config,
     ),
     "healthcheck": ReadBack(
         "funcs.go L960-970: interval, timeout, start_period, start_interval as time.Duration.String() "
         '("1800s" is stored "30m0s"); not ForceNew and not applied by Update (schema.go L1045, funcs.go L1016-1019)',
         stored=_healthcheck,
+        config=_health_config,
     ),
 }
 
