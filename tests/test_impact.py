@@ -236,7 +236,10 @@ def test_a_second_partition_on_a_host_switches_the_first_to_private_ipc_and_repl
     assert base.get(CONTAINER, "box-train")["inputs"]["ipcMode"] == "host"
     report = report_of(base, locked_synth(project, box(("train", 4), ("a-new", 2))))
     train = by_name(report)[(CONTAINER, "box-train")]
-    assert train.action is Action.DELETE_REPLACE and train.replaced_by == [("ipcMode", "tfbridge.force-new")]
+    assert train.action is Action.DELETE_REPLACE and train.replaced_by == [
+        ("ipcMode", "tfbridge.force-new"),
+        ("securityOpts", "tfbridge.force-new"),  # with host IPC it declares the label=disable dockerd adds
+    ]
     assert [i.name for i in report.containers_stopped] == ["box-train"]
 
 
