@@ -94,7 +94,7 @@ def test_host_script_stops_and_replaces_with_the_grace(dev_plan: Plan):
     by flag in test_host_script.py) and tells the operator to `docker stop` before replacing, as the provider does."""
     script = docker_scripts(dev_plan)["workstation"]
     assert "first `docker stop` them" in script
-    create = next(line for line in script.splitlines() if line.startswith("docker create --name=train "))
+    create = next(line for line in script.splitlines() if line.startswith('by "$deadline" docker create --name=train '))
     assert "--stop-signal=SIGTERM --stop-timeout=300" in create
 
 
