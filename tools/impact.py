@@ -35,6 +35,8 @@ REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 DOCKER_PROVIDER = "pulumi:providers:docker"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+TRAINING = "rocm-stack:workloads:DockerTraining"
+VLLM = "rocm-stack:workloads:DockerVllm"
 
 # Which input decided, and by which rule: ("image", "tfbridge.force-new").
 Reason = tuple[str, str]
@@ -167,12 +169,21 @@ def _replacement(old: PlannedResource, new: PlannedResource) -> tuple[Action, li
     return Action.REPLACE, []
 
 
-def _parent(resource: PlannedResource) -> tuple[str, str]:
-    """(type, name) of the component that declared a resource, from its parent URN."""
-    parts = (resource.parent or "").split("::", 3)  # urn:pulumi:STACK::PROJECT::QUALIFIED$TYPE::NAME
+def _type_and_name(urn: str | None) -> tuple[str, str]:
+    parts = (urn or "").split("::", 3)  # urn:pulumi:STACK::PROJECT::QUALIFIED$TYPE::NAME
     if len(parts) != 4:
         return "", ""
     return parts[2].rsplit("$", 1)[-1], parts[3]
+
+
+def _declared_by(resource: PlannedResource) -> tuple[str, str]:
+    """(type, name) of the component that declared a resource: its parent, except a workload's container, which is
+    its host's GpuHost's child (components/docker/partitions.py) and names the workload as its former parent (alias)."""
+    for alias in resource.aliases:
+        declared_by = _type_and_name(alias.parent)
+        if declared_by[0] in (TRAINING, VLLM):
+            return declared_by
+    return _type_and_name(resource.parent)
 
 
 def _labels(resource: PlannedResource) -> dict[str, str]:
@@ -200,16 +211,16 @@ def _container_role(resource: PlannedResource) -> str:
     labels = _labels(resource)
     partition = labels.get(PARTITION_LABEL)
     check = labels.get(CHECK_LABEL)
-    parent_type, parent_name = _parent(resource)
+    component, workload = _declared_by(resource)
     if check == "gpucheck":
         return f"the GPU check of `{partition}`"
     if check:
         return f"the {check} of host `{_host(resource)}`"
-    if parent_type == "rocm-stack:workloads:DockerTraining":
-        return f"training `{parent_name}` on `{partition}`"
-    if parent_type == "rocm-stack:workloads:DockerVllm":
-        return f"vLLM server `{parent_name}` on `{partition}`"
-    if parent_type == "rocm-stack:monitoring:DockerExporter":
+    if component == TRAINING:
+        return f"training `{workload}` on `{partition}`"
+    if component == VLLM:
+        return f"vLLM server `{workload}` on `{partition}`"
+    if component == "rocm-stack:monitoring:DockerExporter":
         return f"the GPU metrics exporter on `{_host(resource)}`"
     if partition:
         return f"the shell of partition `{partition}`"
@@ -237,11 +248,11 @@ def _container_meaning(action: Action, old: PlannedResource | None, new: Planned
     assert new is not None
     if _container_role(old) != role:  # e.g. a partition's shell becomes a workload's container
         return f"replaces {_container_role(old)} ({stop}) by {role}"
-    parent_type, _ = _parent(new)
-    if parent_type == "rocm-stack:workloads:DockerTraining":
+    component, _ = _declared_by(new)
+    if component == TRAINING:
         lost = "" if old.inputs.get("destroyGraceSeconds") else ", losing the steps since"
         after = f"training stops ({stop}) and resumes from its newest checkpoint{lost}"
-    elif parent_type == "rocm-stack:workloads:DockerVllm":
+    elif component == VLLM:
         wait = new.inputs.get("waitTimeout")
         drain = "" if old.inputs.get("destroyGraceSeconds") else ", in-flight requests fail"
         after = f"it stops serving ({stop}{drain}) until the new container is healthy" + (
@@ -309,7 +320,7 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
     suffix = ""
     if what == "Job" and action in (Action.REPLACE, Action.DELETE_REPLACE):
         suffix = ": its pods stop and run again"
-        if _parent(resource)[0] == "rocm-stack:workloads:TrainingJob":
+        if _declared_by(resource)[0] == "rocm-stack:workloads:TrainingJob":
             suffix += " (the training resumes from its newest checkpoint)"
     if what == "Secret" and action in (Action.REPLACE, Action.DELETE_REPLACE):
         suffix = ": running pods keep the old value until they restart"
@@ -328,6 +339,8 @@ def _changed(old: PlannedResource, new: PlannedResource, paths: tuple[str, ...])
     unknown: list[str] = []
     for path in paths:
         if path == "parent":
+            if old.urn in {alias.urn for alias in new.aliases}:
+                continue  # the engine finds the old state by the alias (pulumi.urn): the move alone calls no provider
             replaced_by.append((path, "pulumi.urn"))
         elif path in ("protect", "depends_on"):
             continue  # the engine's own bookkeeping: no provider call

@@ -33,9 +33,10 @@ RULES: dict[str, Rule] = {
     # The Pulumi engine.
     "pulumi.urn": Rule(
         "a resource is known by its URN (project, stack, parent types, type, name): another name or parent is a "
-        "different resource, created, while the old URN is deleted after every create (no aliases are declared)",
+        "different resource, created, while the old URN is deleted after every create, unless the resource declares "
+        "the old URN as an alias: then the engine finds the old state by it and moves it",
         "pulumi/pulumi sdk/go/common/resource/urn.go NewURN; pkg/resource/deploy/step_generator.go (deletes of "
-        "resources the program no longer registers come last)",
+        "resources the program no longer registers come last; getOldResource L655-704: the URN, then each alias)",
     ),
     "pulumi.delete-before-replace-option": Rule(
         "the resource option deleteBeforeReplace: a replacement deletes the old resource first",

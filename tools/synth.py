@@ -3,10 +3,10 @@
     python -m tools.synth --stack dev --out out/dev
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
-protect, delete_before_replace, replace_on_changes, depends_on and custom_timeouts; secrets as "[secret]"), `manifests/`
-(one YAML per Kubernetes object), `helm/RELEASE.yaml` (one per Helm release), `docker/HOST.sh` (a runnable
-script of the docker commands that create and start the host's containers) and `monitoring/prometheus.yml`
-(the scrape config of the Docker hosts' metrics exporters).
+protect, delete_before_replace, replace_on_changes, depends_on, custom_timeouts and aliases (old URNs it is found by,
+with their parents); secrets as "[secret]"), `manifests/` (one YAML per Kubernetes object), `helm/RELEASE.yaml` (one
+per Helm release), `docker/HOST.sh` (a runnable script of the docker commands that create and start the host's
+containers) and `monitoring/prometheus.yml` (the scrape config of the Docker hosts' metrics exporters).
 This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s STACK`.
 
 In tests, `synthesize(stack, config)` returns the same `Plan` in-process.
@@ -29,7 +29,7 @@ import shlex
 import sys
 import textwrap
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -90,6 +90,24 @@ def _redact(value: Any) -> Any:
     return value
 
 
+def _aliases(request: Any, make_urn: Callable[[str, str, str], str]) -> list[dict[str, str | None]]:
+    """Each alias of a resource: the URN the engine also looks it up by (a moved or renamed resource keeps its state
+    under it), and that URN's parent. An alias spec's unset name, type and parent are the resource's own (pulumi/pulumi
+    pkg/resource/deploy/step_generator.go collapseAliasToUrn L545-583), then the URN is made from the parent as any
+    child's is (sdk/go/common/resource/alias.go CreateURN L40-56), here in the mock engine's form like every URN of
+    the plan (`make_urn`)."""
+    found: list[dict[str, str | None]] = []
+    for alias in request.aliases:
+        spec = alias.spec
+        # The program's aliases are `Alias(parent=...)` specs: no URN strings, no other stack or project.
+        assert alias.WhichOneof("alias") == "spec" and not spec.stack and not spec.project, alias
+        parent = "" if spec.noParent else spec.parentUrn or request.parent
+        found.append(
+            {"urn": make_urn(parent, spec.type or request.type, spec.name or request.name), "parent": parent or None}
+        )
+    return found
+
+
 def _fake_id(name: str) -> str:
     return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
 
@@ -147,6 +165,7 @@ def _mock_engine(
                             for op in ("create", "update", "delete")
                             if getattr(request.customTimeouts, op)
                         },
+                        "aliases": _aliases(request, self.make_urn),
                         "inputs": _redact(this_call.inputs),
                     }
                 )

@@ -26,6 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 DEFAULT_MAX_ROWS = 200
 
 
+class PlannedAlias(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    urn: str  # an old URN the engine finds the resource's state by
+    parent: str | None = None  # that URN's parent
+
+
 class PlannedResource(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -40,6 +47,7 @@ class PlannedResource(BaseModel):
     delete_before_replace: bool = False
     replace_on_changes: list[str] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
+    aliases: list[PlannedAlias] = Field(default_factory=list)
 
 
 class SynthPlan(BaseModel):
@@ -126,7 +134,7 @@ def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
     for key in sorted(before.keys() & after.keys()):
         old, new = before[key], after[key]
         paths = list(changed_paths(old.inputs, new.inputs))
-        if old.parent != new.parent:  # a new parent is a new URN: Pulumi replaces it unless aliased
+        if old.parent != new.parent:  # a new parent is a new URN: Pulumi replaces it unless aliased (tools/impact.py)
             paths.append("parent")
         if old.protect != new.protect:
             paths.append("protect")
