@@ -66,6 +66,22 @@ def stack_without_kubernetes(stack: str) -> dict[str, Any]:
     return config
 
 
+def shell_partitions(stack: str) -> dict[str, Any]:
+    """A committed stack's config with every partition a plain shell: its workloads on Kubernetes only."""
+    config = stack_file(stack)
+    for workload in config["rocm-stack:training"] + config["rocm-stack:inference"]:
+        workload.pop("docker")
+    return config
+
+
+def swapped_partitions() -> dict[str, Any]:
+    """The dev stack with its training and its vLLM server each on the other's partition."""
+    config = stack_file("dev")
+    config["rocm-stack:training"][0]["docker"]["partitions"] = ["workstation/serve"]
+    config["rocm-stack:inference"][0]["docker"]["partitions"] = ["workstation/train"]
+    return config
+
+
 def synth_with(stack: str, secrets: dict[str, str] | None = None, **keys: Any) -> Plan:
     """Synth of a committed stack with some `rocm-stack:` keys set (camelCase names; None removes a key)."""
     config = stack_file(stack)
@@ -89,10 +105,14 @@ def refusal(stack: str, config: dict[str, Any], secrets: dict[str, str] | None =
 
 
 def on_gpu_hosts(plan: Plan, type_token: str) -> list[dict[str, Any]]:
-    """Resources of a type declared by the GpuHost components (not by monitoring or workloads), one-shot checks
-    left out (check_containers)."""
+    """Resources of a type declared by the GpuHost components (not by monitoring or workloads: a workload's container
+    is a GpuHost's child too, aliased to its workload), one-shot checks left out (check_containers)."""
     hosts = {r["urn"] for r in plan.of_type("rocm-stack:docker:GpuHost")}
-    return [r for r in plan.of_type(type_token) if r["parent"] in hosts and not r["inputs"].get("attach")]
+    return [
+        r
+        for r in plan.of_type(type_token)
+        if r["parent"] in hosts and not r["aliases"] and not r["inputs"].get("attach")
+    ]
 
 
 PARTITION_LABEL = "rocm-stack.partition"

@@ -21,7 +21,16 @@ from tools.impact import ImpactReport, Impact, predict, to_markdown
 from tools.impact_rules import RULES, Action
 from tools.synth import ROOT, Plan, synthesize
 from tools.synth_diff import SynthPlan
-from conftest import CONTAINER, DOCKER_PROVIDER, REMOTE_IMAGE, gpu_containers, stack_file, synth_with
+from conftest import (
+    CONTAINER,
+    DOCKER_PROVIDER,
+    REMOTE_IMAGE,
+    gpu_containers,
+    shell_partitions,
+    stack_file,
+    swapped_partitions,
+    synth_with,
+)
 
 P = "rocm-stack:"
 JOB = "kubernetes:batch/v1:Job"
@@ -257,20 +266,65 @@ def test_without_the_lock_a_new_partition_moves_and_restarts_the_others():
     assert ("envs[0]", "tfbridge.force-new") in train.replaced_by
 
 
-def test_giving_a_partition_a_workload_moves_its_container_to_a_new_urn_and_the_docker_name_clashes(dev_plan):
-    """The partition's shell (declared by GpuHost) becomes the training's container (declared by DockerTraining):
-    same name, another parent, so another URN (pulumi.urn). Pulumi creates it while the shell, deleted only at the
-    end, still holds the Docker name `train`: the report says `pulumi up` fails there unless an alias is declared."""
-    config = stack_file("dev")
-    config[P + "training"][0].pop("docker")
-    base = synthesize("dev", config)
-    train = by_name(report_of(base, dev_plan))[(CONTAINER, "workstation-train")]
-    assert train.action is Action.REPLACE and ("parent", "pulumi.urn") in train.replaced_by
-    grace = stop_words(base.get(CONTAINER, "workstation-train"))
-    assert train.meaning.startswith(
-        f"replaces the shell of partition `workstation/train` ({grace}) by training `tiny` on `workstation/train`"
+def assert_replaced_in_place(impact: Impact, old_role: str, new_role: str, old: dict[str, Any]) -> None:
+    """One URN whatever the partition runs (components/docker/partitions.py): the engine diffs the old state against
+    the new inputs, ForceNew inputs differ, and pulumi-docker replaces a container delete-first (resources.go
+    L112-115 `DeleteBeforeReplace: true`, test_impact_rules.py), so the Docker name is free when the new one is
+    created. Never `pulumi.urn`: no create of another URN beside the old container."""
+    assert impact.action is Action.DELETE_REPLACE and impact.stops_container
+    assert "parent" not in {path for path, _ in impact.replaced_by}
+    assert {rule for _, rule in impact.replaced_by} <= {"tfbridge.force-new", "tfbridge.set-element"}
+    assert any(path.split("[")[0] == "command" for path, _ in impact.replaced_by)  # a new program runs there
+    assert {"pulumi-docker.container-delete-before-replace", "tfd.container-delete"} <= set(impact.rules)
+    assert "pulumi.urn" not in impact.rules
+    assert impact.meaning == f"replaces {old_role} ({stop_words(old)}) by {new_role}"
+
+
+def test_giving_a_partition_a_workload_replaces_its_shell_delete_first(dev_plan):
+    """The partition's shell (declared by GpuHost) becomes the training's container (declared by DockerTraining, a
+    child of the same GpuHost): same URN, so a delete-then-replace, not a create that meets the shell's Docker name."""
+    base = synthesize("dev", shell_partitions("dev"))
+    impacts = by_name(report_of(base, dev_plan))
+    assert_replaced_in_place(
+        impacts[(CONTAINER, "workstation-train")],
+        "the shell of partition `workstation/train`",
+        "training `tiny` on `workstation/train`",
+        base.get(CONTAINER, "workstation-train"),
     )
-    assert train.meaning.endswith("`pulumi up` fails there unless the move is declared as an alias")
+    assert_replaced_in_place(
+        impacts[(CONTAINER, "workstation-serve")],
+        "the shell of partition `workstation/serve`",
+        "vLLM server `qwen-small` on `workstation/serve`",
+        base.get(CONTAINER, "workstation-serve"),
+    )
+
+
+def test_taking_a_workload_away_replaces_its_container_by_the_shell_delete_first(dev_plan):
+    head = synthesize("dev", shell_partitions("dev"))
+    impacts = by_name(report_of(dev_plan, head))
+    assert_replaced_in_place(
+        impacts[(CONTAINER, "workstation-train")],
+        "training `tiny` on `workstation/train`",
+        "the shell of partition `workstation/train`",
+        dev_plan.get(CONTAINER, "workstation-train"),
+    )
+
+
+def test_moving_partitions_between_workloads_replaces_each_container_delete_first(dev_plan):
+    """The training and the vLLM server swap partitions: each container changes workload, none changes URN."""
+    impacts = by_name(report_of(dev_plan, synthesize("dev", swapped_partitions())))
+    assert_replaced_in_place(
+        impacts[(CONTAINER, "workstation-train")],
+        "training `tiny` on `workstation/train`",
+        "vLLM server `qwen-small` on `workstation/train`",
+        dev_plan.get(CONTAINER, "workstation-train"),
+    )
+    assert_replaced_in_place(
+        impacts[(CONTAINER, "workstation-serve")],
+        "vLLM server `qwen-small` on `workstation/serve`",
+        "training `tiny` on `workstation/serve`",
+        dev_plan.get(CONTAINER, "workstation-serve"),
+    )
 
 
 def test_adding_a_host_to_a_host_group_creates_its_resources_and_touches_no_other(dev_plan):
@@ -336,7 +390,7 @@ def test_a_new_parent_is_a_new_urn_and_the_docker_name_clash_is_named(dev_plan):
         dev_plan,
         CONTAINER,
         "workstation-serve",
-        lambda r: r.update(parent="urn:pulumi:dev::rocm-stack::rocm-stack:docker:GpuHost::workstation"),
+        lambda r: r.update(parent="urn:pulumi:dev::rocm-stack::pulumi:pulumi:Stack$rocm-stack:docker:Other::x"),
     )
     serve = by_name(report_of(dev_plan, head))[(CONTAINER, "workstation-serve")]
     assert serve.action is Action.REPLACE and serve.replaced_by == [("parent", "pulumi.urn")]

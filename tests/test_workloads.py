@@ -20,7 +20,7 @@ from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from tools.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
 from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, WORKERS, program_files
-from conftest import CONTAINER, REMOTE_IMAGE, env_of, refused, render_nodes_of, stack_file
+from conftest import CONTAINER, REMOTE_IMAGE, env_of, partition_of, refused, render_nodes_of, stack_file
 from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object
 
 DATA = Path(__file__).parent / "data"
@@ -177,12 +177,12 @@ def docker_container(plan: Plan, name: str) -> dict[str, Any]:
 
 
 def partition_containers(plan: Plan) -> dict[str, dict[str, Any]]:
-    """Containers of GPU partitions (GpuHost's own and workloads'), not other concerns' (e.g. exporters)."""
+    """Containers of GPU partitions (GpuHost's own and workloads', all its children), not other concerns' (e.g.
+    exporters)."""
     return {
         c["name"]: c
         for c in plan.of_type(CONTAINER)
-        if not c["inputs"].get("attach")
-        and any(f"${kind}::" in c["parent"] for kind in ("rocm-stack:docker:GpuHost", *WORKLOAD_COMPONENTS))
+        if not c["inputs"].get("attach") and "$rocm-stack:docker:GpuHost::" in c["parent"]
     }
 
 
@@ -723,13 +723,14 @@ def test_docker_training_uploads_the_same_program(prod):
     }
 
 
-def test_claimed_partitions_leave_gpu_host_and_others_stay(prod):
+def test_claimed_partitions_stay_children_of_their_host_and_name_their_workload(prod):
     containers = partition_containers(prod)
     assert len(containers) == 8  # still one container per partition
-    by_parent = {name: c["parent"].rsplit("::", 1)[-1] for name, c in containers.items()}
-    assert by_parent["gpu-node-1-train-a"] == by_parent["gpu-node-2-train-a"] == "llm-pretrain"
-    assert by_parent["gpu-node-3-serve-b"] == by_parent["gpu-node-4-serve-b"] == "llama"
-    assert by_parent["gpu-node-1-serve-b"] == "gpu-node-1"  # the GpuHost's own, unchanged
+    assert all(c["parent"].rsplit("::", 1)[-1] == str(partition_of(c)).split("/")[0] for c in containers.values())
+    workload = {name: [a["parent"].rsplit("::", 1)[-1] for a in c["aliases"]] for name, c in containers.items()}
+    assert workload["gpu-node-1-train-a"] == workload["gpu-node-2-train-a"] == ["llm-pretrain"]
+    assert workload["gpu-node-3-serve-b"] == workload["gpu-node-4-serve-b"] == ["llama"]
+    assert workload["gpu-node-1-serve-b"] == []  # the GpuHost's own shell
     assert containers["gpu-node-1-serve-b"]["inputs"]["command"] == ["sleep", "infinity"]
 
 

@@ -103,7 +103,8 @@ def published(ports: Sequence[PortMapping]) -> list[docker.ContainerPortArgs]:
 
 class GpuHost(pulumi.ComponentResource):
     """One Docker daemon with GPUs. Children are named after the host and container names only,
-    so reordering or adding hosts never renames (and so replaces) anything."""
+    so reordering or adding hosts never renames (and so replaces) anything. Every partition's container is a child,
+    its shell declared here and a workload's by the workload (`containers` holds the shells)."""
 
     provider: docker.Provider
     images: dict[str, docker.RemoteImage]

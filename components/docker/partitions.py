@@ -16,19 +16,27 @@ from schema.docker import ContainerConfig, HostConfig, SecurityProfile
 from schema.workloads import partition_size
 from .deadlines import create_timeouts, pull_timeouts
 from .environment import container_envs
-from .gpu_host import rocm_access, visibility_env
+from .gpu_host import GpuHost, rocm_access, visibility_env
 from .stop import graceful_stop
 
 
 @dataclass(frozen=True)
 class Partition:
-    """One `host/container` slot of `rocm-stack:hosts`, and the Docker provider of its host."""
+    """One `host/container` slot of `rocm-stack:hosts`, and the GpuHost component of its host."""
 
     host: HostConfig
     container: ContainerConfig
-    provider: docker.Provider
-    # What the partition's container must wait for: its host's preflight and its GPU check (GpuHost.gates).
-    gates: Sequence[pulumi.Input[pulumi.Resource]] = ()
+    gpu_host: GpuHost
+    """The parent of the partition's container whatever runs in it, so that its URN never depends on its role."""
+
+    @property
+    def provider(self) -> docker.Provider:
+        return self.gpu_host.provider
+
+    @property
+    def gates(self) -> Sequence[pulumi.Input[pulumi.Resource]]:
+        """What the partition's container must wait for: its host's preflight and its GPU check."""
+        return self.gpu_host.gates.get(self.container.name, ())
 
     @property
     def ref(self) -> str:
@@ -95,9 +103,11 @@ class WorkloadContainerArgs:
 
 
 def workload_container(
-    partition: Partition, args: WorkloadContainerArgs, opts: pulumi.ResourceOptions
+    partition: Partition, args: WorkloadContainerArgs, workload: pulumi.Resource
 ) -> docker.Container:
-    """The partition's container running a workload, named like GpuHost names it (same Docker name too)."""
+    """The partition's container running `workload`'s program: the same resource as the partition's shell (GpuHost's
+    child, same name and Docker name), so that a change of role is a replacement of one URN, which pulumi-docker
+    does delete-first (DeleteBeforeReplace), never a create that meets the old container's Docker name."""
     c = partition.container
     env = {**args.env, **c.env, **partition.visibility_env(args.visibility_variable)}
     volumes = [
@@ -124,10 +134,13 @@ def workload_container(
         wait=args.wait_timeout_seconds is not None or None,
         wait_timeout=args.wait_timeout_seconds,
         **graceful_stop(args.stop_grace_seconds),
-        opts=pulumi.ResourceOptions.merge(
-            opts,
-            pulumi.ResourceOptions(
-                depends_on=list(partition.gates), custom_timeouts=create_timeouts(args.wait_timeout_seconds or 0)
-            ),
+        opts=pulumi.ResourceOptions(
+            parent=partition.gpu_host,
+            provider=partition.provider,
+            depends_on=list(partition.gates),
+            custom_timeouts=create_timeouts(args.wait_timeout_seconds or 0),
+            # Stacks deployed before hold the container under its workload: the engine finds it there (its old URN,
+            # pulumi step_generator.go getOldResource) and moves it instead of creating it beside the old one.
+            aliases=[pulumi.Alias(parent=workload)],
         ),
     )

@@ -5,7 +5,8 @@
     workloads = build_workloads(cfg, secrets, k8s, hosts)
 
 A partition claimed by a workload is declared by the workload (its container runs the workload), so GpuHost
-gets its host without those containers (`host_for_gpu_host`).
+gets its host without those containers (`host_for_gpu_host`); the container is still the GpuHost's child
+(components.docker.partitions.workload_container): a partition keeps its URN whatever runs in it.
 """
 
 from __future__ import annotations
@@ -104,9 +105,7 @@ def build_workloads(
         return workloads
     token = secrets.huggingface_token
     partitions = {
-        f"{host.name}/{container.name}": Partition(
-            host, container, gpu_hosts[host.name].provider, gpu_hosts[host.name].gates.get(container.name, ())
-        )
+        f"{host.name}/{container.name}": Partition(host, container, gpu_hosts[host.name])
         for host in cfg.hosts
         for container in host.containers
     }

@@ -307,7 +307,6 @@ class DockerVllm(pulumi.ComponentResource):
         # Docker's health check runs inside the container: the image has Python, not necessarily curl.
         probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{inference.port}{HEALTH_PATH}', timeout=5)"
         for partition in args.partitions:
-            on_host = pulumi.ResourceOptions(parent=self, provider=partition.provider)
             env = {**inference.server_env(partition.gpu_count), "HF_HOME": MODEL_CACHE_MOUNT}
             uploads = []
             if args.huggingface_token is not None:
@@ -373,6 +372,6 @@ class DockerVllm(pulumi.ComponentResource):
                     + HEALTH_TIMEOUT_SECONDS,
                     secret_env=args.secret_env,
                 ),
-                on_host,
+                self,
             )
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})

@@ -413,7 +413,6 @@ class DockerTraining(pulumi.ComponentResource):
         images = pull_on_hosts(name, args.images, args.partitions, self)
         self.containers = {}
         for partition in args.partitions:
-            on_host = pulumi.ResourceOptions(parent=self, provider=partition.provider)
             host_dir = f"{placement.checkpoint_dir}/{name}/{partition.container.name}"
             self.containers[partition.ref] = workload_container(
                 partition,
@@ -434,6 +433,6 @@ class DockerTraining(pulumi.ComponentResource):
                     uploads=uploads,
                     secret_env=args.secret_env,
                 ),
-                on_host,
+                self,
             )
         self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})
