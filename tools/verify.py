@@ -7,8 +7,11 @@ the real program under the mock engine) and runs each check container it declare
 environment, devices, groups, cpuset and labels, through the `docker` SDK on the host's own Docker endpoint
 (the stack's unix:// or ssh:// address; ssh through the system `ssh` client, as the Docker provider does).
 Each run is a fresh container named `<check>-verify`, removed afterwards; the deployed ones are left alone.
+Each created container's log configuration is compared with the declared one (`log_config_drift`): a host where the
+daemon adds log options fails, since the provider would replace every container on every deploy.
 
-Prints a progress line per host on stderr, then a table: host, check (preflight or partition), verdict, details.
+Prints a progress line per host on stderr, then a table: host, check (preflight, partition or log-opts), verdict,
+details.
 Exit status: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused or a host
 could not be reached.
 """
@@ -87,6 +90,7 @@ def create_kwargs(inputs: Mapping[str, Any], device_root: Path) -> dict[str, Any
         "group_add": inputs.get("groupAdds"),
         "ipc_mode": inputs.get("ipcMode"),
         "cpuset_cpus": inputs.get("cpuSet"),
+        "log_config": docker.types.LogConfig(type=inputs["logDriver"], config=inputs["logOpts"]),
         "cap_add": inputs.get("capabilities", {}).get("adds"),
         "security_opt": inputs.get("securityOpts"),
         "volumes": {
@@ -115,19 +119,47 @@ def uploads_tar(inputs: Mapping[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def run_check(client: Any, inputs: Mapping[str, Any], timeout_s: float, device_root: Path) -> tuple[int, str]:
-    """Create, upload, start, wait, read the logs, remove: what the provider's attach does, with a fresh name."""
+def log_config_drift(inputs: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, str]:
+    """Log option (or `log-driver`) -> the value dockerd stored (HostConfig.LogConfig), where it differs from the
+    declared `logDriver`/`logOpts`. When the driver is the daemon's default, dockerd adds each daemon.json `log-opts`
+    key the container lacks (moby v20.10.24 daemon/logs.go L186-192 mergeAndVerifyLogConfig, called at create by
+    daemon/create.go L170; the same in docker-v29.7.2 daemon/logs.go L179-185, create.go L207), and the provider
+    reads the map back as stored (terraform-provider-docker v4.5.0 resource_docker_container_funcs.go L952,
+    L983-989): log_opts being ForceNew (resource_docker_container.go L894-899), that is a replacement per deploy."""
+    declared = {"log-driver": inputs["logDriver"], **inputs["logOpts"]}
+    actual = {"log-driver": stored["Type"], **(stored["Config"] or {})}
+    return {
+        k: actual.get(k, "(none)") for k in sorted(declared.keys() | actual.keys()) if declared.get(k) != actual.get(k)
+    }
+
+
+def log_finding(drift: Mapping[str, str]) -> str:
+    found = " ".join(f"{k}={v}" for k, v in drift.items())
+    return (
+        f"dockerd stores log options other than declared: {found} (/etc/docker/daemon.json `log-opts`): "
+        "log_opts is ForceNew, so every `pulumi up` replaces every container of this host\n"
+        "fix: remove these keys from `log-opts` in /etc/docker/daemon.json and restart dockerd "
+        "(the next `pulumi up` replaces the containers once more)"
+    )
+
+
+def run_check(
+    client: Any, inputs: Mapping[str, Any], timeout_s: float, device_root: Path
+) -> tuple[int, str, dict[str, str]]:
+    """Create, upload, start, wait, read the logs, remove: what the provider's attach does, with a fresh name.
+    Returns the exit code, the output and the container's `log_config_drift`."""
     kwargs = create_kwargs(inputs, device_root)
     stale = client.containers.list(all=True, filters={"name": f"^/{kwargs['name']}$"})
     for old in stale:
         old.remove(force=True)
-    container = client.containers.create(**kwargs)
+    container = client.containers.create(**kwargs)  # inspected after the create: attrs hold what dockerd stored
     try:
+        drift = log_config_drift(inputs, container.attrs["HostConfig"]["LogConfig"])
         if inputs.get("uploads"):
             container.put_archive("/", uploads_tar(inputs))
         container.start()
         code = container.wait(timeout=timeout_s)["StatusCode"]
-        return code, container.logs(stdout=True, stderr=True).decode(errors="replace")
+        return code, container.logs(stdout=True, stderr=True).decode(errors="replace"), drift
     finally:
         container.remove(force=True)
 
@@ -151,16 +183,21 @@ def verify(
         except Exception as error:  # an unreachable host is a row, not the end of the run
             rows.append(Row(host, "-", "error", f"cannot reach {endpoint}: {error}"))
             continue
+        drift: dict[str, str] = {}
         for inputs in checks:
             labels = _labels(inputs)
             name = "preflight" if labels[CHECK_LABEL] == "preflight" else labels.get("rocm-stack.partition", "?")
             try:
-                code, logs = run_check(client, inputs, _timeout(inputs), device_root)
+                code, logs, container_drift = run_check(client, inputs, _timeout(inputs), device_root)
             except Exception as error:
                 rows.append(Row(host, name, "error", f"{type(error).__name__}: {error}"))
                 continue
             verdict = "pass" if code == 0 else ("warn" if labels.get(VERDICT_LABEL) == "warn" else "fail")
             rows.append(Row(host, name, verdict, "" if code == 0 else f"exit {code}\n{summary(logs)}"))
+            drift.update(container_drift)
+        # Every container of a host declares the same log options (hosts[].logs): one row for the host.
+        if drift:
+            rows.append(Row(host, "log-opts", "fail", log_finding(drift)))
         progress(f"[{number}/{len(hosts)}] {host}: done in {time.monotonic() - began:.1f}s")
     return rows
 

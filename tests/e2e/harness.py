@@ -138,8 +138,9 @@ def _unmount_below(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def private_daemon(root: Path) -> Iterator[Docker]:
-    """Start dockerd with all its state under `root`, yield its client, then remove its containers and stop it."""
+def private_daemon(root: Path, config: dict[str, Any] | None = None) -> Iterator[Docker]:
+    """Start dockerd with all its state under `root` and `config` in its daemon.json, yield its client, then remove
+    its containers and stop it."""
     dockerd = shutil.which("dockerd")
     if os.geteuid() != 0:
         raise Unavailable("DOCKER_HOST is not set and a private dockerd needs root")
@@ -149,7 +150,7 @@ def private_daemon(root: Path) -> Iterator[Docker]:
         )
     socket = root / "docker.sock"
     # dockerd writes its identity key to /etc/docker/key.json unless its config names another path.
-    (root / "daemon.json").write_text(json.dumps({"deprecated-key-path": str(root / "key.json")}))
+    (root / "daemon.json").write_text(json.dumps({**(config or {}), "deprecated-key-path": str(root / "key.json")}))
     log = (root / "dockerd.log").open("wb")
     process = subprocess.Popen(
         [

@@ -8,14 +8,15 @@ prove is the path (same containers as `pulumi up`, device mapping, exit codes, o
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from conftest import stack_file
-from e2e.harness import Docker, make_gpu_nodes, on_test_host
+from e2e.harness import Docker, import_standin_image, make_gpu_nodes, on_test_host, private_daemon
 from tools.synth import synthesize
-from tools.verify import docker_client, table, verify
+from tools.verify import checks_by_host, docker_client, table, verify
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,7 @@ def test_verify_runs_each_check_on_the_host_and_reports_per_partition(docker: Do
     rows = verify(plan, docker_client, progress.append)
     assert progress[0] == f"[1/1] workstation ({docker.host}): 3 check(s) ..."
     assert progress[1].startswith("[1/1] workstation: done in ")
+    # No `log-opts` row: this daemon's daemon.json has no `log-opts`, so each container keeps the declared options.
     assert [(r.host, r.check) for r in rows] == [
         ("workstation", "preflight"),
         ("workstation", "workstation/serve"),
@@ -52,3 +54,27 @@ def test_verify_runs_each_check_on_the_host_and_reports_per_partition(docker: Do
     assert "workstation  workstation/serve  FAIL" in text
     # Each run's container is removed afterwards.
     assert not [n for n in docker.out("ps", "-a", "--format", "{{.Names}}").split() if n.endswith("-verify")]
+
+
+def test_verify_fails_a_host_whose_daemon_adds_log_options(plan_and_nodes):
+    """A daemon whose default driver is json-file (dockerd's default) with daemon.json `log-opts`: dockerd adds each
+    key the container does not declare to its HostConfig.LogConfig (moby v20.10.24 daemon/logs.go L186-192
+    mergeAndVerifyLogConfig, from daemon/create.go L170; docker-v29.7.2 daemon/logs.go L179-185, create.go L207);
+    a key it declares keeps its own value. terraform-provider-docker v4.5.0 reads that map back
+    (resource_docker_container_funcs.go L952, L983-989) and log_opts is ForceNew (resource_docker_container.go
+    L894-899): a replacement of every container on every deploy, which verify reports once for the host."""
+    plan, nodes = plan_and_nodes
+    images = {c["image"] for _, checks in checks_by_host(plan).values() for c in checks}
+    daemon_config = {"log-opts": {"compress": "true", "max-size": "10m"}}
+    with (
+        tempfile.TemporaryDirectory(prefix="rocm-stack-e2e-") as root,
+        private_daemon(Path(root), daemon_config) as daemon,
+    ):
+        import_standin_image(daemon, images)
+        rows = verify(on_test_host(plan, daemon.host, nodes.root), docker_client, lambda _: None)
+    assert [(r.host, r.check, r.verdict) for r in rows][-1] == ("workstation", "log-opts", "fail"), table(rows)
+    assert len(rows) == 4, table(rows)  # preflight, two partitions, one log-opts row
+    first, fix = rows[-1].details.splitlines()
+    assert "log options other than declared: compress=true (/etc/docker/daemon.json `log-opts`)" in first, first
+    assert "max-size" not in first  # declared by the container: the daemon's 10m does not replace it
+    assert fix.startswith("fix: remove these keys from `log-opts` in /etc/docker/daemon.json and restart dockerd")
