@@ -1,5 +1,6 @@
-"""The change-impact rules (tools/impact_rules.py) against the providers' own source, vendored in tests/data/docker
-and tests/data/kubernetes (see their SOURCE.txt) and read with tree-sitter's Go grammar (tests/upstream_go.py)."""
+"""The change-impact rules (tools/impact_rules.py) against the providers' own source, read from the fetched mirrors
+at the commits below with tree-sitter's Go grammar (tests/upstream_go.py; skipped where a mirror is absent), and
+every Docker input the program declares covered by a rule (everywhere)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,16 @@ from tools.impact_rules import (
     Attribute,
 )
 from conftest import CONTAINER, REMOTE_IMAGE
-from upstream_go import parse, resource_schema, string_list_in_function, text, walk
+from upstream_go import Upstream, parse, resource_schema, string_list_in_function, text, walk
 
-DOCKER = Path(__file__).parent / "data" / "docker"
-K8S_DIFF = Path(__file__).parent / "data" / "kubernetes" / "pulumi-kubernetes-diff.go"
-RENAMES = json.loads((DOCKER / "bridge-metadata.renames.json").read_text())["renamedProperties"]
+TFD = Upstream("kreuzwerker/terraform-provider-docker", "5074970c71ce6cc393c74942d5d628943834beb9")  # tag v4.5.0
+PULUMI_DOCKER = Upstream("pulumi/pulumi-docker", "237b7899bb513613a7645e74d6981c12d054dcc7")  # v5.2.0's bridge
+PULUMI_K8S = Upstream("pulumi/pulumi-kubernetes", "94977969d64112b04e19945818a7d5d5f38f631d")  # after v4.32.0
+K8S_DIFF = "provider/pkg/provider/diff.go"
+# A data subset of pulumi-docker's bridge-metadata.json (tests/data/docker/SOURCE.txt), not code: kept in the repo.
+RENAMES = json.loads((Path(__file__).parent / "data" / "docker" / "bridge-metadata.renames.json").read_text())[
+    "renamedProperties"
+]
 
 
 def _camel(name: str) -> str:
@@ -48,7 +54,7 @@ def upstream_table(resource_file: str, top_type: str, nested_prefix: str) -> dic
         if type_token.startswith(nested_prefix):
             nested.update({tf: pulumi for pulumi, tf in renames.items()})
     table = {}
-    for a in resource_schema(DOCKER / resource_file, DOCKER / "helpers.go"):
+    for a in resource_schema(TFD.read(f"internal/provider/{resource_file}"), TFD.read("internal/provider/helpers.go")):
         if not a.input:
             continue
         first, *rest = a.path.split(".")
@@ -87,21 +93,21 @@ def test_facts_the_scenarios_rest_on():
 def test_live_updates_are_what_tfds_update_applies():
     """resourceDockerContainerUpdate's list of attributes it hands ContainerUpdate (funcs.go L1016-1019)."""
     attributes, line = string_list_in_function(
-        DOCKER / "resource_docker_container_funcs.go", "resourceDockerContainerUpdate"
+        TFD.read("internal/provider/resource_docker_container_funcs.go"), "resourceDockerContainerUpdate"
     )
     by_tf = {a.tf: path for path, a in DOCKER_CONTAINER.items()}
     assert tuple(by_tf[a] for a in attributes) == DOCKER_LIVE_UPDATES and line == 1016
 
 
-def function(path: Path, name: str) -> tuple[str, int, int]:
-    for node in walk(parse(path)):
+def function(source: bytes, name: str) -> tuple[str, int, int]:
+    for node in walk(parse(source)):
         if node.type == "function_declaration" and text(node.child_by_field_name("name")) == name:
             return text(node), node.start_point[0] + 1, node.end_point[0] + 1
-    raise AssertionError(f"{path}: no function {name}")
+    raise AssertionError(f"no function {name}")
 
 
 def test_container_delete_stops_with_the_grace_and_update_and_delete_are_where_the_rules_say():
-    funcs = DOCKER / "resource_docker_container_funcs.go"
+    funcs = TFD.read("internal/provider/resource_docker_container_funcs.go")
     delete, start, _ = function(funcs, "resourceDockerContainerDelete")
     # The stop timeout is destroy_grace_seconds, else 0; a one-shot (attach) container is not stopped first.
     assert re.search(r'if !d\.Get\("attach"\)\.\(bool\) \{\s*// Stop the container', delete)
@@ -113,8 +119,8 @@ def test_container_delete_stops_with_the_grace_and_update_and_delete_are_where_t
 
 
 def test_pulumi_docker_deletes_a_container_before_replacing_it_and_forces_no_provider_replace():
-    source = DOCKER / "pulumi-docker-resources.go"
-    lines = source.read_text().splitlines()
+    source = PULUMI_DOCKER.read("provider/resources.go")
+    lines = source.decode().splitlines()
     resources = {}
     for node in walk(parse(source)):
         if node.type == "keyed_element" and text(node.named_children[0]).startswith('"docker_'):
@@ -126,7 +132,7 @@ def test_pulumi_docker_deletes_a_container_before_replacing_it_and_forces_no_pro
     )
     assert "L112-115" in RULES["pulumi-docker.container-delete-before-replace"].source and line == 112
     assert "DeleteBeforeReplace: true" in lines[113]
-    assert "ForcesProviderReplace" not in source.read_text()  # the provider's inputs never replace it
+    assert "ForcesProviderReplace" not in source.decode()  # the provider's inputs never replace it
     assert lines[93].strip() == "Config: map[string]*tfbridge.SchemaInfo{"  # resources.go L94, cited
 
 
@@ -143,14 +149,14 @@ def _literals(node_text_lines: list[str]) -> set[str]:
 
 
 def _function_literals(name: str) -> set[str]:
-    return set(re.findall(r'"([^"]*)"', function(K8S_DIFF, name)[0]))
+    return set(re.findall(r'"([^"]*)"', function(PULUMI_K8S.read(K8S_DIFF), name)[0]))
 
 
 @pytest.mark.parametrize("key", sorted(K8S_FORCE_NEW), ids=lambda k: f"{k[0] or 'core'}/{k[1]}")
 def test_kubernetes_replacement_paths_are_pulumi_kubernetes_own(key):
     """Each kind's paths are the literals of the lines cited from diff.go, the label-selector and container helpers
     expanded (labelSelectorForceNewProperties, containerForceNewProperties), and nothing there is missing."""
-    lines = K8S_DIFF.read_text().splitlines()
+    lines = PULUMI_K8S.read(K8S_DIFF).decode().splitlines()
     paths, source = K8S_FORCE_NEW[key]
     first, last = _lines(source)
     cited = lines[first - 1 : last]
@@ -173,7 +179,7 @@ def test_kubernetes_replacement_paths_are_pulumi_kubernetes_own(key):
 
 def test_kubernetes_kinds_not_listed_are_replaced_only_by_name_or_namespace():
     """policy/v1 PodDisruptionBudget: diff.go lists only `policy/v1beta1`; custom resources are not listed."""
-    code = K8S_DIFF.read_text()
+    code = PULUMI_K8S.read(K8S_DIFF).decode()
     assert re.search(r'"policy": _versions\{\s*"v1beta1": _kinds\{"PodDisruptionBudget"', code)
     assert "DeviceConfig" not in code and "JobSet" not in code
     assert _function_literals("metadataForceNewProperties") == {".name", ".namespace"}

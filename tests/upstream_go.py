@@ -1,20 +1,53 @@
-"""Facts read out of vendored upstream Go source (tests/data/docker, tests/data/kubernetes) with tree-sitter's Go
-grammar, so that tools/impact_rules.py is checked against the providers' own code, not against itself."""
+"""Facts read out of the providers' upstream Go source with tree-sitter's Go grammar, so that tools/impact_rules.py
+is checked against the providers' own code, not against itself.
+
+The project never copies upstream code: the source is read from the git mirrors the `fetch` tool brings
+(`$ROCM_STACK_UPSTREAM_MIRRORS/owner+name/repo`, default /work/.mirror) at a pinned commit. Where a mirror or the
+commit is absent (CI), the tests that need it skip; the table's citations still pin the facts."""
 
 from __future__ import annotations
 
+import functools
+import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import tree_sitter_go
 from tree_sitter import Language, Node, Parser
 
 _GO = Parser(Language(tree_sitter_go.language()))
+MIRRORS = Path(os.environ.get("ROCM_STACK_UPSTREAM_MIRRORS", "/work/.mirror"))
 
 
-def parse(path: Path) -> Node:
-    return _GO.parse(path.read_bytes()).root_node
+@dataclass(frozen=True)
+class Upstream:
+    """One public repository at the commit the rules cite."""
+
+    repo: str  # owner/name
+    commit: str
+
+    def read(self, path: str) -> bytes:
+        """`path` at the commit; skips the calling test where the mirror lacks the commit, fails where the commit
+        lacks the path (the citation is wrong)."""
+        return _show(self.repo, self.commit, path)
+
+
+@functools.cache  # the tests read the same few files many times
+def _show(repo: str, commit: str, path: str) -> bytes:
+    git = ["git", f"--git-dir={MIRRORS / repo.replace('/', '+') / 'repo'}"]
+    if subprocess.run([*git, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode:
+        pytest.skip(
+            f"needs {repo} @ {commit} in {MIRRORS} (the fetch of github:{repo}; "
+            "ROCM_STACK_UPSTREAM_MIRRORS names the mirrors' folder)"
+        )
+    return subprocess.run([*git, "show", f"{commit}:{path}"], capture_output=True, check=True).stdout
+
+
+def parse(source: bytes) -> Node:
+    return _GO.parse(source).root_node
 
 
 def text(node: Node) -> str:
@@ -115,7 +148,7 @@ def _schema_map(
             _schema_map(schema_body, f"{prefix}{key}.", files, nested_bindings or bindings, out)
 
 
-def resource_schema(resource_file: Path, *helper_files: Path) -> list[SchemaAttribute]:
+def resource_schema(resource_file: bytes, *helper_files: bytes) -> list[SchemaAttribute]:
     """Every attribute of the one resource a TFD `resource_*.go` file declares (`Schema: map[string]*schema.Schema`
     of the `schema.Resource` its constructor returns), nested blocks included."""
     files = [parse(resource_file), *map(parse, helper_files)]
@@ -126,12 +159,12 @@ def resource_schema(resource_file: Path, *helper_files: Path) -> list[SchemaAttr
                 out: list[SchemaAttribute] = []
                 _schema_map(value.child_by_field_name("body"), "", files, {}, out)
                 return out
-    raise ValueError(f"{resource_file}: no schema map")
+    raise ValueError("no schema map")
 
 
-def string_list_in_function(path: Path, function: str) -> tuple[list[str], int]:
+def string_list_in_function(source: bytes, function: str) -> tuple[list[str], int]:
     """The string literals of the first `[]string{...}` inside `function`, and its line."""
-    for declaration in (n for n in walk(parse(path)) if n.type == "function_declaration"):
+    for declaration in (n for n in walk(parse(source)) if n.type == "function_declaration"):
         if text(declaration.child_by_field_name("name")) == function:
             literal = next(
                 n
@@ -140,4 +173,4 @@ def string_list_in_function(path: Path, function: str) -> tuple[list[str], int]:
             )
             strings = [text(n).strip('"') for n in walk(literal) if n.type == "interpreted_string_literal"]
             return strings, literal.start_point[0] + 1
-    raise ValueError(f"{path}: no function {function}")
+    raise ValueError(f"no function {function}")
