@@ -101,6 +101,21 @@ def published(ports: Sequence[PortMapping]) -> list[docker.ContainerPortArgs]:
     ]
 
 
+def pulled_image(
+    resource_name: str, reference: str, pull_timeout_seconds: int, opts: pulumi.ResourceOptions
+) -> docker.RemoteImage:
+    """An image pulled onto a GPU host, within the host's `docker.pullTimeoutSeconds` (components/docker/deadlines.py).
+    Several containers share an image; never delete a multi-GB layer set on destroy."""
+    return docker.RemoteImage(
+        resource_name,
+        name=reference,
+        keep_locally=True,
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(custom_timeouts=pull_timeouts(pull_timeout_seconds))
+        ),
+    )
+
+
 class GpuHost(pulumi.ComponentResource):
     """One Docker daemon with GPUs. Children are named after the host and container names only,
     so reordering or adding hosts never renames (and so replaces) anything. Every partition's container is a child,
@@ -136,15 +151,7 @@ class GpuHost(pulumi.ComponentResource):
         )
         on_host = pulumi.ResourceOptions(parent=self, provider=self.provider)
         self.images = {
-            key: docker.RemoteImage(
-                f"{host.name}-{key}",
-                name=args.images[key],
-                # Several containers share the image; never delete a multi-GB layer set on destroy.
-                keep_locally=True,
-                opts=pulumi.ResourceOptions.merge(
-                    on_host, pulumi.ResourceOptions(custom_timeouts=pull_timeouts(host.docker.pull_timeout_seconds))
-                ),
-            )
+            key: pulled_image(f"{host.name}-{key}", args.images[key], host.docker.pull_timeout_seconds, on_host)
             for key in sorted(
                 {c.image for c in host.containers} | set(args.checks.partition_images.values() if args.checks else ())
             )

@@ -14,9 +14,9 @@ import pulumi_docker as docker
 
 from schema.docker import ContainerConfig, HostConfig, SecurityProfile
 from schema.workloads import partition_size
-from .deadlines import create_timeouts, pull_timeouts
+from .deadlines import create_timeouts
 from .environment import container_envs
-from .gpu_host import GpuHost, rocm_access, visibility_env
+from .gpu_host import GpuHost, pulled_image, rocm_access, visibility_env
 from .stop import graceful_stop
 
 
@@ -62,15 +62,11 @@ def pull_on_hosts(
     has one of its partitions, by host name."""
     hosts = {p.host.name: p for p in partitions}
     return {
-        host: docker.RemoteImage(
+        host: pulled_image(
             f"{host}-{workload}",
-            name=images[host],
-            keep_locally=True,
-            opts=pulumi.ResourceOptions(
-                parent=parent,
-                provider=partition.provider,
-                custom_timeouts=pull_timeouts(partition.host.docker.pull_timeout_seconds),
-            ),
+            images[host],
+            partition.host.docker.pull_timeout_seconds,
+            pulumi.ResourceOptions(parent=parent, provider=partition.provider),
         )
         for host, partition in hosts.items()
     }

@@ -27,8 +27,8 @@ from domain.alerts import EXPORTER_JOB, MODEL_LABEL, GpuStackWorkloads, promethe
 from domain.gpus import MODELS
 from schema.docker import LogConfig, PortMapping
 from schema.monitoring import MonitoringConfig
-from components.docker.deadlines import create_timeouts, pull_timeouts
-from components.docker.gpu_host import published
+from components.docker.deadlines import create_timeouts
+from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
 from components.docker.stop import graceful_stop
 from domain.dashboard import dashboard_json_text
@@ -400,14 +400,7 @@ class DockerExporter(pulumi.ComponentResource):
         super().__init__("rocm-stack:monitoring:DockerExporter", host, None, opts)
         cfg = args.config
         on_host = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.image = docker.RemoteImage(
-            f"{host}-{EXPORTER_NAME}",
-            name=cfg.exporter_image,
-            keep_locally=True,
-            opts=pulumi.ResourceOptions.merge(
-                on_host, pulumi.ResourceOptions(custom_timeouts=pull_timeouts(args.pull_timeout_seconds))
-            ),
-        )
+        self.image = pulled_image(f"{host}-{EXPORTER_NAME}", cfg.exporter_image, args.pull_timeout_seconds, on_host)
         self.container = docker.Container(
             f"{host}-{EXPORTER_NAME}",
             name=EXPORTER_NAME,
