@@ -14,8 +14,8 @@ L1222-1234 shutdownContainer), so an operator's stop and a host reboot give the 
 read back as the daemon stores them (resource_docker_container.go L314-327; funcs.go L977-978
 `d.Set("stop_signal", container.Config.StopSignal)`, `d.Set("stop_timeout", container.Config.StopTimeout)`): the
 declared "SIGTERM" and number are kept verbatim by the daemon, so they never show as a diff.
-`destroy_grace_seconds` is not ForceNew and is not read back (funcs.go L931: "can't be imported"): changing it
-updates the state only.
+`destroy_grace_seconds` is not ForceNew and is not read back (funcs.go L931: "can't be imported"), but the grace is
+`stop_timeout` too: changing it replaces the container, which the delete stops with the old grace.
 """
 
 from __future__ import annotations
