@@ -1,6 +1,7 @@
 """Day-2 check of a deployed stack: run its host preflight and its GPU check per partition again, now.
 
     python -m tools.verify --stack prod        (make verify STACK=prod)
+    rocm-stack verify --stack prod --kubernetes [--node NAME]   (the GPU nodes of its cluster: tools/verify_k8s.py)
 
 The checks are the ones `pulumi up` runs (components/docker/checks.py): verify synthesizes the stack (tools.synth,
 the real program under the mock engine) and runs each check container it declares, with the same image, command,
@@ -35,6 +36,8 @@ from tools.synth import Plan, ProgramRefused, synthesize
 CONTAINER = "docker:index/container:Container"
 # A check's own --timeout (gpucheck) plus the container's start and the program's import.
 RUN_TIMEOUT_MARGIN_S = 300
+# --kubernetes: how long a node's check pod may stay unschedulable before the node is judged busy (or unschedulable).
+SCHEDULE_WAIT_S = 60
 
 
 @dataclass
@@ -202,8 +205,8 @@ def verify(
     return rows
 
 
-def table(rows: list[Row]) -> str:
-    header = ("HOST", "CHECK", "VERDICT", "DETAILS")
+def table(rows: list[Row], first: str = "HOST") -> str:
+    header = (first, "CHECK", "VERDICT", "DETAILS")
     cells = [(r.host, r.check, r.verdict.upper(), (r.details.splitlines() or [""])[0]) for r in rows]
     widths = [max(len(row[i]) for row in [header, *cells]) for i in range(3)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3] for row in [header, *cells]]
@@ -224,7 +227,25 @@ def docker_client(endpoint: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.verify", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
+    k8s = parser.add_argument_group("Kubernetes (tools/verify_k8s.py)")
+    k8s.add_argument("--kubernetes", action="store_true", help="check the GPU nodes of the stack's cluster instead")
+    k8s.add_argument("--node", help="only this node (its name)")
+    k8s.add_argument("--kubeconfig", help="default: kubernetes.provider.kubeconfig, else $KUBECONFIG, ~/.kube/config")
+    k8s.add_argument("--context", help="default: kubernetes.provider.context, else the current context")
+    k8s.add_argument(
+        "--schedule-wait",
+        type=float,
+        default=SCHEDULE_WAIT_S,
+        metavar="SECONDS",
+        help="how long a node's check may wait for its GPUs before the node counts as busy (default %(default)s)",
+    )
     args = parser.parse_args(argv)
+    if args.kubernetes:
+        from tools import verify_k8s
+
+        return verify_k8s.main(args.stack, args.node, args.kubeconfig, args.context, args.schedule_wait)
+    if args.node or args.kubeconfig or args.context:
+        parser.error("--node, --kubeconfig and --context go with --kubernetes")
     try:
         plan = synthesize(args.stack)
     except (ProgramRefused, FileNotFoundError) as refused:
