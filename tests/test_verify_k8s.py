@@ -584,6 +584,9 @@ def test_a_node_that_is_no_gpu_node_is_refused():
         err
         == "node 'cpu-1' is not one of the stack's GPU nodes (they carry the labels feature.node.kubernetes.io/amd-gpu=true)\n"
     )
+    api.nodes["cpu-2"] = node("cpu-2", gpus=None)  # the selector's labels, but no GPU resource ever
+    code, _, err = run_main(api, node="cpu-2")
+    assert (code, err) == (2, "node 'cpu-2' has never advertised amd.com/gpu: it is no GPU node\n")
 
 
 def test_a_stack_without_kubernetes_is_refused_before_any_connection(monkeypatch):

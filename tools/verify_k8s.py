@@ -165,6 +165,8 @@ def targets(api: Any, cfg: StackConfig, node: str | None) -> tuple[list[Target],
             continue
         capacity = (item.status.capacity if item.status else None) or {}
         if group.resource_name not in capacity:
+            if node is not None:
+                raise Refused(f"node '{node}' has never advertised {group.resource_name}: it is no GPU node")
             continue
         counts[group.name] += 1
         allocatable = quantity(((item.status.allocatable if item.status else None) or {}).get(group.resource_name))
