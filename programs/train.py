@@ -6,8 +6,8 @@ Launch (one process per GPU; on ROCm the `nccl` backend is RCCL, and HIP_VISIBLE
     torchrun --standalone --nproc-per-node G programs/train.py [flags]
 
   N machines (Kubernetes Indexed Job: same command on every node, HOST = a stable name of node 0's pod
-  behind a headless Service; each node's own index goes nowhere: c10d rendezvous assigns ranks):
-    torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:29500 \
+  behind a headless Service, PET_NODE_RANK = the pod's completion index; static rendezvous):
+    torchrun --nnodes N --nproc-per-node G --rdzv-backend static --master-addr HOST --master-port 29500 \
              --rdzv-id JOB_NAME programs/train.py [flags]
 
   CPU only (tests, laptops): the same with `--nproc-per-node 2` and TRAIN_BACKEND=gloo (auto picks gloo when no

@@ -276,8 +276,6 @@ class TrainingKubernetes(ConfigModel):
     # one-node Job; restarts of the whole JobSet (failurePolicy.maxRestarts) for several nodes, each resuming
     # from the newest checkpoint.
     backoff_limit: int = Field(6, ge=0)
-    # torchrun --max-restarts: the pods' workers re-rendezvous after a worker process fails.
-    max_restarts: int = Field(3, ge=0)
     active_deadline_seconds: int | None = Field(None, gt=0)
     queue_name: NamespaceName | None = None
     """Kueue LocalQueue admitting the job (label `kueue.x-k8s.io/queue-name`); unset: no Kueue."""

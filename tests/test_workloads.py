@@ -19,6 +19,7 @@ import yaml
 from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from tools.synth import SECRET, Plan, ProgramRefused, manifest_of, synthesize
+from components.workloads import training
 from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, WORKERS, program_files
 from conftest import CONTAINER, REMOTE_IMAGE, env_of, partition_of, refused, render_nodes_of, stack_file
 from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object
@@ -360,7 +361,14 @@ def test_torchrun_rendezvous_on_pod_zero_behind_the_jobsets_headless_service(pro
     """The JobSet controller creates the headless Service `<subdomain>` (default: the JobSet's name;
     ClusterIP None, publishNotReadyAddresses true) owned by the JobSet (jobset_controller.go L790-830 @ v0.12.0);
     pods resolve as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain> (jobset_types.go L378-394). The
-    stack declares no Service of its own for it (a second one of that name would clash)."""
+    stack declares no Service of its own for it (a second one of that name would clash).
+
+    Static rendezvous with the node rank from the pod's completion index, as JobSet's own PyTorch example
+    (site/static/examples/pytorch/cnn-mnist/mnist.yaml L23-38 @ v0.12.0: MASTER_ADDR `pytorch-workers-0-0.pytorch`,
+    RANK from fieldPath `metadata.annotations['batch.kubernetes.io/job-completion-index']`, `torchrun ...
+    --node_rank=$RANK` through bash). Here torchrun reads PET_NODE_RANK itself (torch 2.13
+    distributed/argparse_util.py L45-46: `env_name = f"PET_{dest.upper()}"`; run.py L620-627 --node-rank
+    `action=env`), so no shell. tests/e2e/test_e2e_rendezvous.py runs this command form on CPU."""
     pod = training_pod(prod, "llm-pretrain")
     [trainer] = pod["containers"]
     assert trainer["command"] == [
@@ -370,18 +378,67 @@ def test_torchrun_rendezvous_on_pod_zero_behind_the_jobsets_headless_service(pro
         "--nproc-per-node",
         "8",
         "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        "llm-pretrain-workers-0-0.llm-pretrain:29500",
+        "static",
+        "--master-addr",
+        "llm-pretrain-workers-0-0.llm-pretrain",
+        "--master-port",
+        "29500",
         "--rdzv-id",
         "llm-pretrain",
         "--max-restarts",
-        "3",
+        "0",
         "/opt/rocm-stack/programs/train.py",
     ]
+    rank = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    assert env_dict(trainer)["PET_NODE_RANK"] == rank
     network = manifest(prod, JOBSET, "llm-pretrain")["spec"]["network"]
     assert network == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
     assert [s["metadata"]["name"] for s in workload_objects(prod) if s["kind"] == "Service"] == ["llama"]
+
+
+def test_torchrun_itself_reads_the_rendered_command_and_the_node_rank_from_the_environment(prod, monkeypatch):
+    """torch 2.13's own launcher parses the trainer's command with PET_NODE_RANK set as the downward API sets it:
+    static rendezvous on pod 0's name, this pod's rank from the environment, no torchrun restarts
+    (run.py config_from_args L890-893: `rdzv_configs["rank"] = args.node_rank` for static)."""
+    from torch.distributed import run
+
+    [trainer] = training_pod(prod, "llm-pretrain")["containers"]
+    monkeypatch.setenv("PET_NODE_RANK", "1")
+    args = run.get_args_parser().parse_args(trainer["command"][1:])
+    config, _, entry = run.config_from_args(args)
+    assert (config.rdzv_backend, config.rdzv_endpoint) == ("static", "llm-pretrain-workers-0-0.llm-pretrain:29500")
+    assert config.rdzv_configs["rank"] == 1 and (config.min_nodes, config.max_nodes) == (2, 2)
+    assert config.max_restarts == 0 and entry == ["-u", "/opt/rocm-stack/programs/train.py"]
+
+
+def test_c10d_rendezvous_would_let_pod_zero_miss_hosting_before_its_name_resolves(monkeypatch):
+    """Why not c10d: without `is_host` its backend decides once whether this process hosts the store, by matching
+    the endpoint's host to this machine (torch 2.13 c10d_rendezvous_backend.py L137-145, utils.py
+    _matches_machine_hostname L117-165), and a non-host only connects (L154-183), for read_timeout 60 s (L148).
+    Pod 0's hostname is `<jobset>-workers-0-0`, its FQDN in /etc/hosts (kubelet) has the namespace and cluster
+    domain, and the endpoint's name resolves only once the headless Service publishes the pod: torch's own check
+    answers False before that, so no pod would host the store."""
+    import socket
+
+    from torch.distributed.elastic.rendezvous import utils
+
+    host = training.rendezvous_host("llm-pretrain")
+    pod_ip = "10.244.1.7"
+    published: list[str] = []
+
+    def getaddrinfo(name, *args, **kwargs):
+        if name == "llm-pretrain-workers-0-0":  # /etc/hosts
+            fqdn = "llm-pretrain-workers-0-0.llm-pretrain.ml.svc.cluster.local"
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, fqdn, (pod_ip, 0))]
+        if name == host and published:
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (pod_ip, 0))]
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(utils.socket, "gethostname", lambda: "llm-pretrain-workers-0-0")
+    monkeypatch.setattr(utils.socket, "getaddrinfo", getaddrinfo)
+    assert not utils._matches_machine_hostname(host)  # before the DNS record exists: a client, like the others
+    published.append(host)
+    assert utils._matches_machine_hostname(host)  # a moment later it would have been the host
 
 
 def test_jobset_controller_is_a_pinned_release_or_declared_present(prod):
@@ -578,7 +635,8 @@ def test_pod_failure_policy_ignores_lost_nodes_and_fails_fast_on_invalid_setting
     assert fail_job["onExitCodes"] == {"containerName": "check-settings", "operator": "In", "values": [2]}
     [check] = spec["template"]["spec"]["initContainers"]
     assert check["name"] == "check-settings"
-    assert env_dict(check) == env_dict(spec["template"]["spec"]["containers"][0])
+    trainer_env = env_dict(spec["template"]["spec"]["containers"][0])
+    assert env_dict(check) == {k: v for k, v in trainer_env.items() if k != "PET_NODE_RANK"}  # torchrun's own
 
 
 def test_program_ships_as_configmap_mounted_where_torchrun_runs_it(prod):
@@ -615,7 +673,7 @@ def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(pro
     pod = training_pod(prod, "llm-pretrain")
     [check] = pod["initContainers"]
     assert check["command"][:3] == ["python3", "-c", SETTINGS_CHECK]
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env_dict(pod["containers"][0])}
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env_dict(check)}
     run = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 120}
 
     ok = subprocess.run([sys.executable, "-c", SETTINGS_CHECK, str(program.parent)], env=env, **run)

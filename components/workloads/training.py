@@ -42,6 +42,9 @@ PROGRAM_DIR = "/opt/rocm-stack/programs"
 ENTRY = f"{PROGRAM_DIR}/train.py"
 CHECKPOINT_MOUNT = "/checkpoints"
 RENDEZVOUS_PORT = 29500
+# torchrun's --node-rank from the environment, and the Indexed Job pod annotation holding the pod's index.
+NODE_RANK_ENV = "PET_NODE_RANK"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # The pod-failure-policy rule "invalid settings" looks for this container's exit code 2.
 SETTINGS_CHECK_CONTAINER = "check-settings"
 INVALID_SETTINGS_EXIT_CODE = 2
@@ -87,15 +90,30 @@ def program_digest(files: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def rendezvous_endpoint(job_set: str) -> str:
+def rendezvous_host(job_set: str) -> str:
     """Pod 0 of the JobSet's one Job, through the headless Service the JobSet controller creates for it: pods
     resolve as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>, the subdomain defaulting to the JobSet's
     name (jobset_types.go Network.enableDNSHostnames/subdomain @ v0.12.0)."""
-    return f"{job_set}-{WORKERS}-0-0.{job_set}:{RENDEZVOUS_PORT}"
+    return f"{job_set}-{WORKERS}-0-0.{job_set}"
 
 
-def torchrun_multinode(job_set: str, nodes: int, gpus_per_node: int, max_restarts: int) -> list[str]:
-    # Every pod runs the same command; c10d rendezvous on pod 0's stable DNS name assigns the ranks.
+def rendezvous_endpoint(job_set: str) -> str:
+    return f"{rendezvous_host(job_set)}:{RENDEZVOUS_PORT}"
+
+
+def torchrun_multinode(job_set: str, nodes: int, gpus_per_node: int) -> list[str]:
+    """Static rendezvous, as JobSet's PyTorch example (site/static/examples/pytorch/cnn-mnist/mnist.yaml @ v0.12.0):
+    each pod's node rank is its completion index (NODE_RANK_ENV), so node rank 0 hosts the TCP store because of its
+    rank (static_tcp_rendezvous.py L65-74 @ torch 2.13), never because its own DNS name already resolved, which is
+    how c10d rendezvous picks the host (c10d_rendezvous_backend.py L137-145, utils.py _matches_machine_hostname):
+    pod 0 starting before the headless Service publishes it would join as a client and every pod would fail after
+    the 60 s read timeout (L148). Every pod (pod 0 included: the store's own client) retries connecting to the name until
+    the rendezvous timeout, 600 s (static_tcp_rendezvous.py L28, L121-124).
+
+    No torchrun restarts (`--max-restarts 0`): a static rendezvous never tells the other nodes' agents that one
+    node restarted its workers (num_nodes_waiting() is always 0, static_tcp_rendezvous.py L91-92; agent
+    api.py L958-970) and reuses its store (L66), so restarted workers would wait for peers still in the old group.
+    A failed worker fails its pod, and the JobSet's failurePolicy restarts every pod from the checkpoint."""
     return [
         "torchrun",
         "--nnodes",
@@ -103,15 +121,31 @@ def torchrun_multinode(job_set: str, nodes: int, gpus_per_node: int, max_restart
         "--nproc-per-node",
         str(gpus_per_node),
         "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        rendezvous_endpoint(job_set),
+        "static",
+        "--master-addr",
+        rendezvous_host(job_set),
+        "--master-port",
+        str(RENDEZVOUS_PORT),
         "--rdzv-id",
         job_set,
         "--max-restarts",
-        str(max_restarts),
+        "0",
         ENTRY,
     ]
+
+
+def node_rank_env() -> core_v1.EnvVarArgs:
+    """torchrun reads every option from `PET_<OPTION>` when the flag is absent (torch/distributed/argparse_util.py
+    env L45-46; --node-rank is `action=env`, run.py L620-627), so the pod's completion index becomes --node-rank
+    without a shell. The Job controller writes the index into this annotation of each Indexed Job pod (it is what
+    JOB_COMPLETION_INDEX is made from: kubernetes pkg/controller/job/indexed_job_utils.go
+    addCompletionIndexEnvVariable; https://kubernetes.io/docs/tasks/job/indexed-parallel-processing-static/)."""
+    return core_v1.EnvVarArgs(
+        name=NODE_RANK_ENV,
+        value_from=core_v1.EnvVarSourceArgs(
+            field_ref=core_v1.ObjectFieldSelectorArgs(field_path=f"metadata.annotations['{COMPLETION_INDEX}']")
+        ),
+    )
 
 
 def torchrun_standalone(gpus: int) -> list[str]:
@@ -138,10 +172,10 @@ class TrainingJobArgs:
 class TrainingJob(pulumi.ComponentResource):
     """`nodes` pods of `gpusPerNode` GPUs each: a Job for one node, a JobSet for several.
 
-    A JobSet starts the pods together, gives them a headless Service (named after it) for the c10d rendezvous
-    on pod 0, and restarts the whole set when any pod fails (failurePolicy, BlockingRecreate: all old pods are
-    gone before new ones start); train.py resumes from the newest checkpoint. An Indexed Job cannot do that:
-    it does not schedule its pods together, losing pod 0 (the c10d store) fails the others, and backoffLimit
+    A JobSet starts the pods together, gives them a headless Service (named after it) for the static rendezvous
+    on pod 0 (torchrun_multinode), and restarts the whole set when any pod fails (failurePolicy, BlockingRecreate:
+    all old pods are gone before new ones start); train.py resumes from the newest checkpoint. An Indexed Job cannot do that:
+    it does not schedule its pods together, losing pod 0 (the rendezvous store) fails the others, and backoffLimit
     counts per pod. Pods lost with their node (condition DisruptionTarget) are replaced without counting as a
     failure; invalid settings fail the run at once.
     """
@@ -318,7 +352,7 @@ class TrainingJob(pulumi.ComponentResource):
             {network.rdma.resource: network.rdma.count} if network is not None else None,
         )
         command = (
-            torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node, k8s.max_restarts)
+            torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node)
             if k8s.uses_job_set
             else torchrun_standalone(k8s.gpus_per_node)
         )
@@ -326,7 +360,7 @@ class TrainingJob(pulumi.ComponentResource):
             name="trainer",
             image=image,
             command=command,
-            env=env,
+            env=[*env, node_rank_env()] if k8s.uses_job_set else env,
             ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)]
             if k8s.uses_job_set
             else None,
