@@ -150,7 +150,7 @@ def test_health_check_interval_change_updates_in_place_and_reaches_no_running_co
 def test_api_key_rotation_is_invisible_offline_and_said_so(prod_plan):
     """A secret is `[secret]` in both plans (synth never sees its value): the plans are equal, and the report names
     what a rotation replaces: the vLLM containers (their key is an uploaded file: `upload` is ForceNew) and the
-    Kubernetes Secret (k8s.secret)."""
+    Kubernetes Secret (k8s.secret), whose new name rolls the Deployment (tests/test_k8s_day2_secrets.py)."""
     rotated = synthesize("prod", secrets={P + "vllmApiKey": "rotated-key"})
     assert json.dumps(rotated.to_json(), sort_keys=True) == json.dumps(prod_plan.to_json(), sort_keys=True)
     report = report_of(prod_plan, rotated)
@@ -161,9 +161,8 @@ def test_api_key_rotation_is_invisible_offline_and_said_so(prod_plan):
     assert all(
         secrets[name].if_rotated is Action.DELETE_REPLACE and secrets[name].paths == ["uploads"] for name in served
     )
-    assert any(
-        s.type == "kubernetes:core/v1:Secret" and s.if_rotated is Action.DELETE_REPLACE for s in secrets.values()
-    )
+    assert secrets["llama-api-key"].type == "kubernetes:core/v1:Secret"
+    assert secrets["llama-api-key"].if_rotated is Action.REPLACE and secrets["llama-api-key"].then
     markdown = to_markdown(report, 50)
     assert "Not visible offline (`synth.secret`)" in markdown and f"`{served[0]}`" in markdown
 

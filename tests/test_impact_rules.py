@@ -33,6 +33,7 @@ from upstream_go import Upstream, parse, resource_schema, string_list_in_functio
 TFD = Upstream("kreuzwerker/terraform-provider-docker", "5074970c71ce6cc393c74942d5d628943834beb9")  # tag v4.5.0
 PULUMI_DOCKER = Upstream("pulumi/pulumi-docker", "237b7899bb513613a7645e74d6981c12d054dcc7")  # v5.2.0's bridge
 PULUMI_K8S = Upstream("pulumi/pulumi-kubernetes", "94977969d64112b04e19945818a7d5d5f38f631d")  # after v4.32.0
+PULUMI = Upstream("pulumi/pulumi", "0ac56e876614aedf12771d73ef7e80959b8a6fd4")  # tag v3.259.0
 K8S_DIFF = "provider/pkg/provider/diff.go"
 # A data subset of pulumi-docker's bridge-metadata.json (tests/data/docker/SOURCE.txt), not code: kept in the repo.
 RENAMES = json.loads((Path(__file__).parent / "data" / "docker" / "bridge-metadata.renames.json").read_text())[
@@ -183,6 +184,28 @@ def test_kubernetes_kinds_not_listed_are_replaced_only_by_name_or_namespace():
     assert re.search(r'"policy": _versions\{\s*"v1beta1": _kinds\{"PodDisruptionBudget"', code)
     assert "DeviceConfig" not in code and "JobSet" not in code
     assert _function_literals("metadataForceNewProperties") == {".name", ".namespace"}
+
+
+def test_an_autonamed_object_gets_a_new_name_when_replaced_and_its_readers_move_first():
+    """Rule k8s.autoname, at the lines it cites: the provider names an unnamed object `<URN name>-<unique hex>`;
+    Check with old inputs only adopts the old autoname, Check without them names afresh, and the engine calls Check
+    without them once it decides to replace; an autonamed object is never deleted before its replacement; the
+    engine creates the replacement, updates its dependents, then deletes the old one."""
+    naming = PULUMI_K8S.read("provider/pkg/metadata/naming.go").decode().splitlines()
+    assert naming[34:36] == [
+        '\tprefix := urn.Name() + "-"',
+        "\tautoname, err := resource.NewUniqueName(randomSeed, prefix, 0, 0, nil)",
+    ]
+    provider = PULUMI_K8S.read("provider/pkg/provider/provider.go").decode().splitlines()
+    check = "\n".join(provider[1245:1274])
+    assert "if len(oldInputs.Object) > 0 {" in check and "AdoptOldAutonameIfUnnamed(newInputs, oldInputs" in check
+    assert "} else {\n\t\terr = metadata.AssignNameIfAutonamable(" in check
+    assert "!metadata.IsAutonamed(newInputs) &&" in "\n".join(provider[1644:1657])
+    steps = PULUMI.read("pkg/resource/deploy/step_generator.go").decode().splitlines()
+    recheck = "\n".join(steps[2003:2024])
+    assert "recompute the default values" in recheck and "prov.Check(context.TODO(), plugin.CheckRequest{" in recheck
+    assert "Olds:" not in recheck  # no old inputs: the provider autonames afresh
+    assert "updates all dependent resources to point to the new one" in "\n".join(steps[2032:2035])
 
 
 # --- coverage: every input the program declares has a rule --------------------------------------------------------

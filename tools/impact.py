@@ -27,7 +27,7 @@ from tools.impact_rules import (
     SET_OF_BLOCKS,
     Action,
 )
-from tools.synth import SECRET
+from tools.synth import SECRET, autoname, autonamed
 from tools.synth_diff import Key, PlanDiff, PlannedResource, SynthPlan, cell, diff, matched
 
 CONTAINER = "docker:index/container:Container"
@@ -65,6 +65,8 @@ class SecretInput(BaseModel):
     name: str
     paths: list[str]
     if_rotated: Action
+    # What a rotation does next: the readers of a replaced auto-named object's new name (rule k8s.autoname).
+    then: list[Impact] = []
 
 
 class ImpactReport(BaseModel):
@@ -437,6 +439,30 @@ def _secret_paths(value: Any, path: str = "") -> Iterator[str]:
             yield from _secret_paths(child, f"{path}[{index}]")
 
 
+def _paths_holding(value: Any, wanted: str, path: str = "") -> Iterator[str]:
+    if value == wanted:
+        yield path
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _paths_holding(child, wanted, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _paths_holding(child, wanted, f"{path}[{index}]")
+
+
+def _renamed_readers(plan: SynthPlan, replaced: PlannedResource) -> list[Impact]:
+    """What the engine does to every resource that reads the name of an auto-named object being replaced: the
+    replacement has a new name, so each input holding it changes (rule k8s.autoname)."""
+    name = autoname(replaced.name)
+    found = []
+    for reader in plan.resources:
+        paths = tuple(sorted(set(_paths_holding(reader.inputs, name))))
+        impact = _changed(reader, reader, paths) if paths and reader is not replaced else None
+        if impact is not None:
+            found.append(impact.model_copy(update={"rules": sorted({*impact.rules, "k8s.autoname"})}))
+    return found
+
+
 def _secrets(plan: SynthPlan) -> list[SecretInput]:
     found = []
     for resource in plan.resources:
@@ -444,11 +470,14 @@ def _secrets(plan: SynthPlan) -> list[SecretInput]:
         if not paths:
             continue
         rules = [_input_rule(resource, path) for path in paths]
+        then: list[Impact] = []
         if any(rule and rule[0] for rule in rules):
             action, _ = _replacement(resource, resource)
+            if autonamed(resource.type, resource.inputs):
+                then = _renamed_readers(plan, resource)
         else:
             action = Action.UPDATE
-        found.append(SecretInput(type=resource.type, name=resource.name, paths=paths, if_rotated=action))
+        found.append(SecretInput(type=resource.type, name=resource.name, paths=paths, if_rotated=action, then=then))
     return found
 
 
@@ -515,6 +544,14 @@ def _short_type(type_token: str) -> str:
     )
 
 
+def _rotation(secret: SecretInput) -> str:
+    paths = ", ".join(f"`{p}`" for p in secret.paths)
+    then = "".join(
+        f", then {impact.action.value if impact.action else 'changes'}: {impact.meaning}" for impact in secret.then
+    )
+    return f"{secret.if_rotated.value} `{secret.name}` ({paths}){then}"
+
+
 def to_markdown(report: ImpactReport, max_rows: int) -> str:
     lines = ["#### What `pulumi up` does to the running platform", ""]
     stopped = report.containers_stopped
@@ -544,13 +581,13 @@ def to_markdown(report: ImpactReport, max_rows: int) -> str:
             "",
             f"Not visible offline (`synth.secret`): {len(report.secrets)} resource(s) take a Pulumi secret, which both "
             "plans show as `[secret]`; if one was rotated, `pulumi up` will "
-            + "; ".join(
-                f"{s.if_rotated.value} `{s.name}` ({', '.join(f'`{p}`' for p in s.paths)})" for s in report.secrets
-            )
+            + "; ".join(_rotation(s) for s in report.secrets)
             + ".",
         ]
+    then = [impact for s in report.secrets for impact in s.then]
     used = sorted(
-        {rule for impact in report.impacts for rule in impact.rules} | ({"synth.secret"} if report.secrets else set())
+        {rule for impact in [*report.impacts, *then] for rule in impact.rules}
+        | ({"synth.secret"} if report.secrets else set())
     )
     if used:
         lines += ["", "<details><summary>Rules</summary>", ""]

@@ -131,6 +131,16 @@ RULES: dict[str, Rule] = {
         "is every object under it; any other change of its inputs updates it in place",
         "pulumi/pulumi-kubernetes provider/pkg/provider/provider.go (*kubeProvider).DiffConfig L454-570",
     ),
+    "k8s.autoname": Rule(
+        "an object declared without metadata.name is named `<resource name>-<random suffix>` by the provider; an "
+        "update keeps the name, but a replacement gets a new one (the engine checks the new inputs again without the "
+        "old ones, so the provider names it afresh), is created before the old one is deleted, and every resource "
+        "that reads the name is updated to the new one before that delete",
+        "pulumi/pulumi-kubernetes provider/pkg/metadata/naming.go AssignNameIfAutonamable, AdoptOldAutonameIfUnnamed; "
+        "provider.go (*kubeProvider).Check L1246-1274, Diff L1645-1657 (never delete-before-replace when autonamed) "
+        "@ v4.32.0; pulumi/pulumi pkg/resource/deploy/step_generator.go L2004-2024 (Check again on replace, without the old inputs), "
+        "L2033-2035 (CreateBeforeDelete: create, update the dependents, then delete) @ v3.259.0",
+    ),
     "k8s.delete-before-replace": Rule(
         "an object replaced under the same name and namespace is deleted first",
         "pulumi/pulumi-kubernetes provider/pkg/provider/provider.go (*kubeProvider).Diff L1645-1657",

@@ -112,6 +112,27 @@ def _fake_id(name: str) -> str:
     return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
 
 
+def autoname(resource_name: str) -> str:
+    """The name the mock engine gives a Kubernetes object declared without metadata.name, where the provider names
+    it `<resource name>-<8 random hex digits>` (pulumi-kubernetes provider/pkg/metadata/naming.go
+    AssignNameIfAutonamable; pulumi sdk/go/common/resource/resource_id.go NewUniqueName L98-110: 8 of
+    "0123456789abcdef" by default). Here the suffix is a digest of the name, stable from plan to plan, so the
+    objects that refer to the name show the reference (tools/impact.py follows it when a secret is rotated)."""
+    return f"{resource_name}-{hashlib.sha256(resource_name.encode()).hexdigest()[:8]}"
+
+
+def autonamed(type_token: str, inputs: Mapping[str, Any]) -> bool:
+    """A Kubernetes object declared without a name: the provider names it (autoname)."""
+    metadata = inputs.get("metadata")
+    return (
+        type_token.startswith("kubernetes:")
+        and not _K8S_NON_OBJECTS.match(type_token)
+        and isinstance(metadata, dict)
+        and not metadata.get("name")
+        and not metadata.get("generateName")
+    )
+
+
 def _mock_engine(
     records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]], run_results: Mapping[str, tuple[int, str]]
 ) -> tuple[Any, type[Any]]:
@@ -130,6 +151,8 @@ def _mock_engine(
                     "imageId": _fake_id(args.inputs["name"]),
                     "repoDigest": f"{args.inputs['name'].split(':')[0]}@{_fake_id(args.name)}",
                 }
+            elif autonamed(args.typ, args.inputs):
+                computed = {"metadata": {**args.inputs["metadata"], "name": autoname(args.name)}}
             elif args.typ == "docker:index/container:Container" and args.inputs.get("attach"):
                 # A container the provider waits for (attach): the exit code and output a run leaves in its state.
                 code, logs = run_results.get(args.name, (0, ""))

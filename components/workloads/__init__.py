@@ -45,6 +45,8 @@ class Workloads:
             "inference": {
                 name: {
                     "kubernetes": server.service.metadata.name if server else None,
+                    # Auto-named: a rotated key is a new Secret; clients in the cluster read its current name here.
+                    "apiKeySecret": server.api_key.metadata.name if server and server.api_key else None,
                     "docker": sorted(d.containers) if d else [],
                 }
                 for name, server, d in _pairs(self.vllm_servers, self.docker_vllm)

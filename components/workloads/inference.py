@@ -20,10 +20,12 @@ from components.docker.gpu_host import published
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.readback import seconds
 from .pods import (
+    auto_named_secret,
     env_secret,
     env_vars,
     labels_of,
     pod_resources,
+    secret_env_var,
     security_context,
     shm_volume,
     storage_volume,
@@ -108,41 +110,19 @@ class VllmServer(pulumi.ComponentResource):
         )
         env = env_vars(server_env, self.env_secret)
         env.append(core_v1.EnvVarArgs(name="HF_HOME", value=MODEL_CACHE_MOUNT))
+        # Auto-named (pods.auto_named_secret): a rotated token or key is a new Secret, and the pods roll onto it.
         self.token = None
         if args.huggingface_token is not None:
-            self.token = core_v1.Secret(
-                f"{name}-hf-token",
-                metadata=metadata(f"{name}-hf-token"),
-                type="Opaque",
-                string_data={TOKEN_KEY: pulumi.Output.secret(args.huggingface_token)},
-                opts=child,
+            self.token = auto_named_secret(
+                f"{name}-hf-token", {TOKEN_KEY: args.huggingface_token}, args.namespace, labels, child
             )
-            env.append(
-                core_v1.EnvVarArgs(
-                    name="HF_TOKEN",
-                    value_from=core_v1.EnvVarSourceArgs(
-                        secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.token.metadata.name, key=TOKEN_KEY)
-                    ),
-                )
-            )
-
+            env.append(secret_env_var("HF_TOKEN", self.token, TOKEN_KEY))
         self.api_key = None
         if args.api_key is not None:
-            self.api_key = core_v1.Secret(
-                f"{name}-api-key",
-                metadata=metadata(f"{name}-api-key"),
-                type="Opaque",
-                string_data={API_KEY_KEY: pulumi.Output.secret(args.api_key)},
-                opts=child,
+            self.api_key = auto_named_secret(
+                f"{name}-api-key", {API_KEY_KEY: args.api_key}, args.namespace, labels, child
             )
-            env.append(
-                core_v1.EnvVarArgs(
-                    name="VLLM_API_KEY",
-                    value_from=core_v1.EnvVarSourceArgs(
-                        secret_key_ref=core_v1.SecretKeySelectorArgs(name=self.api_key.metadata.name, key=API_KEY_KEY)
-                    ),
-                )
-            )
+            env.append(secret_env_var("VLLM_API_KEY", self.api_key, API_KEY_KEY))
 
         cache = k8s.effective_model_cache(args.environment)
         cache_volume, self.cache_claim = storage_volume(

@@ -23,19 +23,46 @@ def labels_of(name: str, app: str) -> dict[str, str]:
     return {**app_labels(app), "app.kubernetes.io/instance": name}
 
 
+def secret_env_var(name: str, secret: core_v1.Secret, key: str) -> core_v1.EnvVarArgs:
+    """`name` read from `key` of `secret`, referred to by the Secret's output name (a new name rolls the pods)."""
+    return core_v1.EnvVarArgs(
+        name=name,
+        value_from=core_v1.EnvVarSourceArgs(
+            secret_key_ref=core_v1.SecretKeySelectorArgs(name=secret.metadata.name, key=key)
+        ),
+    )
+
+
 def env_vars(env: Mapping[str, str], secret: core_v1.Secret | None = None) -> list[core_v1.EnvVarArgs]:
     """A container's `env`: the values inline, or with `secret` (env_secret of the same map) references into it."""
     if secret is None:
         return [core_v1.EnvVarArgs(name=k, value=v) for k, v in sorted(env.items())]
-    return [
-        core_v1.EnvVarArgs(
-            name=k,
-            value_from=core_v1.EnvVarSourceArgs(
-                secret_key_ref=core_v1.SecretKeySelectorArgs(name=secret.metadata.name, key=k)
-            ),
-        )
-        for k in sorted(env)
-    ]
+    return [secret_env_var(k, secret, k) for k in sorted(env)]
+
+
+def auto_named_secret(
+    resource_name: str,
+    string_data: Mapping[str, pulumi.Input[str]],
+    namespace: pulumi.Input[str],
+    labels: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+) -> core_v1.Secret:
+    """A Secret a pod reads (env or volume), named by the provider: `<resource_name>-<random suffix>`. A change of
+    its data replaces it (pulumi/pulumi-kubernetes#1772, #3164: `enableSecretMutable` off by default), and a
+    replacement gets a new name: the engine checks the new inputs again without the old ones, so the provider
+    autonames afresh (pulumi/pulumi pkg/resource/deploy/step_generator.go L2004-2024 @ v3.259.0;
+    pulumi-kubernetes provider/pkg/metadata/naming.go AssignNameIfAutonamable), creates it before the old one is
+    deleted and updates every reader first (step_generator.go L2033-2035). The pod spec refers to the name, so
+    the pods roll and read the new value; under a fixed name the pods would keep the old value until some restart,
+    and the old Secret would be deleted first (delete-before-replace). Never a digest of the value in the pod
+    spec: anyone who can read the Deployment could test guesses of a short key against it."""
+    return core_v1.Secret(
+        resource_name,
+        metadata=meta_v1.ObjectMetaArgs(namespace=namespace, labels=dict(labels)),
+        type="Opaque",
+        string_data=pulumi.Output.secret(string_data),
+        opts=opts,
+    )
 
 
 def env_secret(
@@ -46,16 +73,9 @@ def env_secret(
     opts: pulumi.ResourceOptions,
 ) -> core_v1.Secret:
     """The environment of a workload declared under a secret stack key (StackSecrets.secret_sections), as a
-    Kubernetes Secret: inline, the values would sit in the pod spec and make the whole spec a secret in `pulumi
-    preview`. Auto-named: pulumi-kubernetes replaces a Secret whose data changes (pulumi/pulumi-kubernetes#1772,
-    #3164 `enableSecretMutable` off by default), so a new name reaches the pod spec and the pods restart."""
-    return core_v1.Secret(
-        resource_name,
-        metadata=meta_v1.ObjectMetaArgs(namespace=namespace, labels=dict(labels)),
-        type="Opaque",
-        string_data=pulumi.Output.secret(dict(env)),
-        opts=opts,
-    )
+    Kubernetes Secret (auto_named_secret): inline, the values would sit in the pod spec and make the whole spec a
+    secret in `pulumi preview`."""
+    return auto_named_secret(resource_name, dict(env), namespace, labels, opts)
 
 
 def pod_resources(
