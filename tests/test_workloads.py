@@ -441,6 +441,28 @@ def test_c10d_rendezvous_would_let_pod_zero_miss_hosting_before_its_name_resolve
     assert utils._matches_machine_hostname(host)  # a moment later it would have been the host
 
 
+def test_the_node_failure_tolerations_of_the_docs_reach_the_vllm_pods():
+    """docs/kubernetes.md "Node life cycle": a shorter toleration of `unreachable`/`not-ready` starts a vLLM
+    replacement sooner than the 300 s the DefaultTolerationSeconds admission plugin gives pods without one ("adds
+    default tolerations for every pod that tolerate taints `notReady:NoExecute` and `unreachable:NoExecute`, with
+    tolerationSeconds of 300s. If the pod already specifies a toleration for [them] ... the plugin won't touch
+    it", k8s.io/kubernetes plugin/pkg/admission/defaulttolerationseconds). The docs' YAML, as written, renders."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "kubernetes.md").read_text()
+    section = docs[docs.index("## Node life cycle") : docs.index("## Protection")]
+    example = section[
+        section.index("```yaml\n") + len("```yaml\n") : section.index("```", section.index("```yaml") + 7)
+    ]
+    tolerations = yaml.safe_load(example)["tolerations"]
+    config = prod_config()
+    config[P + "inference"][0]["kubernetes"]["tolerations"] = tolerations
+    pod = pod_spec(synth("prod", config, TOKEN), DEPLOYMENT, "llama")
+    assert pod["tolerations"] == tolerations
+    assert {(t["key"], t["tolerationSeconds"]) for t in pod["tolerations"] if t["effect"] == "NoExecute"} == {
+        ("node.kubernetes.io/unreachable", 60),
+        ("node.kubernetes.io/not-ready", 60),
+    }
+
+
 def test_jobset_controller_is_a_pinned_release_or_declared_present(prod):
     """JobSet's install doc (site/content/en/docs/installation/_index.md L57 @ v0.12.0): `helm install jobset
     oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0 --create-namespace --namespace=jobset-system`.
