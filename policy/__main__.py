@@ -12,6 +12,7 @@ from rocm_policy.pack import POLICIES, enforcement_level, stack_context
 PolicyPack(
     name="rocm-stack",
     policies=POLICIES,
-    # Mandatory for prod, advisory for dev (see rocm_policy/pack.py); per-policy overrides via --policy-pack-config.
+    # Mandatory for prod (by the stack's name, or its config asking for prod) and for an unknown stack, advisory for
+    # dev (rocm_policy/pack.py); the pack config (--policy-pack-config policy/prod.json) overrides it.
     enforcement_level=enforcement_level(stack_context()),
 )

@@ -45,8 +45,9 @@ class RegistryConfig(ConfigModel):
 
 class StackConfig(ConfigModel):
     environment: Literal["dev", "prod"]
-    """Selects the safe defaults and the stricter checks of prod. Unset: `prod` for a stack named `prod` or
-    `prod-*` (`prod-eu`), else `dev` (`product-demo` is dev)."""
+    """Selects the safe defaults and the stricter checks of prod. A stack named `prod` or `prod-*` (`prod-eu`) is
+    prod whatever this says (`dev` there is refused); `prod` makes any other stack prod. Unset: `dev` for a stack of
+    another name (`product-demo` is dev)."""
     hosts: list[HostConfig] = [HostConfig(name="local")]
     """The GPU hosts running Docker. Unset: one host `local` on the local Docker socket with one container
     (none when `hostGroups` or `kubernetes` is set)."""
@@ -341,7 +342,12 @@ def load(
                 )
             continue
         data[name] = value
-    data.setdefault("environment", rules.default_environment(stack))
+    # The stack's name makes it prod; its config may make another stack stricter, never a prod stack laxer.
+    configured = data.get("environment")
+    if (laxer := rules.laxer_environment_problem(stack, configured)) is not None:
+        problems.append(ConfigProblem("environment", laxer))
+    if configured in (None, "dev", "prod"):
+        data["environment"] = rules.environment_of(stack, configured)
     if "hosts" not in data and "kubernetes" in data:
         data["hosts"] = []  # the default local Docker host is for a stack that declares neither layer
     # Groups become plain host entries before anything is checked: every host rule applies to their members,

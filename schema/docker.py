@@ -434,6 +434,8 @@ def problems(
                 "use 'hardened' or set security.allowDebugInProd: true to accept the risk"
             ),
         )
+    if environment == "prod":
+        yield from _host_access_problems(hosts)
     for h_index, host in enumerate(hosts):
         at = f"hosts[{h_index}]"
         yield from _partition_mode_problems(host, at)
@@ -552,6 +554,30 @@ def problems(
                     ),
                 )
         yield from _render_node_problems(host, at)
+
+
+def _host_access_problems(hosts: list[HostConfig]) -> Iterable[tuple[str, str]]:
+    """What prod's containers may reach of their hosts: the policy pack's rules (policy/rocm_policy/rules.py), here
+    on what the config asks for, there on what the program declares."""
+    from policy.rocm_policy import rules
+
+    index = {h.name: i for i, h in enumerate(hosts)}
+    for name, message in rules.duplicate_endpoint_problems({h.name: h.docker.host for h in hosts}):
+        yield f"hosts[{index[name]}].docker.host", message
+    for h_index, host in enumerate(hosts):
+        at = f"hosts[{h_index}]"
+        # The host side of every device node a container gets (gpu_devices): the KFD, and /dev/dri or its nodes.
+        for key, host_path, inside in (("kfd", host.device_paths.kfd, KFD), ("dri", host.device_paths.dri, DRI)):
+            if problem := rules.device_problem(host_path, inside):
+                yield f"{at}.devicePaths.{key}", f"{problem}; remove devicePaths"
+        for c_index, container in enumerate(host.containers):
+            c_at = f"{at}.containers[{c_index}]"
+            for v_index, volume in enumerate(container.volumes):
+                if problem := rules.host_mount_problem(volume.host_path, volume.read_only):
+                    yield f"{c_at}.volumes[{v_index}].hostPath", problem
+            for p_index, port in enumerate(container.ports):
+                if problem := rules.published_port_problem(port.internal, port.external):
+                    yield f"{c_at}.ports[{p_index}]", problem
 
 
 def _gpus_phrase(host: HostConfig) -> str:

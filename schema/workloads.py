@@ -586,9 +586,30 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     for index, inference in enumerate(cfg.inference):
         yield from _inference_problems(cfg, inference, f"inference[{index}]")
     yield from _partition_problems(cfg)
+    if cfg.environment == "prod":
+        yield from _host_access_problems(cfg)
     yield from _memory_problems(cfg)
     yield from _resource_problems(cfg)
     yield from _fleet_problems(cfg)
+
+
+def _host_access_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    """The host directories the Docker workloads mount and the ports they publish, by the policy pack's rules
+    (policy/rocm_policy/rules.py; schema/docker.py checks the partitions' own)."""
+    from policy.rocm_policy import rules
+
+    for index, training in enumerate(cfg.training):
+        if training.docker is not None:
+            if problem := rules.host_mount_problem(training.docker.checkpoint_dir, read_only=False):
+                yield f"training[{index}].docker.checkpointDir", problem
+    for index, inference in enumerate(cfg.inference):
+        if inference.docker is not None:
+            if problem := rules.host_mount_problem(inference.docker.model_cache_dir, read_only=False):
+                yield f"inference[{index}].docker.modelCacheDir", problem
+            if problem := rules.published_port_problem(inference.port, inference.docker.published_port):
+                yield f"inference[{index}].docker.publishedPort", problem
+    if cfg.monitoring.enabled and (problem := rules.published_port_problem(0, cfg.monitoring.exporter_port)):
+        yield "monitoring.exporterPort", problem
 
 
 def _memory_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:

@@ -214,12 +214,17 @@ def test_only_prod_and_prod_dash_stacks_are_prod(stack, environment):
 
     assert load(stack, {}).environment == environment
     # The policy pack's enforcement level follows the same rule (policy/rocm_policy/rules.py default_environment).
-    assert pack.stack_context({"PULUMI_STACK": stack}).environment == environment
+    assert pack.stack_context(environ={"PULUMI_STACK": stack}).environment == environment
 
 
-def test_explicit_environment_wins_over_the_name():
+def test_config_makes_a_stack_stricter_never_a_prod_stack_laxer():
+    """Issue 27 item 1: `environment: dev` switched every prod rule off on the stack `prod`."""
     assert load("product-demo", {P + "environment": "dev"}).environment == "dev"
+    assert load("lab", {P + "environment": "prod"}).environment == "prod"
     assert "environment" in problems("dev", {P + "environment": "production"})[0]
+    for stack in ("prod", "prod-eu", "acme/rocm-stack/prod"):
+        (laxer,) = problems(stack, {P + "environment": "dev"})
+        assert laxer.startswith("rocm-stack:environment: stack ") and "cannot make it laxer: remove" in laxer
 
 
 def test_kubernetes_only_stack_gets_no_docker_host():

@@ -9,6 +9,7 @@ import os
 import select
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -111,11 +112,17 @@ def dev_env(monkeypatch):
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"rocm-stack:environment": "dev"}))
 
 
-def validate(policy: str, resource_type: str, props: dict, name: str = "r") -> list[str]:
+def urn(type_token: str, name: str) -> str:
+    """The URN the engine gives a resource of the stack the test runs as (PULUMI_STACK)."""
+    stack = os.environ.get("PULUMI_STACK", "prod").rsplit("/", 1)[-1]
+    return f"urn:pulumi:{stack}::rocm-stack::{type_token}::{name}"
+
+
+def validate(policy: str, resource_type: str, props: dict, name: str = "r", config: dict | None = None) -> list[str]:
     """Call a policy's real validate callback the way the engine does; returns the reported messages."""
     messages: list[str] = []
     args = ResourceValidationArgs(
-        resource_type, props, f"urn:pulumi:prod::rocm-stack::{resource_type}::{name}", name, offline._options({}), None
+        resource_type, props, urn(resource_type, name), name, offline._options({}), None, config
     )
     POLICIES[policy].validate(args, lambda message, urn=None: messages.append(message))
     return messages
@@ -374,7 +381,7 @@ def stack_resources(protect: bool) -> list[PolicyResource]:
         return PolicyResource(
             type_token,
             props,
-            f"urn:pulumi:prod::rocm-stack::{type_token}::{name}",
+            urn(type_token, name),
             name,
             offline._options({"protect": protect}),
             None,
@@ -421,29 +428,65 @@ def test_protection_is_not_required_on_dev(dev_env):
 
 
 @pytest.mark.parametrize(
-    "environ, stack, environment, level",
+    "environ, urns, policy_config, stack, environment, level",
     [
-        ({"PULUMI_STACK": "dev"}, "dev", "dev", EnforcementLevel.ADVISORY),
-        ({"PULUMI_STACK": "acme/rocm-stack/prod"}, "prod", "prod", EnforcementLevel.MANDATORY),
-        ({"PULUMI_STACK": "prod-eu"}, "prod-eu", "prod", EnforcementLevel.MANDATORY),
+        ({"PULUMI_STACK": "dev"}, [], {}, "dev", "dev", EnforcementLevel.ADVISORY),
+        ({"PULUMI_STACK": "acme/rocm-stack/prod"}, [], {}, "prod", "prod", EnforcementLevel.MANDATORY),
+        ({"PULUMI_STACK": "prod-eu"}, [], {}, "prod-eu", "prod", EnforcementLevel.MANDATORY),
+        # The stack config makes a stack stricter...
         (
             {"PULUMI_STACK": "lab", "PULUMI_CONFIG": '{"rocm-stack:environment": "prod"}'},
+            [],
+            {},
             "lab",
             "prod",
             EnforcementLevel.MANDATORY,
         ),
+        # ...never a prod stack laxer (issue 27 item 1: this was dev, advisory).
         (
             {"PULUMI_STACK": "prod-sandbox", "PULUMI_CONFIG": '{"rocm-stack:environment": "dev"}'},
+            [],
+            {},
             "prod-sandbox",
-            "dev",
-            EnforcementLevel.ADVISORY,
+            "prod",
+            EnforcementLevel.MANDATORY,
         ),
-        ({}, None, None, EnforcementLevel.MANDATORY),  # no stack (e.g. `pulumi policy publish`): fail closed
+        # The resources' URNs name the stack too; any prod name makes it prod.
+        (
+            {},
+            ["urn:pulumi:prod::rocm-stack::docker:index/container:Container::a"],
+            {},
+            "prod",
+            "prod",
+            EnforcementLevel.MANDATORY,
+        ),
+        (
+            {"PULUMI_STACK": "dev"},
+            ["urn:pulumi:prod::rocm-stack::docker:index/container:Container::a"],
+            {},
+            "dev",
+            "prod",
+            EnforcementLevel.MANDATORY,
+        ),
+        # The pack's own config (whoever enables the pack) makes any stack prod.
+        ({"PULUMI_STACK": "lab"}, [], {"prod": True}, "lab", "prod", EnforcementLevel.MANDATORY),
+        ({}, [], {}, None, None, EnforcementLevel.MANDATORY),  # no stack (e.g. `pulumi policy publish`): fail closed
     ],
 )
-def test_environment_and_enforcement_follow_the_stack(environ, stack, environment, level):
-    context = pack.stack_context(environ)
+def test_environment_and_enforcement_follow_the_stack_name(environ, urns, policy_config, stack, environment, level):
+    context = pack.stack_context(policy_config, urns, environ=environ)
     assert (context.stack, context.environment, pack.enforcement_level(context)) == (stack, environment, level)
+
+
+def test_prod_pack_config_names_every_policy():
+    """policy/prod.json, what CI passes with the pack to the prod deploy: every policy judges the stack as prod and
+    is mandatory, whatever the stack's name or config."""
+    config = offline.read_policy_config(POLICY_DIR / "prod.json")
+    assert config.pop("all") == {"enforcementLevel": "mandatory"}
+    assert config == {name: {pack.PROD_KEY: True} for name in POLICIES}
+    # The CLI validates each policy's properties against its schema (pkg/resource/analyzer/config.go
+    # validatePolicyPackConfig): every policy declares the switch.
+    assert all(pack.PROD_KEY in p.config_schema.properties for p in pack.POLICIES)
 
 
 # --- the committed stacks, offline ------------------------------------------------------------------------
@@ -481,19 +524,19 @@ def test_debug_flags_in_the_prod_synth_are_mandatory_violations(prod_plan, tmp_p
 # --- the pack process, as the Pulumi CLI drives it --------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack, level", [("prod", 1), ("dev", 0)])  # proto EnforcementLevel: 0 advisory, 1 mandatory
-def test_pack_process_serves_the_policies_over_grpc(stack, level):
+@contextmanager
+def pack_process(stack: str, config: dict):
+    """The pack as pulumi-analyzer-policy-python runs it (`python -u -m pulumi.policy ENGINE_ADDRESS .` in policy/,
+    PULUMI_STACK/PULUMI_CONFIG in its environment); yields an Analyzer client."""
     import grpc
-    from google.protobuf import empty_pb2, struct_pb2
-    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+    from pulumi.runtime.proto import analyzer_pb2_grpc
 
-    # What pulumi-analyzer-policy-python runs: `python -u -m pulumi.policy ENGINE_ADDRESS .` in policy/.
     env = {
         **os.environ,
         "PULUMI_STACK": stack,
         "PULUMI_PROJECT": "rocm-stack",
         "PULUMI_DRY_RUN": "true",
-        "PULUMI_CONFIG": json.dumps({"rocm-stack:environment": stack}),
+        "PULUMI_CONFIG": json.dumps(config),
     }
     process = subprocess.Popen(
         [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
@@ -508,25 +551,55 @@ def test_pack_process_serves_the_policies_over_grpc(stack, level):
         assert ready, "the policy pack did not report its port"
         port = int(process.stdout.readline())
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            analyzer = analyzer_pb2_grpc.AnalyzerStub(channel)
-            info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=10)
-            assert info.name == "rocm-stack" and {p.name for p in info.policies} == set(POLICIES)
-            assert {p.enforcementLevel for p in info.policies} == {level}
-            props = struct_pb2.Struct()
-            props.update({"name": "rocm/pytorch:latest"})
-            response = analyzer.Analyze(
-                analyzer_pb2.AnalyzeRequest(
-                    type=REMOTE_IMAGE,
-                    properties=props,
-                    name="pytorch",
-                    urn=f"urn:pulumi:{stack}::rocm-stack::{REMOTE_IMAGE}::pytorch",
-                ),
-                timeout=10,
-            )
-            ((policy, enforcement, message),) = [
-                (d.policyName, d.enforcementLevel, d.message) for d in response.diagnostics
-            ]
-            assert (policy, enforcement) == ("pinned-images", level) and "moving tag 'latest'" in message
+            yield analyzer_pb2_grpc.AnalyzerStub(channel)
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+def analyze(analyzer, stack: str, type_token: str, props: dict, name: str = "r") -> list[tuple[str, int, str]]:
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2
+
+    properties = struct_pb2.Struct()
+    properties.update(props)
+    request = analyzer_pb2.AnalyzeRequest(
+        type=type_token, properties=properties, name=name, urn=f"urn:pulumi:{stack}::rocm-stack::{type_token}::{name}"
+    )
+    response = analyzer.Analyze(request, timeout=10)
+    return [(d.policyName, d.enforcementLevel, d.message) for d in response.diagnostics]
+
+
+# proto EnforcementLevel: 0 advisory, 1 mandatory. `prod` with `environment: dev` was advisory (issue 27 item 1).
+@pytest.mark.parametrize(
+    "stack, environment, level", [("prod", "prod", 1), ("dev", "dev", 0), ("prod", "dev", 1), ("lab", "prod", 1)]
+)
+def test_pack_process_serves_the_policies_over_grpc(stack, environment, level):
+    from google.protobuf import empty_pb2
+
+    with pack_process(stack, {"rocm-stack:environment": environment}) as analyzer:
+        info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=10)
+        assert info.name == "rocm-stack" and {p.name for p in info.policies} == set(POLICIES)
+        assert {p.enforcementLevel for p in info.policies} == {level}
+        ((policy, enforcement, message),) = analyze(analyzer, stack, REMOTE_IMAGE, {"name": "rocm/pytorch:latest"})
+        assert (policy, enforcement) == ("pinned-images", level) and "moving tag 'latest'" in message
+
+
+def test_pack_config_makes_a_dev_named_stack_prod_over_grpc():
+    """What `pulumi up --policy-pack policy --policy-pack-config policy/prod.json` sends the pack (the engine's
+    Configure call, pulumi/pulumi sdk/go/common/resource/plugin/analyzer_plugin.go Configure): a stack whose name and
+    config say dev gets the prod rules, mandatory."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2
+
+    debug = gpu_container(capabilities={"adds": ["SYS_PTRACE"]})
+    with pack_process("lab", {"rocm-stack:environment": "dev"}) as analyzer:
+        assert analyze(analyzer, "lab", CONTAINER, debug) == []  # dev: the prod-only rule does not apply
+        policy_config = {}
+        for name, entry in offline.read_policy_config(POLICY_DIR / "prod.json").items():
+            properties = struct_pb2.Struct()
+            properties.update({k: v for k, v in entry.items() if k != "enforcementLevel"})
+            policy_config[name] = analyzer_pb2.PolicyConfig(enforcementLevel=1, properties=properties)
+        analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=policy_config), timeout=10)
+        ((policy, enforcement, message),) = analyze(analyzer, "lab", CONTAINER, debug)
+        assert (policy, enforcement) == ("no-debug-privileges-in-prod", 1) and "SYS_PTRACE" in message

@@ -1,18 +1,24 @@
 """The CrossGuard policies of the rocm-stack pack: the rules of `rules.py` bound to the engine's callbacks.
 
-Which stack is checked: the Pulumi CLI starts the policy pack process with PULUMI_STACK and PULUMI_CONFIG (the
-stack's config as JSON, secrets decrypted) in its environment (pulumi/pulumi sdk/go/common/resource/plugin/
-analyzer_plugin.go, constructEnv). The environment is `rocm-stack:environment`, else the stack's name
-(`prod` or `prod-*` is prod: rules.default_environment), the same default as the program's config loader. The pack's enforcement level follows:
-mandatory for prod, advisory for dev, mandatory when no stack is known (fail closed, e.g. `policy publish`).
-A policy's level can still be overridden with `--policy-pack-config`.
+Which stack is checked, and whether it is prod (rules.environment_of, the program's config loader's rule too): the
+stack's name, from PULUMI_STACK (the Pulumi CLI starts the pack with PULUMI_STACK and PULUMI_CONFIG, the stack's
+config as JSON, in its environment: pulumi/pulumi sdk/go/common/resource/plugin/analyzer_plugin.go constructEnv)
+and from the URNs of the resources checked (`urn:pulumi:<stack>::...`); a stack named `prod` or `prod-*` is prod
+whatever its config says. The stack's `rocm-stack:environment` only ever makes a stack stricter: it is the config
+being policed, so it never switches a prod rule off. The pack's own config, set by whoever enables the pack
+(`pulumi up --policy-pack policy --policy-pack-config policy/prod.json`, `pulumi policy enable ... --config`), is
+the switch that does not trust the stack author: `{"<policy>": {"prod": true}}` makes a policy judge any stack
+as prod, `{"all": "mandatory"}` sets every policy's enforcement level (pkg/resource/analyzer/config.go
+parsePolicyPackConfig/applyConfig; the SDK hands a policy its own properties: args.get_config()).
+The pack's default enforcement level: mandatory for prod and when no stack is known (fail closed, e.g.
+`policy publish`), advisory for a dev stack; the pack config overrides it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,14 @@ PROJECT = "rocm-stack"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
 # policy/rocm_policy/pack.py -> the Pulumi project that holds policy/
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+# The pack-config property that makes a policy judge the stack as prod (every policy takes it).
+PROD_KEY = "prod"
+PROD_SCHEMA = {
+    PROD_KEY: {
+        "type": "boolean",
+        "description": "Judge every stack as prod, whatever its name and config (set by whoever enables the pack)",
+    }
+}
 
 
 @dataclass(frozen=True)
@@ -46,20 +60,33 @@ class StackContext:
         return self.environment != "dev"  # unknown counts as prod: fail closed
 
 
-def stack_context(environ: Mapping[str, str] | None = None) -> StackContext:
+def stack_context(
+    policy_config: Mapping[str, Any] | None = None,
+    urns: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> StackContext:
+    """The stack being checked: its name from PULUMI_STACK and the resources' URNs, its environment by
+    rules.environment_of from the name and the stack config, or prod when the pack's config says so."""
     environ = os.environ if environ is None else environ
-    stack = environ.get("PULUMI_STACK", "").rsplit("/", 1)[-1] or None
+    names = [environ.get("PULUMI_STACK", "").rsplit("/", 1)[-1], *map(rules.stack_of_urn, urns)]
+    known = sorted({n for n in names if n}, key=names.index)
+    stack = known[0] if known else None
     try:
         config = json.loads(environ.get("PULUMI_CONFIG") or "{}")
     except json.JSONDecodeError:
         config = {}
-    environment = config.get(ENVIRONMENT_KEY) if isinstance(config, dict) else None
-    if environment not in ("dev", "prod"):
-        environment = None if stack is None else rules.default_environment(stack)
-    return StackContext(stack, environment)
+    configured = config.get(ENVIRONMENT_KEY) if isinstance(config, dict) else None
+    if (policy_config or {}).get(PROD_KEY) is True:
+        return StackContext(stack, "prod")
+    if not known:
+        return StackContext(None, None)
+    # Two names (a tampered URN) or one: prod if any is.
+    environments = {rules.environment_of(name, configured) for name in known}
+    return StackContext(stack, "prod" if "prod" in environments else "dev")
 
 
 def enforcement_level(context: StackContext) -> EnforcementLevel:
+    """The pack's default level; `--policy-pack-config` (`all` or per policy) overrides it."""
     return EnforcementLevel.MANDATORY if context.prod else EnforcementLevel.ADVISORY
 
 
@@ -76,17 +103,34 @@ def _resource_policy(
     name: str, description: str, rule: ResourceRule, *, prod_only: bool = False
 ) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        context = stack_context()
+        context = stack_context(args.get_config(), [args.urn])
         if prod_only and not context.prod:
             args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
         for message in rule(args.resource_type, args.props):
             report_violation(message, None)
 
-    return ResourceValidationPolicy(name=name, description=description, validate=validate)
+    return ResourceValidationPolicy(
+        name=name, description=description, validate=validate, config_schema=PolicyConfigSchema(PROD_SCHEMA)
+    )
+
+
+def _stack_context(args: StackValidationArgs) -> StackContext:
+    return stack_context(args.get_config(), [r.urn for r in args.resources])
+
+
+def _stack_policy(
+    name: str, description: str, validate: Callable[[StackValidationArgs, ReportViolation], None], **schema: Any
+) -> StackValidationPolicy:
+    return StackValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        config_schema=PolicyConfigSchema({**PROD_SCHEMA, **schema}),
+    )
 
 
 def _validate_protection(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    context = stack_context()
+    context = _stack_context(args)
     if not context.prod:
         args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
     charts = args.get_config().get("charts", rules.DEFAULT_PROTECTED_CHARTS)
@@ -97,13 +141,23 @@ def _validate_protection(args: StackValidationArgs, report_violation: ReportViol
 
 def _validate_isolation(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     containers = [r.props for r in args.resources if r.resource_type == rules.CONTAINER]
-    for message in rules.host_isolation_problems(containers, prod=stack_context().prod):
+    for message in rules.host_isolation_problems(containers, prod=_stack_context(args).prod):
         report_violation(message, None)
+
+
+def _validate_one_entry_per_machine(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if not context.prod:
+        args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
+    providers = {r.name: r.urn for r in args.resources if r.resource_type == rules.DOCKER_PROVIDER}
+    endpoints = rules.docker_providers((r.resource_type, r.name, r.props) for r in args.resources)
+    for host, message in rules.duplicate_endpoint_problems(endpoints):
+        report_violation(message, providers.get(host))
 
 
 def _validate_config_secrets(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     # Only the stack file says which values are `secure:`; the engine hands the pack decrypted values.
-    context = stack_context()
+    context = _stack_context(args)
     if context.stack is None:
         args.not_applicable("no stack: nothing to read")
     path = stack_config_file(context.stack, PROJECT_DIR)
@@ -149,29 +203,37 @@ POLICIES = [
         rules.driver_upgrade_problems,
         prod_only=True,
     ),
-    StackValidationPolicy(
-        name="gpu-partitions-isolated",
-        description="The partitions of a Docker host have disjoint render nodes; in prod none maps the whole /dev/dri "
+    _resource_policy(
+        "prod-host-access",
+        "In prod a Docker container mounts neither the Docker socket nor a system path of its host, maps only GPU "
+        "device nodes and publishes no SSH port.",
+        rules.host_access_problems,
+        prod_only=True,
+    ),
+    _stack_policy(
+        "gpu-partitions-isolated",
+        "The partitions of a Docker host have disjoint render nodes; in prod none maps the whole /dev/dri "
         "or uses the host's IPC namespace beside another partition.",
-        validate=_validate_isolation,
+        _validate_isolation,
     ),
-    StackValidationPolicy(
-        name="no-plaintext-secrets-in-config",
-        description="Stack config keys that hold credentials (password, token, api key...) are Pulumi secrets.",
-        validate=_validate_config_secrets,
+    _stack_policy(
+        "one-host-entry-per-machine",
+        "In prod no two Docker hosts reach the same machine (each would hand out the same GPUs).",
+        _validate_one_entry_per_machine,
     ),
-    StackValidationPolicy(
-        name="prod-operator-and-namespaces-protected",
-        description="In prod the GPU Operator and cert-manager Helm releases and the namespaces are protected.",
-        validate=_validate_protection,
-        config_schema=PolicyConfigSchema(
-            properties={
-                "charts": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Helm charts whose releases must be protected",
-                }
-            }
-        ),
+    _stack_policy(
+        "no-plaintext-secrets-in-config",
+        "Stack config keys that hold credentials (password, token, api key...) are Pulumi secrets.",
+        _validate_config_secrets,
+    ),
+    _stack_policy(
+        "prod-operator-and-namespaces-protected",
+        "In prod the GPU Operator and cert-manager Helm releases and the namespaces are protected.",
+        _validate_protection,
+        charts={
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Helm charts whose releases must be protected",
+        },
     ),
 ]

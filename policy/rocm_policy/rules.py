@@ -10,14 +10,17 @@ and the GPU Operator CRD `amd.com/v1alpha1` DeviceConfig (helm-charts-k8s/crds/d
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 CONTAINER = "docker:index/container:Container"
+DOCKER_PROVIDER = "pulumi:providers:docker"
 DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
@@ -272,6 +275,155 @@ def host_isolation_problems(containers: Iterable[Mapping[str, Any]], prod: bool)
     ]
 
 
+# --- what a prod container may reach of its host ---------------------------------------------------------
+# Each rule below judges one value: the config loader (schema/docker.py, schema/workloads.py) calls it on what the
+# stack config asks for, the policy pack on what the program declares.
+
+# The Docker daemon's socket: whoever reaches it starts a privileged container with the host's / mounted, i.e. is
+# root on the host (Docker docs, "Docker daemon attack surface": "only trusted users should be allowed to control
+# your Docker daemon"; https://docs.docker.com/engine/security/#docker-daemon-attack-surface). A read-only bind
+# does not help: connect() asks MAY_WRITE on the socket's inode (linux net/unix/af_unix.c unix_find_bsd), and a
+# read-only mount refuses writes to regular files, directories and symlinks only (fs/namei.c sb_permission).
+DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
+# Host paths whose contents are the host's configuration, credentials, kernel interfaces, devices or the container
+# runtime's own state: a container that mounts one (or a directory above one) can take the host over.
+SYSTEM_PATHS = (
+    *DOCKER_SOCKETS,
+    "/etc",
+    "/root",
+    "/boot",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/run/containerd",
+)
+# Read-only, these only let a container read the host's state: the host preflight does (components/docker/checks.py
+# mounts /proc and /sys at /host to read the amdgpu driver's settings).
+READ_ONLY_SYSTEM_PATHS = ("/proc", "/sys")
+KFD = "/dev/kfd"
+_RENDER_NODE = re.compile(r"/dev/dri/renderD[0-9]+")
+SSH_PORT = 22
+
+
+def _host_path(path: str) -> str:
+    """A host path as the kernel resolves it, symlinks aside: `//etc/./x/..` is /etc."""
+    return "/" + posixpath.normpath("/" + path).lstrip("/") if path else ""
+
+
+def _within(path: str, root: str) -> bool:
+    return root == "/" or path == root or path.startswith(root + "/")
+
+
+def host_mount_problem(host_path: str, read_only: bool) -> str | None:
+    """Why prod refuses a bind mount of `host_path` (None: allowed): the Docker socket or a system path, the path
+    itself, anything under it or a directory above it (`/`, `/var`)."""
+    path = _host_path(host_path)
+    if any(_within(path, s) or _within(s, path) for s in DOCKER_SOCKETS):
+        return (
+            f"host path '{host_path}' is or holds the Docker socket: the container would control the Docker daemon, "
+            "which is root on the host (read-only does not help: a socket ignores it); prod never mounts it"
+        )
+    system = next((s for s in SYSTEM_PATHS if _within(path, s) or _within(s, path)), None)
+    if system is None or (read_only and any(_within(path, s) for s in READ_ONLY_SYSTEM_PATHS)):
+        return None
+    where = "is" if path == system else ("is under" if _within(path, system) else "holds")
+    return (
+        f"host path '{host_path}' {where} the host's system path {system}: the container could take the host over; "
+        "prod mounts only data directories of its own (e.g. under /srv or /var/lib/rocm-stack)"
+    )
+
+
+def device_problem(host_path: str, container_path: str | None = None) -> str | None:
+    """Why prod refuses a `--device` mapping (None: a GPU node at its own path): only /dev/kfd, a render node
+    /dev/dri/renderD<N> or the whole /dev/dri. Docker maps every device node under a directory (moby v20.10.24
+    oci/devices_linux.go DevicesFromPath L55-74 walks it), so `--device=/dev:/dev/dri` hands over the host's disks."""
+    host, inside = _host_path(host_path), _host_path(container_path or host_path)
+    if host in (KFD, DRI) or _RENDER_NODE.fullmatch(host):
+        if inside == host:
+            return None
+        return f"device '{host_path}' is mapped at '{container_path}': prod maps a GPU device node at its own path"
+    return (
+        f"device '{host_path}' is not a GPU device node: prod maps only {KFD} and {DRI}/renderD<N> (or {DRI}); "
+        "device stand-ins (devicePaths) are for the end-to-end tests"
+    )
+
+
+def published_port_problem(internal: int, external: int | None) -> str | None:
+    """Why prod refuses a published port (None: allowed): SSH into a partition is a shell beside its GPUs that
+    bypasses the deploy (and host port 22 is the host's own sshd, through which `pulumi up` reaches it)."""
+    if SSH_PORT in (internal, external):
+        return (
+            f"publishes SSH (port {SSH_PORT}): prod gives no shell into a container from the network; reach a "
+            "partition with `docker exec` over the host's own SSH"
+        )
+    return None
+
+
+def docker_endpoint_machine(endpoint: str) -> str:
+    """The machine a Docker endpoint reaches: its host name for ssh:// and tcp:// (any user, port or transport:
+    one machine has one set of GPUs, also under two daemons), `local` for unix:// sockets and localhost."""
+    parts = urlsplit(endpoint)
+    if parts.scheme == "unix":
+        return "local"
+    name = (parts.hostname or "").lower().rstrip(".")
+    return "local" if name in ("localhost", "127.0.0.1", "::1") else name
+
+
+def duplicate_endpoint_problems(endpoints: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(host, problem) for each host entry (name -> Docker endpoint) that reaches a machine an earlier entry
+    reaches too: each entry would partition the same GPUs on its own, so none of the isolation rules holds."""
+    first: dict[str, str] = {}
+    problems = []
+    for name, endpoint in endpoints.items():
+        machine = docker_endpoint_machine(endpoint)
+        if machine in first:
+            problems.append(
+                (
+                    name,
+                    f"host '{name}' ({endpoint}) is the machine of host '{first[machine]}' ({endpoints[first[machine]]}):"
+                    " two host entries would each hand out the same GPUs; declare each machine once",
+                )
+            )
+        else:
+            first[machine] = name
+    return problems
+
+
+def _volumes(props: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    return [
+        (str(v.get("hostPath")), v.get("readOnly") is True)
+        for v in map(_mapping, _sequence(props.get("volumes")))
+        if v.get("hostPath")
+    ]
+
+
+def host_access_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A Docker container's host mounts, devices and published ports in prod."""
+    if resource_type != CONTAINER:
+        return []
+    problems = [p for path, ro in _volumes(props) if (p := host_mount_problem(path, ro))]
+    problems += [p for host, inside in _devices(props) if (p := device_problem(host, inside))]
+    ports = map(_mapping, _sequence(props.get("ports")))
+    problems += [p for port in ports if (p := published_port_problem(port.get("internal"), port.get("external")))]
+    return problems
+
+
+def docker_providers(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[str, str]:
+    """Host name -> endpoint of each Docker provider among (type, name, props) of the declared resources."""
+    return {
+        name: str(props.get("host"))
+        for type_, name, props in resources
+        if type_ == DOCKER_PROVIDER and props.get("host")
+    }
+
+
 # --- debugging privileges (prod) --------------------------------------------------------------------------
 
 
@@ -431,13 +583,41 @@ def unprotected(
     return problems
 
 
-def default_environment(stack: str) -> str:
-    """The environment of a stack that sets no `rocm-stack:environment`: `prod` and `prod-*` are prod.
-
-    The program's config loader and the pack's enforcement level both use this (one definition); a stack
-    whose name merely starts with the letters (`product-demo`) is dev. `org/project/prod` counts as `prod`."""
+def is_prod_stack(stack: str) -> bool:
+    """`prod` and `prod-*` (`prod-eu`) are prod, whatever their config says; `product-demo` is not.
+    `org/project/prod` counts as `prod`."""
     name = stack.rsplit("/", 1)[-1]
-    return "prod" if name == "prod" or name.startswith("prod-") else "dev"
+    return name == "prod" or name.startswith("prod-")
+
+
+def default_environment(stack: str) -> str:
+    """The environment of a stack that sets no `rocm-stack:environment`."""
+    return "prod" if is_prod_stack(stack) else "dev"
+
+
+def environment_of(stack: str, configured: Any = None) -> str:
+    """The environment a stack runs in: the program's config loader and the policy pack both decide with this.
+    A stack's config may make it stricter (`environment: prod` on `lab`), never a prod stack laxer: the config is
+    what the prod rules police, so it cannot switch them off."""
+    return "prod" if is_prod_stack(stack) or configured == "prod" else "dev"
+
+
+def laxer_environment_problem(stack: str, configured: Any) -> str | None:
+    """Why a stack's `environment` is refused: `dev` on a stack whose name makes it prod."""
+    if configured == "dev" and is_prod_stack(stack):
+        return (
+            f"stack '{stack}' is prod by its name (`prod` or `prod-*`), and its config cannot make it laxer: remove "
+            "`environment: dev` (or set prod); a development stack takes another name (`dev`, `lab-*`)"
+        )
+    return None
+
+
+def stack_of_urn(urn: str) -> str | None:
+    """The stack of a resource URN, `urn:pulumi:<stack>::<project>::<type>::<name>` (Pulumi docs, "Resource
+    URNs"); None for anything else."""
+    if not urn.startswith("urn:pulumi:"):
+        return None
+    return urn[len("urn:pulumi:") :].split("::", 1)[0] or None
 
 
 def _words(key: str) -> list[str]:
