@@ -1,0 +1,58 @@
+"""The attack corpus of issue 27 (tests/attacks/README.md): every stack file there is refused by the config loader,
+naming each key, and the plan the program would declare for it is refused by the policy pack, in prod."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from schema.stackfile import read_config
+from tools.synth import ProgramRefused, synthesize
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTACKS = sorted((ROOT / "tests" / "attacks").glob("*.yaml"))
+sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
+
+from rocm_policy import offline, pack  # noqa: E402
+
+
+def attack(path: Path, tmp_path: Path) -> tuple[dict, dict]:
+    """(the attack, its config as the CLI reads the stack file) with the stack file written into a copy of the
+    project's layout under tmp_path, where the pack's config-secrets policy reads it."""
+    spec = yaml.safe_load(path.read_text())
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    stack_file = tmp_path / "stacks" / f"Pulumi.{spec['stack']}.yaml"
+    stack_file.parent.mkdir()
+    stack_file.write_text(yaml.safe_dump({"config": spec["config"]}))
+    return spec, read_config(stack_file, "rocm-stack")
+
+
+@pytest.mark.parametrize("path", ATTACKS, ids=[p.stem for p in ATTACKS])
+def test_attack_is_refused_by_the_config_loader(path, tmp_path):
+    spec, config = attack(path, tmp_path)
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize(spec["stack"], config)
+    lines = str(refused.value).splitlines()
+    for key, text in spec["refused_by_config"].items():
+        assert any(line.startswith(f"rocm-stack:{key}: ") and text in line for line in lines), (key, lines)
+
+
+@pytest.mark.parametrize("path", ATTACKS, ids=[p.stem for p in ATTACKS])
+def test_attack_is_refused_by_the_policy_pack(path, tmp_path, monkeypatch):
+    spec, config = attack(path, tmp_path)
+    # What the program declares for this config when its checks are bypassed: synthesized as a dev stack...
+    plan = synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()
+    # ...and presented to the pack as the attacked stack, with the attack's stack file as that stack's config.
+    stack = spec["stack"]
+    for resource in plan["resources"]:
+        resource["urn"] = resource["urn"].replace("urn:pulumi:dev::", f"urn:pulumi:{stack}::", 1)
+    monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
+    with offline.stack_environment(stack, tmp_path):
+        violations = offline.check(plan["resources"])
+    assert {v.level for v in violations} == {"mandatory"}
+    assert {v.policy for v in violations} == set(spec["refused_by_pack"])
+    for policy, text in spec["refused_by_pack"].items():
+        assert any(v.policy == policy and text in v.message for v in violations), (policy, violations)
