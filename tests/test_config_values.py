@@ -267,3 +267,41 @@ def test_messages_are_sentences():
         for line in problems(stack, config):
             assert "Value error" not in line and "String should match" not in line and "^" not in line, line
             assert "Input should" not in line, line
+
+
+def test_host_access_rules_are_prods_only():
+    """The end-to-end tests' stand-in device nodes (devicePaths), a workstation's own mounts and several host entries
+    on the local socket stay possible in dev; prod refuses them (tests/attacks)."""
+    workstation = {
+        P + "hosts": [
+            {
+                "name": name,
+                "devicePaths": {"kfd": "/tmp/standin/kfd", "dri": "/tmp/standin/dri"},
+                "containers": [{"name": "a", "volumes": [{"hostPath": "/var/run/docker.sock", "containerPath": "/s"}]}],
+            }
+            for name in ("h1", "h2")
+        ]
+    }
+    assert load("dev", workstation).hosts[0].device_paths.kfd == "/tmp/standin/kfd"
+    refused = problems("prod", {**workstation, P + "security": {"profile": "hardened"}})
+    for key in (
+        "hosts[0].devicePaths.kfd",
+        "hosts[0].devicePaths.dri",
+        "hosts[0].containers[0].volumes[0].hostPath",
+        "hosts[1].docker.host",
+    ):
+        assert any(p.startswith(f"rocm-stack:{key}: ") for p in refused), (key, refused)
+
+
+def test_workload_mounts_and_ports_follow_the_host_access_rules():
+    """The host directories Docker workloads bind (checkpoints, model caches) and the API port they publish."""
+    config = stack_file("prod")
+    config[P + "training"][0]["docker"]["checkpointDir"] = "/etc/rocm"
+    config[P + "inference"][0]["docker"].update(modelCacheDir="/var/lib/docker/hf", publishedPort=22)
+    values, secret_keys = as_program_config(config, {P + "vllmApiKey": "k", P + "huggingfaceToken": "t"})
+    with pytest.raises(ConfigError) as error:
+        load("prod", {k: decode(v) for k, v in values.items()}, secret_keys)
+    refused = {p.path: p.message for p in error.value.problems}
+    assert "system path /etc" in refused["training[0].docker.checkpointDir"]
+    assert "system path /var/lib/docker" in refused["inference[0].docker.modelCacheDir"]
+    assert "publishes SSH" in refused["inference[0].docker.publishedPort"]

@@ -236,6 +236,95 @@ def test_debugging_flags_are_not_checked_on_dev(dev_env):
         validate("no-debug-privileges-in-prod", CONTAINER, gpu_container(capabilities={"adds": ["SYS_PTRACE"]}))
 
 
+# --- prod-host-access -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host_path, read_only, expected",
+    [
+        ("/var/run/docker.sock", True, "Docker socket"),  # connect() needs no writable mount (rules.DOCKER_SOCKETS)
+        ("/run/docker.sock", False, "Docker socket"),
+        ("/var/run", False, "Docker socket"),  # a directory above it holds it
+        ("/", True, "Docker socket"),
+        ("//etc/./", False, "is the host's system path /etc"),
+        ("/srv/../etc/shadow", True, "is under the host's system path /etc"),
+        ("/var/lib/docker/volumes", False, "system path /var/lib/docker"),
+        ("/var/lib", False, "holds the host's system path /var/lib/docker"),
+        ("/root/.ssh", True, "/root"),
+        ("/dev", False, "/dev"),
+        ("/proc", False, "/proc"),  # writable: /proc/sysrq-trigger, /proc/sys
+        ("/sys/kernel", False, "/sys"),
+    ],
+)
+def test_host_mounts_of_the_docker_socket_and_system_paths_are_refused(host_path, read_only, expected):
+    assert expected in rules.host_mount_problem(host_path, read_only)
+
+
+@pytest.mark.parametrize(
+    "host_path, read_only",
+    [
+        ("/proc", True),  # what the host preflight mounts (components/docker/checks.py)
+        ("/sys", True),
+        ("/var/lib/rocm-stack/checkpoints/llm/train-a", False),
+        ("/srv/datasets", True),
+        ("/etcetera", False),  # a name that merely starts like one
+        ("/home/alice/models", False),
+    ],
+)
+def test_data_directories_and_read_only_kernel_state_may_be_mounted(host_path, read_only):
+    assert rules.host_mount_problem(host_path, read_only) is None
+
+
+@pytest.mark.parametrize(
+    "host_path, container_path, expected",
+    [
+        ("/dev/kfd", None, None),
+        ("/dev/dri", "/dev/dri", None),
+        ("/dev/dri/renderD128", "/dev/dri/renderD128", None),
+        ("/dev/sda", "/dev/kfd", "not a GPU device node"),
+        ("/dev", "/dev/dri", "not a GPU device node"),  # a directory: every node under it (DevicesFromPath)
+        ("/dev/dri/card0", None, "not a GPU device node"),  # the display node: modesetting, no ROCm compute
+        ("/tmp/standin/kfd", "/dev/kfd", "not a GPU device node"),  # an end-to-end stand-in
+        ("/dev/dri/renderD128", "/dev/dri/renderD129", "at its own path"),
+        ("/dev/mem", None, "not a GPU device node"),
+    ],
+)
+def test_prod_maps_only_gpu_device_nodes(host_path, container_path, expected):
+    problem = rules.device_problem(host_path, container_path)
+    assert problem is None if expected is None else expected in problem
+
+
+def test_host_access_policy_in_prod_only(prod_env, monkeypatch):
+    attacked = gpu_container(
+        volumes=[{"hostPath": "/var/run/docker.sock", "containerPath": "/s", "readOnly": True}],
+        devices=[{"hostPath": "/dev/sda", "containerPath": "/dev/kfd"}],
+        ports=[{"internal": 22, "external": 2222}],
+    )
+    problems = validate("prod-host-access", CONTAINER, attacked)
+    assert [p.split(" ")[0] for p in problems] == ["host", "device", "publishes"]
+    assert validate("prod-host-access", CONTAINER, gpu_container()) == []
+    monkeypatch.setenv("PULUMI_STACK", "dev")
+    monkeypatch.setenv("PULUMI_CONFIG", "{}")
+    with pytest.raises(_NotApplicableError):  # dev keeps the end-to-end stand-ins (devicePaths)
+        validate("prod-host-access", CONTAINER, attacked)
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ("ssh://deploy@gpu-node-1", "ssh://other@GPU-NODE-1:2222"),
+        ("ssh://gpu-node-1", "tcp://gpu-node-1:2376"),  # one machine, one set of GPUs, whatever the transport
+        ("unix:///var/run/docker.sock", "unix:///run/docker.sock"),
+        ("unix:///var/run/docker.sock", "ssh://deploy@localhost"),
+        ("tcp://[::1]:2376", "unix:///var/run/docker.sock"),
+    ],
+)
+def test_two_host_entries_on_one_machine_are_refused(first, second):
+    ((host, problem),) = rules.duplicate_endpoint_problems({"a": first, "b": second})
+    assert host == "b" and "is the machine of host 'a'" in problem
+    assert rules.duplicate_endpoint_problems({"a": first, "b": "ssh://deploy@gpu-node-9"}) == []
+
+
 # --- gpu-pods-limits-and-shm ------------------------------------------------------------------------------
 
 

@@ -175,12 +175,15 @@ def test_preview_on_pull_requests():
     assert "git worktree add" in text and "github.event.pull_request.base.sha" in str(synth)
     assert "rocm-stack diff" in text and "$GITHUB_STEP_SUMMARY" in text
     assert "rocm_policy.offline" in text
+    # prod's pack config (policy/prod.json), as the deploy passes it: the stack's config cannot relax the pack.
+    assert 'if [ "$STACK" = prod ]; then pack_config=(--policy-pack-config policy/prod.json); fi' in text
     (upload,) = steps_using(synth, "actions/upload-artifact@")
     assert upload["with"]["path"] == "out/${{ matrix.stack }}"
     # The real preview: the policy pack, a comment on the pull request; only where secrets exist.
     (step,) = steps_using(preview, "pulumi/actions@")
     assert step["with"]["command"] == "preview"
     assert step["with"]["policyPacks"] == "policy" and step["with"]["comment-on-pr"] is True
+    assert step["with"]["policyPackConfigs"] == "${{ matrix.stack == 'prod' && 'policy/prod.json' || '' }}"
     assert "matrix.stack" in step["with"]["stack-name"]
     assert preview["permissions"]["pull-requests"] == "write"
     assert "head.repo.full_name == github.repository" in preview["if"]
@@ -259,6 +262,9 @@ def test_deploy_dev_then_prod_behind_the_production_environment():
         (step,) = steps_using(job, "pulumi/actions@")
         assert step["with"]["command"] == "up" and step["with"]["policyPacks"] == "policy"
         assert step["with"]["stack-name"].endswith(f"'{stack}' }}}}")
+        # pulumi/actions pairs each policyPacks entry with the policyPackConfigs entry at its index (src/config.ts
+        # makeConfig -> `pulumi up --policy-pack-config`): prod's pack judges the stack as prod, mandatory.
+        assert step["with"].get("policyPackConfigs") == ("policy/prod.json" if stack == "prod" else None)
     assert groups == {"deploy-dev", "deploy-prod"}  # one group per stack
 
 
