@@ -167,7 +167,8 @@ class GpuAccess(str, Enum):
 
 class DevicePaths(ConfigModel):
     """Where the host keeps its GPU device nodes; containers always see them at /dev/kfd and /dev/dri/.
-    Only the end-to-end tests move them (stand-in nodes made with mknod in a temporary directory)."""
+    Only the end-to-end tests move them (stand-in nodes made with mknod in a temporary directory); prod refuses
+    anything but /dev/kfd and /dev/dri (docs/security.md)."""
 
     kfd: AbsolutePath = "/dev/kfd"
     """Host path of the KFD compute interface."""
@@ -318,7 +319,7 @@ class HostConfig(ConfigModel):
     """Numeric host GIDs for `--group-add` (`stat -c %g /dev/kfd /dev/dri/renderD*`). Empty: none, as the ROCm
     images run as root; group names are refused (Docker looks them up in the image's /etc/group)."""
     device_paths: DevicePaths = DevicePaths()
-    """Where the host keeps /dev/kfd and /dev/dri; only tests move them (stand-in nodes)."""
+    """Where the host keeps /dev/kfd and /dev/dri; only tests move them (stand-in nodes): prod refuses it."""
     logs: LogConfig = LogConfig()
     """Log rotation of every container rocm-stack runs on the host (partitions, workloads, checks, the exporter)."""
     # At least one: omit the key for the default container (a host without any would run nothing of ours).

@@ -3,6 +3,7 @@ naming each key, and the plan the program would declare for it is refused by the
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -50,9 +51,22 @@ def test_attack_is_refused_by_the_policy_pack(path, tmp_path, monkeypatch):
     for resource in plan["resources"]:
         resource["urn"] = resource["urn"].replace("urn:pulumi:dev::", f"urn:pulumi:{stack}::", 1)
     monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
-    with offline.stack_environment(stack, tmp_path):
+    with offline.stack_environment(stack):
         violations = offline.check(plan["resources"])
     assert {v.level for v in violations} == {"mandatory"}
     assert {v.policy for v in violations} == set(spec["refused_by_pack"])
     for policy, text in spec["refused_by_pack"].items():
         assert any(v.policy == policy and text in v.message for v in violations), (policy, violations)
+
+
+def test_the_offline_pack_fails_the_prod_named_dev_stack(tmp_path, monkeypatch, capsys):
+    """What CI runs on a pull request's synth (issue 27 item 1 said "(dev: advisory)" and passed)."""
+    spec, config = attack(ROOT / "tests" / "attacks" / "1-prod-named-dev.yaml", tmp_path)
+    plan = synthesize("dev", config).to_json()
+    plan["stack"] = "prod"
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
+    assert offline.main([str(tmp_path / "plan.json")]) == 1
+    out = capsys.readouterr().out
+    assert "### Policy pack on the synth of stack `prod` (prod: mandatory)" in out
+    assert "- **mandatory** `no-debug-privileges-in-prod`" in out

@@ -34,7 +34,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.policy import _NotApplicableError
 
-from .pack import POLICIES, PROJECT_DIR, enforcement_level, stack_config_file, stack_context
+from . import pack
+from .pack import POLICIES, enforcement_level, stack_config_file, stack_context
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ def engine_config(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 @contextmanager
-def stack_environment(stack: str, project_dir: Path = PROJECT_DIR) -> Iterator[None]:
-    path = stack_config_file(stack, project_dir)
+def stack_environment(stack: str, project_dir: Path | None = None) -> Iterator[None]:
+    """PULUMI_STACK and PULUMI_CONFIG as the CLI sets them, from the project's (default: the pack's) stack file."""
+    path = stack_config_file(stack, project_dir or pack.PROJECT_DIR)
     config = (yaml.safe_load(path.read_text()) or {}).get("config") or {} if path.is_file() else {}
     saved = {k: os.environ.get(k) for k in ("PULUMI_STACK", "PULUMI_CONFIG")}
     os.environ.update(PULUMI_STACK=stack, PULUMI_CONFIG=json.dumps(engine_config(config)))

@@ -282,8 +282,9 @@ def host_isolation_problems(containers: Iterable[Mapping[str, Any]], prod: bool)
 # The Docker daemon's socket: whoever reaches it starts a privileged container with the host's / mounted, i.e. is
 # root on the host (Docker docs, "Docker daemon attack surface": "only trusted users should be allowed to control
 # your Docker daemon"; https://docs.docker.com/engine/security/#docker-daemon-attack-surface). A read-only bind
-# does not help: connect() asks MAY_WRITE on the socket's inode (linux net/unix/af_unix.c unix_find_bsd), and a
-# read-only mount refuses writes to regular files, directories and symlinks only (fs/namei.c sb_permission).
+# does not help: connect() only asks MAY_WRITE permission on the socket's inode (linux net/unix/af_unix.c
+# unix_find_bsd, path_permission), a mount's read-only flag is checked where files are written (mnt_want_write),
+# and even a read-only filesystem refuses MAY_WRITE to files, directories and symlinks only (fs/namei.c sb_permission).
 DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
 # Host paths whose contents are the host's configuration, credentials, kernel interfaces, devices or the container
 # runtime's own state: a container that mounts one (or a directory above one) can take the host over.
