@@ -111,6 +111,9 @@ def test_prod_refuses_host_ipc_beside_other_partitions_and_the_pack_too():
         "sized by shmSize)"
         for name in ("serve-b", "train-a")
     ]
+    # The same containers on a dev stack (its URNs name the stack too: a prod URN is judged as prod).
+    for r in resources:
+        r["urn"] = r["urn"].replace("urn:pulumi:prod::", "urn:pulumi:dev::", 1)
     with offline.stack_environment("dev"):
         assert [v for v in offline.check(resources) if v.policy == "gpu-partitions-isolated"] == []
     assert rules.ipc_problems({"solo": "host"}, prod=True) == []
