@@ -213,7 +213,7 @@ def test_only_prod_and_prod_dash_stacks_are_prod(stack, environment):
     from policy.rocm_policy import pack
 
     assert load(stack, {}).environment == environment
-    # The policy pack's enforcement level follows the same rule (policy/rocm_policy/rules.py default_environment).
+    # The policy pack's enforcement level follows the same rule (policy/rocm_policy/rules.py environment_of).
     assert pack.stack_context(environ={"PULUMI_STACK": stack}).environment == environment
 
 

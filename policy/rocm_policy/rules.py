@@ -591,11 +591,6 @@ def is_prod_stack(stack: str) -> bool:
     return name == "prod" or name.startswith("prod-")
 
 
-def default_environment(stack: str) -> str:
-    """The environment of a stack that sets no `rocm-stack:environment`."""
-    return "prod" if is_prod_stack(stack) else "dev"
-
-
 def environment_of(stack: str, configured: Any = None) -> str:
     """The environment a stack runs in: the program's config loader and the policy pack both decide with this.
     A stack's config may make it stricter (`environment: prod` on `lab`), never a prod stack laxer: the config is
