@@ -76,6 +76,17 @@ CONFIG_MANAGER_FILE = "config.json"
 # (applying-partition-profiles.rst L7-12, L202-210 `kubectl taint nodes [nodename] amd-dcm=up:NoExecute`).
 PARTITIONING_TAINT_KEY = "amd-dcm"
 
+# The scheduler filters out a node whose NoSchedule or NoExecute taint a pod does not tolerate; PreferNoSchedule only
+# lowers the node's score (kubernetes pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go Filter, with
+# plugins/helper/taint.go DoNotScheduleTaintsFilterFunc "only interested in NoSchedule and NoExecute taints").
+SCHEDULER_FILTERED_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+# The operator's driver-upgrade reboot pod tolerates only the operator's own cordon taint and is placed through the
+# scheduler (nodeSelector kubernetes.io/hostname, no nodeName): gpu-operator v1.5.1
+# internal/controllers/upgrademgr.go getRebootPod L1301-1354. On a node with another NoSchedule/NoExecute taint it
+# stays Pending: the operator waits 300 x 2 s for the node to go NotReady (handleNodeReboot L1190-1222), then finds
+# it Ready, deletes the pod and carries on without the reboot (deleteRebootPod L1237-1298).
+REBOOT_POD_TOLERATED_TAINT_KEY = "amd-gpu-driver-upgrade"
+
 # The NFD worker's default tolerations in gpu-operator-charts v1.5.1 values.yaml L10-17. Helm replaces lists
 # ("Scalar values and arrays are replaced, maps are merged": helm pkg/chartutil/coalesce.go CoalesceValues),
 # so setting `node-feature-discovery.worker.tolerations` must repeat them.
@@ -572,6 +583,7 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
             yield f"kubernetes.namespaces[{index}]", f"'{namespace}' is listed twice"
 
     yield from _partition_problems(k8s)
+    yield from _reboot_problems(k8s, cfg.environment)
 
     images: list[tuple[str, str]] = []
     if k8s.mode == "operator":
@@ -660,6 +672,26 @@ def _operator_problems(operator: GpuOperatorConfig, environment: str, monitored:
         )
     if exporter.service_monitor.enable and not exporter.enable:
         yield f"{path}.metricsExporter.serviceMonitor.enable", "needs metricsExporter.enable: true"
+
+
+def _reboot_problems(k8s: KubernetesConfig, environment: str) -> Iterable[tuple[str, str]]:
+    """A driver upgrade with rebootRequired needs the operator's reboot pod to schedule on the GPU nodes."""
+    if k8s.mode != "operator":
+        return
+    driver = k8s.gpu_operator.device_config.driver
+    policy = driver.effective_upgrade_policy(environment)
+    if not (driver.enable and policy.enable and policy.reboot_required):
+        return
+    for index, taint in enumerate(k8s.gpu_node_taints):
+        if taint.effect in SCHEDULER_FILTERED_TAINT_EFFECTS and taint.key != REBOOT_POD_TOLERATED_TAINT_KEY:
+            yield (
+                f"kubernetes.gpuNodeTaints[{index}].effect",
+                f"{taint.effect} keeps the GPU Operator's driver-upgrade reboot pod off the node (it tolerates only "
+                f"the operator's own '{REBOOT_POD_TOLERATED_TAINT_KEY}' taint and goes through the scheduler), so "
+                "upgradePolicy.rebootRequired never reboots it: taint the GPU nodes PreferNoSchedule instead, or set "
+                "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.rebootRequired false "
+                "(docs/kubernetes.md, Safe driver upgrades)",
+            )
 
 
 def _partition_problems(k8s: KubernetesConfig) -> Iterable[tuple[str, str]]:

@@ -48,7 +48,14 @@ from .docker import (
     image_for,
     no_image_problem,
 )
-from .kubernetes import BUILTIN_NAMESPACES, GPU_RESOURCE_NAME, GpuNodeTaint, KubernetesConfig, NamespaceName
+from .kubernetes import (
+    BUILTIN_NAMESPACES,
+    GPU_RESOURCE_NAME,
+    SCHEDULER_FILTERED_TAINT_EFFECTS,
+    GpuNodeTaint,
+    KubernetesConfig,
+    NamespaceName,
+)
 from .monitoring import MonitoringConfig
 
 
@@ -146,6 +153,11 @@ PARTITION_KEYS_DECIDED_BY_WORKLOAD = ("image", "command", "shm_size", "ports", "
 TORCHRUN_SHUTDOWN_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 TORCHRUN_FIXED_SHUTDOWN_S = 30
 TORCHRUN_EXIT_MARGIN_S = 10
+# A training's stop grace (a container's or a pod's): torchrun's fixed shutdown plus the margin at least.
+TrainingGraceSeconds = Annotated[
+    int, Field(ge=TORCHRUN_FIXED_SHUTDOWN_S + TORCHRUN_EXIT_MARGIN_S, le=MAX_STOP_GRACE_SECONDS)
+]
+DEFAULT_TRAINING_GRACE_SECONDS = 300
 
 
 def merged_env(defaults: Mapping[str, str], overrides: Mapping[str, str | None]) -> dict[str, str]:
@@ -281,6 +293,15 @@ class TrainingKubernetes(ConfigModel):
     """Kueue LocalQueue admitting the job (label `kueue.x-k8s.io/queue-name`); unset: no Kueue."""
     network: TrainingNetwork | None = None
     """RDMA for RCCL between the pods (multi-node); unset: RCCL falls back to TCP sockets on the pod network."""
+    termination_grace_period_seconds: TrainingGraceSeconds = DEFAULT_TRAINING_GRACE_SECONDS
+    """Seconds from SIGTERM to SIGKILL when a pod stops (a node drain's eviction, as in a GPU driver upgrade, or a
+    deletion): the pods' terminationGracePeriodSeconds. Like `docker.stopGraceSeconds`: the longest step plus one
+    checkpoint write plus 10 s for torchrun (which gets the rest, TORCH_ELASTIC_SHUTDOWN_TIMEOUT)."""
+
+    @property
+    def torchrun_shutdown_seconds(self) -> int:
+        """How long torchrun waits for its workers after forwarding the signal (TORCHRUN_SHUTDOWN_ENV)."""
+        return self.termination_grace_period_seconds - TORCHRUN_EXIT_MARGIN_S
 
     @property
     def uses_job_set(self) -> bool:
@@ -301,9 +322,7 @@ class TrainingDocker(ConfigModel):
     checkpoint_dir: AbsolutePath = "/var/lib/rocm-stack/checkpoints"
     # Docker's on-failure restart count.
     max_retries: int = Field(5, ge=0)
-    stop_grace_seconds: Annotated[
-        int, Field(ge=TORCHRUN_FIXED_SHUTDOWN_S + TORCHRUN_EXIT_MARGIN_S, le=MAX_STOP_GRACE_SECONDS)
-    ] = 300
+    stop_grace_seconds: TrainingGraceSeconds = DEFAULT_TRAINING_GRACE_SECONDS
     """Seconds from SIGTERM to SIGKILL when the container stops (`docker stop`, a daemon shutdown, the delete
     before a `pulumi up` replaces it). programs/train.py finishes its step, checkpoints and exits: this must cover
     the longest step plus one checkpoint write (the `step_time_s` and checkpoint `seconds` it logs) plus 10 s for
@@ -671,7 +690,7 @@ def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterab
     managed: tuple[str, ...] = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
     if isinstance(workload, TrainingConfig) and workload.kubernetes and workload.kubernetes.network:
         managed += NETWORK_MANAGED_ENV
-    if isinstance(workload, TrainingConfig) and workload.docker:
+    if isinstance(workload, TrainingConfig):
         managed += (TORCHRUN_SHUTDOWN_ENV,)
     for key in ("env", "rccl_env" if isinstance(workload, TrainingConfig) else "rocm_env"):
         for name in getattr(workload, key):
@@ -683,11 +702,12 @@ def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterab
 def _security_problems(
     cfg: _StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes, at: str
 ) -> Iterable[tuple[str, str]]:
-    """Pods must tolerate the GPU nodes' taints, or they never schedule there."""
+    """Pods must tolerate the GPU nodes' NoSchedule and NoExecute taints, or they never schedule there (a
+    PreferNoSchedule taint only lowers the node's score)."""
     if cfg.kubernetes is None:
         return
     for index, taint in enumerate(cfg.kubernetes.gpu_node_taints):
-        if not any(t.tolerates(taint) for t in k8s.tolerations):
+        if taint.effect in SCHEDULER_FILTERED_TAINT_EFFECTS and not any(t.tolerates(taint) for t in k8s.tolerations):
             yield (
                 f"{at}.tolerations",
                 (
@@ -717,6 +737,7 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
     at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, at)
     yield from _security_problems(cfg, k8s, at)
+    yield from _training_drain_problems(cfg, k8s, at)
     network = k8s.network
     if network is not None:
         if k8s.nodes == 1:
@@ -830,6 +851,36 @@ def _drain_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: st
                 "each eviction until the previous replica is back: a drain would fail and halt the driver rollout; "
                 f"use at least {inference.startup_timeout_seconds}"
             ),
+        )
+
+
+def _training_drain_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes, at: str) -> Iterable[tuple[str, str]]:
+    """A driver upgrade evicts the training pods with the grace `nodeDrainPolicy.gracePeriodSeconds` (-1: the pod's
+    own) and fails the node's drain when they are not gone within `timeoutSeconds`: the kubectl drain helper waits
+    for the deletion under the same global timeout (upgrademgr.go L787-818 @ v1.5.1; k8s.io/kubectl pkg/drain
+    drain.go evictPods, waitForDelete with globalTimeout). Either cutting the pods' grace stops the checkpoint."""
+    if cfg.kubernetes is None or cfg.kubernetes.mode != "operator":
+        return
+    driver = cfg.kubernetes.gpu_operator.device_config.driver
+    policy = driver.effective_upgrade_policy(cfg.environment)
+    if not (driver.enable and policy.enable):
+        return
+    drain = policy.node_drain_policy
+    path = "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy"
+    grace = k8s.termination_grace_period_seconds
+    if 0 <= drain.grace_period_seconds < grace:
+        yield (
+            f"{path}.gracePeriodSeconds",
+            f"{drain.grace_period_seconds}s cuts the {grace}s training pods get to checkpoint on SIGTERM "
+            f"({at}.terminationGracePeriodSeconds): use -1 (each pod's own grace) or at least {grace}",
+        )
+    evicted_within = drain.grace_period_seconds if drain.grace_period_seconds >= 0 else grace
+    if 0 < drain.timeout_seconds <= evicted_within:
+        yield (
+            f"{path}.timeoutSeconds",
+            f"{drain.timeout_seconds}s does not outlast the {evicted_within}s an evicted training pod may take to "
+            f"checkpoint and exit ({at}.terminationGracePeriodSeconds): the drain would fail (Drain-Failed) and halt "
+            f"the driver rollout; use more than {evicted_within}",
         )
 
 

@@ -416,11 +416,12 @@ def test_gpu_node_taints_are_tolerated_by_every_gpu_stack_daemon_set(plans):
     ...DevicePluginTolerations` else `= nil` (internal/plugin/plugin.go L272-276 @ v1.5.1; same in
     nodelabeller.go L240-243, metricsexporter.go L483-486); users asked for it in ROCm/gpu-operator#25 (device
     plugin, taint `amd.com/gpu=present:NoSchedule`) and #149 (NFD workers). A NoSchedule-tainted node would get
-    no device plugin, hence no `amd.com/gpu`."""
-    taint = {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    no device plugin, hence no `amd.com/gpu`. (prod's taint is PreferNoSchedule for driver upgrades' reboots:
+    tests/test_k8s_day2_upgrade.py.)"""
+    taint = {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "PreferNoSchedule"}
     # The committed prod stack declares its GPU nodes tainted.
     assert stack_file("prod")[P + "kubernetes"]["gpuNodeTaints"] == [
-        {"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}
+        {"key": "amd.com/gpu", "value": "present", "effect": "PreferNoSchedule"}
     ]
     plan = synthesize("prod", stack_file("prod"))
     spec = device_config(plan)["spec"]

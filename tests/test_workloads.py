@@ -292,7 +292,15 @@ def test_a_failed_pod_restarts_the_whole_set_from_the_checkpoint(prod):
     assert policy == {
         "maxRestarts": 6,
         "restartStrategy": "BlockingRecreate",
-        "rules": [{"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
+        "rules": [
+            {
+                "name": "nodeDisruption",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": ["has condition DisruptionTarget matching FailJob rule"],
+            },
+            {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+        ],
     }
     env = env_dict(training_pod(prod, "llm-pretrain")["containers"][0])
     assert env["CHECKPOINT_DIR"] == "/checkpoints"
@@ -648,11 +656,13 @@ def test_checkpoints_on_pvc_in_prod_and_hostpath_by_default_in_dev(prod):
     }
 
 
-def test_pod_failure_policy_ignores_lost_nodes_and_fails_fast_on_invalid_settings(prod):
+def test_pod_failure_policy_restarts_the_set_on_lost_nodes_and_fails_fast_on_invalid_settings(prod):
+    """A JobSet's evicted pod fails its Job (FailJob), which the JobSet's nodeDisruption rule turns into a restart
+    of every pod that does not count (test_k8s_day2_upgrade.py pins why, and the message the rule matches)."""
     spec = job_spec(prod, "llm-pretrain")
     assert spec["podReplacementPolicy"] == "Failed"
     rules = spec["podFailurePolicy"]["rules"]
-    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
+    assert rules[1] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     fail_job = next(r for r in rules if r["action"] == "FailJob")
     assert fail_job["onExitCodes"] == {"containerName": "check-settings", "operator": "In", "values": [2]}
     [check] = spec["template"]["spec"]["initContainers"]
@@ -1143,16 +1153,10 @@ BAD = {
     ),
     "untolerated-gpu-taint": (
         "prod",
-        "training[0].kubernetes.tolerations",
-        [{"key": "other", "operator": "Exists"}],
+        "kubernetes.gpuNodeTaints",
+        [{"key": "amd.com/gpu", "value": "present", "effect": "NoExecute"}],
         "training[0].kubernetes.tolerations: does not tolerate the GPU node taint "
-        "amd.com/gpu=present:NoSchedule (kubernetes.gpuNodeTaints[0])",
-    ),
-    "equal-toleration-other-value": (
-        "prod",
-        "inference[0].kubernetes.tolerations",
-        [{"key": "amd.com/gpu", "operator": "Equal", "value": "yes"}],
-        "inference[0].kubernetes.tolerations: does not tolerate the GPU node taint",
+        "amd.com/gpu=present:NoExecute (kubernetes.gpuNodeTaints[0])",
     ),
     "memory-not-a-size": ("prod", "training[0].kubernetes.memory", "lots", "training[0].kubernetes.memory"),
     "cpu-not-a-quantity": (
@@ -1269,6 +1273,22 @@ BAD = {
         "training[0].name: expected lowercase letters, digits and '-', starting with a letter, at most 40 characters",
     ),
 }
+
+
+def test_a_toleration_of_another_value_does_not_tolerate_a_no_schedule_taint():
+    config = _set(prod_config(), "kubernetes.gpuNodeTaints[0].effect", "NoSchedule")
+    config = _set(config, "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.rebootRequired", False)
+    config = _set(config, "inference[0].kubernetes.tolerations", [{"key": "amd.com/gpu", "operator": "Equal", "value": "yes"}])
+    assert "inference[0].kubernetes.tolerations: does not tolerate the GPU node taint" in refusal("prod", config)
+
+
+def test_a_prefer_no_schedule_taint_needs_no_toleration():
+    """PreferNoSchedule only lowers a node's score: the scheduler's TaintToleration filter looks at NoSchedule and
+    NoExecute taints alone (kubernetes pkg/scheduler/framework/plugins/helper/taint.go DoNotScheduleTaintsFilterFunc:
+    "PodToleratesNodeTaints is only interested in NoSchedule and NoExecute taints")."""
+    assert stack_file("prod")[P + "kubernetes"]["gpuNodeTaints"][0]["effect"] == "PreferNoSchedule"
+    config = _set(prod_config(), "inference[0].kubernetes.tolerations", [{"key": "other", "operator": "Exists"}])
+    synth("prod", config, TOKEN)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -90,6 +90,15 @@ def program_digest(files: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
+# The pod condition an eviction (a node drain) or a preemption sets before the pod stops (kubernetes.io/docs/concepts/
+# workloads/pods/disruptions/#pod-disruption-conditions).
+DISRUPTION_TARGET = "DisruptionTarget"
+# The Job's Failed condition message when a pod condition matches a FailJob rule: "Pod %s/%s has condition %v matching
+# %v rule at index %d" (kubernetes pkg/controller/job/pod_failure_policy.go matchPodFailurePolicy); JobSet rules match
+# it as a regular expression (jobset v0.12.0 pkg/controllers/failure_policy.go ruleIsApplicable, anyMatchFound).
+DISRUPTION_FAILURE_MESSAGE = f"has condition {DISRUPTION_TARGET} matching FailJob rule"
+
+
 def rendezvous_host(job_set: str) -> str:
     """Pod 0 of the JobSet's one Job, through the headless Service the JobSet controller creates for it: pods
     resolve as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>, the subdomain defaulting to the JobSet's
@@ -176,8 +185,8 @@ class TrainingJob(pulumi.ComponentResource):
     on pod 0 (torchrun_multinode), and restarts the whole set when any pod fails (failurePolicy, BlockingRecreate:
     all old pods are gone before new ones start); train.py resumes from the newest checkpoint. An Indexed Job cannot do that:
     it does not schedule its pods together, losing pod 0 (the rendezvous store) fails the others, and backoffLimit
-    counts per pod. Pods lost with their node (condition DisruptionTarget) are replaced without counting as a
-    failure; invalid settings fail the run at once.
+    counts per pod. Pods evicted or lost with their node (condition DisruptionTarget) do not count as a failure:
+    a one-node Job replaces the pod, a JobSet restarts all of them; invalid settings fail the run at once.
     """
 
     job: batch_v1.Job | CustomResource
@@ -220,29 +229,32 @@ class TrainingJob(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=args.environment == "prod")),
         )
 
-        env_map = training.program_env(CHECKPOINT_MOUNT)
+        # torchrun waits this long for its workers to checkpoint after forwarding SIGTERM (schema/workloads.py).
+        env_map = training.program_env(CHECKPOINT_MOUNT) | {TORCHRUN_SHUTDOWN_ENV: str(k8s.torchrun_shutdown_seconds)}
         if k8s.network is not None:
             env_map |= k8s.network.env()
         self.env_secret = env_secret(f"{name}-env", env_map, args.namespace, labels, child) if args.secret_env else None
         template = self._pod_template(
             name, training, k8s, labels, args.image, args.files, checkpoints, env_vars(env_map, self.env_secret)
         )
-        failure_policy = batch_v1.PodFailurePolicyArgs(
-            rules=[
-                batch_v1.PodFailurePolicyRuleArgs(
-                    action="FailJob",
-                    on_exit_codes=batch_v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                        container_name=SETTINGS_CHECK_CONTAINER, operator="In", values=[INVALID_SETTINGS_EXIT_CODE]
+        def failure_policy(on_disruption: str) -> batch_v1.PodFailurePolicyArgs:
+            return batch_v1.PodFailurePolicyArgs(
+                rules=[
+                    batch_v1.PodFailurePolicyRuleArgs(
+                        action="FailJob",
+                        on_exit_codes=batch_v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                            container_name=SETTINGS_CHECK_CONTAINER, operator="In", values=[INVALID_SETTINGS_EXIT_CODE]
+                        ),
                     ),
-                ),
-                batch_v1.PodFailurePolicyRuleArgs(
-                    action="Ignore",
-                    on_pod_conditions=[
-                        batch_v1.PodFailurePolicyOnPodConditionsPatternArgs(type="DisruptionTarget", status="True")
-                    ],
-                ),
-            ]
-        )
+                    batch_v1.PodFailurePolicyRuleArgs(
+                        action=on_disruption,
+                        on_pod_conditions=[
+                            batch_v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")
+                        ],
+                    ),
+                ]
+            )
+
         object_metadata = meta_v1.ObjectMetaArgs(
             name=name,
             namespace=args.namespace,
@@ -261,7 +273,8 @@ class TrainingJob(pulumi.ComponentResource):
                     active_deadline_seconds=k8s.active_deadline_seconds,
                     # A replacement pod starts only once the failed one is gone (its GPUs are free again).
                     pod_replacement_policy="Failed",
-                    pod_failure_policy=failure_policy,
+                    # An evicted pod (a drain) is replaced without counting: it resumes from the checkpoint.
+                    pod_failure_policy=failure_policy("Ignore"),
                     template=template,
                 ),
                 opts=pulumi.ResourceOptions.merge(child, replace),
@@ -278,7 +291,11 @@ class TrainingJob(pulumi.ComponentResource):
                     backoff_limit=0,
                     active_deadline_seconds=k8s.active_deadline_seconds,
                     pod_replacement_policy="Failed",
-                    pod_failure_policy=failure_policy,
+                    # An evicted pod fails the Job at once, and the JobSet restarts every pod without counting
+                    # (rule nodeDisruption): ignoring it would replace that one pod alone, while its peers, stopped
+                    # with it at the same step, exit 0, so the replacement would wait for a rendezvous that never
+                    # comes.
+                    pod_failure_policy=failure_policy("FailJob"),
                     template=template,
                 ),
             )
@@ -294,7 +311,13 @@ class TrainingJob(pulumi.ComponentResource):
                     # Invalid settings fail the Job through its podFailurePolicy (reason PodFailurePolicy):
                     # restarting would only fail again.
                     "rules": [
-                        {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
+                        {
+                            "name": "nodeDisruption",
+                            "action": "RestartJobSetAndIgnoreMaxRestarts",
+                            "onJobFailureReasons": ["PodFailurePolicy"],
+                            "onJobFailureMessagePatterns": [DISRUPTION_FAILURE_MESSAGE],
+                        },
+                        {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
                     ],
                 },
                 "replicatedJobs": [{"name": WORKERS, "replicas": 1, "template": workers}],
@@ -395,6 +418,8 @@ class TrainingJob(pulumi.ComponentResource):
             metadata=meta_v1.ObjectMetaArgs(labels=labels, annotations=annotations),
             spec=core_v1.PodSpecArgs(
                 restart_policy="Never",
+                # A drain's eviction (GPU driver upgrade) or a deletion: time for train.py to checkpoint.
+                termination_grace_period_seconds=k8s.termination_grace_period_seconds,
                 enable_service_links=False,
                 host_network=host_network or None,
                 # A hostNetwork pod still resolves the JobSet's pod names through cluster DNS.
