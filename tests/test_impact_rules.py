@@ -208,6 +208,16 @@ def test_an_autonamed_object_gets_a_new_name_when_replaced_and_its_readers_move_
     assert "updates all dependent resources to point to the new one" in "\n".join(steps[2032:2035])
 
 
+def test_a_mutable_config_map_is_the_providers_option_unless_declared_immutable():
+    """Rule k8s.configmap-mutable: diff.go L32 lists a ConfigMap's data for replacement only while the option is off
+    or the object is immutable; provider.go L696-710 reads the option as the string "true"."""
+    diff_line = PULUMI_K8S.read(K8S_DIFF).decode().splitlines()[_lines(RULES["k8s.configmap-mutable"].source)[0] - 1]
+    assert "clients.IsConfigMap(obj) && (!k.enableConfigMapMutable || clients.IsImmutable(obj))" in diff_line
+    provider = PULUMI_K8S.read("provider/pkg/provider/provider.go").decode().splitlines()[695:710]
+    assert 'vars["kubernetes:config:enableConfigMapMutable"]' in "\n".join(provider)
+    assert "return enabled == trueStr" in "\n".join(provider)
+
+
 # --- coverage: every input the program declares has a rule --------------------------------------------------------
 
 

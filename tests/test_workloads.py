@@ -1278,7 +1278,9 @@ BAD = {
 def test_a_toleration_of_another_value_does_not_tolerate_a_no_schedule_taint():
     config = _set(prod_config(), "kubernetes.gpuNodeTaints[0].effect", "NoSchedule")
     config = _set(config, "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.rebootRequired", False)
-    config = _set(config, "inference[0].kubernetes.tolerations", [{"key": "amd.com/gpu", "operator": "Equal", "value": "yes"}])
+    config = _set(
+        config, "inference[0].kubernetes.tolerations", [{"key": "amd.com/gpu", "operator": "Equal", "value": "yes"}]
+    )
     assert "inference[0].kubernetes.tolerations: does not tolerate the GPU node taint" in refusal("prod", config)
 
 

@@ -120,7 +120,7 @@ def _matches(path: str, patterns: Iterable[str]) -> bool:
     return False
 
 
-def _k8s_input(resource: PlannedResource, path: str) -> tuple[bool, str]:
+def _k8s_input(resource: PlannedResource, path: str, mutable_config_maps: frozenset[str]) -> tuple[bool, str]:
     if resource.type == HELM_RELEASE:
         return (True, "k8s.identity") if _matches(path, HELM_IDENTITY) else (False, "k8s.update")
     if _matches(path, K8S_IDENTITY):
@@ -130,12 +130,17 @@ def _k8s_input(resource: PlannedResource, path: str) -> tuple[bool, str]:
     kind = str(resource.inputs.get("kind", ""))
     listed = K8S_FORCE_NEW.get((group, kind))
     if listed and _matches(path, listed[0]):
+        if kind == "ConfigMap" and resource.provider in mutable_config_maps and not resource.inputs.get("immutable"):
+            return False, "k8s.configmap-mutable"
         return True, {"Secret": "k8s.secret", "ConfigMap": "k8s.configmap"}.get(kind, "k8s.force-new")
     return False, "k8s.update"
 
 
-def _input_rule(resource: PlannedResource, path: str) -> tuple[bool, str] | None:
-    """(replaces, rule) of one changed input path; None when no rule covers it."""
+def _input_rule(
+    resource: PlannedResource, path: str, mutable_config_maps: frozenset[str] = frozenset()
+) -> tuple[bool, str] | None:
+    """(replaces, rule) of one changed input path; None when no rule covers it. `mutable_config_maps`: the URNs of
+    the Kubernetes providers with enableConfigMapMutable on."""
     if any(_matches(path, [p]) for p in resource.replace_on_changes):
         return True, "pulumi.replace-on-changes"
     if resource.type in DOCKER_SCHEMAS:
@@ -145,7 +150,7 @@ def _input_rule(resource: PlannedResource, path: str) -> tuple[bool, str] | None
     if resource.type == K8S_PROVIDER:
         return path.split(".")[0] in ("kubeconfig", "context", "cluster"), "k8s.provider-config"
     if resource.type.startswith("kubernetes:"):
-        return _k8s_input(resource, path)
+        return _k8s_input(resource, path, mutable_config_maps)
     return None
 
 
@@ -334,7 +339,19 @@ def _runs_check(action: Action, resource: PlannedResource) -> bool:
     return resource.type == CONTAINER and bool(_labels(resource).get(CHECK_LABEL)) and action is not Action.DELETE
 
 
-def _changed(old: PlannedResource, new: PlannedResource, paths: tuple[str, ...]) -> Impact | None:
+def _mutable_config_maps(plan: SynthPlan) -> frozenset[str]:
+    """The Kubernetes providers whose ConfigMaps update in place (their input enableConfigMapMutable, which the
+    provider reads as the string "true": provider.go L696-710)."""
+    return frozenset(
+        r.urn
+        for r in plan.resources
+        if r.type == K8S_PROVIDER and str(r.inputs.get("enableConfigMapMutable", "")).lower() == "true"
+    )
+
+
+def _changed(
+    old: PlannedResource, new: PlannedResource, paths: tuple[str, ...], mutable_config_maps: frozenset[str]
+) -> Impact | None:
     """None when only the engine's bookkeeping changed (protect, dependsOn): no provider call."""
     replaced_by: list[Reason] = []
     updated: list[Reason] = []
@@ -347,7 +364,7 @@ def _changed(old: PlannedResource, new: PlannedResource, paths: tuple[str, ...])
         elif path in ("protect", "depends_on"):
             continue  # the engine's own bookkeeping: no provider call
         else:
-            rule = _input_rule(new, path)
+            rule = _input_rule(new, path, mutable_config_maps)
             if rule is None:
                 unknown.append(path)
             else:
@@ -454,10 +471,11 @@ def _renamed_readers(plan: SynthPlan, replaced: PlannedResource) -> list[Impact]
     """What the engine does to every resource that reads the name of an auto-named object being replaced: the
     replacement has a new name, so each input holding it changes (rule k8s.autoname)."""
     name = autoname(replaced.name)
+    mutable_config_maps = _mutable_config_maps(plan)
     found = []
     for reader in plan.resources:
         paths = tuple(sorted(set(_paths_holding(reader.inputs, name))))
-        impact = _changed(reader, reader, paths) if paths and reader is not replaced else None
+        impact = _changed(reader, reader, paths, mutable_config_maps) if paths and reader is not replaced else None
         if impact is not None:
             found.append(impact.model_copy(update={"rules": sorted({*impact.rules, "k8s.autoname"})}))
     return found
@@ -465,11 +483,12 @@ def _renamed_readers(plan: SynthPlan, replaced: PlannedResource) -> list[Impact]
 
 def _secrets(plan: SynthPlan) -> list[SecretInput]:
     found = []
+    mutable_config_maps = _mutable_config_maps(plan)
     for resource in plan.resources:
         paths = sorted(set(_secret_paths(resource.inputs)))
         if not paths:
             continue
-        rules = [_input_rule(resource, path) for path in paths]
+        rules = [_input_rule(resource, path, mutable_config_maps) for path in paths]
         then: list[Impact] = []
         if any(rule and rule[0] for rule in rules):
             action, _ = _replacement(resource, resource)
@@ -508,10 +527,12 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
                 + ("; it is protected: `pulumi up` stops with an error instead" if old.protect else ""),
                 stops_container=old.type == CONTAINER and not old.inputs.get("attach"),
             )
+    # The provider as it will be when the object is diffed: the head plan's (a provider update comes first).
+    mutable_config_maps = _mutable_config_maps(head)
     for change in result.changed:
         old, new = before[change.key], after[change.key]
         if new.custom:
-            impact = _changed(old, new, change.paths)
+            impact = _changed(old, new, change.paths, mutable_config_maps)
             if impact is not None:
                 impacts[change.key] = impact
     _propagate_images(impacts, before, after)

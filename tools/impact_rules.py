@@ -121,6 +121,12 @@ RULES: dict[str, Rule] = {
         "a ConfigMap's data or binaryData change is a replacement (the provider's enableConfigMapMutable is off)",
         "pulumi/pulumi-kubernetes provider/pkg/provider/diff.go L32-34; provider.go L696-708 (default off)",
     ),
+    "k8s.configmap-mutable": Rule(
+        "with the provider's enableConfigMapMutable on, a ConfigMap's data or binaryData change is a patch in place, "
+        "unless the ConfigMap is declared immutable (then still a replacement)",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/diff.go L32 (`!k.enableConfigMapMutable || "
+        'clients.IsImmutable(obj)`); provider.go L696-710 (the provider input, a string "true")',
+    ),
     "k8s.update": Rule(
         "any other change is a patch of the live object; a Deployment or DaemonSet whose pod template changes "
         "rolls its pods (its controller's rolling update); a Helm release is upgraded (`helm upgrade`)",

@@ -33,6 +33,12 @@ class Cluster(pulumi.ComponentResource):
             name,
             kubeconfig=provider.kubeconfig,
             context=provider.context,
+            # A ConfigMap's data change is then a patch in place rather than a delete and re-create (pulumi-kubernetes
+            # provider/pkg/provider/diff.go L32-34; stable since 4.24.0, CHANGELOG): what the controllers watching the
+            # fixed-name ones expect (DCM's config, Grafana's dashboard). ConfigMaps declared `immutable` (named
+            # after their content) are still replaced ("The `immutable` field is now respected", CHANGELOG 4.18.0).
+            # Set explicitly: unset, the SDK would read PULUMI_K8S_ENABLE_CONFIGMAP_MUTABLE from the environment.
+            enable_config_map_mutable=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
         # Deleting a namespace deletes everything in it: prod refuses to do that without an explicit unprotect.

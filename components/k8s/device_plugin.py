@@ -21,7 +21,10 @@ from pulumi_kubernetes.rbac import v1 as rbac_v1
 from schema.kubernetes import DEVICE_PLUGIN_DEFAULT_NAMING, NodeLabellerConfig, StandaloneDevicePluginConfig
 from .tolerations import toleration_args
 
-# Upstream's object names, kept so the stack can adopt or replace a kubectl-applied install.
+# Upstream's object names, so that a kubectl-applied install can be taken over with `pulumi import` (docs/kubernetes.md):
+# the provider does not adopt it by itself, its create answers AlreadyExists ("When a resource already exists in the
+# cluster, the API server now returns an AlreadyExists error instead of silently updating the existing object",
+# pulumi-kubernetes CHANGELOG 4.29.0, #2926; the stack pins the SDK 4.34.2).
 DEVICE_PLUGIN_DAEMONSET = "amdgpu-device-plugin-daemonset"
 LABELLER_DAEMONSET = "amdgpu-labeller-daemonset"
 LABELLER_SERVICE_ACCOUNT = "node-labeller-sa"

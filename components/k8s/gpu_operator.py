@@ -25,6 +25,7 @@ from components.k8s.helm import pinned_release
 
 DEVICE_CONFIG_API_VERSION = "amd.com/v1alpha1"
 DEVICE_CONFIG_KIND = "DeviceConfig"
+DRIVER_IMAGE_PATH = "spec.driver.image"
 
 
 def chart_values(config: GpuOperatorConfig, tolerations: list[dict[str, str]]) -> dict[str, Any]:
@@ -187,7 +188,8 @@ class GpuOperator(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource] = [self.release]
         if settings.config_manager.enable:
             # DCM's pod does not start without its ConfigMap (docs/dcm/device-config-manager.md L55); DCM watches it
-            # and reapplies profiles when it changes (device-config-manager-configmap.md L3), so it stays mutable.
+            # and reapplies profiles when it changes (device-config-manager-configmap.md L3): a profile edit patches
+            # it in place (the provider's enableConfigMapMutable, components/k8s/cluster.py), never deletes it.
             self.config_manager_map = core_v1.ConfigMap(
                 f"{name}-dcm-config",
                 metadata=meta_v1.ObjectMetaArgs(name=settings.config_manager.config_map_name, namespace=args.namespace),
@@ -215,6 +217,9 @@ class GpuOperator(pulumi.ComponentResource):
                 depends_on=depends_on,
                 protect=args.environment == "prod",
                 delete_before_replace=True,
+                # "Updating the driver image repository is not supported. Please delete the existing DeviceConfig
+                # and create a new one" (gpu-operator v1.5.1 docs/drivers/installation.md L120): a replacement.
+                replace_on_changes=[DRIVER_IMAGE_PATH],
                 aliases=[pulumi.Alias(name=f"{name}-{settings.name}")],
             ),
         )

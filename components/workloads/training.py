@@ -237,6 +237,7 @@ class TrainingJob(pulumi.ComponentResource):
         template = self._pod_template(
             name, training, k8s, labels, args.image, args.files, checkpoints, env_vars(env_map, self.env_secret)
         )
+
         def failure_policy(on_disruption: str) -> batch_v1.PodFailurePolicyArgs:
             return batch_v1.PodFailurePolicyArgs(
                 rules=[
@@ -317,7 +318,11 @@ class TrainingJob(pulumi.ComponentResource):
                             "onJobFailureReasons": ["PodFailurePolicy"],
                             "onJobFailureMessagePatterns": [DISRUPTION_FAILURE_MESSAGE],
                         },
-                        {"name": "invalidSettings", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+                        {
+                            "name": "invalidSettings",
+                            "action": "FailJobSet",
+                            "onJobFailureReasons": ["PodFailurePolicy"],
+                        },
                     ],
                 },
                 "replicatedJobs": [{"name": WORKERS, "replicas": 1, "template": workers}],
