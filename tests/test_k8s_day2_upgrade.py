@@ -99,8 +99,8 @@ def test_nothing_in_the_upgrade_waits_on_gpus_that_are_held(driver_bump):
 def test_the_reboot_pod_goes_through_the_scheduler_and_tolerates_only_the_upgrade_taint():
     """getRebootPod (upgrademgr.go L1301-1354 @ v1.5.1) places the pod by `NodeSelector` kubernetes.io/hostname, not
     `NodeName`, so the scheduler decides (a pod with spec.nodeName would skip it, and the kubelet's own admission
-    checks only NoExecute taints: kubernetes pkg/kubelet/lifecycle/predicate.go; not the case here). Its one
-    toleration is the operator's cordon taint. The scheduler's TaintToleration filter rejects a node whose NoSchedule
+    checks only NoExecute taints: kubernetes pkg/kubelet/lifecycle/predicate.go generalFilter @ 00991fb9; not the
+    case here). Its one toleration is the operator's cordon taint. The scheduler's TaintToleration filter rejects a node whose NoSchedule
     or NoExecute taint the pod does not tolerate and only scores PreferNoSchedule (kubernetes
     pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go Filter with plugins/helper/taint.go
     DoNotScheduleTaintsFilterFunc @ 0f7becbc: "only interested in NoSchedule and NoExecute taints")."""

@@ -481,7 +481,12 @@ def test_children_are_parented_and_use_the_stack_provider(plans):
 def test_provider_from_config(plans):
     assert plans["dev-operator"].of_type(PROVIDER)[0]["inputs"].get("context") is None
     plan = synth("dev", {"provider": {"kubeconfig": "~/.kube/gpu-lab", "context": "lab"}})
-    assert plan.of_type(PROVIDER)[0]["inputs"] == {"kubeconfig": "~/.kube/gpu-lab", "context": "lab"}
+    # enableConfigMapMutable: ConfigMaps update in place (tests/test_k8s_day2_upgrade.py).
+    assert plan.of_type(PROVIDER)[0]["inputs"] == {
+        "kubeconfig": "~/.kube/gpu-lab",
+        "context": "lab",
+        "enableConfigMapMutable": "true",
+    }
 
 
 def test_extra_namespaces_are_owned_and_names_do_not_depend_on_order():

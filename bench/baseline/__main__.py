@@ -42,7 +42,7 @@ def _arguments(sdk_class: type, inputs: dict[str, Any], provider_resource: bool)
     for key, value in inputs.items():
         if key in _SET_BY_CLASS or _snake(key) not in accepted:
             continue
-        if provider_resource and isinstance(value, str) and value[:1] in "[{":
+        if provider_resource and isinstance(value, str) and (value[:1] in "[{" or value in ("true", "false")):
             value = json.loads(value)  # the engine receives non-string provider inputs as JSON text
         arguments[_snake(key)] = value
     return arguments
