@@ -271,7 +271,7 @@ def test_prod_checks_its_gpu_fleet_with_the_operators_selector_and_the_gpu_taint
     assert (group.name, group.resource_name, group.nodes, group.gpus_per_node) == (FLEET, "amd.com/gpu", 4, 8)
     assert group.node_selector == GPU_LABELS and group.without_label is None
     assert group.tolerations == (
-        {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "PreferNoSchedule"},
     )
 
 
@@ -321,7 +321,7 @@ def test_the_check_pod_and_its_configmap_are_valid_core_v1_objects():
     assert "nodeName" not in spec
     assert (spec["restartPolicy"], spec["activeDeadlineSeconds"]) == ("Never", 900 + 900)
     assert spec["tolerations"] == [
-        {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+        {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "PreferNoSchedule"}
     ]
     (container,) = spec["containers"]
     # Extended resources: requests must equal limits (kubernetes.io/docs/tasks/configure-pod-container/
