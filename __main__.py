@@ -87,10 +87,5 @@ if cfg.kubernetes is not None:
             opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready),
         )
 
-if kubernetes is not None:
-    from components.k8s.gpu_gate import gate_gpu_workloads
-
-    # GPU workloads wait for gpucheck on every GPU node; monitoring (declared above) does not.
-    kubernetes = gate_gpu_workloads(kubernetes, cfg)
 workloads = build_workloads(cfg, secrets, kubernetes, hosts)
 pulumi.export("workloads", workloads.outputs())

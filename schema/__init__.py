@@ -13,13 +13,12 @@ from typing import Any, Literal
 
 from pydantic import ValidationError, field_validator, model_validator
 
-from domain.gpus import MODELS
 from policy.rocm_policy import rules
 
 from . import checks, docker, groups, kubernetes, monitoring, workloads
 from .base import ConfigModel, strict_problems
 from .checks import ChecksConfig
-from .docker import DEFAULT_IMAGES, HostConfig, ImageRef, SecurityConfig, SecurityProfile, image_for
+from .docker import DEFAULT_IMAGES, HostConfig, ImageRef, SecurityConfig, SecurityProfile
 from .groups import HostGroup
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
@@ -76,7 +75,8 @@ class StackConfig(ConfigModel):
     monitoring: MonitoringConfig = MonitoringConfig()
     """GPU metrics exporter, alert rules and dashboard (docs/monitoring.md)."""
     checks: ChecksConfig = ChecksConfig()
-    """The host preflight and the GPU check per partition that gate Docker partitions (docs/operations.md)."""
+    """The host preflight and the GPU check per partition that gate Docker partitions, and the GPU check that starts
+    every Kubernetes GPU pod (docs/operations.md)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -247,27 +247,6 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from workloads.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
-    # The Kubernetes GPU gates (components/k8s/gpu_gate.py) run `pytorch`: the gpuFleet gate on nodes of any family,
-    # a partition profile's gate on its model's nodes.
-    if cfg.checks.enable and cfg.kubernetes is not None:
-        if cfg.gpu_fleet is not None and not isinstance(cfg.images["pytorch"], str):
-            yield (
-                "images.pytorch",
-                (
-                    "the Kubernetes GPU gate runs it on every GPU node, of any family: give one "
-                    "reference for every family"
-                ),
-            )
-        for name, profile in sorted(cfg.kubernetes.partition_profiles.items()):
-            gfx = MODELS[profile.gpu_model].gfx
-            if profile.nodes and image_for(cfg.images, "pytorch", gfx) is None:
-                yield (
-                    "images.pytorch",
-                    (
-                        f"the GPU gate of kubernetes.partitionProfiles.{name} ({profile.gpu_model}) "
-                        f"runs it on {gfx} nodes; add images.pytorch.{gfx}"
-                    ),
-                )
 
 
 # Namespaces of the providers and of Pulumi itself: never taken for a misspelt `rocm-stack`.

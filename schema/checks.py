@@ -1,5 +1,6 @@
 """`rocm-stack:checks`: the GPU check per partition (programs/gpucheck.py) and the host preflight
-(programs/preflight.py) that gate every Docker partition's container, and the Kubernetes GPU gate.
+(programs/preflight.py) that gate every Docker partition's container, and the GPU check that starts every
+Kubernetes GPU pod (components/workloads/gpu_check.py).
 
 Performance floors are per GPU model, with defaults only where AMD publishes a figure (DEFAULT_FLOORS); every
 other model is checked for its GPU count, a correct bf16 product and a correct all-reduce, without floors.
@@ -49,9 +50,9 @@ _ROCM_IN_TAG = re.compile(r":rocm(\d+)\.(\d+)")
 
 class ChecksConfig(ConfigModel):
     enable: bool = True
-    """Run the host preflight and the GPU check per Docker partition before its container. On by default everywhere
-    (a partition that sees the wrong GPUs is broken on a workstation too; a check costs a container start and
-    seconds of GPU time); dev can switch it off."""
+    """Run the host preflight and the GPU check per Docker partition before its container, and the GPU check as the
+    init container of every Kubernetes GPU pod. On by default everywhere (a partition that sees the wrong GPUs is
+    broken on a workstation too; a check costs a container start and seconds of GPU time); dev can switch it off."""
     floors: dict[GpuModel, GpuFloors] = {}  # type: ignore[valid-type]
     """gpucheck floors per GPU model (`minTflops`, `minBusbw`); a model given here replaces its published default
     (MI300X and MI325X: 600 TFLOP/s, 100 GB/s, from AMD's Cluster Validation Suite)."""
@@ -60,7 +61,8 @@ class ChecksConfig(ConfigModel):
     fleet's model)."""
     timeout_seconds: Annotated[int, Field(ge=60, le=7200)] = 900
     """How long gpucheck's ranks may take before the check fails as hung (its --timeout); `pulumi up` waits up to
-    that plus 300 s for the check's container (docs/workloads.md "Deadlines")."""
+    that plus 300 s for a Docker check's container (docs/workloads.md "Deadlines"), and that much longer for a
+    vLLM Deployment's rollout."""
     image_rocm: dict[str, Annotated[str, matching(r"\d+\.\d+", "a ROCm release such as 7.0")]] = {}
     """ROCm release (major.minor) of an image (a key of `images`) whose tag does not name it; the preflight checks
     the host's amdgpu driver against it. Required in prod for such images."""

@@ -171,15 +171,13 @@ def _node_count(value: object) -> int | str:
 
 
 NodeCount = Annotated[int | str, PlainValidator(_node_count, json_schema_input_type=int | str)]
-# A profile name is the value of the node label that selects it, and names the profile's GPU gate Job
-# `gpu-gate-<name>-<10-character digest>`, which the Job controller copies into its pods' label
-# `batch.kubernetes.io/job-name` (kubernetes.io/docs/reference/labels-annotations-taints/), and a label value "must
-# be 63 characters or less" (kubernetes.io/docs/concepts/overview/working-with-objects/labels/).
+# A profile name is the value of the node label that selects it, and a label value "must be 63 characters or less"
+# (kubernetes.io/docs/concepts/overview/working-with-objects/labels/).
 ProfileName = Annotated[
     str,
     matching(
-        r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?",
-        "lowercase letters, digits and '-', at most 40 characters, starting and "
+        r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+        "lowercase letters, digits and '-', at most 63 characters, starting and "
         "ending with a letter or digit, e.g. cpx-nps4",
     ),
 ]
@@ -453,7 +451,7 @@ class PartitionProfile(ConfigModel):
     """GPU ids (0-based) DCM leaves as they are (DCM `skippedGPUs.ids`)."""
     nodes: int = Field(0, ge=0)
     """GPU nodes labelled with this profile: their partitions count towards what Kubernetes workloads can
-    request (the fleet check and the GPU gate)."""
+    request (the fleet check)."""
 
     @property
     def logical_gpus_per_node(self) -> int:

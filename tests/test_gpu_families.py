@@ -106,18 +106,3 @@ def test_a_kubernetes_workload_takes_the_image_of_its_node_selectors_family() ->
 
     config[P + "images"] = {image: {"gfx942": VLLM_GFX942}}
     assert f"rocm-stack:inference[{k8s}].image" in refusal("prod", config)
-
-
-def test_a_partition_profiles_gate_runs_pytorch_of_the_profiles_family() -> None:
-    """The GPU gate of a partition profile runs on its model's nodes: a per-family `pytorch` needs that family."""
-    pytorch_gfx942 = "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0"
-    profiles = {
-        "cpx-355": {"gpuModel": "MI355X", "computePartition": "CPX", "memoryPartition": "NPS2", "gpus": 8, "nodes": 1}
-    }
-    config = {P + "kubernetes": {"partitionProfiles": profiles}, P + "images": {"pytorch": {"gfx942": pytorch_gfx942}}}
-    message = refusal("dev", config)
-    assert "rocm-stack:images.pytorch" in message and "partitionProfiles.cpx-355 (MI355X)" in message
-    config[P + "images"] = {"pytorch": {"gfx942": pytorch_gfx942, "gfx950": pytorch_gfx942.replace("22.04", "24.04")}}
-    gates = [r for r in synthesize("dev", config).of_type("kubernetes:batch/v1:Job") if "gpu-gate" in r["name"]]
-    images = {c["image"] for gate in gates for c in gate["inputs"]["spec"]["template"]["spec"]["containers"]}
-    assert images == {pytorch_gfx942.replace("22.04", "24.04")}

@@ -196,7 +196,7 @@ def test_standalone_device_plugin_takes_the_mixed_flag_after_the_images_own_comm
 
 def test_device_plugin_mode_runs_workloads_on_partitions_made_outside_the_stack():
     """No DCM in device-plugin mode: the profiles describe the nodes (a standalone DCM or amd-smi partitioned them)
-    for the fleet check, the gate and the resource names."""
+    for the fleet check, the pods' GPU check and the resource names."""
     kubernetes = {
         "mode": "device-plugin",
         "devicePlugin": {"resourceNamingStrategy": "mixed"},
@@ -205,10 +205,8 @@ def test_device_plugin_mode_runs_workloads_on_partitions_made_outside_the_stack(
     plan = synth("dev", kubernetes, training=_training(gpusPerNode=64, gpuResource="amd.com/cpx_nps4"))
     validate_all([manifest_of(r) for r in plan.kubernetes_objects()], CRDS)
     assert not plan.of_type(DEVICE_CONFIG) and not [r for r in plan.of_type(CONFIG_MAP) if "dcm" in r["name"]]
-    (gate,) = [r for r in plan.of_type(JOB) if r["name"] == "gpu-gate-cpx"]
-    pod = manifest_of(gate)["spec"]["template"]["spec"]
-    assert pod["containers"][0]["resources"]["limits"] == {"amd.com/cpx_nps4": "64"}
-    assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64", "dcm.amd.com/gpu-config-profile": "cpx"}
+    check = pod_check(plan, "shard")
+    assert check["resources"]["limits"]["amd.com/cpx_nps4"] == "64" and check["command"][3:5] == ["--expect-gpus", "64"]
     lines = refusal("dev", kubernetes, training=_training(nodes=3, gpusPerNode=64, gpuResource="amd.com/cpx_nps4"))
     assert any(
         line.startswith(f"{P}training[0].kubernetes.nodes: 3 nodes, but kubernetes.partitionProfiles.cpx has 2")
@@ -284,47 +282,69 @@ def test_under_single_naming_partitioned_nodes_offer_amd_com_gpu_too():
     ) in lines, lines
 
 
-# --- the GPU gate checks each profile's nodes -----------------------------------------------------------------
+# --- each pod's GPU check runs on its partitions ------------------------------------------------------------
 
 
-def test_each_profile_with_nodes_gets_its_own_gate_on_its_resource():
+def pod_check(plan: Plan, name: str) -> dict[str, Any]:
+    """The gpucheck init container of a one-node training (a Job) or a vLLM Deployment named `name`."""
+    (workload,) = [
+        r for r in plan.kubernetes_objects() if r["name"] == name and r["type"].endswith((":Job", ":Deployment"))
+    ]
+    return next(
+        c for c in manifest_of(workload)["spec"]["template"]["spec"]["initContainers"] if c["name"] == "gpucheck"
+    )
+
+
+def test_a_pod_on_partitions_checks_its_resource_without_the_whole_gpu_floors():
     plan = synth(
         "prod",
         {**DCM, "provider": PROD_PROVIDER},
         gpuFleet={"nodes": 3, "gpusPerNode": 8},
         checks={"enforceFloors": True},
+        training=_training(gpusPerNode=16, gpuResource="amd.com/cpx_nps4"),
+        inference=[{"name": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct", "kubernetes": {"replicas": 1}}],
     )
-    gates = {r["name"]: r for r in plan.of_type(JOB) if r["name"].startswith("gpu-gate")}
-    assert sorted(gates) == ["gpu-gate", "gpu-gate-cpx-profile"]  # spx-profile declares no nodes
-    job = manifest_of(gates["gpu-gate-cpx-profile"])
-    validate_object(job)
-    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (2, 2)  # the profile's nodes
-    pod = job["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert container["resources"]["limits"] == {"amd.com/cpx_nps4": "64"}
+    check = pod_check(plan, "shard")
+    assert check["resources"]["limits"]["amd.com/cpx_nps4"] == "16"
     # A CPX partition has an eighth of a GPU's compute: the whole-GPU floors (600 TFLOP/s) do not apply.
-    assert container["command"][3:5] == ["--expect-gpus", "64"] and "--min-tflops" not in container["command"]
-    assert pod["nodeSelector"] == {
-        "feature.node.kubernetes.io/amd-gpu": "true",
-        "dcm.amd.com/gpu-config-profile": "cpx-profile",
-    }
-    # The gpuFleet gate keeps to the nodes without a profile (under `single` naming they offer amd.com/gpu too).
-    fleet = manifest_of(gates["gpu-gate"])
-    validate_object(fleet)
-    (term,) = fleet["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ]["nodeSelectorTerms"]
-    assert term == {"matchExpressions": [{"key": "dcm.amd.com/gpu-config-profile", "operator": "DoesNotExist"}]}
-    assert "--min-tflops" not in fleet["spec"]["template"]["spec"]["containers"][0]["command"]  # "other": no floor
+    assert check["command"][3:5] == ["--expect-gpus", "16"] and "--min-tflops" not in check["command"]
+    # amd.com/gpu: whole GPUs of the fleet, whose model gpuFleet does not name ("other": no floor by default).
+    assert "--min-tflops" not in pod_check(plan, "chat")["command"]
 
 
-def test_an_spx_profile_gate_keeps_the_models_floors():
+def test_a_pod_on_an_spx_profile_keeps_the_models_floors():
     kubernetes = copy.deepcopy(DCM) | {"provider": PROD_PROVIDER}
     kubernetes["partitionProfiles"] = {"whole": PROFILES["spx-profile"] | {"nodes": 1}}
-    plan = synth("prod", kubernetes, checks={"enforceFloors": True})
-    (gate,) = [r for r in plan.of_type(JOB) if r["name"] == "gpu-gate-whole"]
-    command = manifest_of(gate)["spec"]["template"]["spec"]["containers"][0]["command"]
+    plan = synth(
+        "prod",
+        kubernetes,
+        checks={"enforceFloors": True},
+        training=_training(gpusPerNode=8, gpuResource="amd.com/spx_nps1"),
+    )
+    command = pod_check(plan, "shard")["command"]
     assert command[command.index("--min-tflops") + 1] == "600"  # MI300X, schema/checks.py DEFAULT_FLOORS
+
+
+def test_under_single_naming_amd_com_gpu_may_be_a_partition_so_no_floor():
+    kubernetes = {"provider": PROD_PROVIDER, "partitionProfiles": {"cpx": PROFILES["cpx-profile"]}}
+    floors = {"other": {"minTflops": 500}}
+    plan = synth(
+        "prod",
+        kubernetes,
+        gpuFleet={"nodes": 2, "gpusPerNode": 8},
+        checks={"enforceFloors": True, "floors": floors},
+        training=_training(gpusPerNode=8),
+    )
+    assert "--min-tflops" not in pod_check(plan, "shard")["command"]
+    del kubernetes["partitionProfiles"]
+    plan = synth(
+        "prod",
+        kubernetes,
+        gpuFleet={"nodes": 2, "gpusPerNode": 8},
+        checks={"enforceFloors": True, "floors": floors},
+        training=_training(gpusPerNode=8),
+    )
+    assert pod_check(plan, "shard")["command"][-2:] == ["--min-tflops", "500"]
 
 
 # --- refusals name the key -----------------------------------------------------------------------------------

@@ -277,8 +277,8 @@ def test_multi_node_training_is_a_jobset_of_one_indexed_job(prod):
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
     # A failed pod fails its Job at once, so the JobSet's failurePolicy restarts the whole set.
     assert spec["backoffLimit"] == 0 and spec["template"]["spec"]["restartPolicy"] == "Never"
-    # The only plain Job is the GPU gate (tests/test_gpu_gate.py), not a training.
-    assert [r["name"] for r in prod.of_type(JOB)] == ["gpu-gate"]
+    # No plain Job: the GPU check is an init container of each pod (tests/test_k8s_day2_gate.py).
+    assert prod.of_type(JOB) == []
 
 
 def test_a_failed_pod_restarts_the_whole_set_from_the_checkpoint(prod):
@@ -665,8 +665,8 @@ def test_pod_failure_policy_restarts_the_set_on_lost_nodes_and_fails_fast_on_inv
     assert rules[1] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     fail_job = next(r for r in rules if r["action"] == "FailJob")
     assert fail_job["onExitCodes"] == {"containerName": "check-settings", "operator": "In", "values": [2]}
-    [check] = spec["template"]["spec"]["initContainers"]
-    assert check["name"] == "check-settings"
+    check, gpucheck = spec["template"]["spec"]["initContainers"]
+    assert (check["name"], gpucheck["name"]) == ("check-settings", "gpucheck")  # the settings first: no GPU work
     trainer_env = env_dict(spec["template"]["spec"]["containers"][0])
     assert env_dict(check) == {k: v for k, v in trainer_env.items() if k != "PET_NODE_RANK"}  # torchrun's own
 
@@ -703,7 +703,7 @@ def test_shipped_program_runs_and_its_settings_check_exits_2_on_bad_settings(pro
     program = tmp_path / "rocm-stack" / "programs"
     mount_config_map(manifest(prod, CONFIG_MAP, "llm-pretrain-program")["data"], program)
     pod = training_pod(prod, "llm-pretrain")
-    [check] = pod["initContainers"]
+    check = pod["initContainers"][0]
     assert check["command"][:3] == ["python3", "-c", SETTINGS_CHECK]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env_dict(check)}
     run = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 120}
@@ -744,9 +744,8 @@ def test_new_program_version_changes_the_pod_template(prod, dev):
 def test_training_waits_for_the_gpu_layer(prod):
     job = prod.get(JOBSET, "llm-pretrain")
     device_config = next(r for r in prod.resources if r["type"] == "kubernetes:amd.com/v1alpha1:DeviceConfig")
-    # Through the GPU gate, which waits for the DeviceConfig and passes gpucheck on every node first.
-    gate = prod.get("kubernetes:batch/v1:Job", "gpu-gate")
-    assert gate["urn"] in job["depends_on"] and device_config["urn"] in gate["depends_on"]
+    # Its pods check their GPUs themselves (init container gpucheck); the job needs only the DeviceConfig to exist.
+    assert device_config["urn"] in job["depends_on"]
 
 
 # --- training on Docker partitions -----------------------------------------------------------------------------
@@ -964,7 +963,8 @@ def _run_models_check(code: str) -> None:
 
 
 def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch):
-    """2 replicas replaced one at a time, each allowed 1800 s to start: an update may take 2 x 30 min."""
+    """2 replicas replaced one at a time, each allowed its GPU check (checks.timeoutSeconds, 900 s) and 1800 s to
+    start: an update may take 2 x 45 min."""
     import components.workloads.inference
 
     timeouts: dict[str, Any] = {}
@@ -976,7 +976,7 @@ def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch
 
     monkeypatch.setattr(components.workloads.inference.apps_v1, "Deployment", recording)
     synth("prod", prod_config(), TOKEN)
-    assert (timeouts["llama"].create, timeouts["llama"].update) == ("40m", "70m")
+    assert (timeouts["llama"].create, timeouts["llama"].update) == ("55m", "100m")
 
 
 def test_vllm_service_and_model_cache(prod, dev):

@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schema import StackConfig, StackSecrets
+from schema.checks import GpuFloors
 from schema.docker import HostConfig, host_images, image_for
+from schema.kubernetes import GPU_RESOURCE_NAME
 from schema.workloads import kubernetes_gfx, partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
+from .gpu_check import GpuCheckArgs
 
 if TYPE_CHECKING:
     from components.docker.gpu_host import GpuHost
@@ -85,6 +88,29 @@ def host_checks(cfg: StackConfig, host: HostConfig) -> HostChecksArgs | None:
     )
 
 
+def check_floors(cfg: StackConfig, resource: str) -> GpuFloors:
+    """The gpucheck floors of a Kubernetes pod's GPUs, by what its resource is: partitions of the profiles that
+    advertise it (their model; floors only for SPX, schema.checks floors_for), or for amd.com/gpu whole GPUs of the
+    fleet, whose model gpuFleet does not name (`other`), and none where amd.com/gpu may be a partition too (`single`
+    naming with a profile of another mode)."""
+    assert cfg.kubernetes is not None
+    naming = cfg.kubernetes.resource_naming_strategy
+    profiles = [p for p in cfg.kubernetes.partition_profiles.values() if p.resource_name(naming) == resource]
+    if resource == GPU_RESOURCE_NAME:
+        if any(p.compute_partition != "SPX" for p in profiles):
+            return GpuFloors()
+        return cfg.checks.floors_for("other", cfg.environment)
+    models = {p.gpu_model for p in profiles}
+    model = models.pop() if len(models) == 1 else "other"
+    return cfg.checks.floors_for(model, cfg.environment, profiles[0].compute_partition)
+
+
+def _gpu_check(cfg: StackConfig, resource: str, files: Mapping[str, str]) -> GpuCheckArgs | None:
+    if not cfg.checks.enable:
+        return None
+    return GpuCheckArgs(floors=check_floors(cfg, resource), timeout_seconds=cfg.checks.timeout_seconds, files=files)
+
+
 def _by_host(cfg: StackConfig, key: str, partitions: list[str]) -> dict[str, str]:
     """Host -> the reference of image `key` for that host's GPU family, for the hosts of `partitions`."""
     hosts = {host.name: host for host in cfg.hosts}
@@ -112,10 +138,12 @@ def build_workloads(
         for container in host.containers
     }
 
-    if cfg.training:
-        from .training import DockerTraining, DockerTrainingArgs, TrainingJob, TrainingJobArgs, program_files
+    from .training import program_files
 
-        files = program_files()
+    files = program_files()
+    if cfg.training:
+        from .training import DockerTraining, DockerTrainingArgs, TrainingJob, TrainingJobArgs
+
         for training in cfg.training:
             if training.kubernetes is not None:
                 image = _kubernetes_image(cfg, training.image, training.kubernetes.node_selector)
@@ -132,6 +160,7 @@ def build_workloads(
                         gpu_ready=kubernetes.gpu_ready,
                         job_set_controller=kubernetes.job_set.release if kubernetes.job_set is not None else None,
                         secret_env=secrets.env_is_secret("training"),
+                        gpu_check=_gpu_check(cfg, training.kubernetes.gpu_resource, files),
                     ),
                 )
             if training.docker is not None:
@@ -166,6 +195,7 @@ def build_workloads(
                         gpu_ready=kubernetes.gpu_ready,
                         api_key=secrets.vllm_api_key,
                         secret_env=secrets.env_is_secret("inference"),
+                        gpu_check=_gpu_check(cfg, inference.kubernetes.gpu_resource, files),
                     ),
                 )
             if inference.docker is not None:

@@ -19,6 +19,7 @@ from schema.workloads import InferenceConfig, model_cache_dir
 from components.docker.gpu_host import published
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.readback import seconds
+from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     auto_named_secret,
     env_secret,
@@ -26,6 +27,7 @@ from .pods import (
     labels_of,
     pod_resources,
     secret_env_var,
+    program_config_map,
     security_context,
     shm_volume,
     storage_volume,
@@ -73,14 +75,18 @@ class VllmServerArgs:
     """The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API is open to the cluster."""
     secret_env: bool = False
     """`inference` is a secret stack key (a nested `secure:` env value)."""
+    gpu_check: GpuCheckArgs | None = None
+    """gpucheck before vLLM on every pod's GPUs (gpu_check.py); None: `checks.enable` is off."""
 
 
 class VllmServer(pulumi.ComponentResource):
     """A Deployment serving one model, its Service, the token Secret, the model cache and (prod) a PDB.
 
     Rolling updates replace one replica at a time without a surge pod (maxSurge 0): a surge pod would need
-    GPUs that a fully used fleet does not have, and the rollout would hang. Replicas spread over nodes, strictly
-    where a budget exists (one node's drain or failure never takes every replica).
+    GPUs that a fully used fleet does not have, and the rollout would hang. So an update never needs a GPU the
+    Deployment does not hold: each new pod takes the GPUs its predecessor freed (and passes gpucheck on them first),
+    while the other replicas serve; with one replica the server is down until the new pod is ready. Replicas spread
+    over nodes, strictly where a budget exists (one node's drain or failure never takes every replica).
     """
 
     deployment: apps_v1.Deployment
@@ -91,6 +97,8 @@ class VllmServer(pulumi.ComponentResource):
     # The environment as a Secret when `inference` is a secret stack key (pods.env_secret).
     env_secret: core_v1.Secret | None
     disruption_budget: policy_v1.PodDisruptionBudget | None
+    # programs/gpucheck.py for the pods' check (None without it).
+    program: core_v1.ConfigMap | None
 
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:workloads:VllmServer", name, None, opts)
@@ -148,13 +156,25 @@ class VllmServer(pulumi.ComponentResource):
             failure_threshold=3,
         )
 
+        resources = pod_resources(k8s.gpu_resource, gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size))
+        self.program = None
+        init_containers, program_volumes = [], []
+        if args.gpu_check is not None:
+            # A gpucheck.py change names a new ConfigMap: the template changes and the pods roll through the new check.
+            self.program = program_config_map(f"{name}-program", args.gpu_check.programs, args.namespace, labels, child)
+            init_containers.append(gpu_check_container(args.gpu_check, args.image, gpus, resources, "program"))
+            program_volumes.append(
+                core_v1.VolumeArgs(
+                    name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(name=self.program.metadata.name)
+                )
+            )
         server = core_v1.ContainerArgs(
             name="vllm",
             image=args.image,
             command=serve_command(inference, gpus),
             env=env,
             ports=[core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
-            resources=pod_resources(k8s.gpu_resource, gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size)),
+            resources=resources,
             security_context=security_context(k8s.pod_security),
             # Liveness and readiness only start once the model is loaded and /health answered.
             startup_probe=health(
@@ -167,9 +187,12 @@ class VllmServer(pulumi.ComponentResource):
                 core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
             ],
         )
-        # `pulumi up` waits for the rollout: one pod's start (download and load) on create, where every replica
-        # starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
-        start_minutes = math.ceil(inference.startup_timeout_seconds / 60)
+        # `pulumi up` waits for the rollout (pulumi-kubernetes' Deployment awaiter: the new ReplicaSet's pods ready,
+        # the Deployment Available), so a pod failing its GPU check fails `pulumi up`, and the next `pulumi up`
+        # awaits it again (docs/operations.md): one pod's start (check, download and load) on create, where every
+        # replica starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
+        check_seconds = args.gpu_check.timeout_seconds if args.gpu_check is not None else 0
+        start_minutes = math.ceil((check_seconds + inference.startup_timeout_seconds) / 60)
         rollout_timeouts = pulumi.CustomTimeouts(
             create=f"{start_minutes + 10}m", update=f"{replicas * start_minutes + 10}m"
         )
@@ -202,8 +225,9 @@ class VllmServer(pulumi.ComponentResource):
                         node_selector=k8s.node_selector or None,
                         tolerations=tolerations_of(k8s.tolerations),
                         topology_spread_constraints=[spread],
+                        init_containers=init_containers or None,
                         containers=[server],
-                        volumes=[shm_volume(inference.shm_size), cache_volume],
+                        volumes=[shm_volume(inference.shm_size), cache_volume, *program_volumes],
                     ),
                 ),
             ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 import pulumi
@@ -11,6 +12,8 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration
 
 MIB = 1024 * 1024
+# Where a pod finds programs/*.py (the image contract of programs/: their parent directory is on sys.path).
+PROGRAM_DIR = "/opt/rocm-stack/programs"
 
 
 def app_labels(app: str) -> dict[str, str]:
@@ -156,3 +159,31 @@ def storage_volume(
         name=volume_name,
         persistent_volume_claim=(core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=claim.metadata.name)),
     ), claim
+
+
+def program_digest(files: Mapping[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name, text in sorted(files.items()):
+        digest.update(f"{name}\0{text}\0".encode())
+    return digest.hexdigest()
+
+
+def program_config_map(
+    resource_name: str,
+    files: Mapping[str, str],
+    namespace: pulumi.Input[str],
+    labels: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+) -> core_v1.ConfigMap:
+    """programs/*.py files for a pod's PROGRAM_DIR. Named after their content and immutable: a new version is a
+    new ConfigMap, so running pods never see files change under them, and the pod template that mounts it changes
+    (its pods are replaced, or rolled); Pulumi deletes the old one after the new one is in use."""
+    return core_v1.ConfigMap(
+        resource_name,
+        metadata=meta_v1.ObjectMetaArgs(
+            name=f"{resource_name}-{program_digest(files)[:10]}", namespace=namespace, labels=dict(labels)
+        ),
+        data=dict(files),
+        immutable=True,
+        opts=opts,
+    )

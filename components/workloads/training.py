@@ -8,7 +8,6 @@ runs) are shipped as a ConfigMap on Kubernetes and as container uploads on Docke
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +25,15 @@ from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
 from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
+    PROGRAM_DIR,
     env_secret,
     env_vars,
     labels_of,
     pod_resources,
+    program_config_map,
+    program_digest,
     security_context,
     shm_volume,
     storage_volume,
@@ -38,14 +41,16 @@ from .pods import (
 )
 
 PROGRAM_SOURCE = PROGRAMS
-PROGRAM_DIR = "/opt/rocm-stack/programs"
 ENTRY = f"{PROGRAM_DIR}/train.py"
 CHECKPOINT_MOUNT = "/checkpoints"
 RENDEZVOUS_PORT = 29500
 # torchrun's --node-rank from the environment, and the Indexed Job pod annotation holding the pod's index.
 NODE_RANK_ENV = "PET_NODE_RANK"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-# The pod-failure-policy rule "invalid settings" looks for this container's exit code 2.
+# The pod-failure-policy rule "invalid settings" looks for this container's exit code 2, and only this container's
+# ("containerName: Restricts the check for exit codes to the container with the specified name", batch/v1
+# PodFailurePolicyOnExitCodesRequirement): a failed GPU check (gpu_check.GPU_CHECK_CONTAINER, which exits 2 on bad
+# arguments too) counts toward backoffLimit like any failed pod: the Job retries it in a new pod.
 SETTINGS_CHECK_CONTAINER = "check-settings"
 INVALID_SETTINGS_EXIT_CODE = 2
 # torchrun exits 1 whatever its workers exit with, so train.py's "exit 2 = invalid settings" is lost behind it.
@@ -63,7 +68,8 @@ WORKERS = "workers"
 # "The target local queue should be specified in the `metadata.labels` section").
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Ready as soon as the object exists: `pulumi up` does not wait hours for the training to complete (the Job
-# awaiter waits for condition Complete), and unlike `pulumi.com/skipAwait` it leaves the delete awaited, so a
+# awaiter waits for condition Complete), nor for its pods to pass their GPU check (docs/operations.md: they wait for
+# GPUs that other pods or a Kueue queue may hold, and a Failed Job awaited again never passes), and unlike `pulumi.com/skipAwait` it leaves the delete awaited, so a
 # replacement is created only once the old object is gone. skipAwait on a batch/v1 Job also skips the delete
 # wait (pulumi-kubernetes provider/pkg/metadata/overrides.go L176, L186-208 @ v4.32.0, "legacy types which
 # support buggy skipAwait behavior during delete"; pulumi/pulumi-kubernetes#3154: "racy"), and since 4.29.0
@@ -81,13 +87,6 @@ def program_files(source: Path = PROGRAM_SOURCE) -> dict[str, str]:
     if "train.py" not in files:
         raise FileNotFoundError(f"{source}/train.py is missing: the training program ships from there")
     return files
-
-
-def program_digest(files: Mapping[str, str]) -> str:
-    digest = hashlib.sha256()
-    for name, text in sorted(files.items()):
-        digest.update(f"{name}\0{text}\0".encode())
-    return digest.hexdigest()
 
 
 # The pod condition an eviction (a node drain) or a preemption sets before the pod stops (kubernetes.io/docs/concepts/
@@ -176,6 +175,8 @@ class TrainingJobArgs:
     """The JobSet controller's release when the stack installs it (multi-node training needs its CRD)."""
     secret_env: bool = False
     """`training` is a secret stack key (a nested `secure:` env value)."""
+    gpu_check: GpuCheckArgs | None = None
+    """gpucheck before the trainer on every pod's GPUs (gpu_check.py); None: `checks.enable` is off."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -208,15 +209,8 @@ class TrainingJob(pulumi.ComponentResource):
         def metadata(object_name: str) -> meta_v1.ObjectMetaArgs:
             return meta_v1.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)
 
-        # Named after its content and immutable: a new program version is a new ConfigMap, so pods of the
-        # running job never see files change under them; Pulumi replaces the job, then deletes the old one.
-        self.program = core_v1.ConfigMap(
-            f"{name}-program",
-            metadata=metadata(f"{name}-program-{program_digest(args.files)[:10]}"),
-            data=dict(args.files),
-            immutable=True,
-            opts=child,
-        )
+        # A new program version replaces the job (its pod template names the new ConfigMap).
+        self.program = program_config_map(f"{name}-program", args.files, args.namespace, labels, child)
 
         storage = k8s.effective_checkpoints(name, args.environment)
         # Checkpoints outlive the job (and a prod `pulumi destroy` of it) unless unprotected on purpose;
@@ -235,7 +229,15 @@ class TrainingJob(pulumi.ComponentResource):
             env_map |= k8s.network.env()
         self.env_secret = env_secret(f"{name}-env", env_map, args.namespace, labels, child) if args.secret_env else None
         template = self._pod_template(
-            name, training, k8s, labels, args.image, args.files, checkpoints, env_vars(env_map, self.env_secret)
+            name,
+            training,
+            k8s,
+            labels,
+            args.image,
+            args.files,
+            checkpoints,
+            env_vars(env_map, self.env_secret),
+            args.gpu_check,
         )
 
         def failure_policy(on_disruption: str) -> batch_v1.PodFailurePolicyArgs:
@@ -368,6 +370,7 @@ class TrainingJob(pulumi.ComponentResource):
         files: Mapping[str, str],
         checkpoints: core_v1.VolumeArgs,
         env: list[core_v1.EnvVarArgs],
+        gpu_check: GpuCheckArgs | None,
     ) -> core_v1.PodTemplateSpecArgs:
         network = k8s.network
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
@@ -431,7 +434,15 @@ class TrainingJob(pulumi.ComponentResource):
                 dns_policy="ClusterFirstWithHostNet" if host_network else None,
                 node_selector=k8s.node_selector or None,
                 tolerations=tolerations_of(k8s.tolerations),
-                init_containers=[check_settings],
+                # The settings first: a bad TRAIN_* value fails the run before any GPU work.
+                init_containers=[
+                    check_settings,
+                    *(
+                        [gpu_check_container(gpu_check, image, k8s.gpus_per_node, resources, "program")]
+                        if gpu_check is not None
+                        else []
+                    ),
+                ],
                 containers=[trainer],
                 volumes=[
                     core_v1.VolumeArgs(
