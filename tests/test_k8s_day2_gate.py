@@ -269,9 +269,12 @@ def test_the_engine_awaits_a_resource_whose_create_failed_to_initialize_again_on
     `pulumi up` gives it an update step even when nothing changed (the retry of docs/operations.md)."""
     lines = PULUMI.read("pkg/resource/deploy/step_generator.go").decode().splitlines()
     assert lines[1942].strip() == "hasInitErrors := len(old.InitErrors) > 0"  # L1943
-    block = "\n".join(lines[2178:2195])  # L2179-2195
-    assert "If resource was unchanged, but there were initialization errors, generate an empty update" in block
-    assert re.search(r"if hasInitErrors \{.*return \[\]Step\{NewUpdateStep\(", block, re.S)
+    block = "\n".join(lines[2179:2196])  # L2180-2196, cited in docs/operations.md
+    assert lines[2179].strip().startswith("// If resource was unchanged, but there were initialization errors")
+    assert re.fullmatch(
+        r"\s*if hasInitErrors \{.*return \[\]Step\{NewUpdateStep\(.*\)\}, nil\s*\}", block.split("\n", 2)[2], re.S
+    )
+    assert "L2180-2196" in (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
 
 
 def test_pulumi_kubernetes_update_awaits_again_and_a_waitfor_annotation_replaces_the_awaiter():
