@@ -68,12 +68,13 @@ WORKERS = "workers"
 # "The target local queue should be specified in the `metadata.labels` section").
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Ready as soon as the object exists: `pulumi up` does not wait hours for the training to complete (the Job
-# awaiter waits for condition Complete), nor for its pods to pass their GPU check (docs/operations.md: they wait for
-# GPUs that other pods or a Kueue queue may hold, and a Failed Job awaited again never passes), and unlike `pulumi.com/skipAwait` it leaves the delete awaited, so a
-# replacement is created only once the old object is gone. skipAwait on a batch/v1 Job also skips the delete
-# wait (pulumi-kubernetes provider/pkg/metadata/overrides.go L176, L186-208 @ v4.32.0, "legacy types which
-# support buggy skipAwait behavior during delete"; pulumi/pulumi-kubernetes#3154: "racy"), and since 4.29.0
-# (#2926, client-side create) the new Job then fails with AlreadyExists while the old one is still terminating.
+# awaiter waits for condition Complete), nor for its pods to pass their GPU check (docs/operations.md: they wait
+# for GPUs that other pods or a Kueue queue may hold, and a Failed Job awaited again never passes), and unlike
+# `pulumi.com/skipAwait` it leaves the delete awaited, so a replacement is created only once the old object is
+# gone. skipAwait on a batch/v1 Job also skips the delete wait (pulumi-kubernetes provider/pkg/metadata/
+# overrides.go L176, L186-208 @ v4.32.0, "legacy types which support buggy skipAwait behavior during delete";
+# pulumi/pulumi-kubernetes#3154: "racy"), and since 4.29.0 (#2926, client-side create) the new Job then fails
+# with AlreadyExists while the old one is still terminating.
 # waitFor: pulumi-kubernetes 4.18.0 CHANGELOG ("the resource will be considered ready when any value exists at
 # the given path"). The SDK pins provider plugin 4.34.2.
 AWAIT_CREATION = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
