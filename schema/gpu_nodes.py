@@ -1,6 +1,6 @@
 """The stack's Kubernetes GPU nodes as groups: which nodes they are, what they advertise, what a GPU check on one
 of them expects. One definition for everything that runs the check on the GPU nodes (`rocm-stack verify
---kubernetes`, the gate of the GPU workloads).
+--kubernetes`, the GPU check of every GPU pod: components/workloads/gpu_check.py).
 
 - `gpuFleet`: the nodes the device plugin runs on (the DeviceConfig's `selector`, or the standalone plugin's
   `nodeSelector`), without a partition profile label once profiles are declared; whole GPUs as `amd.com/gpu`;
@@ -108,3 +108,11 @@ def gpu_node_groups(cfg: StackConfig) -> list[GpuNodeGroup]:
             )
         )
     return groups
+
+
+def pod_floors(cfg: StackConfig, resource: str) -> GpuFloors:
+    """The floors of the GPU check of a pod requesting `resource`: those of the groups that advertise it when they
+    agree, else none (the pod may land on a node of any of them: under `single` naming a partition is amd.com/gpu
+    too)."""
+    floors = [group.floors for group in gpu_node_groups(cfg) if group.resource_name == resource]
+    return floors[0] if floors and all(f == floors[0] for f in floors) else GpuFloors()

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schema import StackConfig, StackSecrets
-from schema.checks import GpuFloors
 from schema.docker import HostConfig, host_images, image_for
-from schema.kubernetes import GPU_RESOURCE_NAME
+from schema.gpu_nodes import pod_floors
 from schema.workloads import kubernetes_gfx, partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
@@ -88,27 +87,10 @@ def host_checks(cfg: StackConfig, host: HostConfig) -> HostChecksArgs | None:
     )
 
 
-def check_floors(cfg: StackConfig, resource: str) -> GpuFloors:
-    """The gpucheck floors of a Kubernetes pod's GPUs, by what its resource is: partitions of the profiles that
-    advertise it (their model; floors only for SPX, schema.checks floors_for), or for amd.com/gpu whole GPUs of the
-    fleet, whose model gpuFleet does not name (`other`), and none where amd.com/gpu may be a partition too (`single`
-    naming with a profile of another mode)."""
-    assert cfg.kubernetes is not None
-    naming = cfg.kubernetes.resource_naming_strategy
-    profiles = [p for p in cfg.kubernetes.partition_profiles.values() if p.resource_name(naming) == resource]
-    if resource == GPU_RESOURCE_NAME:
-        if any(p.compute_partition != "SPX" for p in profiles):
-            return GpuFloors()
-        return cfg.checks.floors_for("other", cfg.environment)
-    models = {p.gpu_model for p in profiles}
-    model = models.pop() if len(models) == 1 else "other"
-    return cfg.checks.floors_for(model, cfg.environment, profiles[0].compute_partition)
-
-
 def _gpu_check(cfg: StackConfig, resource: str, files: Mapping[str, str]) -> GpuCheckArgs | None:
     if not cfg.checks.enable:
         return None
-    return GpuCheckArgs(floors=check_floors(cfg, resource), timeout_seconds=cfg.checks.timeout_seconds, files=files)
+    return GpuCheckArgs(floors=pod_floors(cfg, resource), timeout_seconds=cfg.checks.timeout_seconds, files=files)
 
 
 def _by_host(cfg: StackConfig, key: str, partitions: list[str]) -> dict[str, str]:

@@ -48,7 +48,7 @@ GPU_CHECK_PROGRAMS = ("__init__.py", "gpucheck.py")
 @dataclass(frozen=True)
 class GpuCheckArgs:
     floors: GpuFloors
-    """Of the GPU model and partition mode the pod's resource stands for (components.workloads.check_floors)."""
+    """Of the nodes that advertise the pod's resource (schema.gpu_nodes.pod_floors)."""
     timeout_seconds: int
     files: Mapping[str, str]
     """programs/ files by name (training.program_files): GPU_CHECK_PROGRAMS at least."""
