@@ -250,14 +250,19 @@ def test_the_vllm_pods_check_runs_from_its_config_map_alone(prod_plan, tmp_path)
 
 
 def test_a_failed_gpu_check_is_no_invalid_settings(prod_plan):
-    """The Job's FailJob rule matches exit code 2 of check-settings only: "containerName: Restricts the check for
-    exit codes to the container with the specified name" (batch/v1 PodFailurePolicyOnExitCodesRequirement, the
-    Kubernetes API reference), so a GPU check's failure, whatever its code, counts toward backoffLimit and the
-    JobSet restarts (its rule restarts nothing only for reason PodFailurePolicy)."""
+    """The Job's one exit-code rule matches exit code 2 of check-settings only: "containerName: Restricts the check
+    for exit codes to the container with the specified name" (batch/v1 PodFailurePolicyOnExitCodesRequirement, the
+    Kubernetes API reference); its other rule matches the DisruptionTarget condition, which a failed container does
+    not set. So a GPU check's failure, whatever its code, counts toward backoffLimit: the Job fails with reason
+    BackoffLimitExceeded, which neither JobSet rule matches (both need PodFailurePolicy), and the JobSet restarts."""
     spec = manifest_of(prod_plan.get(JOBSET, "llm-pretrain"))["spec"]
-    job = spec["replicatedJobs"][0]["template"]["spec"]
-    (fail_job,) = [r for r in job["podFailurePolicy"]["rules"] if r["action"] == "FailJob"]
-    assert fail_job["onExitCodes"]["containerName"] == SETTINGS_CHECK_CONTAINER != GPU_CHECK_CONTAINER
+    rules = spec["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"]["rules"]
+    (exit_codes,) = [r["onExitCodes"] for r in rules if "onExitCodes" in r]
+    assert exit_codes["containerName"] == SETTINGS_CHECK_CONTAINER != GPU_CHECK_CONTAINER
+    assert [r["onPodConditions"] for r in rules if "onExitCodes" not in r] == [
+        [{"type": "DisruptionTarget", "status": "True"}]
+    ]
+    assert all(r["onJobFailureReasons"] == ["PodFailurePolicy"] for r in spec["failurePolicy"]["rules"])
     assert spec["failurePolicy"]["maxRestarts"] == 6  # training.kubernetes.backoffLimit: restarts, each checked again
 
 
