@@ -36,6 +36,7 @@ from .types import (
     _human_bytes,
 )
 from .base import matching as _matching
+from .checks import ChecksConfig
 from domain.gpus import MODELS
 
 from .docker import (
@@ -465,6 +466,11 @@ class InferenceConfig(ConfigModel):
     def needs_token(self) -> bool:
         return self.gated or self.model.startswith(KNOWN_GATED_MODEL_PREFIXES)
 
+    def replica_start_seconds(self, checks: ChecksConfig) -> int:
+        """How long one Kubernetes replica may take to become ready: its GPU check (an init container, when checks
+        are on), then the model's download and load."""
+        return (checks.timeout_seconds if checks.enable else 0) + self.startup_timeout_seconds
+
     def data_parallel_size(self, gpus: int) -> int:
         return max(1, gpus // self.tensor_parallel_size)
 
@@ -506,6 +512,9 @@ class _StackWithWorkloads(Protocol):
 
     @property
     def gpu_fleet(self) -> GpuFleet | None: ...
+
+    @property
+    def checks(self) -> ChecksConfig: ...
 
     @property
     def training(self) -> list[TrainingConfig]: ...
@@ -832,7 +841,7 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
 
 def _drain_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
     """A drain evicts a vLLM pod only once the budget allows it, i.e. after the replacement of the previously
-    evicted replica has started (up to startupTimeoutSeconds). The GPU Operator drains with the kubectl drain
+    evicted replica has started (up to its GPU check plus startupTimeoutSeconds). The GPU Operator drains with the kubectl drain
     helper, whose PDB refusals are retried until `nodeDrainPolicy.timeoutSeconds` (0 = forever)
     (internal/controllers/upgrademgr.go L787-818 @ v1.5.1); a timed-out node is Drain-Failed, which uses up
     maxUnavailableNodes and halts the fleet's driver rollout (L630-650, L892-897)."""
@@ -842,14 +851,15 @@ def _drain_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: st
     driver = k8s.gpu_operator.device_config.driver
     policy = driver.effective_upgrade_policy(cfg.environment)
     timeout = policy.node_drain_policy.timeout_seconds
-    if driver.enable and policy.enable and 0 < timeout < inference.startup_timeout_seconds:
+    start = inference.replica_start_seconds(cfg.checks)
+    if driver.enable and policy.enable and 0 < timeout < start:
         yield (
             "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
             (
-                f"{timeout}s is shorter than the {inference.startup_timeout_seconds}s a replica of inference "
-                f"'{inference.name}' may take to start ({at}.startupTimeoutSeconds), and its disruption budget holds "
-                "each eviction until the previous replica is back: a drain would fail and halt the driver rollout; "
-                f"use at least {inference.startup_timeout_seconds}"
+                f"{timeout}s is shorter than the {start}s a replica of inference '{inference.name}' may take to "
+                f"start (its GPU check, checks.timeoutSeconds, then {at}.startupTimeoutSeconds), and its disruption "
+                "budget holds each eviction until the previous replica is back: a drain would fail and halt the "
+                f"driver rollout; use at least {start}"
             ),
         )
 

@@ -172,7 +172,7 @@ def test_the_drain_evicts_so_vllms_budget_keeps_a_replica_serving(prod_plan):
     )
     assert "k8s.io/kubectl v0.36.2" in OPERATOR.read("go.mod").decode()
     spec = manifest_of(only(prod_plan, DEVICE_CONFIG))["spec"]["driver"]["upgradePolicy"]
-    assert spec["nodeDrainPolicy"]["timeoutSeconds"] == 2400 and spec["nodeDrainPolicy"]["gracePeriodSeconds"] == -1
+    assert spec["nodeDrainPolicy"]["timeoutSeconds"] == 3300 and spec["nodeDrainPolicy"]["gracePeriodSeconds"] == -1
     deployment = manifest_of(only(prod_plan, DEPLOYMENT))["spec"]
     [spread] = deployment["template"]["spec"]["topologySpreadConstraints"]
     assert deployment["replicas"] == 2

@@ -1142,8 +1142,16 @@ BAD = {
         "prod",
         "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
         300,
-        "nodeDrainPolicy.timeoutSeconds: 300s is shorter than the 1800s a replica of "
-        "inference 'llama' may take to start",
+        "nodeDrainPolicy.timeoutSeconds: 300s is shorter than the 2700s a replica of inference 'llama' may take to "
+        "start (its GPU check, checks.timeoutSeconds, then inference[0].startupTimeoutSeconds)",
+    ),
+    # The GPU check runs as an init container before vLLM (components/workloads/gpu_check.py): a replica back
+    # from eviction first spends up to checks.timeoutSeconds (900) there, then startupTimeoutSeconds (1800).
+    "drain-shorter-than-vllm-check-and-start": (
+        "prod",
+        "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
+        2400,
+        "nodeDrainPolicy.timeoutSeconds: 2400s is shorter than the 2700s",
     ),
     "spread-replicas-exceed-nodes": (
         "prod",

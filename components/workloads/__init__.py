@@ -178,6 +178,7 @@ def build_workloads(
                         api_key=secrets.vllm_api_key,
                         secret_env=secrets.env_is_secret("inference"),
                         gpu_check=_gpu_check(cfg, inference.kubernetes.gpu_resource, files),
+                        start_seconds=inference.replica_start_seconds(cfg.checks),
                     ),
                 )
             if inference.docker is not None:

@@ -77,6 +77,8 @@ class VllmServerArgs:
     """`inference` is a secret stack key (a nested `secure:` env value)."""
     gpu_check: GpuCheckArgs | None = None
     """gpucheck before vLLM on every pod's GPUs (gpu_check.py); None: `checks.enable` is off."""
+    start_seconds: int = 0
+    """How long one replica may take to become ready (InferenceConfig.replica_start_seconds)."""
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -191,8 +193,7 @@ class VllmServer(pulumi.ComponentResource):
         # the Deployment Available), so a pod failing its GPU check fails `pulumi up`, and the next `pulumi up`
         # awaits it again (docs/operations.md): one pod's start (check, download and load) on create, where every
         # replica starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
-        check_seconds = args.gpu_check.timeout_seconds if args.gpu_check is not None else 0
-        start_minutes = math.ceil((check_seconds + inference.startup_timeout_seconds) / 60)
+        start_minutes = math.ceil(args.start_seconds / 60)
         rollout_timeouts = pulumi.CustomTimeouts(
             create=f"{start_minutes + 10}m", update=f"{replicas * start_minutes + 10}m"
         )
