@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Protocol
 
-from pydantic import ByteSize, Field
+from pydantic import ByteSize, Field, model_validator
 
 from .base import ConfigModel
 from .types import (
@@ -267,6 +267,18 @@ ModelCacheStorage = Annotated[PvcStorage | HostPathStorage | EmptyDirStorage, Fi
 
 
 class TrainingKubernetes(ConfigModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _no_torchrun_restarts(cls, data: object) -> object:
+        # Static rendezvous (training.torchrun_multinode) cannot restart one node's workers alone: say what replaced it.
+        if isinstance(data, dict) and ("maxRestarts" in data or "max_restarts" in data):
+            raise ValueError(
+                "maxRestarts is no longer used: a failed worker fails its pod and the whole JobSet restarts from the "
+                "newest checkpoint, up to backoffLimit times (docs/workloads.md); remove it, and set backoffLimit "
+                "instead if you need another number of restarts"
+            )
+        return data
+
     namespace: NamespaceName = "default"
     nodes: int = Field(1, ge=1, le=1024)
     gpus_per_node: GpuCount = 1

@@ -1166,6 +1166,13 @@ BAD = {
         "training[0].kubernetes.tolerations: does not tolerate the GPU node taint "
         "amd.com/gpu=present:NoExecute (kubernetes.gpuNodeTaints[0])",
     ),
+    # Removed with static rendezvous (c7836a3): a stack that still sets it learns what replaced it.
+    "torchrun-max-restarts-removed": (
+        "prod",
+        "training[0].kubernetes.maxRestarts",
+        3,
+        "training[0].kubernetes: maxRestarts is no longer used: a failed worker fails its pod",
+    ),
     "memory-not-a-size": ("prod", "training[0].kubernetes.memory", "lots", "training[0].kubernetes.memory"),
     "cpu-not-a-quantity": (
         "prod",
