@@ -35,6 +35,7 @@ REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 DOCKER_PROVIDER = "pulumi:providers:docker"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+YAML_FILE = "kubernetes:yaml/v2:ConfigFile"
 TRAINING = "rocm-stack:workloads:DockerTraining"
 VLLM = "rocm-stack:workloads:DockerVllm"
 
@@ -361,7 +362,7 @@ def _changed(
             if old.urn in {alias.urn for alias in new.aliases}:
                 continue  # the engine finds the old state by the alias (pulumi.urn): the move alone calls no provider
             replaced_by.append((path, "pulumi.urn"))
-        elif path in ("protect", "depends_on"):
+        elif path in ("protect", "retain_on_delete", "depends_on"):
             continue  # the engine's own bookkeeping: no provider call
         else:
             rule = _input_rule(new, path, mutable_config_maps)
@@ -500,6 +501,40 @@ def _secrets(plan: SynthPlan) -> list[SecretInput]:
     return found
 
 
+def _yaml_file(action: Action, old: PlannedResource | None, new: PlannedResource | None) -> Impact:
+    """A ConfigFile's objects are not in the plan (rule k8s.yaml-objects): what the engine does to them, by the
+    file and the options they take from the ConfigFile."""
+    resource = new or old
+    assert resource is not None
+    file = f"`{resource.inputs.get('file')}`"
+    rules = ["k8s.yaml-objects"]
+    updated: list[Reason] = []
+    if action is Action.CREATE:
+        meaning = f"creates the objects of {file}"
+    elif action is Action.DELETE:
+        meaning = f"deletes the objects of {file}"
+    else:
+        assert old is not None
+        updated = [("file", "k8s.yaml-objects")]
+        rules.append("k8s.update")
+        meaning = (
+            f"reads {file} (was `{old.inputs.get('file')}`): each object of the same name keeps its URN and is "
+            "patched in place, unless a changed path is one its kind is replaced by (K8S_FORCE_NEW; a "
+            "CustomResourceDefinition has none)"
+        )
+    if resource.retain_on_delete:
+        rules.append("pulumi.retain-on-delete")
+        meaning += "; retainOnDelete: no object of it is ever deleted from the cluster"
+        if action is Action.DELETE:
+            meaning = f"forgets the objects of {file}: retainOnDelete keeps them in the cluster"
+    if action is Action.DELETE and resource.protect:
+        rules.append("pulumi.protect")
+        meaning += "; they are protected: `pulumi up` stops with an error instead"
+    return Impact(
+        type=resource.type, name=resource.name, action=action, updated=updated, rules=sorted(rules), meaning=meaning
+    )
+
+
 def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None) -> ImpactReport:
     result = plan_diff or diff(base, head)
     before, after = matched(base, head)
@@ -515,9 +550,13 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
                 meaning=_meaning(Action.CREATE, None, new),
                 runs_check=_runs_check(Action.CREATE, new),
             )
+        elif new.type == YAML_FILE:
+            impacts[key] = _yaml_file(Action.CREATE, None, new)
     for key in result.removed:
         old = before[key]
-        if old.custom:
+        if old.type == YAML_FILE:
+            impacts[key] = _yaml_file(Action.DELETE, old, None)
+        elif old.custom:
             impacts[key] = Impact(
                 type=old.type,
                 name=old.name,
@@ -531,7 +570,9 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
     mutable_config_maps = _mutable_config_maps(head)
     for change in result.changed:
         old, new = before[change.key], after[change.key]
-        if new.custom:
+        if new.type == YAML_FILE and "file" in change.paths:
+            impacts[change.key] = _yaml_file(Action.UPDATE, old, new)
+        elif new.custom:
             impact = _changed(old, new, change.paths, mutable_config_maps)
             if impact is not None:
                 impacts[change.key] = impact

@@ -51,6 +51,12 @@ RULES: dict[str, Rule] = {
         "a protected resource is never deleted: its replacement or delete stops `pulumi up` with an error",
         "pulumi/pulumi pkg/resource/deploy/step_generator.go (protect check before a delete or replace)",
     ),
+    "pulumi.retain-on-delete": Rule(
+        "a resource with retainOnDelete is never deleted: its delete (also a replacement's) only drops it from the "
+        "state; a component's retainOnDelete and protect pass on to the resources under it",
+        "pulumi/pulumi pkg/resource/deploy/step.go DeleteStep.Apply L661-662 (`s.old.RetainOnDelete`: no provider "
+        "Delete); source_eval.go inheritFromParent L2002-2013 (DeletedWith, Protect, RetainOnDelete, Provider)",
+    ),
     "pulumi.unknown-output": Rule(
         "during a preview the outputs of a resource being replaced are unknown; an unknown value for a ForceNew "
         "attribute is a replacement, so every container using a replaced image is replaced even when the new "
@@ -131,6 +137,14 @@ RULES: dict[str, Rule] = {
         "any other change is a patch of the live object; a Deployment or DaemonSet whose pod template changes "
         "rolls its pods (its controller's rolling update); a Helm release is upgraded (`helm upgrade`)",
         "pulumi/pulumi-kubernetes provider/pkg/provider/provider.go (*kubeProvider).Diff; helm_release.go Diff",
+    ),
+    "k8s.yaml-objects": Rule(
+        "a yaml/v2 ConfigFile is built by the provider: each run reads its `file` again and declares every object "
+        "in it under the ConfigFile, named `<ConfigFile>:<name>` (`<ConfigFile>:<namespace>/<name>`), so an object "
+        "of the same name in a new version of the file keeps its URN and is diffed by its kind's rules (an object "
+        "no longer in the file is deleted); those objects are not in the offline plan (synth reads no file)",
+        "pulumi/pulumi-kubernetes provider/pkg/provider/yaml/v2/configfile.go Construct L54-132 (Parse, then "
+        "Register under the component); yaml.go register L345-351 (the resource name)",
     ),
     "k8s.provider-config": Rule(
         "a Kubernetes provider whose kubeconfig, context or cluster points at another cluster is replaced, and so "

@@ -3,8 +3,8 @@
     python -m tools.synth --stack dev --out out/dev
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
-protect, delete_before_replace, replace_on_changes, depends_on, custom_timeouts and aliases (old URNs it is found by,
-with their parents); secrets as "[secret]"), `manifests/` (one YAML per Kubernetes object), `helm/RELEASE.yaml` (one
+protect, retain_on_delete, delete_before_replace, replace_on_changes, depends_on, custom_timeouts and aliases (old
+URNs it is found by, with their parents); secrets as "[secret]"), `manifests/` (one YAML per Kubernetes object), `helm/RELEASE.yaml` (one
 per Helm release), `docker/HOST.sh` (a runnable script of the docker commands that create and start the host's
 containers) and `monitoring/prometheus.yml` (the scrape config of the Docker hosts' metrics exporters).
 This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s STACK`.
@@ -179,6 +179,7 @@ def _mock_engine(
                         "provider": request.provider.rsplit("::", 1)[0] or None if request.provider else None,
                         "custom": bool(request.custom),
                         "protect": bool(request.protect),
+                        "retain_on_delete": bool(request.retainOnDelete),
                         "delete_before_replace": bool(request.deleteBeforeReplace),
                         "replace_on_changes": sorted(request.replaceOnChanges),
                         "depends_on": sorted(request.dependencies),

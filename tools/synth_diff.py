@@ -44,6 +44,7 @@ class PlannedResource(BaseModel):
     custom: bool = True  # False: a component, which the engine never creates, updates or deletes by itself
     inputs: dict[str, Any] = Field(default_factory=dict)
     protect: bool = False
+    retain_on_delete: bool = False  # a delete only forgets it: the object stays
     delete_before_replace: bool = False
     replace_on_changes: list[str] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
@@ -67,7 +68,7 @@ Key = tuple[str, str]  # (type, name)
 @dataclass(frozen=True)
 class Changed:
     key: Key
-    paths: tuple[str, ...]  # input paths, plus "parent"/"protect"/"depends_on" when those changed
+    paths: tuple[str, ...]  # input paths, plus "parent"/"protect"/"retain_on_delete"/"depends_on" when those changed
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,8 @@ def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
             paths.append("parent")
         if old.protect != new.protect:
             paths.append("protect")
+        if old.retain_on_delete != new.retain_on_delete:
+            paths.append("retain_on_delete")
         if sorted(old.depends_on) != sorted(new.depends_on):
             paths.append("depends_on")
         if paths:
