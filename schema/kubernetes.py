@@ -103,6 +103,13 @@ NFD_WORKER_DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_CHART_VERSION = "0.12.0"
 JOBSET_IMAGE_REPOSITORY = "registry.k8s.io/jobset/jobset"
+# The chart keeps its CRD in crds/, which Helm installs but never upgrades ("There is no support at this time for
+# upgrading or deleting CRDs using Helm": https://helm.sh/docs/chart_best_practices/custom_resource_definitions/),
+# and has no value that moves it to templates/ (charts/jobset/values.yaml @ v0.12.0). So the stack declares the CRD
+# itself, from the file the chart of that version carries: chart <v> is charts/jobset at tag v<v>
+# (hack/helm-chart-package.sh L42, L50), whose crds/ file is config/components/crd/bases' (Makefile L112).
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+JOBSET_CRD_URL = "https://raw.githubusercontent.com/kubernetes-sigs/jobset/v{version}/charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml"
 
 # Namespaces Kubernetes itself creates: the stack may deploy into them but never owns (creates/protects) them.
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
@@ -424,6 +431,11 @@ class JobSetConfig(ConfigModel):
     chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.10.1")] = JOBSET_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/jobset/charts/jobset (its image is pinned to the same)."""
     timeout_seconds: int = Field(600, gt=0)
+
+    @property
+    def crd_url(self) -> str:
+        """The JobSet CRD of this chart version (JOBSET_CRD_URL)."""
+        return JOBSET_CRD_URL.format(version=self.chart_version)
 
     def chart_values(self) -> dict[str, object]:
         return {

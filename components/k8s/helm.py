@@ -21,15 +21,18 @@ def pinned_release(
     values: Mapping[str, Any],
     timeout_seconds: int,
     environment: str,
-    parent: pulumi.Resource,
+    parent: pulumi.Resource | None,
     provider: pulumi.ProviderResource,
     depends_on: Sequence[pulumi.Resource] | None = None,
     atomic: bool = True,
     create_namespace: bool = False,
+    skip_crds: bool = False,
+    aliases: Sequence[pulumi.Alias] | None = None,
 ) -> helm_v3.Release:
     """`repository` None: `chart` is a full OCI reference (oci://...). `create_namespace`: Helm creates the
     namespace when missing and accepts an existing one (helm pkg/action/install.go ignores IsAlreadyExists);
-    it is not part of the release, so an uninstall leaves it."""
+    it is not part of the release, so an uninstall leaves it. `skip_crds`: the chart's crds/ are not installed (the
+    stack declares those CRDs itself, so that a new chart version upgrades them)."""
     return helm_v3.Release(
         resource_name,
         name=release_name,  # a fixed Helm release name: no random suffix
@@ -38,6 +41,7 @@ def pinned_release(
         repository_opts=helm_v3.RepositoryOptsArgs(repo=repository) if repository is not None else None,
         namespace=namespace,
         create_namespace=create_namespace or None,
+        skip_crds=skip_crds or None,
         values=dict(values),
         timeout=timeout_seconds,
         # A failed install or upgrade rolls back instead of leaving half-deployed webhooks and CRDs.
@@ -48,5 +52,6 @@ def pinned_release(
             provider=provider,
             protect=environment == "prod",
             depends_on=list(depends_on) if depends_on else None,
+            aliases=list(aliases) if aliases else None,
         ),
     )
