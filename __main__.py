@@ -7,11 +7,12 @@ from schema.docker import host_images
 from components.docker.gpu_host import GpuHost, GpuHostArgs
 from components.k8s import build_kubernetes, gpu_stack_workloads
 from components.monitoring import (
+    KUBERNETES_MONITORING,
+    MONITORING_NAMESPACE,
     DockerExporter,
     DockerExporterArgs,
     KubernetesMonitoring,
     KubernetesMonitoringArgs,
-    device_config_service_monitor,
     exporter_address,
     prometheus_scrape_config_text,
 )
@@ -66,23 +67,24 @@ if cfg.kubernetes is not None:
     kubernetes = build_kubernetes(
         cfg.kubernetes,
         cfg.environment,
-        service_monitor=device_config_service_monitor(monitoring) if monitoring is not None else None,
+        monitoring=monitoring,
         needs_job_set=any(t.kubernetes is not None and t.kubernetes.uses_job_set for t in cfg.training),
     )
     pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
     pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)
     if monitoring is not None:
         KubernetesMonitoring(
-            "monitoring",
+            KUBERNETES_MONITORING,
             KubernetesMonitoringArgs(
                 config=monitoring,
                 environment=cfg.environment,
                 gpu_stack=cfg.kubernetes.mode,
                 provider=kubernetes.provider,
-                namespace=kubernetes.namespace_name("monitoring"),
+                namespace=kubernetes.namespace_name(MONITORING_NAMESPACE),
                 exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
                 exporter_tolerations=cfg.kubernetes.gpu_tolerations(),
                 gpu_stack_workloads=gpu_stack_workloads(cfg.kubernetes),
+                prometheus_operator=kubernetes.prometheus_operator,
             ),
             opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready),
         )

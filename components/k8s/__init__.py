@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pulumi
 
 from domain.alerts import GpuStackWorkloads
 from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, KubernetesConfig
+from schema.monitoring import MonitoringConfig
 
 from .cluster import Cluster, ClusterArgs
 
@@ -39,6 +40,9 @@ class KubernetesLayer:
     job_set: JobSetController | None = None
     # The extended resource both modes expose: request it in pod limits (`amd.com/gpu: 1`).
     gpu_resource_name: str = GPU_RESOURCE_NAME
+    # What brings the Prometheus Operator CRDs: the stack's kube-prometheus-stack release, else the deploy-time
+    # check of the ServiceMonitor CRD when the DeviceConfig asks for one (GpuOperator), else nothing (the cluster's).
+    prometheus_operator: Sequence[pulumi.Resource] = ()
 
     @property
     def provider(self) -> Provider:
@@ -87,12 +91,20 @@ def gpu_stack_workloads(config: KubernetesConfig) -> GpuStackWorkloads:
 def build_kubernetes(
     config: KubernetesConfig,
     environment: str,
-    service_monitor: dict[str, Any] | None = None,
+    monitoring: MonitoringConfig | None = None,
     needs_job_set: bool = False,
 ) -> KubernetesLayer:
-    """`service_monitor`: the DeviceConfig's metrics exporter ServiceMonitor, from the monitoring section.
+    """`monitoring`: the enabled monitoring section (the DeviceConfig's ServiceMonitor, kube-prometheus-stack).
     `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment))
+    prometheus_operator: list[pulumi.Resource] = []
+    if monitoring is not None:
+        from components.monitoring import MONITORING_NAMESPACE, kube_prometheus_stack
+
+        release = kube_prometheus_stack(
+            monitoring, environment, cluster.provider, cluster.namespace_name(MONITORING_NAMESPACE)
+        )
+        prometheus_operator = [release] if release is not None else []
     job_set = None
     if needs_job_set and config.job_set.install:
         from .jobset import JobSetController, JobSetControllerArgs
@@ -104,6 +116,7 @@ def build_kubernetes(
                 environment=environment,
                 provider=cluster.provider,
                 namespace=cluster.namespace_name(config.job_set.namespace),
+                cluster=config.provider,
             ),
         )
     # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
@@ -119,7 +132,15 @@ def build_kubernetes(
                 tolerations=config.gpu_tolerations(),
             ),
         )
-        return KubernetesLayer(cluster=cluster, gpu_ready=[device_plugin], device_plugin=device_plugin, job_set=job_set)
+        return KubernetesLayer(
+            cluster=cluster,
+            gpu_ready=[device_plugin],
+            device_plugin=device_plugin,
+            job_set=job_set,
+            prometheus_operator=prometheus_operator,
+        )
+
+    from components.monitoring import device_config_service_monitor
 
     from .cert_manager import CertManager, CertManagerArgs
     from .gpu_operator import GpuOperator, GpuOperatorArgs
@@ -143,15 +164,19 @@ def build_kubernetes(
             provider=cluster.provider,
             namespace=cluster.namespace_name(config.gpu_operator.namespace),
             cert_manager=cert_manager.release if cert_manager is not None else None,
-            service_monitor=service_monitor,
+            service_monitor=device_config_service_monitor(monitoring) if monitoring is not None else None,
             tolerations=config.gpu_tolerations(),
             dcm_config=config.dcm_config(),
+            prometheus_operator=prometheus_operator,
         ),
     )
+    if gpu_operator.service_monitor_crd is not None:
+        prometheus_operator = [gpu_operator.service_monitor_crd]
     return KubernetesLayer(
         cluster=cluster,
         gpu_ready=[gpu_operator.device_config],
         cert_manager=cert_manager,
         gpu_operator=gpu_operator,
         job_set=job_set,
+        prometheus_operator=prometheus_operator,
     )

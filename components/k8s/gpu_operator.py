@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 from pulumi_kubernetes import Provider
 from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.apiextensions import v1 as apiextensions_v1
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.helm import v3 as helm_v3
 from pulumi_kubernetes.meta import v1 as meta_v1
@@ -26,6 +28,17 @@ from components.k8s.helm import pinned_release
 DEVICE_CONFIG_API_VERSION = "amd.com/v1alpha1"
 DEVICE_CONFIG_KIND = "DeviceConfig"
 DRIVER_IMAGE_PATH = "spec.driver.image"
+# The operator creates the DeviceConfig's ServiceMonitor before the test runner and the Device Config Manager, and
+# returns on its error (internal/controllers/device_config_reconciler.go L345-357, L1483-1498 @ v1.5.1): without
+# this Prometheus Operator CRD, partitioning never starts.
+SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
+# The deploy-time check reads the CRD; a missing one fails the read with the engine's "resource
+# 'servicemonitors.monitoring.coreos.com' does not exist" (pulumi/pulumi pkg/resource/deploy/step.go ReadStep.Apply
+# L1366-1368), printed under this resource name, which says the fix.
+SERVICE_MONITOR_CRD_CHECK = (
+    f"{SERVICE_MONITOR_CRD} (the DeviceConfig's ServiceMonitor needs it: install the Prometheus Operator CRDs, "
+    "or set monitoring.kubePrometheusStack.install: true)"
+)
 
 
 def chart_values(config: GpuOperatorConfig, tolerations: list[dict[str, str]]) -> dict[str, Any]:
@@ -46,6 +59,13 @@ def chart_values(config: GpuOperatorConfig, tolerations: list[dict[str, str]]) -
         # The chart's default DeviceConfig would compete with the stack's own: never install or patch it.
         "crds": {"defaultCR": {"install": False, "upgrade": False}},
     }
+
+
+def asks_for_service_monitor(spec: dict[str, Any]) -> bool:
+    """The operator creates a ServiceMonitor for this DeviceConfig spec (internal/utils.go L402-410
+    IsPrometheusServiceMonitorEnable, reached only with metricsExporter.enable: reconciler L1442-1445 @ v1.5.1)."""
+    exporter = spec.get("metricsExporter", {})
+    return bool(exporter.get("enable") and exporter.get("prometheus", {}).get("serviceMonitor", {}).get("enable"))
 
 
 def device_config_spec(
@@ -156,12 +176,18 @@ class GpuOperatorArgs:
     """Tolerations of the GPU nodes' taints (KubernetesConfig.gpu_tolerations())."""
     dcm_config: dict[str, object] = field(default_factory=dict)
     """DCM's config.json (KubernetesConfig.dcm_config()), for the ConfigMap of an enabled configManager."""
+    prometheus_operator: Sequence[pulumi.Resource] = ()
+    """What brings the ServiceMonitor CRD when the stack installs it (the kube-prometheus-stack release); empty: the
+    cluster must have it, which a DeviceConfig asking for a ServiceMonitor checks at deploy time."""
 
 
 class GpuOperator(pulumi.ComponentResource):
     release: helm_v3.Release
     device_config: CustomResource
     config_manager_map: core_v1.ConfigMap | None = None
+    service_monitor_crd: apiextensions_v1.CustomResourceDefinition | None = None
+    """The deploy-time read of the cluster's ServiceMonitor CRD, when the DeviceConfig needs it and the stack does
+    not bring it."""
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:k8s:GpuOperator", name, None, opts)
@@ -197,6 +223,15 @@ class GpuOperator(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
             )
             depends_on.append(self.config_manager_map)
+        spec = device_config_spec(settings, args.environment, args.service_monitor, args.tolerations)
+        depends_on += args.prometheus_operator
+        if asks_for_service_monitor(spec) and not args.prometheus_operator:
+            self.service_monitor_crd = apiextensions_v1.CustomResourceDefinition.get(
+                SERVICE_MONITOR_CRD_CHECK,
+                SERVICE_MONITOR_CRD,
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            )
+            depends_on.append(self.service_monitor_crd)
         # After the release: the chart installs the DeviceConfig CRD and the controller that reconciles it.
         # Deleting it removes the driver, device plugin and labeller from every selected node: protected in
         # prod. A rename (a new metadata.name) deletes the old one first: the operator refuses a second
@@ -210,7 +245,7 @@ class GpuOperator(pulumi.ComponentResource):
             api_version=DEVICE_CONFIG_API_VERSION,
             kind=DEVICE_CONFIG_KIND,
             metadata=meta_v1.ObjectMetaArgs(name=settings.name, namespace=args.namespace),
-            spec=device_config_spec(settings, args.environment, args.service_monitor, args.tolerations),
+            spec=spec,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,

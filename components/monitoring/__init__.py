@@ -1,10 +1,12 @@
 """GPU monitoring: the AMD device metrics exporter, Prometheus scraping, alert rules and the Grafana dashboard.
 
 - `KubernetesMonitoring` (`rocm-stack:monitoring:KubernetesMonitoring`): the PrometheusRule, the dashboard
-  ConfigMap for the Grafana sidecar, optionally a pinned kube-prometheus-stack release and, in the standalone
+  ConfigMap for the Grafana sidecar and, in the standalone
   device-plugin mode (no GPU Operator to run the exporter), the exporter DaemonSet, its Service and a
   ServiceMonitor. In operator mode the DeviceConfig's `metricsExporter.prometheus.serviceMonitor` scrapes the
   exporter; `device_config_service_monitor()` gives that block so both modes label targets the same way.
+- `kube_prometheus_stack()`: the optional pinned kube-prometheus-stack release, declared before the GPU stack (its
+  CRDs come with it, and the DeviceConfig's ServiceMonitor needs them).
 - `DockerExporter` (`rocm-stack:monitoring:DockerExporter`): the exporter container on one Docker GPU host.
 - `prometheus_scrape_config()`: the prometheus.yml fragment listing every Docker host's exporter.
 
@@ -39,6 +41,10 @@ EXPORTER_CONTAINER_PORT = 5000
 EXPORTER_STOP_GRACE_SECONDS = 10
 EXPORTER_NAME = "amd-device-metrics-exporter"
 KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
+# The KubernetesMonitoring component's name (its resources are named after it).
+KUBERNETES_MONITORING = "monitoring"
+# Where the rule, the dashboard and kube-prometheus-stack live.
+MONITORING_NAMESPACE = "monitoring"
 DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
 PROMETHEUS_RULE = "rocm-gpu-alerts"
 VLLM_SERVICE_MONITOR = "rocm-vllm"
@@ -118,6 +124,33 @@ def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
     }
 
 
+def kube_prometheus_stack(
+    cfg: MonitoringConfig, environment: str, provider: pulumi.ProviderResource, namespace: pulumi.Input[str]
+) -> pulumi.CustomResource | None:
+    """The pinned kube-prometheus-stack release when the stack installs it, else None. Declared before the GPU stack,
+    whose DeviceConfig waits for its CRDs; KubernetesMonitoring (declared after the GPU stack) was its parent: the
+    alias keeps its state."""
+    if not cfg.installs_kube_prometheus_stack(environment):
+        return None
+    from components.k8s.helm import pinned_release
+
+    stack_cfg = cfg.kube_prometheus_stack
+    return pinned_release(
+        f"{KUBERNETES_MONITORING}-{KUBE_PROMETHEUS_STACK_RELEASE}",
+        release_name=KUBE_PROMETHEUS_STACK_RELEASE,
+        chart="kube-prometheus-stack",
+        version=stack_cfg.chart_version,
+        repository=stack_cfg.repository,
+        namespace=namespace,
+        values=kube_prometheus_stack_values(cfg),
+        timeout_seconds=stack_cfg.timeout_seconds,
+        environment=environment,
+        parent=None,
+        provider=provider,
+        aliases=[pulumi.Alias(parent=pulumi.create_urn(KUBERNETES_MONITORING, KubernetesMonitoring.TYPE))],
+    )
+
+
 @dataclass(frozen=True)
 class KubernetesMonitoringArgs:
     config: MonitoringConfig
@@ -135,51 +168,30 @@ class KubernetesMonitoringArgs:
     """Device-plugin mode: the GPU nodes' taints' tolerations (KubernetesConfig.gpu_tolerations())."""
     gpu_stack_workloads: GpuStackWorkloads = GpuStackWorkloads()
     """The GPU stack's Deployments and DaemonSets the alerts watch (KubernetesLayer.gpu_stack_workloads())."""
+    prometheus_operator: Sequence[pulumi.Resource] = ()
+    """What brings the Prometheus Operator CRDs (KubernetesLayer.prometheus_operator): the CRs are created after."""
 
 
 class KubernetesMonitoring(pulumi.ComponentResource):
+    TYPE = "rocm-stack:monitoring:KubernetesMonitoring"
     prometheus_rule: pulumi.CustomResource
     dashboard: pulumi.CustomResource | None
-    kube_prometheus_stack: pulumi.CustomResource | None
     service_monitor: pulumi.CustomResource | None
     vllm_monitor: pulumi.CustomResource
 
     def __init__(self, name: str, args: KubernetesMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("rocm-stack:monitoring:KubernetesMonitoring", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         # Imported here: pulumi_kubernetes submodules are slow to import and Docker-only stacks never need them.
         from pulumi_kubernetes.apiextensions import CustomResource
         from pulumi_kubernetes.core import v1 as core_v1
         from pulumi_kubernetes.meta import v1 as meta_v1
 
-        from components.k8s.helm import pinned_release
-
         cfg = args.config
         on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
         selectable = {**_PART_OF, **cfg.prometheus_selector_labels}
-
-        self.kube_prometheus_stack = None
-        if cfg.installs_kube_prometheus_stack(args.environment):
-            stack_cfg = cfg.kube_prometheus_stack
-            self.kube_prometheus_stack = pinned_release(
-                f"{name}-{KUBE_PROMETHEUS_STACK_RELEASE}",
-                release_name=KUBE_PROMETHEUS_STACK_RELEASE,
-                chart="kube-prometheus-stack",
-                version=stack_cfg.chart_version,
-                repository=stack_cfg.repository,
-                namespace=args.namespace,
-                values=kube_prometheus_stack_values(cfg),
-                timeout_seconds=stack_cfg.timeout_seconds,
-                environment=args.environment,
-                parent=self,
-                provider=args.provider,
-            )
-        # PrometheusRule and ServiceMonitor are Prometheus Operator CRDs: when this stack installs the
-        # operator, create them after it.
+        # PrometheusRule and ServiceMonitor are Prometheus Operator CRDs: created after what brings them.
         after_operator = pulumi.ResourceOptions.merge(
-            on_cluster,
-            pulumi.ResourceOptions(
-                depends_on=[self.kube_prometheus_stack] if self.kube_prometheus_stack is not None else None,
-            ),
+            on_cluster, pulumi.ResourceOptions(depends_on=list(args.prometheus_operator) or None)
         )
 
         watched = args.gpu_stack_workloads
@@ -259,7 +271,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             {
                 "prometheusRule": PROMETHEUS_RULE,
                 "dashboardConfigMap": DASHBOARD_CONFIGMAP if self.dashboard is not None else None,
-                "kubePrometheusStack": self.kube_prometheus_stack is not None,
+                "kubePrometheusStack": cfg.installs_kube_prometheus_stack(args.environment),
             }
         )
 
