@@ -109,6 +109,7 @@ def test_day2_adopts_the_crd_helm_installed_and_takes_its_fields():
     plan = with_job_set("prod")
     (crds,) = plan.of_type(CONFIG_FILE)
     provider = plan.get(K8S_PROVIDER, "jobset-crds")
+    assert crds["provider"] == provider["urn"]  # the engine hands it on to the CRD (inheritFromParent: Provider)
     assert provider["inputs"] == {"context": "gpu-prod", "upsertExistingObjects": "true", "enablePatchForce": "true"}
     assert provider["inputs"]["context"] == plan.get(K8S_PROVIDER, "k8s")["inputs"]["context"]
     create = lines(PULUMI_K8S, "provider/pkg/await/await.go", 190, 191)
