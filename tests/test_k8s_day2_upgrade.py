@@ -276,7 +276,7 @@ def test_a_partition_profile_edit_patches_the_dcm_config_map_in_place():
     [impact] = report_of(before, after).impacts
     assert (impact.type, impact.action) == (CONFIG_MAP, Action.UPDATE)
     assert impact.updated == [("data.config.json", "k8s.configmap-mutable")]
-    [provider] = [r for r in after.of_type("pulumi:providers:kubernetes")]
+    provider = after.get("pulumi:providers:kubernetes", "k8s")  # the cluster's (the JobSet CRD has its own)
     assert provider["inputs"]["enableConfigMapMutable"] == "true"
     assert "DCM monitors for any changes in the ConfigMap" in lines(
         OPERATOR, "docs/dcm/device-config-manager-configmap.md", 3, 3
@@ -295,7 +295,7 @@ def test_turning_on_mutable_config_maps_updates_the_provider_and_replaces_nothin
     k8s.provider-config: only kubeconfig, context or cluster replace it) and touches no object under it."""
     before = copy.deepcopy(prod_plan.to_json())
     for resource in before["resources"]:
-        if resource["type"] == "pulumi:providers:kubernetes":
+        if resource["type"] == "pulumi:providers:kubernetes" and resource["name"] == "k8s":
             del resource["inputs"]["enableConfigMapMutable"]
     report = predict(SynthPlan.model_validate(before), SynthPlan.model_validate(prod_plan.to_json()))
     [impact] = report.impacts
