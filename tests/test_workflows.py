@@ -18,8 +18,9 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 SETUP_ACTION = ROOT / ".github" / "actions" / "pulumi-setup" / "action.yml"
 BIN = Path(sys.executable).parent
 STACKS = ["dev", "prod"]
-PULUMI_ACTION = "pulumi/actions@v7"  # v7.0.0 (2026-05): the Node 24 major; inputs unchanged from v6
-# pulumi/actions inputs as its README documents them.
+PULUMI_ACTION = "pulumi/actions@8e5e406f4007fca908480587cb9893c07090f58d"  # v7.0.0 (2026-05), the Node 24 major
+MIRRORS = Path("/work/.mirror")  # fetched upstream repositories (owner+name/repo): checks against them skip without
+# pulumi/actions inputs as its README documents them (checked against its action.yml at the pin where mirrored).
 PULUMI_ACTION_INPUTS = {
     "command",
     "stack-name",
@@ -53,7 +54,6 @@ PULUMI_ACTION_INPUTS = {
     "exclude-protected",
     "suppress-outputs",
     "suppress-progress",
-    "omit-stdout",
     "plan",
     "always-include-summary",
     "continue-on-error",
@@ -122,17 +122,67 @@ def test_schemas_pass(schema, files):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_action_is_pinned_to_a_release():
-    uses = all_uses()
-    assert PULUMI_ACTION in uses
-    for ref in uses:
-        if ref.startswith("./"):
-            assert (ROOT / ref).is_dir(), ref
+def uses_lines() -> list[tuple[str, str]]:
+    """(file, `uses:` line) of every step in the workflows and the setup action, comments included."""
+    files = [*sorted(WORKFLOWS.glob("*.yml")), SETUP_ACTION]
+    return [(f.name, line.strip()) for f in files for line in f.read_text().splitlines() if "uses:" in line]
+
+
+def mirror(action: str) -> Path | None:
+    git_dir = MIRRORS / action.replace("/", "+") / "repo"
+    return git_dir if git_dir.is_dir() else None
+
+
+def test_every_action_is_pinned_by_commit_sha():
+    """A tag can be moved to other code by whoever controls the action's repository; a full commit SHA cannot
+    (https://docs.github.com/en/actions/security-guides/security-hardening-for-github-actions#using-third-party-actions:
+    "Pinning an action to a full length commit SHA is currently the only way to use an action as an immutable
+    release"). The release in the comment is the tag that SHA is, read from the fetched mirror where present."""
+    lines = uses_lines()
+    assert len(lines) == len(all_uses()) and PULUMI_ACTION in all_uses()
+    checked = 0
+    for name, line in lines:
+        ref = re.fullmatch(r"- uses: (\S+?)(?:@(\S+))?(?: # (\S+))?", line)
+        assert ref, (name, line)
+        action, sha, tag = ref.groups()
+        if action.startswith("./"):
+            assert (ROOT / action).is_dir() and sha is None, line
             continue
-        version = ref.partition("@")[2]
-        # A major or full release tag, or a commit SHA; never a branch.
-        assert re.fullmatch(r"v\d+(\.\d+){0,2}|[0-9a-f]{40}", version), ref
-    assert not [ref for ref in uses if ref.startswith("pulumi/actions@") and ref != PULUMI_ACTION]
+        assert sha and re.fullmatch(r"[0-9a-f]{40}", sha), f"{name}: {line}: pin by a 40-hex commit SHA"
+        assert tag and re.fullmatch(r"v\d+\.\d+\.\d+", tag), f"{name}: {line}: name the release in a comment"
+        git_dir = mirror(action)
+        if git_dir is None:
+            continue
+        resolved = subprocess.run(
+            ["git", "-C", str(git_dir), "rev-parse", f"{tag}^{{commit}}"], capture_output=True, text=True
+        ).stdout.strip()
+        assert resolved == sha, f"{name}: {action} {tag} is {resolved}, not {sha}"
+        checked += 1
+    if not checked:
+        pytest.skip("no action mirror under /work/.mirror: SHAs not checked against their tags")
+
+
+def test_pulumi_action_inputs_exist_in_the_pinned_release():
+    git_dir = mirror("pulumi/actions")
+    if git_dir is None:
+        pytest.skip("no pulumi/actions mirror")
+    sha = PULUMI_ACTION.partition("@")[2]
+    declared = yaml.safe_load(
+        subprocess.run(
+            ["git", "-C", str(git_dir), "show", f"{sha}:action.yml"], capture_output=True, text=True, check=True
+        ).stdout
+    )["inputs"]
+    assert PULUMI_ACTION_INPUTS <= set(declared), PULUMI_ACTION_INPUTS - set(declared)
+
+
+def test_checkouts_leave_no_token_behind():
+    """actions/checkout stores the job's token in .git/config unless `persist-credentials: false` (its
+    action.yml: `persist-credentials` default true); the program, pack and Makefile that run after it are the
+    pull request's or main's code, which has no use for it."""
+    for path in WORKFLOWS.glob("*.yml"):
+        for job in load(path.name)["jobs"].values():
+            for step in steps_using(job, "actions/checkout@"):
+                assert step.get("with", {}).get("persist-credentials") is False, (path.name, step)
 
 
 def test_pulumi_action_inputs_exist():
@@ -160,6 +210,8 @@ def test_setup_logs_in_with_a_token_or_a_backend_url():
             for step in steps_using(job, "./.github/actions/pulumi-setup"):
                 assert step["with"]["backend-url"] == "${{ secrets.PULUMI_BACKEND_URL }}"
                 assert step["with"]["config-passphrase"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+                assert step["with"]["ssh-private-key"] == "${{ secrets.DEPLOY_SSH_KEY }}"
+                assert step["with"]["kubeconfig"] == "${{ secrets.KUBECONFIG }}"
                 assert job["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}"
 
 
@@ -187,6 +239,8 @@ def test_preview_on_pull_requests():
     assert "matrix.stack" in step["with"]["stack-name"]
     assert preview["permissions"]["pull-requests"] == "write"
     assert "head.repo.full_name == github.repository" in preview["if"]
+    # The pull request's code with the stack's secrets: only those of preview-<stack> (preview-prod: approved).
+    assert preview["environment"] == "preview-${{ matrix.stack }}"
 
 
 def comment_step() -> dict:
@@ -265,7 +319,7 @@ def test_deploy_dev_then_prod_behind_the_production_environment():
         # pulumi/actions pairs each policyPacks entry with the policyPackConfigs entry at its index (src/config.ts
         # makeConfig -> `pulumi up --policy-pack-config`): prod's pack judges the stack as prod, mandatory.
         assert step["with"].get("policyPackConfigs") == ("policy/prod.json" if stack == "prod" else None)
-    assert groups == {"deploy-dev", "deploy-prod"}  # one group per stack
+    assert groups == {"pulumi-dev", "pulumi-prod"}  # one group per stack
 
 
 def test_drift_on_schedule_and_on_demand_opens_issues():
@@ -275,7 +329,7 @@ def test_drift_on_schedule_and_on_demand_opens_issues():
     assert workflow["permissions"]["issues"] == "write"
     job = workflow["jobs"]["drift"]
     assert job["strategy"]["matrix"]["stack"] == STACKS and job["strategy"]["fail-fast"] is False
-    assert job["concurrency"]["cancel-in-progress"] is False and "matrix.stack" in job["concurrency"]["group"]
+    assert job["environment"] == "drift-${{ matrix.stack }}"
     text = run_text(job)
     assert re.search(r"pulumi preview --stack \"\$STACK\" --refresh --expect-no-changes --json", text)
     assert "rocm-stack drift drift/preview.json --out drift/summary.md" in text
@@ -332,3 +386,155 @@ def test_every_venv_command_the_workflows_call_is_installed_by_the_setup():
     assert ".venv/bin/pip install --quiet --no-deps -e ." in setup
     pip_installed = {"python", "pip"} | scripts
     assert called <= pip_installed | {"pulumi"}, called - pip_installed
+
+
+def test_no_workflow_runs_untrusted_code_with_the_base_repositorys_secrets():
+    """`pull_request_target` and `workflow_run` run with the base repository's secrets and a write token even
+    for forks; checking out the pull request's head there hands both to its code (GitHub Security Lab,
+    "Keeping your GitHub Actions and workflows secure Part 1: Preventing pwn requests",
+    https://securitylab.github.com/resources/github-actions-preventing-pwn-requests/). Pull requests use
+    `pull_request`, whose runs from forks get no secrets ("With the exception of GITHUB_TOKEN, secrets are not
+    passed to the runner when a workflow is triggered from a forked repository",
+    https://docs.github.com/en/actions/security-guides/using-secrets-in-github-actions)."""
+    for path in WORKFLOWS.glob("*.yml"):
+        assert not {"pull_request_target", "workflow_run"} & set(triggers(load(path.name))), path.name
+
+
+def test_secrets_are_read_only_by_jobs_of_an_environment():
+    """A job gets an environment's secrets only after the environment's protection rules pass (required
+    reviewers, deployment branches: https://docs.github.com/en/actions/deployment/targeting-different-environments/using-environments-for-deployment);
+    repository secrets go to every job of every branch, including the workflow files a pull request edits. So
+    every job that reads a secret names its environment, and a pull request's jobs only `preview-<stack>`: the
+    environments of deploys and drift checks allow main only, and preview-prod has required reviewers."""
+    environments = {}
+    for path in WORKFLOWS.glob("*.yml"):
+        workflow = load(path.name)
+        for name, job in workflow["jobs"].items():
+            secrets = set(re.findall(r"secrets\.(\w+)", yaml.safe_dump(job)))
+            if not secrets:
+                continue
+            assert "environment" in job, f"{path.name} {name} reads {secrets} outside an environment"
+            environments[(path.name, name)] = job["environment"]
+            if "pull_request" in triggers(workflow):
+                assert job["environment"] == "preview-${{ matrix.stack }}", (path.name, name)
+    assert environments == {
+        ("deploy.yml", "dev"): "dev",
+        ("deploy.yml", "prod"): "production",
+        ("drift.yml", "drift"): "drift-${{ matrix.stack }}",
+        ("preview.yml", "preview"): "preview-${{ matrix.stack }}",
+    }
+    # The synth job runs the pull request's code with no approval, on a GitHub-hosted runner: no secrets there.
+    synth = load("preview.yml")["jobs"]["synth"]
+    assert "secrets." not in yaml.safe_dump(synth) and synth["runs-on"] == "ubuntu-latest"
+
+
+def test_deploy_and_drift_of_a_stack_share_one_queue():
+    """One concurrency group per stack for deploys and drift checks. GitHub keeps at most one running job per
+    group; by default a newly queued job cancels the pending one, `queue: max` keeps up to 100 pending in order
+    (https://docs.github.com/en/actions/writing-workflows/choosing-what-your-workflow-does/control-the-concurrency-of-workflows-and-jobs,
+    changelog 2026-05-07 "concurrency groups now allow larger queues"): a drift check never cancels a pending
+    deploy. A self-managed backend locks the stack for `up` but not for `preview` (pulumi/pulumi
+    pkg/backend/diy/backend.go: Update calls b.Lock, Preview does not and writes no snapshot), so without the group
+    a drift check during a deploy would report the deploy's own changes as drift. PR previews stay out of it: they
+    would queue deploys behind every push."""
+    deploy, drift = load("deploy.yml")["jobs"], load("drift.yml")["jobs"]["drift"]
+    for stack in STACKS:
+        job = deploy["prod" if stack == "prod" else stack]
+        drift_group = drift["concurrency"]["group"].replace("${{ matrix.stack }}", stack)
+        assert job["concurrency"]["group"] == drift_group == f"pulumi-{stack}"
+        for concurrency in (job["concurrency"], drift["concurrency"]):
+            assert concurrency["cancel-in-progress"] is False and concurrency["queue"] == "max"
+    preview = load("preview.yml")
+    assert preview["concurrency"]["group"].startswith("preview-")
+    assert all("concurrency" not in job for job in preview["jobs"].values())
+
+
+def host_access_step() -> dict:
+    setup = yaml.safe_load(SETUP_ACTION.read_text())
+    (step,) = [s for s in setup["runs"]["steps"] if s.get("name") == "Host and cluster access for this job"]
+    return step
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_host_access_comes_from_the_environment_and_stays_in_the_job(tmp_path, given):
+    """The setup step with a real ssh-agent: the deploy key (an environment secret) is held by the agent, never
+    written to disk, and the kubeconfig is written under RUNNER_TEMP, readable by its owner only. Docker's ssh
+    connection (`ssh://` hosts) and the Kubernetes provider read them from SSH_AUTH_SOCK and KUBECONFIG."""
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    runner_temp, github_env = tmp_path / "temp", tmp_path / "github_env"
+    runner_temp.mkdir()
+    github_env.touch()
+    env = {
+        **os.environ,
+        "RUNNER_TEMP": str(runner_temp),
+        "GITHUB_ENV": str(github_env),
+        "SSH_KEY": key.read_text() if given else "",
+        "KUBECONFIG_DATA": "apiVersion: v1\nkind: Config\n" if given else "",
+    }
+    env.pop("SSH_AUTH_SOCK", None)
+    result = subprocess.run(
+        ["bash", "-e", "-c", host_access_step()["run"]], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    exported = dict(line.split("=", 1) for line in github_env.read_text().splitlines())
+    if not given:
+        assert exported == {}
+        return
+    try:
+        assert set(exported) == {"SSH_AUTH_SOCK", "SSH_AGENT_PID", "KUBECONFIG"}
+        listed = subprocess.run(
+            ["ssh-add", "-l"], env={**env, "SSH_AUTH_SOCK": exported["SSH_AUTH_SOCK"]}, capture_output=True, text=True
+        ).stdout
+        fingerprint = subprocess.run(["ssh-keygen", "-lf", f"{key}.pub"], capture_output=True, text=True).stdout
+        assert fingerprint.split()[1] in listed
+        kubeconfig = Path(exported["KUBECONFIG"])
+        assert kubeconfig.parent.parent == runner_temp and kubeconfig.stat().st_mode & 0o777 == 0o600
+        secret = key.read_text().splitlines()[1]
+        assert not [f for f in runner_temp.rglob("*") if f.is_file() and secret in f.read_text(errors="ignore")]
+    finally:
+        os.kill(int(exported["SSH_AGENT_PID"]), 15)
+
+
+CODEOWNERS = ROOT / ".github" / "CODEOWNERS"
+
+
+def test_codeowners_cover_what_decides_how_prod_is_judged_and_deployed(tmp_path):
+    """GitHub CODEOWNERS: patterns follow .gitignore's rules (no `!` negation, no `[ ]` ranges) and "the last
+    matching pattern takes the most precedence"; .github/ is searched first
+    (https://docs.github.com/en/repositories/managing-your-repositorys-settings-and-features/customizing-your-repository/about-code-owners).
+    Which pattern owns a path is asked of git itself (`git check-ignore -v` reports the last matching
+    pattern of the same rules), on a tree with the repository's paths plus future prod stacks."""
+    rules = [line for line in CODEOWNERS.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    patterns = [rule.split()[0] for rule in rules]
+    assert not [p for p in patterns if p.startswith("!") or "[" in p], "syntax GitHub does not support"
+    protected = [
+        ".github/CODEOWNERS",
+        ".github/actions/pulumi-setup/action.yml",
+        *(str(p.relative_to(ROOT)) for p in WORKFLOWS.glob("*.yml")),
+        *(str(p.relative_to(ROOT)) for p in (ROOT / "policy").rglob("*") if p.is_file() and ".venv" not in p.parts),
+        "policy/prod.json",
+        "stacks/Pulumi.prod.yaml",
+        "stacks/Pulumi.prod-eu.yaml",  # a prod stack by its name (docs/security.md)
+        "stacks/placement.prod.yaml",
+    ]
+    unprotected = ["stacks/Pulumi.dev.yaml", "README.md"]
+    for path in protected + unprotected:
+        (tmp_path / "tree" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tree" / path).touch()
+    subprocess.run(["git", "init", "-q", str(tmp_path / "tree")], check=True)
+    excludes = tmp_path / "patterns"  # the patterns alone, one per rule, in order
+    excludes.write_text("\n".join(patterns) + "\n")
+    result = subprocess.run(
+        ["git", "-c", f"core.excludesFile={excludes}", "check-ignore", "--no-index", "-v", *protected, *unprotected],
+        cwd=tmp_path / "tree",
+        capture_output=True,
+        text=True,
+    )
+    owner_of = {}
+    for line in result.stdout.splitlines():
+        source, path = line.split("\t")
+        owner_of[path] = rules[int(source.split(":")[1]) - 1].split()[1:]
+    for path in protected:
+        assert owner_of.get(path) == ["@example-org/platform-owners"], path
+    assert not set(unprotected) & set(owner_of)
