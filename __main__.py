@@ -4,6 +4,7 @@ import pulumi
 
 from schema import ConfigError, from_pulumi
 from schema.docker import host_images
+from schema.workloads import namespace_pod_security
 from components.docker.gpu_host import GpuHost, GpuHostArgs
 from components.k8s import build_kubernetes, gpu_stack_workloads
 from components.monitoring import (
@@ -69,6 +70,10 @@ if cfg.kubernetes is not None:
         cfg.environment,
         monitoring=monitoring,
         needs_job_set=any(t.kubernetes is not None and t.kubernetes.uses_job_set for t in cfg.training),
+        pod_security=namespace_pod_security(
+            cfg,
+            privileged=[MONITORING_NAMESPACE] if cfg.monitoring.installs_kube_prometheus_stack(cfg.environment) else [],
+        ),
     )
     pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
     pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)

@@ -594,6 +594,17 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
 
     yield from _partition_problems(k8s)
     yield from _reboot_problems(k8s, cfg.environment)
+    if prod:
+        from policy.rocm_policy.rules import helm_repository_problem  # the policy pack's rule
+
+        repositories = [("kubernetes.gpuOperator.repository", k8s.gpu_operator.repository)]
+        if k8s.cert_manager.install:
+            repositories.append(("kubernetes.certManager.repository", k8s.cert_manager.repository))
+        if cfg.monitoring.installs_kube_prometheus_stack(cfg.environment):
+            repositories.append(
+                ("monitoring.kubePrometheusStack.repository", cfg.monitoring.kube_prometheus_stack.repository)
+            )
+        yield from ((path, problem) for path, url in repositories if (problem := helm_repository_problem(url)))
 
     images: list[tuple[str, str]] = []
     if k8s.mode == "operator":

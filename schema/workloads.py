@@ -399,6 +399,8 @@ class InferenceKubernetes(ConfigModel):
     # None: hostPath /var/lib/rocm-stack/huggingface in dev, a 200Gi ReadWriteMany PVC in prod.
     model_cache: ModelCacheStorage | None = None
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    allow_load_balancer: bool = False
+    """Prod's explicit opt-in to `serviceType: LoadBalancer`, which publishes the API outside the cluster."""
     # PodDisruptionBudget minAvailable; None: replicas - 1 in prod (no PDB when that is 0), none in dev.
     min_available: int | None = Field(None, ge=1)
     cpu: CpuQuantity = "8"
@@ -633,6 +635,29 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     yield from _fleet_problems(cfg)
 
 
+def namespace_pod_security(cfg: _StackWithWorkloads, privileged: Collection[str] = ()) -> dict[str, str]:
+    """The Pod Security level each namespace the stack owns enforces (Pod Security Admission's namespace label,
+    https://kubernetes.io/docs/concepts/security/pod-security-admission/): `privileged` for the GPU layer's (the
+    operator's driver, device plugin and exporter pods, the standalone device plugin, are privileged and mount
+    the node's /sys and /dev) and for `privileged` (kube-prometheus-stack's node exporter shares the node's PID and
+    network namespaces); for a workload namespace the most permissive `podSecurity` of its workloads (SYS_NICE and
+    IPC_LOCK are not among baseline's capabilities:
+    https://kubernetes.io/docs/concepts/security/pod-security-standards/); baseline for any other."""
+    k8s = cfg.kubernetes
+    if k8s is None:
+        return {}
+    gpu_layer = k8s.gpu_operator.namespace if k8s.mode == "operator" else k8s.device_plugin.namespace
+    workloads = [w.kubernetes for w in (*cfg.training, *cfg.inference) if w.kubernetes is not None]
+    levels = {}
+    for namespace in k8s.owned_namespaces():
+        asked = {w.pod_security for w in workloads if w.namespace == namespace}
+        if namespace == gpu_layer or namespace in privileged or "privileged" in asked:
+            levels[namespace] = "privileged"
+        else:
+            levels[namespace] = "baseline"
+    return levels
+
+
 def _host_access_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     """The host directories the Docker workloads mount and the ports they publish, by the policy pack's rules
     (policy/rocm_policy/rules.py; schema/docker.py checks the partitions' own)."""
@@ -648,6 +673,21 @@ def _host_access_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]
                 yield f"inference[{index}].docker.modelCacheDir", problem
             if problem := rules.published_port_problem(inference.port, inference.docker.published_port):
                 yield f"inference[{index}].docker.publishedPort", problem
+        k8s = inference.kubernetes
+        if k8s is not None:
+            cache = k8s.effective_model_cache(cfg.environment)
+            if isinstance(cache, HostPathStorage) and (
+                problem := rules.host_mount_problem(cache.path, read_only=False)
+            ):
+                yield f"inference[{index}].kubernetes.modelCache.path", problem
+            if problem := rules.load_balancer_problem(k8s.service_type, k8s.allow_load_balancer):
+                yield f"inference[{index}].kubernetes.serviceType", problem
+    for index, training in enumerate(cfg.training):
+        checkpoints = training.kubernetes.checkpoints if training.kubernetes is not None else None
+        if isinstance(checkpoints, HostPathStorage) and (
+            problem := rules.host_mount_problem(checkpoints.path, read_only=False)
+        ):
+            yield f"training[{index}].kubernetes.checkpoints.path", problem
     if cfg.monitoring.enabled and (problem := rules.published_port_problem(0, cfg.monitoring.exporter_port)):
         yield "monitoring.exporterPort", problem
 

@@ -585,11 +585,14 @@ def test_sys_nice_where_pod_security_allows_it(prod):
     baseline allows only AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP,
     SETGID, SETPCAP, SETUID, SYS_CHROOT (https://kubernetes.io/docs/concepts/security/pod-security-standards/)."""
     for pod in (training_pod(prod, "llm-pretrain"), pod_spec(prod, DEPLOYMENT, "llama")):
-        assert pod["containers"][0]["securityContext"] == {"capabilities": {"add": ["SYS_NICE"]}}
+        assert pod["containers"][0]["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"add": ["SYS_NICE"]},
+        }
     config = _set(prod_config(), "training[0].kubernetes.podSecurity", "baseline")
     plan = synth("prod", _set(config, "inference[0].kubernetes.podSecurity", "baseline"), TOKEN)
     for pod in (training_pod(plan, "llm-pretrain"), pod_spec(plan, DEPLOYMENT, "llama")):
-        assert "securityContext" not in pod["containers"][0]
+        assert pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False}
 
 
 RDMA = {

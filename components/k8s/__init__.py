@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,10 +93,12 @@ def build_kubernetes(
     environment: str,
     monitoring: MonitoringConfig | None = None,
     needs_job_set: bool = False,
+    pod_security: Mapping[str, str] | None = None,
 ) -> KubernetesLayer:
     """`monitoring`: the enabled monitoring section (the DeviceConfig's ServiceMonitor, kube-prometheus-stack).
-    `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it)."""
-    cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment))
+    `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it).
+    `pod_security`: owned namespace -> its Pod Security level (schema.workloads.namespace_pod_security)."""
+    cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment, pod_security=pod_security or {}))
     prometheus_operator: list[pulumi.Resource] = []
     if monitoring is not None:
         from components.monitoring import MONITORING_NAMESPACE, kube_prometheus_stack

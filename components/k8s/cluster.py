@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_kubernetes import Provider
@@ -12,10 +13,18 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from schema.kubernetes import KubernetesConfig
 
 
+# Pod Security Admission's namespace labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+PSA_ENFORCE_VERSION = "pod-security.kubernetes.io/enforce-version"
+
+
 @dataclass(frozen=True)
 class ClusterArgs:
     config: KubernetesConfig
     environment: str
+    pod_security: Mapping[str, str] = field(default_factory=dict)
+    """Owned namespace -> the Pod Security level it enforces (schema.workloads.namespace_pod_security); others
+    baseline."""
 
 
 class Cluster(pulumi.ComponentResource):
@@ -46,7 +55,16 @@ class Cluster(pulumi.ComponentResource):
         self.namespaces = {
             namespace: core_v1.Namespace(
                 f"{name}-{namespace}",
-                metadata=meta_v1.ObjectMetaArgs(name=namespace, labels={"app.kubernetes.io/managed-by": "rocm-stack"}),
+                metadata=meta_v1.ObjectMetaArgs(
+                    name=namespace,
+                    labels={
+                        "app.kubernetes.io/managed-by": "rocm-stack",
+                        # The level its pods need, whatever the cluster's default (often baseline, which rejects
+                        # the GPU pods' SYS_NICE). A label change is an update in place.
+                        PSA_ENFORCE: args.pod_security.get(namespace, "baseline"),
+                        PSA_ENFORCE_VERSION: "latest",
+                    },
+                ),
                 opts=owned,
             )
             for namespace in args.config.owned_namespaces()

@@ -38,7 +38,7 @@ from pathlib import PurePosixPath
 from pulumi_kubernetes.core import v1 as core_v1
 
 from schema.checks import GpuFloors
-from .pods import PROGRAM_DIR
+from .pods import PROGRAM_DIR, security_context
 
 GPU_CHECK_CONTAINER = "gpucheck"
 # What programs/gpucheck.py needs of programs/ (the standard library and torch otherwise).
@@ -72,6 +72,7 @@ def gpu_check_container(
         command=gpucheck_command(gpus, check.floors, check.timeout_seconds),
         env=[core_v1.EnvVarArgs(name="PYTHONPATH", value=str(PurePosixPath(PROGRAM_DIR).parent))],
         resources=resources,
+        security_context=security_context("baseline"),
         volume_mounts=[
             core_v1.VolumeMountArgs(name=program_volume, mount_path=PROGRAM_DIR, read_only=True),
             # RCCL's all-reduce between the pod's GPUs goes through /dev/shm: the pod's memory-backed one.

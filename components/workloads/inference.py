@@ -14,6 +14,7 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
+from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
 from schema.docker import PortMapping, SecurityProfile
 from schema.workloads import InferenceConfig, model_cache_dir
 from components.docker.gpu_host import published
@@ -21,6 +22,8 @@ from components.docker.partitions import Partition, WorkloadContainerArgs, pull_
 from components.docker.readback import seconds
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
+    AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+    POD_SECURITY,
     auto_named_secret,
     env_secret,
     env_vars,
@@ -223,6 +226,8 @@ class VllmServer(pulumi.ComponentResource):
                         # vLLM reads VLLM_* variables; Kubernetes' service links would inject some
                         # (VLLM_PORT for a Service named vllm, per vLLM's environment-variable docs).
                         enable_service_links=False,
+                        security_context=POD_SECURITY,
+                        automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
                         node_selector=k8s.node_selector or None,
                         tolerations=tolerations_of(k8s.tolerations),
                         topology_spread_constraints=[spread],
@@ -238,7 +243,13 @@ class VllmServer(pulumi.ComponentResource):
         )
         self.service = core_v1.Service(
             f"{name}-service",
-            metadata=metadata(name),
+            metadata=meta_v1.ObjectMetaArgs(
+                name=name,
+                namespace=args.namespace,
+                labels=labels,
+                # The config's opt-in, where the pack sees it (prod refuses a LoadBalancer without it).
+                annotations={LOAD_BALANCER_OPT_IN: "true"} if k8s.allow_load_balancer else None,
+            ),
             spec=core_v1.ServiceSpecArgs(
                 type=k8s.service_type,
                 selector=labels,

@@ -100,17 +100,27 @@ def pod_resources(
     return core_v1.ResourceRequirementsArgs(limits=amounts, requests=dict(amounts))
 
 
-def security_context(pod_security: str, ipc_lock: bool = False) -> core_v1.SecurityContextArgs | None:
-    """SYS_NICE lets libnuma/numactl bind memory: the runtime's default seccomp profile allows mbind and
-    set_mempolicy only with CAP_SYS_NICE (containerd contrib/seccomp/seccomp_default.go, since v1.7.0; moby
-    profiles/seccomp/default.json), as on the Docker hosts. IPC_LOCK lets RDMA pin (register) memory
-    without the memlock limit ("This limit is not enforced if the process is privileged (CAP_IPC_LOCK)", man 2
-    mlock). Pod Security baseline allows neither, so both need a `privileged` namespace."""
-    if pod_security != "privileged":
-        return None
+def security_context(pod_security: str, ipc_lock: bool = False) -> core_v1.SecurityContextArgs:
+    """Every container: no privilege escalation (no setuid gains, the Kubernetes form of the Docker hosts' hardened
+    `no-new-privileges`). SYS_NICE lets libnuma/numactl bind memory: the runtime's default seccomp profile (every
+    pod runs RuntimeDefault, POD_SECURITY) allows mbind and set_mempolicy only with CAP_SYS_NICE (containerd
+    contrib/seccomp/seccomp_default.go, since v1.7.0; moby profiles/seccomp/default.json), as on the Docker hosts.
+    IPC_LOCK lets RDMA pin (register) memory without the memlock limit ("This limit is not enforced if the process
+    is privileged (CAP_IPC_LOCK)", man 2 mlock). Pod Security baseline allows neither capability, so both need a
+    `privileged` namespace."""
+    capabilities = ["SYS_NICE", *(["IPC_LOCK"] if ipc_lock else [])] if pod_security == "privileged" else None
     return core_v1.SecurityContextArgs(
-        capabilities=core_v1.CapabilitiesArgs(add=["SYS_NICE", *(["IPC_LOCK"] if ipc_lock else [])])
+        allow_privilege_escalation=False,
+        capabilities=core_v1.CapabilitiesArgs(add=capabilities) if capabilities else None,
     )
+
+
+# Every workload pod: the container runtime's default seccomp profile (the kubelet's default is Unconfined unless
+# it runs with --seccomp-default: https://kubernetes.io/docs/tutorials/security/seccomp/). Allowed at every Pod
+# Security level (baseline forbids only Unconfined).
+POD_SECURITY = core_v1.PodSecurityContextArgs(seccomp_profile=core_v1.SeccompProfileArgs(type="RuntimeDefault"))
+# No workload talks to the API server: no service-account token in the pods.
+AUTOMOUNT_SERVICE_ACCOUNT_TOKEN = False
 
 
 def shm_volume(size_bytes: int) -> core_v1.VolumeArgs:

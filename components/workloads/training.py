@@ -27,6 +27,8 @@ from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, TrainingCon
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
+    AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+    POD_SECURITY,
     PROGRAM_DIR,
     env_secret,
     env_vars,
@@ -416,6 +418,7 @@ class TrainingJob(pulumi.ComponentResource):
                 limits={k: trainer_amounts[k] for k in ("cpu", "memory")},
                 requests={k: trainer_amounts[k] for k in ("cpu", "memory")},
             ),
+            security_context=security_context("baseline"),
             volume_mounts=[program_mount],
         )
         annotations = {"rocm-stack/program-sha256": program_digest(files)}
@@ -430,6 +433,8 @@ class TrainingJob(pulumi.ComponentResource):
                 # A drain's eviction (GPU driver upgrade) or a deletion: time for train.py to checkpoint.
                 termination_grace_period_seconds=k8s.termination_grace_period_seconds,
                 enable_service_links=False,
+                security_context=POD_SECURITY,
+                automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
                 host_network=host_network or None,
                 # A hostNetwork pod still resolves the JobSet's pod names through cluster DNS.
                 dns_policy="ClusterFirstWithHostNet" if host_network else None,

@@ -177,8 +177,33 @@ def _validate_config_secrets(args: StackValidationArgs, report_violation: Report
 POLICIES = [
     _resource_policy(
         "pinned-images",
-        "Images are pinned: a version tag or a digest, never 'latest' or no tag (Docker images, Kubernetes pods).",
+        "Images are pinned: a version tag or a digest, never 'latest', a moving tag (nightly, main, ...) or no tag "
+        "(Docker images, every pod template including JobSets', the DeviceConfig's images).",
         rules.unpinned_images,
+    ),
+    _resource_policy(
+        "pinned-charts",
+        "Helm releases name an exact chart version, never a range or none.",
+        rules.helm_release_problems,
+    ),
+    _resource_policy(
+        "prod-pod-host-access",
+        "In prod no pod shares the node's PID or IPC namespace, and no workload pod runs privileged or mounts a "
+        "system path of its node.",
+        rules.pod_host_access_problems,
+        prod_only=True,
+    ),
+    _resource_policy(
+        "prod-exposure",
+        "In prod a LoadBalancer Service needs the explicit opt-in, and Helm charts come over https or OCI.",
+        rules.exposure_problems,
+        prod_only=True,
+    ),
+    _resource_policy(
+        "prod-namespaces-pod-security",
+        "In prod every namespace the stack creates carries its Pod Security Admission enforce level.",
+        rules.namespace_pod_security_problems,
+        prod_only=True,
     ),
     _resource_policy(
         "docker-gpu-container-devices",

@@ -23,7 +23,12 @@ CONTAINER = "docker:index/container:Container"
 DOCKER_PROVIDER = "pulumi:providers:docker"
 DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
 NAMESPACE = "kubernetes:core/v1:Namespace"
-HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+SERVICE = "kubernetes:core/v1:Service"
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+# JobSet (kubernetes-sigs/jobset v0.12.0 api/jobset/v1alpha2): each replicatedJobs[].template is a batch/v1 JobTemplate.
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HELM_TYPES = (HELM_RELEASE, "kubernetes:helm.sh/v4:Chart")
 GPU_RESOURCE = "amd.com/gpu"
 # Docker label on every GPU partition's container (a partition's shell or the workload running in it): host/container.
 PARTITION_LABEL = "rocm-stack.partition"
@@ -75,17 +80,45 @@ def _dig(props: Mapping[str, Any], path: Iterable[str]) -> Any:
 # --- images ---------------------------------------------------------------------------------------------
 
 
+# Tags that name a branch or a channel rather than a build: a deny-list of the conventional names that registries
+# re-push (rocm/pytorch's `latest-release`, rocm/pytorch-nightly's `nightly`, the JobSet chart's staging `main`,
+# `stable`/`edge` channels). A tag that is none of these may still be re-pushed: only a digest pins for sure.
+MOVING_TAGS = frozenset(
+    {
+        "nightly",
+        "latest-release",
+        "main",
+        "master",
+        "dev",
+        "develop",
+        "devel",
+        "edge",
+        "stable",
+        "head",
+        "canary",
+        "next",
+        "beta",
+        "alpha",
+        "testing",
+        "unstable",
+        "release",
+        "current",
+        "trunk",
+    }
+)
+
+
 def unpinned_reason(reference: str) -> str | None:
     """Why an image reference does not pin one image ("has no tag, ..."), or None. A digest or an image ID pins;
-    `latest` in any case or spelling (`nightly-latest`, `LATEST`) never does. The stack config's check
-    (schema/docker.py image_pin_problem) uses this rule too, so config and pack never disagree."""
+    `latest` in any case or spelling (`nightly-latest`, `LATEST`) never does, nor a MOVING_TAGS name. The stack
+    config's check (schema/docker.py image_pin_problem) uses this rule too, so config and pack never disagree."""
     if reference.startswith("sha256:") or "@" in reference:
         return None  # an image ID or a digest names exactly one image
     repository = reference.rsplit("/", 1)[-1]  # a registry host may carry a port: registry:5000/rocm/x
     tag = repository.partition(":")[2]
     if not tag:
         return "has no tag, so it pulls ':latest'"
-    if re.fullmatch(r"(.*[-_.])?latest", tag, re.IGNORECASE):
+    if re.fullmatch(r"(.*[-_.])?latest", tag, re.IGNORECASE) or tag.lower() in MOVING_TAGS:
         return f"uses the moving tag '{tag}'"
     return None
 
@@ -98,9 +131,17 @@ def image_pin_problem(reference: str) -> str | None:
     return f"image '{reference}' {reason}; pin a version tag or a digest" if reason else None
 
 
-def pod_spec(resource_type: str, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def pod_specs(resource_type: str, props: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(where, pod spec) of every pod template a resource declares: a workload kind's one, each replicated job's of a
+    JobSet; none for anything else. Every pod rule reads pods through this."""
+    if resource_type == JOBSET:
+        jobs = map(_mapping, _sequence(_dig(props, ("spec", "replicatedJobs"))))
+        return [
+            (f"replicated job '{job.get('name')}': ", _mapping(_dig(job, ("template", "spec", "template", "spec"))))
+            for job in jobs
+        ]
     path = _POD_SPEC_PATHS.get(resource_type)
-    return _mapping(_dig(props, path)) if path else None
+    return [("", _mapping(_dig(props, path)))] if path else []
 
 
 def _containers(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -108,17 +149,71 @@ def _containers(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         yield from (_mapping(c) for c in _sequence(spec.get(field)))
 
 
+# The DeviceConfig's images (amd.com_deviceconfigs.yaml, GPU Operator v1.5.1). Not spec.driver.image: a repository
+# the operator tags itself (<distro>-<release>-<kernel>-<driver version>).
+DEVICE_CONFIG_IMAGES = (
+    ("devicePlugin", "devicePluginImage"),
+    ("devicePlugin", "nodeLabellerImage"),
+    ("metricsExporter", "image"),
+    ("testRunner", "image"),
+    ("configManager", "image"),
+    ("commonConfig", "utilsContainer", "image"),
+)
+
+
 def unpinned_images(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """RemoteImage `name`, Container `image` and every container image of a Kubernetes pod spec."""
+    """RemoteImage `name`, Container `image`, every container image of every pod spec and the DeviceConfig's images
+    (unset ones are the operator's defaults, fixed per operator release)."""
     if resource_type == REMOTE_IMAGE:
         references = [("", props.get("name") or "")]
     elif resource_type == CONTAINER:
         references = [("", props.get("image") or "")]
-    elif (spec := pod_spec(resource_type, props)) is not None:
-        references = [(f"container '{c.get('name')}': ", c.get("image") or "") for c in _containers(spec)]
+    elif resource_type == DEVICE_CONFIG:
+        spec = _mapping(props.get("spec"))
+        references = [
+            (f"spec.{'.'.join(path)}: ", image) for path in DEVICE_CONFIG_IMAGES if (image := _dig(spec, path))
+        ]
     else:
-        return []
+        references = [
+            (f"{where}container '{c.get('name')}': ", c.get("image") or "")
+            for where, spec in pod_specs(resource_type, props)
+            for c in _containers(spec)
+        ]
     return [where + problem for where, ref in references if (problem := image_pin_problem(ref))]
+
+
+# --- Helm charts ------------------------------------------------------------------------------------------
+
+# An exact SemVer 2 version, `v` allowed (charts tag either way). Helm's --version is a constraint: "a specific tag
+# (e.g. 1.1.1) or ... a valid range (e.g. ^2.0.0). If this is not specified, the latest version is used" (`helm
+# install --help`, helm/helm pkg/cmd/flags.go addChartPathOptionsFlags).
+_EXACT_VERSION = re.compile(r"v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?")
+
+
+def chart_version_problem(version: Any) -> str | None:
+    """Why a Helm chart version does not pin one chart (None: an exact version)."""
+    if not version:
+        return "has no chart version, so Helm installs the newest; pin an exact version (e.g. 1.5.1)"
+    if not _EXACT_VERSION.fullmatch(str(version)):
+        return f"chart version '{version}' is a range or not a version; pin an exact version (e.g. 1.5.1)"
+    return None
+
+
+def helm_repository_problem(url: Any) -> str | None:
+    """Why prod refuses a Helm repository (None: allowed): plain http lets anyone on the path swap the chart (Helm
+    verifies no signature unless asked: `helm install --verify`)."""
+    if str(url or "").lower().startswith("http://"):
+        return f"Helm repository '{url}' is plain http: anyone on the path could swap the chart; use https (or oci://)"
+    return None
+
+
+def helm_release_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A Helm Release's chart version (every stack): `chart` may itself be a full OCI reference; the version is
+    separate either way."""
+    if resource_type != HELM_RELEASE:
+        return []
+    problem = chart_version_problem(props.get("version"))
+    return [f"Helm release of chart '{props.get('chart')}' {problem}"] if problem else []
 
 
 # --- Docker GPU containers --------------------------------------------------------------------------------
@@ -452,10 +547,10 @@ def debug_privilege_problems(resource_type: str, props: Mapping[str, Any]) -> li
         for option in _sequence(props.get("securityOpts")):
             if str(option).lower().replace(":", "=", 1).replace(" ", "") == "seccomp=unconfined":
                 problems.append("security option seccomp=unconfined: keep Docker's default seccomp profile in prod")
-    elif (spec := pod_spec(resource_type, props)) is not None:
+    for pod, spec in pod_specs(resource_type, props):
         pod_seccomp = _dig(spec, ("securityContext", "seccompProfile", "type"))
         for container in filter(_gpu_limited, _containers(spec)):
-            where = f"GPU container '{container.get('name')}'"
+            where = f"{pod}GPU container '{container.get('name')}'"
             context = _mapping(container.get("securityContext"))
             if any(_is_ptrace_or_all(c) for c in _sequence(_mapping(context.get("capabilities")).get("add"))):
                 problems.append(f"{where} adds capability SYS_PTRACE (or ALL): not for prod")
@@ -475,9 +570,13 @@ def gpu_pod_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     Extended resources are granted by limits (a request must equal the limit), and the 64 MiB /dev/shm a
     container runtime gives by default is far too small for PyTorch data loaders and RCCL.
     """
-    spec = pod_spec(resource_type, props)
-    if spec is None:
-        return []
+    problems = []
+    for pod, spec in pod_specs(resource_type, props):
+        problems += _gpu_pod_problems(pod, spec)
+    return problems
+
+
+def _gpu_pod_problems(pod: str, spec: Mapping[str, Any]) -> list[str]:
     memory_volumes = {
         _mapping(v).get("name")
         for v in _sequence(spec.get("volumes"))
@@ -485,7 +584,7 @@ def gpu_pod_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     }
     problems = []
     for container in filter(_gpu_limited, _containers(spec)):
-        where = f"GPU container '{container.get('name')}'"
+        where = f"{pod}GPU container '{container.get('name')}'"
         resources = _mapping(container.get("resources"))
         limit = _mapping(resources.get("limits")).get(GPU_RESOURCE)
         request = _mapping(resources.get("requests")).get(GPU_RESOURCE)
@@ -502,6 +601,86 @@ def gpu_pod_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
                 "(and a sizeLimit) at /dev/shm"
             )
     return problems
+
+
+# --- what a prod pod may reach of its node (Kubernetes) ----------------------------------------------------
+
+
+def _read_only_volumes(spec: Mapping[str, Any]) -> set[str]:
+    """Volumes every container mounts read-only (and at least one mounts)."""
+    mounts = [_mapping(m) for c in _containers(spec) for m in _sequence(c.get("volumeMounts"))]
+    names = {m.get("name") for m in mounts}
+    return {str(n) for n in names if all(m.get("readOnly") is True for m in mounts if m.get("name") == n)}
+
+
+def pod_host_access_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Every prod pod: no host PID or IPC namespace. Every pod but a DaemonSet's (the standalone device plugin and
+    node labeller are privileged and mount /sys and /dev by upstream design): no privileged container, no hostPath
+    of a system path (host_mount_problem: the Docker rule). hostNetwork is the RDMA opt-in of a training
+    (`training[].kubernetes.network.hostNetwork`, privileged namespace only) and is not judged here."""
+    problems = []
+    for pod, spec in pod_specs(resource_type, props):
+        for field, shares in (("hostPID", "processes (it can signal and ptrace them)"), ("hostIPC", "shared memory")):
+            if spec.get(field) is True:
+                problems.append(f"{pod}pod sets {field}: it would share the node's {shares}; prod never does")
+        if resource_type == DAEMON_SET:
+            continue
+        read_only = _read_only_volumes(spec)
+        for volume in map(_mapping, _sequence(spec.get("volumes"))):
+            path = _dig(volume, ("hostPath", "path"))
+            if path and (problem := host_mount_problem(str(path), volume.get("name") in read_only)):
+                problems.append(f"{pod}volume '{volume.get('name')}': {problem}")
+        for container in _containers(spec):
+            if _dig(container, ("securityContext", "privileged")) is True:
+                problems.append(
+                    f"{pod}container '{container.get('name')}' runs privileged: every device and capability of the "
+                    "node; prod never does"
+                )
+    return problems
+
+
+# The Service annotation by which the program records the config's explicit opt-in to a LoadBalancer
+# (`inference[].kubernetes.allowLoadBalancer`); its value is "true".
+LOAD_BALANCER_OPT_IN = "rocm-stack/allow-load-balancer"
+
+
+def load_balancer_problem(service_type: str | None, opted_in: bool) -> str | None:
+    """Why prod refuses a Service type (None: allowed): a LoadBalancer publishes the port outside the cluster, to
+    whatever the cloud's load balancer lets in; only with an explicit opt-in."""
+    if service_type == "LoadBalancer" and not opted_in:
+        return (
+            "a LoadBalancer Service publishes the API outside the cluster: prod needs the explicit opt-in "
+            "`allowLoadBalancer: true` (and a firewall in front), else use ClusterIP behind an ingress"
+        )
+    return None
+
+
+def exposure_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Prod: a LoadBalancer Service only with the opt-in annotation; Helm charts only from https or OCI."""
+    if resource_type == SERVICE:
+        opted_in = _mapping(_dig(props, ("metadata", "annotations"))).get(LOAD_BALANCER_OPT_IN) == "true"
+        problem = load_balancer_problem(_dig(props, ("spec", "type")), opted_in)
+        return [problem] if problem else []
+    if resource_type == HELM_RELEASE:
+        urls = (_dig(props, ("repositoryOpts", "repo")), props.get("chart"))
+        return [problem for url in urls if (problem := helm_repository_problem(url))]
+    return []
+
+
+# Pod Security Admission: the namespace label that sets the enforced level
+# (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def namespace_pod_security_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Prod: each namespace the stack creates states its Pod Security level, so the cluster's default (often
+    baseline, or nothing) does not decide what its pods may do."""
+    if resource_type != NAMESPACE:
+        return []
+    if _mapping(_dig(props, ("metadata", "labels"))).get(PSA_ENFORCE):
+        return []
+    name = _dig(props, ("metadata", "name"))
+    return [f"namespace '{name}' has no {PSA_ENFORCE} label: label it with the Pod Security level its pods need"]
 
 
 # --- GPU Operator driver upgrades (prod) ------------------------------------------------------------------
