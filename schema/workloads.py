@@ -400,6 +400,10 @@ class InferenceKubernetes(ConfigModel):
     model_cache: ModelCacheStorage | None = None
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     allow_load_balancer: bool = False
+    clients: list[dict[str, str]] | None = Field(None, min_length=1)
+    """Label sets of the pods (in the server's namespace) allowed to reach the API, e.g. the proxy or router:
+    `[{app.kubernetes.io/name: router}]`. Unset: every pod of the namespace. The monitoring namespace always
+    reaches it (metrics); a NodePort or LoadBalancer Service is reachable from anywhere."""
     """Prod's explicit opt-in to `serviceType: LoadBalancer`, which publishes the API outside the cluster."""
     # PodDisruptionBudget minAvailable; None: replicas - 1 in prod (no PDB when that is 0), none in dev.
     min_available: int | None = Field(None, ge=1)

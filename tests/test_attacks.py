@@ -3,7 +3,9 @@ naming each key, and the plan the program would declare for it is refused by the
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -70,3 +72,43 @@ def test_the_offline_pack_fails_the_prod_named_dev_stack(tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     assert "### Policy pack on the synth of stack `prod` (prod: mandatory)" in out
     assert "- **mandatory** `no-debug-privileges-in-prod`" in out
+
+
+# --- tampered plans: what a changed program declares, which no stack file can ask for -------------------------
+
+PLANS = sorted((ROOT / "tests" / "attacks" / "plans").glob("*.yaml"))
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _set_path(target: dict, path: str, value: object) -> None:
+    """`a.b[0].c` = value in a plan's inputs; the path up to its last step must exist."""
+    steps = [int(index) if index else key for key, index in _STEP.findall(path)]
+    for step in steps[:-1]:
+        target = target[step]
+    target[steps[-1]] = value
+
+
+@pytest.fixture(scope="module")
+def prod_plan() -> dict:
+    return synthesize("prod", read_config(ROOT / "stacks" / "Pulumi.prod.yaml", "rocm-stack")).to_json()
+
+
+@pytest.mark.parametrize("path", PLANS, ids=[p.stem for p in PLANS])
+def test_tampered_plan_is_refused_by_the_policy_pack(path, prod_plan):
+    """prod's own synth with one resource changed as a tampered program would declare it: the pack (as CI runs it
+    on prod, policy/prod.json) refuses exactly the listed policies; unchanged, prod's synth passes."""
+    spec = yaml.safe_load(path.read_text())
+    plan = copy.deepcopy(prod_plan)
+    for change in [spec, *spec.get("also", [])]:
+        wanted = change["resource"]
+        [resource] = [r for r in plan["resources"] if r["type"] == wanted["type"] and r["name"] == wanted["name"]]
+        for key, value in change["set"].items():
+            _set_path(resource["inputs"], key, value)
+    config = offline.read_policy_config(ROOT / "policy" / "prod.json")
+    assert offline.check(prod_plan["resources"], config=config) == []
+    with offline.stack_environment("prod"):
+        violations = offline.check(plan["resources"], config=config)
+    assert {v.level for v in violations} == {"mandatory"}
+    assert {v.policy for v in violations} == set(spec["refused_by_pack"])
+    for policy, text in spec["refused_by_pack"].items():
+        assert any(v.policy == policy and text in v.message for v in violations), (policy, violations)

@@ -12,6 +12,7 @@ from pulumi_kubernetes import Provider
 from pulumi_kubernetes.apps import v1 as apps_v1
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
+from pulumi_kubernetes.networking import v1 as networking_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
 from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
@@ -20,6 +21,7 @@ from schema.workloads import InferenceConfig, model_cache_dir
 from components.docker.gpu_host import published
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.readback import seconds
+from components.monitoring import MONITORING_NAMESPACE
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
@@ -27,7 +29,9 @@ from .pods import (
     auto_named_secret,
     env_secret,
     env_vars,
+    ingress_policy,
     labels_of,
+    namespace_peer,
     pod_resources,
     secret_env_var,
     program_config_map,
@@ -40,6 +44,8 @@ from .pods import (
 # The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
 MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
 TOKEN_KEY = "token"
+# The pod port the Service sends to (the NetworkPolicy opens this one).
+SERVICE_TARGET_PORT = "http"
 DOCKER_TOKEN_FILE = "/run/secrets/huggingface-token"
 DOCKER_API_KEY_FILE = "/run/secrets/vllm-api-key"
 HEALTH_PATH = "/health"
@@ -82,6 +88,8 @@ class VllmServerArgs:
     """gpucheck before vLLM on every pod's GPUs (gpu_check.py); None: `checks.enable` is off."""
     start_seconds: int = 0
     """How long one replica may take to become ready (InferenceConfig.replica_start_seconds)."""
+    metrics_namespace: str = MONITORING_NAMESPACE
+    """Where the Prometheus that scrapes vLLM's /metrics runs: its pods reach the API port."""
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -253,9 +261,30 @@ class VllmServer(pulumi.ComponentResource):
             spec=core_v1.ServiceSpecArgs(
                 type=k8s.service_type,
                 selector=labels,
-                ports=[core_v1.ServicePortArgs(name="http", port=inference.port, target_port="http")],
+                ports=[core_v1.ServicePortArgs(name="http", port=inference.port, target_port=SERVICE_TARGET_PORT)],
             ),
             opts=child,
+        )
+        # The API port (the Service's target) from the clients the config names, from the monitoring namespace
+        # (metrics on the same port) and, where the Service publishes it beyond the cluster, from anywhere.
+        api = [networking_v1.NetworkPolicyPortArgs(port=SERVICE_TARGET_PORT, protocol="TCP")]
+        clients = [
+            networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=client))
+            for client in k8s.clients or [{}]
+        ]
+        self.network_policy = ingress_policy(
+            f"{name}-ingress",
+            metadata(name),
+            labels,
+            [
+                networking_v1.NetworkPolicyIngressRuleArgs(
+                    from_=None
+                    if k8s.service_type != "ClusterIP"
+                    else [*clients, namespace_peer(args.metrics_namespace)],
+                    ports=api,
+                )
+            ],
+            child,
         )
         self.disruption_budget = None
         if min_available is not None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import pulumi
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
+from pulumi_kubernetes.networking import v1 as networking_v1
 
 from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration
 
@@ -196,4 +197,34 @@ def program_config_map(
         data=dict(files),
         immutable=True,
         opts=opts,
+    )
+
+
+def ingress_policy(
+    resource_name: str,
+    metadata: meta_v1.ObjectMetaArgs,
+    pod_labels: Mapping[str, str],
+    rules: list[networking_v1.NetworkPolicyIngressRuleArgs],
+    opts: pulumi.ResourceOptions,
+) -> networking_v1.NetworkPolicy:
+    """Only `rules` reach the pods of `pod_labels` ("If any NetworkPolicy selects a Pod for ingress, the Pod only
+    accepts the traffic one of them allows", https://kubernetes.io/docs/concepts/services-networking/network-policies/);
+    their own traffic out is left alone. Enforced only by a CNI that implements NetworkPolicy (Calico, Cilium, ...):
+    elsewhere the object is accepted and ignored."""
+    return networking_v1.NetworkPolicy(
+        resource_name,
+        metadata=metadata,
+        spec=networking_v1.NetworkPolicySpecArgs(
+            pod_selector=meta_v1.LabelSelectorArgs(match_labels=dict(pod_labels)),
+            policy_types=["Ingress"],
+            ingress=rules,
+        ),
+        opts=opts,
+    )
+
+
+def namespace_peer(namespace: str) -> networking_v1.NetworkPolicyPeerArgs:
+    """Every pod of a namespace, by the label the API server sets on each (kubernetes.io/metadata.name, since 1.22)."""
+    return networking_v1.NetworkPolicyPeerArgs(
+        namespace_selector=meta_v1.LabelSelectorArgs(match_labels={"kubernetes.io/metadata.name": namespace})
     )

@@ -20,6 +20,7 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.batch import v1 as batch_v1
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
+from pulumi_kubernetes.networking import v1 as networking_v1
 
 from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
@@ -32,6 +33,7 @@ from .pods import (
     PROGRAM_DIR,
     env_secret,
     env_vars,
+    ingress_policy,
     labels_of,
     pod_resources,
     program_config_map,
@@ -352,6 +354,23 @@ class TrainingJob(pulumi.ComponentResource):
                 ),
             )
             rendezvous = rendezvous_endpoint(name)
+        # Only the training's own pods reach each other: c10d's rendezvous port and RCCL, whose socket and bootstrap
+        # connections listen on ephemeral ports (so every TCP port). A one-node training accepts nothing.
+        self.network_policy = ingress_policy(
+            f"{name}-ingress",
+            meta_v1.ObjectMetaArgs(name=name, namespace=args.namespace, labels=labels),
+            labels,
+            [
+                networking_v1.NetworkPolicyIngressRuleArgs(
+                    from_=[
+                        networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=labels))
+                    ]
+                )
+            ]
+            if k8s.uses_job_set
+            else [],
+            child,
+        )
         self.register_outputs(
             {
                 "job": f"{'JobSet' if k8s.uses_job_set else 'Job'}/{name}",
