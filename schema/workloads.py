@@ -651,7 +651,8 @@ def namespace_pod_security(cfg: _StackWithWorkloads, privileged: Collection[str]
     if k8s is None:
         return {}
     gpu_layer = k8s.gpu_operator.namespace if k8s.mode == "operator" else k8s.device_plugin.namespace
-    workloads = [w.kubernetes for w in (*cfg.training, *cfg.inference) if w.kubernetes is not None]
+    workloads: list[TrainingKubernetes | InferenceKubernetes] = [t.kubernetes for t in cfg.training if t.kubernetes]
+    workloads += [i.kubernetes for i in cfg.inference if i.kubernetes]
     levels = {}
     for namespace in k8s.owned_namespaces():
         asked = {w.pod_security for w in workloads if w.namespace == namespace}
