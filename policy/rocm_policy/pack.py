@@ -155,6 +155,15 @@ def _validate_one_entry_per_machine(args: StackValidationArgs, report_violation:
         report_violation(message, providers.get(host))
 
 
+def _validate_network_isolation(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if not context.prod:
+        args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
+    declared = [rules.Declared(r.resource_type, r.name, r.props, bool(r.opts.protect), r.urn) for r in args.resources]
+    for message, urn in rules.unisolated_workloads(declared):
+        report_violation(message, urn)
+
+
 def _validate_config_secrets(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     # Only the stack file says which values are `secure:`; the engine hands the pack decrypted values.
     context = _stack_context(args)
@@ -191,6 +200,12 @@ POLICIES = [
         "In prod no pod shares the node's PID or IPC namespace, and no workload pod runs privileged or mounts a "
         "system path of its node.",
         rules.pod_host_access_problems,
+        prod_only=True,
+    ),
+    _resource_policy(
+        "prod-pod-hardening",
+        "In prod every workload pod runs a seccomp profile, without privilege escalation or a service-account token.",
+        rules.pod_hardening_problems,
         prod_only=True,
     ),
     _resource_policy(
@@ -245,6 +260,11 @@ POLICIES = [
         "one-host-entry-per-machine",
         "In prod no two Docker hosts reach the same machine (each would hand out the same GPUs).",
         _validate_one_entry_per_machine,
+    ),
+    _stack_policy(
+        "prod-workloads-network-isolated",
+        "In prod an ingress NetworkPolicy selects every workload's pods.",
+        _validate_network_isolation,
     ),
     _stack_policy(
         "no-plaintext-secrets-in-config",

@@ -639,6 +639,61 @@ def pod_host_access_problems(resource_type: str, props: Mapping[str, Any]) -> li
     return problems
 
 
+def pod_hardening_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Every prod pod but a DaemonSet's (see pod_host_access_problems) runs a seccomp profile (RuntimeDefault or a
+    Localhost one: the kubelet's default is Unconfined), no container may escalate privileges (setuid binaries,
+    file capabilities), and no service-account token is mounted (none of the stack's workloads calls the API
+    server; a pod that must sets it true and is refused here until it is reviewed)."""
+    if resource_type == DAEMON_SET:
+        return []
+    problems = []
+    for pod, spec in pod_specs(resource_type, props):
+        pod_seccomp = _dig(spec, ("securityContext", "seccompProfile", "type"))
+        if spec.get("automountServiceAccountToken") is not False:
+            problems.append(f"{pod}pod mounts a service-account token: set automountServiceAccountToken: false")
+        for container in _containers(spec):
+            where = f"{pod}container '{container.get('name')}'"
+            context = _mapping(container.get("securityContext"))
+            if (_dig(context, ("seccompProfile", "type")) or pod_seccomp) not in ("RuntimeDefault", "Localhost"):
+                problems.append(f"{where} runs without a seccomp profile: set seccompProfile RuntimeDefault")
+            if context.get("allowPrivilegeEscalation") is not False:
+                problems.append(f"{where} may escalate privileges: set allowPrivilegeEscalation: false")
+    return problems
+
+
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def _pod_labels(resource_type: str, props: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(where, labels) of each pod template of a workload (not a bare Pod's own labels: the stack declares none)."""
+    if resource_type == JOBSET:
+        jobs = map(_mapping, _sequence(_dig(props, ("spec", "replicatedJobs"))))
+        paths = [(f"replicated job '{j.get('name')}'", _dig(j, ("template", "spec", "template"))) for j in jobs]
+    elif resource_type in _POD_SPEC_PATHS and resource_type != DAEMON_SET:
+        paths = [("", _dig(props, _POD_SPEC_PATHS[resource_type][:-1]))]
+    else:
+        return []
+    return [(where, _mapping(_dig(_mapping(template), ("metadata", "labels")))) for where, template in paths]
+
+
+def unisolated_workloads(resources: Iterable[Declared]) -> list[tuple[str, str]]:
+    """(message, urn) for each workload pod template no ingress NetworkPolicy selects (by matchLabels; by labels
+    alone, since a namespace may be unknown during preview): such pods accept traffic from every pod."""
+    resources = list(resources)
+    selectors = [
+        _mapping(_dig(r.props, ("spec", "podSelector", "matchLabels")))
+        for r in resources
+        if r.type == NETWORK_POLICY and "Ingress" in _sequence(_dig(r.props, ("spec", "policyTypes")))
+    ]
+    problems = []
+    for r in resources:
+        for where, labels in _pod_labels(r.type, r.props):
+            if not any(all(labels.get(k) == v for k, v in selector.items()) for selector in selectors if selector):
+                pods = f"the pods of {r.type.rsplit(':', 1)[-1]} '{r.name}'" + (f" ({where})" if where else "")
+                problems.append((f"no ingress NetworkPolicy selects {pods}: they accept traffic from every pod", r.urn))
+    return problems
+
+
 # The Service annotation by which the program records the config's explicit opt-in to a LoadBalancer
 # (`inference[].kubernetes.allowLoadBalancer`); its value is "true".
 LOAD_BALANCER_OPT_IN = "rocm-stack/allow-load-balancer"
