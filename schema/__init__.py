@@ -23,6 +23,7 @@ from .groups import HostGroup
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
 from .monitoring import MonitoringConfig
+from .stackfile import SECRET_PLACEHOLDER
 
 PROJECT = "rocm-stack"
 
@@ -344,22 +345,27 @@ def load(
             ]
         )
 
+    project_values = {k: v for k, v in values.items() if k.startswith(prefix)}
     if data["environment"] == "prod":
-        # The policy pack's rule (one definition): a credential-named key anywhere is a Pulumi secret. A key
-        # that holds a nested `secure:` value is secret as a whole in the runtime's config, so it passes here;
-        # the pack, which reads the stack file, still checks its other leaves.
-        plain = {
-            k: v
-            for k, v in values.items()
-            if k.startswith(prefix) and k not in secret_keys and k[len(prefix) :] not in SECRET_KEYS
-        }
-        for key in rules.plaintext_secrets(plain):
+        for key, why in rules.text_problems(project_values):
+            problems.append(ConfigProblem(key[len(prefix) :], why))
+        # Synth hands the program a placeholder for each `secure:` value; `pulumi up` the decrypted text, where only
+        # the stack file (the policy pack reads it) still says which it was.
+        for key in rules.secrets_in_arguments(project_values, lambda v: v == SECRET_PLACEHOLDER):
+            problems.append(ConfigProblem(key[len(prefix) :], rules.SECRET_IN_ARGUMENTS))
+        # The policy pack's rule (one definition): a credential, by its key's name or its value's shape, is a
+        # Pulumi secret. A key that holds a nested `secure:` value is secret as a whole in the runtime's config, so
+        # it passes here; the pack, which reads the stack file, still checks its other leaves.
+        plain = {k: v for k, v in project_values.items() if k not in secret_keys and k[len(prefix) :] not in SECRET_KEYS}
+        for key, why in rules.credential_flags(project_values):
+            problems.append(ConfigProblem(key[len(prefix) :], why))
+        for key, why in rules.plaintext_secrets(plain):
             problems.append(
                 ConfigProblem(
                     key[len(prefix) :],
                     (
-                        "holds a credential in plain text, which prod refuses; run "
-                        f"`pulumi config set --path --secret '{key}' VALUE` to store it encrypted"
+                        f"holds a credential in plain text ({why}), which prod refuses; run "
+                        f"`pulumi config set --path --secret '{key}' VALUE` to store it encrypted, or give a file's path"
                     ),
                 )
             )

@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from policy.rocm_policy.rules import is_secure  # the pack reads stack files with it too
+
 # What the Pulumi runtime hands the program in place of a `secure:` value that synth cannot decrypt.
 SECRET_PLACEHOLDER = "[secret]"
 
@@ -269,11 +271,6 @@ def _full_key(name: str, project: str) -> str | None:
     if len(parts) == 3 and parts[1] == "config":  # the pre-1.0 form `<namespace>:config:<name>`
         return f"{parts[0]}:{parts[2]}"
     return None
-
-
-def is_secure(value: Any) -> bool:
-    """A Pulumi secret in a stack file: a mapping whose one key `secure` holds text (config object.go L540-550)."""
-    return isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("secure"), str)
 
 
 def _go_json_value(value: Any) -> Any:

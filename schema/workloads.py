@@ -38,6 +38,7 @@ from .types import (
 from .base import matching as _matching
 from .checks import ChecksConfig
 from domain.gpus import MODELS
+from policy.rocm_policy import rules
 
 from .docker import (
     VISIBILITY_VARIABLES,
@@ -470,6 +471,9 @@ class InferenceConfig(ConfigModel):
     tensor_parallel_size: GpuCount = 1
     port: Port = 8000
     extra_args: list[str] = []
+    trust_remote_code: bool = False
+    """Runs the model repository's own Python code (vLLM `--trust-remote-code`: custom architectures): code from
+    the Hub with the server's GPUs, cache and API key. Off unless this says so; never as a raw flag in extraArgs."""
     env: dict[EnvName, EnvValue] = {}
     # Merged over INFERENCE_ROCM_ENV (+ MULTI_GPU_INFERENCE_ENV with more than one GPU); `null` removes one.
     rocm_env: dict[EnvName, EnvValue | None] = {}
@@ -507,6 +511,8 @@ class InferenceConfig(ConfigModel):
             args += ["--data-parallel-size", str(self.data_parallel_size(gpus)), *DATA_PARALLEL_VLLM_FLAGS]
         if self.revision is not None:
             args += ["--revision", self.revision]
+        if self.trust_remote_code:
+            args.append(rules.TRUST_REMOTE_CODE)
         return args + self.extra_args
 
 
@@ -856,6 +862,11 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
             yield (
                 f"{at}.extraArgs[{index}]",
                 (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; set those keys instead"),
+            )
+        elif flag.replace("_", "-") == rules.TRUST_REMOTE_CODE and cfg.environment == "prod":
+            yield (
+                f"{at}.extraArgs[{index}]",
+                f"'{arg}' runs the model repository's code; opt in explicitly with `trustRemoteCode: true` instead",
             )
     tp = inference.tensor_parallel_size
     k8s = inference.kubernetes

@@ -12,13 +12,15 @@ This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s 
 In tests, `synthesize(stack, config)` returns the same `Plan` in-process.
 Exit codes: 0 written; 2 the stack file or its configuration was refused (one line per problem, naming the
 file:line:column or the key), or the output folder cannot take the files. `--out` deletes only files an
-earlier synth wrote there (listed in its `.synth-manifest`).
+earlier synth wrote there (listed in its `.synth-manifest`), only regular files strictly inside it; two
+synths into one folder take turns (a lock on `.synth-lock`).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import gc
 import hashlib
 import json
@@ -27,6 +29,7 @@ import re
 import runpy
 import shlex
 import sys
+import tempfile
 import textwrap
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
@@ -735,44 +738,101 @@ def _tracked(out: Path, paths: list[str]) -> list[str]:
     return sorted(str((root / name).relative_to(out.resolve())) for name in result.stdout.split("\0") if name)
 
 
+# An exclusive lock (fcntl.flock) on this file in `out` for the whole write: a second synth into the folder waits.
+LOCK = ".synth-lock"
+
+
+def _inside(out: Path, relative: str) -> Path | None:
+    """`out/relative` when it names a path strictly inside `out` through real folders only (no absolute path, no
+    `..`, no symlink on the way, the last part aside), else None: a manifest line is data, never trusted."""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or any(p in ("..", ".") for p in parts) or "\0" in relative:
+        return None
+    folder = out
+    for part in parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return None
+    return out / relative
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write `path` through a temporary file in its folder and os.replace: a symlink there is replaced itself,
+    never written through, and a reader never sees half a file."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".synth-")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def write(plan: Plan, out: Path) -> list[str]:
     """Write the plan's files into `out` and return their relative paths.
 
-    Only what an earlier synth listed in MANIFEST is deleted when the plan no longer has it; anything else in
-    `out` (a user's file, a sub-folder) is left alone, and a file that git tracks is never overwritten.
+    Only what an earlier synth listed in MANIFEST is deleted when the plan no longer has it, and only a regular
+    file strictly inside `out`; anything else in `out` (a user's file, a sub-folder) is left alone, a file that git
+    tracks is never overwritten, and no symlink is followed. Concurrent synths into one folder take turns (LOCK).
     Raises OutputError when a file cannot be written there."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} is a file, not a folder")
     files = rendered_files(plan)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        raise OutputError(f"cannot write into {out}: {error.strerror} ({error.filename})") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _write_locked(files, out)
+    finally:
+        os.close(lock)  # releases the lock
+
+
+def _write_locked(files: dict[str, str], out: Path) -> list[str]:
     manifest = out / MANIFEST
+    if manifest.is_symlink():
+        raise OutputError(f"{manifest} is a symlink; synth only reads the manifest it wrote (delete it)")
     try:
         previous = [line for line in manifest.read_text().splitlines() if line and not line.startswith("#")]
     except FileNotFoundError:
         previous = []
     except (OSError, UnicodeDecodeError) as error:
         raise OutputError(f"cannot read {manifest}: {error}") from None
+    targets = {}
     for relative in files:
-        if (out / relative).is_dir():
-            raise OutputError(f"{out / relative} is a folder where synth writes a file; move it away")
-    if out.exists():
-        tracked = [p for p in _tracked(out, sorted(files)) if p not in previous]
-        if tracked:
-            raise OutputError(
-                f"{out / tracked[0]} is a file tracked by git; synth never overwrites one (choose another --out folder)"
-            )
+        target = _inside(out, relative)
+        if target is None:
+            raise OutputError(f"{out / relative} is reached through a symlink; synth writes only inside {out}")
+        if target.is_dir() and not target.is_symlink():
+            raise OutputError(f"{target} is a folder where synth writes a file; move it away")
+        targets[relative] = target
+    tracked = [p for p in _tracked(out, sorted(files)) if p not in previous]
+    if tracked:
+        raise OutputError(
+            f"{out / tracked[0]} is a file tracked by git; synth never overwrites one (choose another --out folder)"
+        )
     try:
-        out.mkdir(parents=True, exist_ok=True)
         for relative in previous:
-            stale = out / relative
-            # Only plain files synth wrote: a path now outside `out` or turned into a folder is left alone.
-            if relative not in files and ".." not in Path(relative).parts and stale.is_file():
+            stale = _inside(out, relative)
+            # Only regular files synth wrote: an entry outside `out` (absolute, `..`, through a symlink), a folder
+            # or a symlink is left alone.
+            if relative not in files and stale is not None and stale.is_file() and not stale.is_symlink():
                 stale.unlink()
         for relative, text in files.items():
-            (out / relative).parent.mkdir(parents=True, exist_ok=True)
-            (out / relative).write_text(text)
-        manifest.write_text(
+            target = targets[relative]
+            for folder in reversed(target.relative_to(out).parents[:-1]):
+                (out / folder).mkdir(exist_ok=True)
+            if _inside(out, relative) is None:  # a folder made into a symlink meanwhile
+                raise OutputError(f"{target} is reached through a symlink; synth writes only inside {out}")
+            _write_file(target, text)
+        _write_file(
+            manifest,
             "# Files written by `python -m tools.synth`; the next run deletes only these.\n"
-            + "".join(f"{relative}\n" for relative in sorted(files))
+            + "".join(f"{relative}\n" for relative in sorted(files)),
         )
     except OSError as error:
         raise OutputError(f"cannot write into {out}: {error.strerror} ({error.filename})") from None

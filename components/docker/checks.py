@@ -202,10 +202,19 @@ def gpucheck_container(
         args.config.floors_for(host.gpu_model, args.environment, host.compute_partition),
         args.config.timeout_seconds,
     )
-    # Device access is among the check's own inputs, which replace it when they change (ForceNew in the provider's
-    # schema, resource_docker_container.go: devices, group_add, ipc_mode, env, ...); the hash adds the rest of the
-    # partition (cpuset, which the provider updates in place, and the image it runs).
-    spec = [command, args.partition_images[container.name], container.model_dump(mode="json"), dict(env)]
+    # Device access and the environment are among the check's own inputs, which replace it when they change
+    # (ForceNew in the provider's schema, terraform-provider-docker v4.5.0 internal/provider/
+    # resource_docker_container.go: devices, group_add, ipc_mode, env L590-596, ...); the hash adds the rest of the
+    # partition (cpuset, which the provider updates in place, and the image it runs). The name is shown in plain text
+    # (`docker ps`, the state, synth's plan), so it hashes the environment's names only, never its values: a short
+    # digest over a secret would let anyone test guesses of it. A changed value still replaces the check (ForceNew)
+    # under the same name, so the old one is deleted first (deleteBeforeReplace).
+    spec = [
+        command,
+        args.partition_images[container.name],
+        container.model_dump(mode="json", exclude={"env"}),
+        sorted(env),
+    ]
     return docker.Container(
         f"{host.name}-{container.name}-gpucheck",
         name=f"gpucheck-{container.name}-{content_hash(*spec)}",
@@ -221,6 +230,9 @@ def gpucheck_container(
         logs=True,
         # `attach` waits for it to exit: gpucheck gives up after --timeout (then stops its ranks, 10 s each).
         opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(custom_timeouts=create_timeouts(args.config.timeout_seconds))
+            opts,
+            pulumi.ResourceOptions(
+                custom_timeouts=create_timeouts(args.config.timeout_seconds), delete_before_replace=True
+            ),
         ),
     )

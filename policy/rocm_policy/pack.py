@@ -164,23 +164,44 @@ def _validate_network_isolation(args: StackValidationArgs, report_violation: Rep
         report_violation(message, urn)
 
 
-def _validate_config_secrets(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    # Only the stack file says which values are `secure:`; the engine hands the pack decrypted values.
-    context = _stack_context(args)
+def _stack_file_config(args: StackValidationArgs, context: StackContext) -> tuple[Path, dict[str, Any]]:
+    """The stack file's `config:` (with its `secure:` values as written); not applicable without one."""
     if context.stack is None:
         args.not_applicable("no stack: nothing to read")
     path = stack_config_file(context.stack, PROJECT_DIR)
     if not path.is_file():
         args.not_applicable(f"no stack config file {path.name} (config kept elsewhere, e.g. a Pulumi ESC environment)")
-    config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    for key in rules.plaintext_secrets(config):
+    return path, (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+
+
+def _validate_remote_code(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if not context.prod:
+        args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
+    # The opt-in is config: without a stack file none is given.
+    path = stack_config_file(context.stack, PROJECT_DIR) if context.stack else None
+    config = (yaml.safe_load(path.read_text()) or {}).get("config") or {} if path and path.is_file() else {}
+    inference = config.get(f"{PROJECT}:inference", config.get("inference"))
+    opted_in = any(isinstance(i, Mapping) and i.get("trustRemoteCode") is True for i in inference or [])
+    for r in args.resources:
+        for message in rules.remote_code_problems(r.resource_type, r.props, opted_in):
+            report_violation(message, r.urn)
+
+
+def _validate_config_secrets(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    # Only the stack file says which values are `secure:`; the engine hands the pack decrypted values.
+    path, config = _stack_file_config(args, _stack_context(args))
+    for key, why in rules.plaintext_secrets(config):
         # A value inside structured config is addressed with --path (`rocm-stack:registry.password`).
         path_flag = "--path " if any(c in key for c in ".[") else ""
         report_violation(
-            f"config '{key}' holds a credential in plain text in {path.name}: "
-            f"run `pulumi config set {path_flag}--secret '{key}' ...`",
+            f"config '{key}' holds a credential in plain text in {path.name} ({why}): "
+            f"run `pulumi config set {path_flag}--secret '{key}' ...`, or give a file's path",
             None,
         )
+    # The engine hands the pack the declared command lines decrypted: only the stack file says a value was secret.
+    for key in rules.secrets_in_arguments(config):
+        report_violation(f"config '{key}' {rules.SECRET_IN_ARGUMENTS}", None)
 
 
 POLICIES = [
@@ -246,8 +267,17 @@ POLICIES = [
     _resource_policy(
         "prod-host-access",
         "In prod a Docker container mounts neither the Docker socket nor a system path of its host, maps only GPU "
-        "device nodes and publishes no SSH port.",
+        "device nodes and publishes no SSH port; a Docker provider reaches its daemon over ssh:// (or a local "
+        "socket) with host keys checked and no password in the URL.",
         rules.host_access_problems,
+        prod_only=True,
+    ),
+    _resource_policy(
+        "no-credentials-on-command-lines",
+        "In prod no container's command line carries a credential (a credential flag such as --api-key, or a value "
+        "shaped like a token or a URL with a password), and every argument and environment value can be passed to "
+        "a process (no NUL byte, under MAX_ARG_STRLEN).",
+        rules.command_line_problems,
         prod_only=True,
     ),
     _stack_policy(
@@ -268,8 +298,16 @@ POLICIES = [
     ),
     _stack_policy(
         "no-plaintext-secrets-in-config",
-        "Stack config keys that hold credentials (password, token, api key...) are Pulumi secrets.",
+        "Stack config values that are credentials (by the key's name: password, token, api key, PGPASSWORD...; or by "
+        "the value's shape: a known token prefix, a URL with a password) are Pulumi secrets, and no secret sits in "
+        "a command line (command, args, extraArgs).",
         _validate_config_secrets,
+    ),
+    _stack_policy(
+        "remote-code-opt-in",
+        "In prod vLLM runs a model repository's code (--trust-remote-code) only where the stack's config opts in "
+        "(inference[].trustRemoteCode: true).",
+        _validate_remote_code,
     ),
     _stack_policy(
         "prod-operator-and-namespaces-protected",

@@ -10,10 +10,11 @@ and the GPU Operator CRD `amd.com/v1alpha1` DeviceConfig (helm-charts-k8s/crds/d
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,7 +49,14 @@ _POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 
-_CREDENTIAL_WORDS = frozenset({"password", "passwd", "passphrase", "token", "credential", "credentials"})
+_CREDENTIAL_WORDS = frozenset(
+    {"password", "passwd", "passphrase", "token", "credential", "credentials", "pat", "apikey"}
+)
+# One-word names that end in a credential word: PGPASSWORD (libpq's environment variable), GHTOKEN.
+_CREDENTIAL_SUFFIXES = ("password", "passwd", "token", "apikey", "secret")
+# Last words that make an environment-style name (`OPENAI_KEY`, `AWS_SECRET`, `BASIC_AUTH`) a credential; in a
+# camelCase config key they are too common (a taint's `key`, `secretName`).
+_ENV_CREDENTIAL_WORDS = frozenset({"key", "secret", "auth"})
 _CREDENTIAL_PAIRS = frozenset(
     {
         ("api", "key"),
@@ -501,7 +509,10 @@ def _volumes(props: Mapping[str, Any]) -> list[tuple[str, bool]]:
 
 
 def host_access_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """A Docker container's host mounts, devices and published ports in prod."""
+    """A Docker container's host mounts, devices and published ports, and how a Docker provider reaches its
+    daemon, in prod."""
+    if resource_type == DOCKER_PROVIDER:
+        return docker_provider_problems(resource_type, props)
     if resource_type != CONTAINER:
         return []
     problems = [p for path, ro in _volumes(props) if (p := host_mount_problem(path, ro))]
@@ -855,32 +866,279 @@ def _words(key: str) -> list[str]:
 
 
 def is_credential_key(key: str) -> bool:
-    """`registryPassword`, `huggingfaceToken`, `grafana.apiKey`: yes. `tokenizer`, `secretName`: no."""
-    words = _words(key.rsplit(":", 1)[-1])
-    return bool(words) and (
-        words[-1] in _CREDENTIAL_WORDS or tuple(words[-2:]) in _CREDENTIAL_PAIRS or words == ["secret"]
+    """By the name's shape: `registryPassword`, `huggingfaceToken`, `grafana.apiKey`, `PGPASSWORD`, `APIKEY`,
+    `GITHUB_PAT`, and an environment-style name ending in KEY, SECRET or AUTH (`OPENAI_KEY`). Not `tokenizer`,
+    `secretName`, `maxTokens`, a taint's `key`, `AWS_SHARED_CREDENTIALS_FILE`."""
+    name = key.rsplit(":", 1)[-1]
+    words = _words(name)
+    if not words:
+        return False
+    last = words[-1]
+    env_style = name.isupper() and len(words) > 1
+    return (
+        last in _CREDENTIAL_WORDS
+        or tuple(words[-2:]) in _CREDENTIAL_PAIRS
+        or words == ["secret"]
+        or last.endswith(_CREDENTIAL_SUFFIXES)  # one word: PGPASSWORD, GHTOKEN, APIKEY
+        or (env_style and last in _ENV_CREDENTIAL_WORDS)
     )
 
 
-def _is_secure(value: Any) -> bool:
-    return isinstance(value, Mapping) and set(value) == {"secure"}
+# Prefixes of credentials issued by well-known services, with the length that follows, so that a value is found
+# whatever key holds it (`DATABASE_URL`, `command`, an `extraArgs` flag):
+# GitHub ghp_/gho_/ghu_/ghs_/ghr_ + 36 characters and github_pat_ ("About authentication to GitHub", GitHub's token
+# formats: https://docs.github.com/en/authentication/keeping-your-account-and-data-secure/about-authentication-to-github#githubs-token-formats;
+# https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/), GitLab glpat-
+# (https://docs.gitlab.com/security/tokens/#token-prefixes), Hugging Face hf_ (https://huggingface.co/docs/hub/security-tokens),
+# OpenAI sk- / sk-proj- (https://platform.openai.com/docs/api-reference/authentication), Slack xoxb-/xoxp-/...
+# (https://api.slack.com/authentication/token-types) and AWS access key IDs AKIA/ASIA + 16 (IAM "Unique identifiers":
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids).
+_TOKEN_SHAPES = (
+    ("a GitHub token", re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{30,}")),
+    ("a GitHub token", re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}")),
+    ("a GitLab token", re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,}")),
+    ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")),
+    ("an OpenAI-style API key", re.compile(r"(?<![A-Za-z0-9-])sk-(?:proj-)?[A-Za-z0-9_-]{20,}")),
+    ("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("an AWS access key ID", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
+)
+# `scheme://user:password@host` (RFC 3986 section 3.2.1: "Use of the format user:password in the userinfo field is
+# deprecated"): the password is in the text itself.
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:[^\s/@]+@")
+# A value that names a file holds no credential itself (`GOOGLE_APPLICATION_CREDENTIALS: /path/key.json`, Google's
+# recommended form): absolute, relative to the working or home directory, or a file:// URL.
+_FILE_REFERENCE = re.compile(r"(/|\./|\.\./|~/|file://)\S*")
+# Not credentials whatever the name: switches and counts (`HF_HUB_DISABLE_IMPLICIT_TOKEN: "1"`).
+_NOT_A_SECRET = re.compile(r"[0-9]+|true|false|yes|no|on|off", re.IGNORECASE)
 
 
-def plaintext_secrets(config: Mapping[str, Any], path: str = "") -> list[str]:
-    """Config paths (`rocm-stack:registry.password`) holding a credential that is not a `secure:` value."""
-    found = []
+def credential_in_value(value: str) -> str | None:
+    """What credential a text holds by its shape ("a GitHub token", "a URL with a password"), or None."""
+    if _URL_PASSWORD.search(value):
+        return "a URL with a password"
+    return next((what for what, shape in _TOKEN_SHAPES if shape.search(value)), None)
+
+
+def credential_problem(key: str | int, value: Any) -> str | None:
+    """Why a plain (not `secure:`) config value is a credential in plain text, or None: its text has a
+    credential's shape, or its key is named like one and the value is neither a file path nor a switch."""
+    if not isinstance(value, str) or not value:
+        return None
+    if what := credential_in_value(value):
+        return f"holds {what}"
+    if isinstance(key, str) and is_credential_key(key):
+        if _FILE_REFERENCE.fullmatch(value) or _NOT_A_SECRET.fullmatch(value):
+            return None
+        return f"'{key}' is named like a credential"
+    return None
+
+
+def is_secure(value: Any) -> bool:
+    """A Pulumi secret in a stack file: a mapping whose one key `secure` holds text (config object.go L540-550)."""
+    return isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("secure"), str)
+
+
+def _leaves(config: Any, path: str = "") -> Iterator[tuple[str, str | int, Any]]:
+    """(path, key, value) of every leaf of a config; a `secure:` value is one leaf."""
     items = config.items() if isinstance(config, Mapping) else enumerate(_sequence(config))
     for key, value in items:
         child = f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
-        if _is_secure(value):
-            continue
-        if (
-            isinstance(key, str)
-            and is_credential_key(key)
-            and value not in (None, "")
-            and not isinstance(value, (Mapping, list))
-        ):
-            found.append(child)
-        elif isinstance(value, (Mapping, list)):
-            found.extend(plaintext_secrets(value, child))
-    return found
+        if isinstance(value, (Mapping, list)) and not is_secure(value):
+            yield from _leaves(value, child)
+        else:
+            yield child, key, value
+
+
+def plaintext_secrets(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(config path `rocm-stack:registry.password`, why) of each credential that is not a `secure:` value. A list
+    item is judged by its text only (`command`, `extraArgs`), as is a Docker endpoint (docker_endpoint_problems
+    says more)."""
+    return [(path, why) for path, key, value in _leaves(config) if (why := credential_problem(key, value))]
+
+
+# Keys whose list items become a process's arguments, in plain text in the container's or pod's spec.
+ARGUMENT_KEYS = ("command", "args", "extraArgs")
+
+
+def _arguments(config: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(config path `inference[0].extraArgs[1]`, item) of every item of an argument list (ARGUMENT_KEYS)."""
+    items = config.items() if isinstance(config, Mapping) else enumerate(_sequence(config))
+    for key, child in items:
+        at = f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
+        if key in ARGUMENT_KEYS and isinstance(child, list):
+            yield from ((f"{at}[{i}]", arg) for i, arg in enumerate(child))
+        elif isinstance(child, (Mapping, list)) and not is_secure(child):
+            yield from _arguments(child, at)
+
+
+def secrets_in_arguments(config: Mapping[str, Any], is_secret: Callable[[Any], bool] = is_secure) -> list[str]:
+    """Config paths of secret values inside an argument list: a Pulumi secret there is decrypted into the command
+    line, which the container's spec (`docker inspect`, the pod) shows in plain text while synth shows "[secret]".
+    `is_secret` says what a secret looks like: a stack file's `secure:` value, or the placeholder synth hands the
+    program."""
+    return [path for path, arg in _arguments(config) if is_secret(arg)]
+
+
+def credential_flags(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(config path, why) of each credential flag in an argument list (credential_flag_problem)."""
+    return [(path, why) for path, arg in _arguments(config) if isinstance(arg, str) and (why := credential_flag_problem(arg))]
+
+
+SECRET_IN_ARGUMENTS = (
+    "is a secret inside a command line: the container's spec holds it in plain text (`docker inspect`, the pod) and "
+    "the program logs it; pass it in an environment variable (`env`, stored with `pulumi config set --path --secret`) "
+    "or a file"
+)
+
+
+def credential_flag_problem(arg: str) -> str | None:
+    """Why a command-line argument is refused: a credential flag (`--api-key`, `--hf-token=...`). vLLM logs its
+    non-default arguments at start-up (vllm/entrypoints/utils.py log_non_default_args), and any process's arguments
+    show in `ps` on the host and in the container's spec."""
+    flag = arg.split("=", 1)[0]
+    if not flag.startswith("--") or not is_credential_key(flag[2:].replace("-", "_").upper()):
+        return None
+    return (
+        f"'{flag}' passes a credential on the command line, which the container's spec and `ps` show and vLLM logs "
+        "at start-up; pass it in an environment variable or a file (vLLM reads VLLM_API_KEY: the stack's "
+        "`vllmApiKey` secret)"
+    )
+
+
+# Linux refuses an argument or environment string of MAX_ARG_STRLEN (32 pages, 131072 bytes with 4 KiB pages) or
+# more with E2BIG (include/uapi/linux/binfmts.h `#define MAX_ARG_STRLEN (PAGE_SIZE * 32)`, fs/exec.c
+# copy_strings), and execve takes C strings, so a NUL byte would cut the value short.
+MAX_ARG_STRLEN = 131072
+
+
+def text_problem(value: str) -> str | None:
+    """Why a config text cannot become an argument or an environment value of a process, or None."""
+    if "\0" in value:
+        return "holds a NUL byte, which no program argument or environment value can carry (execve takes C strings)"
+    size = len(value.encode())
+    if size >= MAX_ARG_STRLEN - 256:  # the environment entry adds its `NAME=`
+        return (
+            f"is {size} bytes: Linux refuses an argument or environment value of {MAX_ARG_STRLEN} bytes or more "
+            "(MAX_ARG_STRLEN); put large content in a file"
+        )
+    return None
+
+
+def text_problems(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(config path, why) of each text leaf `text_problem` refuses (keys too: an env name is a text)."""
+    problems = []
+    for path, key, value in _leaves(config):
+        for text in (str(key), value) if isinstance(value, str) else (str(key),):
+            if why := text_problem(text):
+                problems.append((path, why))
+                break
+    return problems
+
+
+def command_lines(resource_type: str, props: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(where, arguments) of each process a Docker container or a pod spec starts."""
+    if resource_type == CONTAINER:
+        return [("", [str(a) for a in (*_sequence(props.get("entrypoints")), *_sequence(props.get("command")))])]
+    if (spec := pod_spec(resource_type, props)) is None:
+        return []
+    return [
+        (f"container '{c.get('name')}': ", [str(a) for a in (*_sequence(c.get("command")), *_sequence(c.get("args")))])
+        for c in _containers(spec)
+    ]
+
+
+def _environments(resource_type: str, props: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(where, `NAME=value` entries) of each process's environment, as execve receives it."""
+    if resource_type == CONTAINER:
+        return [("", [str(e) for e in _sequence(props.get("envs"))])]
+    if (spec := pod_spec(resource_type, props)) is None:
+        return []
+    return [
+        (
+            f"container '{c.get('name')}': ",
+            [f"{e.get('name')}={e.get('value')}" for e in map(_mapping, _sequence(c.get("env"))) if "value" in e],
+        )
+        for c in _containers(spec)
+    ]
+
+
+def command_line_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Credential flags and credentials by shape on a declared command line, and arguments or environment values
+    no process can be started with (text_problem), in prod."""
+    problems = []
+    for where, args in command_lines(resource_type, props):
+        for arg in args:
+            if why := credential_flag_problem(arg):
+                problems.append(where + why)
+            elif what := credential_in_value(arg):
+                problems.append(f"{where}an argument holds {what}: pass it in an environment variable or a file")
+            elif why := text_problem(arg):
+                problems.append(f"{where}an argument {why}")
+    for where, entries in _environments(resource_type, props):
+        problems += [f"{where}environment value '{e.split('=', 1)[0]}' {why}" for e in entries if (why := text_problem(e))]
+    return problems
+
+
+TRUST_REMOTE_CODE = "--trust-remote-code"
+
+
+def remote_code_problems(resource_type: str, props: Mapping[str, Any], opted_in: bool) -> list[str]:
+    """vLLM's `--trust-remote-code` runs the model repository's Python code in the server; prod runs it only where
+    the stack's config opts in (`inference[].trustRemoteCode: true`, which adds the flag)."""
+    if opted_in:
+        return []
+    return [
+        f"{where}runs {TRUST_REMOTE_CODE} without `trustRemoteCode: true` in the stack's inference config"
+        for where, args in command_lines(resource_type, props)
+        if any(a.replace("_", "-") == TRUST_REMOTE_CODE for a in args)
+    ]
+
+
+# --- Docker endpoints (prod) -------------------------------------------------------------------------------
+
+
+def docker_endpoint_problems(endpoint: str) -> list[str]:
+    """How prod reaches a Docker daemon: over ssh:// with key authentication, or a local unix:// socket. A tcp://
+    endpoint is the daemon's API on the network, which without TLS gives root on the host to whoever reaches the
+    port ("Protect the Docker daemon socket": https://docs.docker.com/engine/security/protect-access/); the stack
+    has no TLS keys, so prod refuses it."""
+    parts = urlsplit(endpoint)
+    problems = []
+    if parts.scheme == "tcp":
+        problems.append(
+            f"'{endpoint}' reaches the Docker API over plain TCP: whoever reaches the port is root on the host; prod "
+            "uses ssh://user@host (the daemon stays on its socket)"
+        )
+    if parts.password is not None:
+        problems.append(
+            "holds a password in the URL: it stays in the stack file, the state and the provider's config; use SSH key "
+            "authentication (an ssh-agent or ~/.ssh/config) and ssh://user@host"
+        )
+    return problems
+
+
+def ssh_options_problem(ssh_opts: Sequence[str]) -> str | None:
+    """ssh_config(5): keywords are case-insensitive, given as `-o Key=value` or `Key value`; StrictHostKeyChecking
+    `no` or `off` accepts any host key."""
+    if re.search(r"stricthostkeychecking\s*[= ]\s*(no|off)\b", " ".join(ssh_opts), re.IGNORECASE):
+        return (
+            "StrictHostKeyChecking=no accepts any host key, so whoever answers for the host gets the deploy's Docker "
+            "commands; add the host's key to known_hosts (`ssh-keyscan`, checked against the host) instead"
+        )
+    return None
+
+
+def docker_provider_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """`docker_endpoint_problems` and `ssh_options_problem` of a declared Docker provider."""
+    if resource_type != DOCKER_PROVIDER:
+        return []
+    problems = docker_endpoint_problems(str(props.get("host") or ""))
+    ssh_opts = props.get("sshOpts")
+    if isinstance(ssh_opts, str):  # a provider's inputs other than text reach the engine JSON-encoded
+        try:
+            ssh_opts = json.loads(ssh_opts)
+        except ValueError:
+            ssh_opts = [ssh_opts]
+    if problem := ssh_options_problem([str(o) for o in _sequence(ssh_opts)]):
+        problems.append(problem)
+    return problems
