@@ -356,7 +356,9 @@ def load(
         # The policy pack's rule (one definition): a credential, by its key's name or its value's shape, is a
         # Pulumi secret. A key that holds a nested `secure:` value is secret as a whole in the runtime's config, so
         # it passes here; the pack, which reads the stack file, still checks its other leaves.
-        plain = {k: v for k, v in project_values.items() if k not in secret_keys and k[len(prefix) :] not in SECRET_KEYS}
+        plain = {
+            k: v for k, v in project_values.items() if k not in secret_keys and k[len(prefix) :] not in SECRET_KEYS
+        }
         for key, why in rules.credential_flags(project_values):
             problems.append(ConfigProblem(key[len(prefix) :], why))
         for key, why in rules.plaintext_secrets(plain):

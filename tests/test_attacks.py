@@ -4,8 +4,11 @@ naming each key, and the plan the program would declare for it is refused by the
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ATTACKS = sorted((ROOT / "tests" / "attacks").glob("*.yaml"))
 sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
 
-from rocm_policy import offline, pack  # noqa: E402
+from rocm_policy import offline, pack, rules  # noqa: E402
 
 
 def attack(path: Path, tmp_path: Path) -> tuple[dict, dict]:
@@ -112,3 +115,24 @@ def test_tampered_plan_is_refused_by_the_policy_pack(path, prod_plan):
     assert {v.policy for v in violations} == set(spec["refused_by_pack"])
     for policy, text in spec["refused_by_pack"].items():
         assert any(v.policy == policy and text in v.message for v in violations), (policy, violations)
+
+
+def test_a_credentials_file_path_passes_and_an_over_long_value_is_refused(tmp_path):
+    """GOOGLE_APPLICATION_CREDENTIALS names a file, Google's recommended form
+    (https://cloud.google.com/docs/authentication/application-default-credentials#GAC): not a credential in the text.
+    Linux refuses an argument or environment string of MAX_ARG_STRLEN = 32 pages or more with E2BIG
+    (include/uapi/linux/binfmts.h; fs/exec.c copy_strings): 131072 bytes with 4 KiB pages, measured below."""
+    spec, config = attack(ROOT / "tests" / "attacks" / "6a-credentials-by-shape.yaml", tmp_path)
+    env = config["rocm-stack:hosts"][0]["containers"][0]["env"]
+    env.clear()
+    env.update(GOOGLE_APPLICATION_CREDENTIALS="/etc/rocm-stack/gcp-key.json", NOTES="x" * rules.MAX_ARG_STRLEN)
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize("prod", config)
+    lines = str(refused.value).splitlines()
+    assert lines == [line for line in lines if "env.NOTES: is 131072 bytes" in line], lines
+    assert rules.credential_problem("GOOGLE_APPLICATION_CREDENTIALS", "/etc/rocm-stack/gcp-key.json") is None
+    if os.sysconf("SC_PAGE_SIZE") == 4096:  # the kernel's limit itself
+        with pytest.raises(OSError) as too_long:
+            subprocess.run(["true", "x" * rules.MAX_ARG_STRLEN], check=False)
+        assert too_long.value.errno == errno.E2BIG
+        subprocess.run(["true", "x" * (rules.MAX_ARG_STRLEN - 1)], check=True)

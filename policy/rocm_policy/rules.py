@@ -904,7 +904,8 @@ _TOKEN_SHAPES = (
 )
 # `scheme://user:password@host` (RFC 3986 section 3.2.1: "Use of the format user:password in the userinfo field is
 # deprecated"): the password is in the text itself.
-_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:[^\s/@]+@")
+# A scheme is matched only from its first character, possessively: linear in the text's length.
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s/@:]*+:[^\s/@]++@")
 # A value that names a file holds no credential itself (`GOOGLE_APPLICATION_CREDENTIALS: /path/key.json`, Google's
 # recommended form): absolute, relative to the working or home directory, or a file:// URL.
 _FILE_REFERENCE = re.compile(r"(/|\./|\.\./|~/|file://)\S*")
@@ -981,7 +982,11 @@ def secrets_in_arguments(config: Mapping[str, Any], is_secret: Callable[[Any], b
 
 def credential_flags(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(config path, why) of each credential flag in an argument list (credential_flag_problem)."""
-    return [(path, why) for path, arg in _arguments(config) if isinstance(arg, str) and (why := credential_flag_problem(arg))]
+    return [
+        (path, why)
+        for path, arg in _arguments(config)
+        if isinstance(arg, str) and (why := credential_flag_problem(arg))
+    ]
 
 
 SECRET_IN_ARGUMENTS = (
@@ -1075,7 +1080,9 @@ def command_line_problems(resource_type: str, props: Mapping[str, Any]) -> list[
             elif why := text_problem(arg):
                 problems.append(f"{where}an argument {why}")
     for where, entries in _environments(resource_type, props):
-        problems += [f"{where}environment value '{e.split('=', 1)[0]}' {why}" for e in entries if (why := text_problem(e))]
+        problems += [
+            f"{where}environment value '{e.split('=', 1)[0]}' {why}" for e in entries if (why := text_problem(e))
+        ]
     return problems
 
 
