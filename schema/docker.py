@@ -567,10 +567,10 @@ def _host_access_problems(hosts: list[HostConfig]) -> Iterable[tuple[str, str]]:
         yield f"hosts[{index[name]}].docker.host", message
     for h_index, host in enumerate(hosts):
         at = f"hosts[{h_index}]"
-        for problem in rules.docker_endpoint_problems(host.docker.host):
-            yield f"{at}.docker.host", problem
-        if problem := rules.ssh_options_problem(host.docker.ssh_opts):
-            yield f"{at}.docker.sshOpts", problem
+        for message in rules.docker_endpoint_problems(host.docker.host):
+            yield f"{at}.docker.host", message
+        if ssh_problem := rules.ssh_options_problem(host.docker.ssh_opts):
+            yield f"{at}.docker.sshOpts", ssh_problem
         # The host side of every device node a container gets (gpu_devices): the KFD, and /dev/dri or its nodes.
         for key, host_path, inside in (("kfd", host.device_paths.kfd, KFD), ("dri", host.device_paths.dri, DRI)):
             if problem := rules.device_problem(host_path, inside):

@@ -136,3 +136,21 @@ def test_a_credentials_file_path_passes_and_an_over_long_value_is_refused(tmp_pa
             subprocess.run(["true", "x" * rules.MAX_ARG_STRLEN], check=False)
         assert too_long.value.errno == errno.E2BIG
         subprocess.run(["true", "x" * (rules.MAX_ARG_STRLEN - 1)], check=True)
+
+
+def test_the_gpu_check_s_name_is_no_digest_of_environment_values(tmp_path):
+    """Issue 27 item 10: the check's Docker name is public (`docker ps`, the state, the plan); a 10-hex-digit digest
+    over a secret value would let anyone test guesses. The value is in the check's `envs`, which the provider
+    replaces on change (terraform-provider-docker v4.5.0 internal/provider/resource_docker_container.go L590-596:
+    `env` ForceNew), so the check still re-runs: delete-first, since its name stays."""
+    spec, config = attack(ROOT / "tests" / "attacks" / "6a-credentials-by-shape.yaml", tmp_path)
+
+    def gpucheck(env: dict) -> dict:
+        config["rocm-stack:hosts"][0]["containers"][0]["env"] = env
+        plan = synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()
+        return next(r for r in plan["resources"] if r["type"] == rules.CONTAINER and r["name"].endswith("-gpucheck"))
+
+    first, second = gpucheck({"PGPASSWORD": "one"}), gpucheck({"PGPASSWORD": "two"})
+    assert first["inputs"]["name"] == second["inputs"]["name"]
+    assert first["inputs"]["envs"] != second["inputs"]["envs"] and first["delete_before_replace"] is True
+    assert gpucheck({"PGUSER": "one"})["inputs"]["name"] != first["inputs"]["name"]  # the names still count

@@ -285,9 +285,9 @@ def test_a_plain_credential_in_prod_names_the_fix(tmp_path, capsys):
     code, err, _ = run(tmp_path, text, stack="prod", capsys=capsys)
     assert code == 2
     assert (
-        "rocm-stack:hosts[0].containers[0].env.API_KEY: holds a credential in plain text, which prod refuses; "
-        "run `pulumi config set --path --secret 'rocm-stack:hosts[0].containers[0].env.API_KEY' VALUE` "
-        "to store it encrypted"
+        "rocm-stack:hosts[0].containers[0].env.API_KEY: holds a credential in plain text ('API_KEY' is named like a "
+        "credential), which prod refuses; run `pulumi config set --path --secret "
+        "'rocm-stack:hosts[0].containers[0].env.API_KEY' VALUE` to store it encrypted, or give a file's path"
     ) in err.splitlines()
 
 

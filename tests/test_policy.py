@@ -420,7 +420,7 @@ def test_plaintext_credentials_found_at_any_depth():
         "rocm-stack:monitoring": {"grafana": [{"apiKey": {"secure": "AAAB..."}}, {"apiKey": "plain"}]},
         "rocm-stack:workloads": {"tokenizer": "gpt2", "emptyToken": ""},
     }
-    assert rules.plaintext_secrets(config) == [
+    assert [path for path, _ in rules.plaintext_secrets(config)] == [
         "rocm-stack:huggingfaceToken",
         "rocm-stack:registry.password",
         "rocm-stack:monitoring.grafana[1].apiKey",
@@ -447,10 +447,12 @@ def test_config_secrets_policy_reads_the_stack_file(tmp_path, monkeypatch):
     messages: list[str] = []
     POLICIES["no-plaintext-secrets-in-config"].validate(StackValidationArgs([]), lambda m, urn=None: messages.append(m))
     assert sorted(messages) == [
-        "config 'rocm-stack:registry.password' holds a credential in plain text in Pulumi.prod.yaml: "
-        "run `pulumi config set --path --secret 'rocm-stack:registry.password' ...`",
-        "config 'rocm-stack:registryPassword' holds a credential in plain text in Pulumi.prod.yaml: "
-        "run `pulumi config set --secret 'rocm-stack:registryPassword' ...`",
+        "config 'rocm-stack:registry.password' holds a credential in plain text in Pulumi.prod.yaml ('password' is "
+        "named like a credential): run `pulumi config set --path --secret 'rocm-stack:registry.password' ...`, or "
+        "give a file's path",
+        "config 'rocm-stack:registryPassword' holds a credential in plain text in Pulumi.prod.yaml ('registryPassword' "
+        "is named like a credential): run `pulumi config set --secret 'rocm-stack:registryPassword' ...`, or give a "
+        "file's path",
     ]
     monkeypatch.setenv("PULUMI_STACK", "staging")  # no such stack file: config lives elsewhere
     with pytest.raises(_NotApplicableError):

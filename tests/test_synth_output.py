@@ -61,8 +61,8 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     from tools import synth
     tag, out = sys.argv[1], Path(sys.argv[2])
-    synth.rendered_files = lambda plan: {f"{tag}/{i}.txt": tag for i in range(40)} | {"plan.json": tag}
-    for _ in range(15):
+    synth.rendered_files = lambda plan: {f"{tag}/{i}.txt": tag for i in range(20)} | {"plan.json": tag}
+    for _ in range(8):
         synth.write(None, out)
     """
 )
@@ -77,5 +77,5 @@ def test_two_synths_into_one_folder_leave_one_plan_s_files(tmp_path):
     assert [w.wait(timeout=60) for w in writers] == [0, 0]
     last = (out / "plan.json").read_text()
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    expected = sorted([f"{last}/{i}.txt" for i in range(40)] + ["plan.json", synth.MANIFEST, synth.LOCK])
+    expected = sorted([f"{last}/{i}.txt" for i in range(20)] + ["plan.json", synth.MANIFEST, synth.LOCK])
     assert left == expected

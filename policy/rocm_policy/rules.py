@@ -930,7 +930,7 @@ def credential_problem(key: str | int, value: Any) -> str | None:
     if isinstance(key, str) and is_credential_key(key):
         if _FILE_REFERENCE.fullmatch(value) or _NOT_A_SECRET.fullmatch(value):
             return None
-        return f"'{key}' is named like a credential"
+        return f"'{key.rsplit(':', 1)[-1]}' is named like a credential"
     return None
 
 
@@ -998,8 +998,9 @@ SECRET_IN_ARGUMENTS = (
 
 def credential_flag_problem(arg: str) -> str | None:
     """Why a command-line argument is refused: a credential flag (`--api-key`, `--hf-token=...`). vLLM logs its
-    non-default arguments at start-up (vllm/entrypoints/utils.py log_non_default_args), and any process's arguments
-    show in `ps` on the host and in the container's spec."""
+    non-default arguments at start-up (vllm-project/vllm vllm/entrypoints/utils.py log_non_default_args:
+    `logger.info("non-default args: %s", non_default_args)`, unredacted before releases added
+    redact_sensitive_args), and any process's arguments show in `ps` on the host and in the container's spec."""
     flag = arg.split("=", 1)[0]
     if not flag.startswith("--") or not is_credential_key(flag[2:].replace("-", "_").upper()):
         return None
