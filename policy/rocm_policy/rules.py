@@ -1045,10 +1045,12 @@ def command_lines(resource_type: str, props: Mapping[str, Any]) -> list[tuple[st
     """(where, arguments) of each process a Docker container or a pod spec starts."""
     if resource_type == CONTAINER:
         return [("", [str(a) for a in (*_sequence(props.get("entrypoints")), *_sequence(props.get("command")))])]
-    if (spec := pod_spec(resource_type, props)) is None:
-        return []
     return [
-        (f"container '{c.get('name')}': ", [str(a) for a in (*_sequence(c.get("command")), *_sequence(c.get("args")))])
+        (
+            f"{where}container '{c.get('name')}': ",
+            [str(a) for a in (*_sequence(c.get("command")), *_sequence(c.get("args")))],
+        )
+        for where, spec in pod_specs(resource_type, props)
         for c in _containers(spec)
     ]
 
@@ -1057,13 +1059,12 @@ def _environments(resource_type: str, props: Mapping[str, Any]) -> list[tuple[st
     """(where, `NAME=value` entries) of each process's environment, as execve receives it."""
     if resource_type == CONTAINER:
         return [("", [str(e) for e in _sequence(props.get("envs"))])]
-    if (spec := pod_spec(resource_type, props)) is None:
-        return []
     return [
         (
-            f"container '{c.get('name')}': ",
+            f"{where}container '{c.get('name')}': ",
             [f"{e.get('name')}={e.get('value')}" for e in map(_mapping, _sequence(c.get("env"))) if "value" in e],
         )
+        for where, spec in pod_specs(resource_type, props)
         for c in _containers(spec)
     ]
 
