@@ -1,0 +1,126 @@
+"""The authenticating reverse proxy (nginx) in front of every keyed vLLM server: its configuration, one renderer.
+
+vLLM's own key guards only paths under /v1 (vllm/entrypoints/openai/api_server.py @ v0.11.2, build_app: `if not
+url_path.startswith("/v1"): return await call_next(request)`), so `POST /invocations`, /tokenize and /pooling serve
+without it (vllm-project/vllm#58144), and a Host-header bypass of that middleware is fixed only in vLLM 0.22
+(GHSA-94f4-hr76-p5j6). vLLM's security guide says not to rely on `--api-key` alone. nginx decides on the normalised
+path (merged slashes, `..` resolved, %-decoded: ngx_http_parse_complex_uri) and the Authorization header alone; the
+Host header plays no part, and it sets the upstream's own Host on what it forwards.
+
+The key sits in a file of its own (API_KEY_MAP, a `map` entry the main configuration includes), handled as a
+secret: a Kubernetes Secret in a projected volume, a Docker upload of a secret value, mode 0400, read by the nginx
+master (root) at start. It never appears on a command line, in an environment or in the main configuration, which
+is plain (a ConfigMap, a Docker upload shown by `pulumi preview`). tests/test_vllm_proxy.py runs this configuration
+with the real nginx binary in front of a stand-in upstream.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pulumi
+
+CONFIG_DIR = "/etc/rocm-stack-proxy"
+CONFIG_FILE = "nginx.conf"
+API_KEY_MAP = "api-key.map"
+# Writable runtime directory (pid file, body buffers): the only path nginx writes, an emptyDir on Kubernetes.
+RUNTIME_DIR = "/tmp/"
+HEALTH_PATH = "/health"
+METRICS_PATH = "/metrics"
+# What passes without the key: health (the kubelet's and Docker's probes), and on Kubernetes vLLM's Prometheus
+# endpoint, which the stack's ServiceMonitor scrapes through the Service (components/monitoring) and which holds
+# counters, no prompts. Docker hosts have no scraper of it: there it needs the key.
+POD_OPEN_PATHS = (HEALTH_PATH, METRICS_PATH)
+DOCKER_OPEN_PATHS = (HEALTH_PATH,)
+# The proxy's port beside vLLM in a pod (vLLM keeps `port` on 127.0.0.1).
+POD_PORT = 8080
+# Requests carry prompts, base64 images and audio; vLLM bounds the rest.
+MAX_BODY = "100m"
+# Generations stream for as long as they take; nginx's 60 s default would cut long ones.
+READ_TIMEOUT_SECONDS = 3600
+# Docker's embedded DNS server on user-defined networks (docs.docker.com/engine/network/#dns-services); nginx
+# re-resolves the vLLM container's name through it, so a replaced or restarted vLLM (a new address) is found.
+DOCKER_DNS = "127.0.0.11"
+# RFC 6750 §2.1 `b64token`, what a Bearer credential may be; none of these characters is special inside an nginx
+# double-quoted string, so the key file cannot change the configuration around it.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why `key` cannot be the proxy's API key, or None."""
+    if not key.strip():
+        return "is empty, which leaves vLLM without a key; set one with `pulumi config set --secret vllmApiKey <key>`"
+    if _BEARER_TOKEN.fullmatch(key) is None:
+        return (
+            "holds characters a Bearer token cannot carry (RFC 6750 §2.1: letters, digits and - . _ ~ + /, "
+            "then = padding); use e.g. `openssl rand -hex 32`"
+        )
+    return None
+
+
+def nginx_config(listen_port: int, upstream: str, open_paths: Sequence[str], resolver: str | None = None) -> str:
+    """nginx's configuration: `open_paths` (exact) go to the same path upstream without a key, everything else
+    needs `Authorization: Bearer <key>` (else 401). `upstream` is host:port; a name is resolved through `resolver`.
+    Run as `nginx -p RUNTIME_DIR -e stderr -c CONFIG_DIR/CONFIG_FILE -g 'daemon off;'` (proxy_command)."""
+    open_locations = "".join(
+        # A fixed URI: the upstream sees exactly this path, whatever spelling matched it.
+        f"        location = {path} {{\n            proxy_pass http://$vllm{path};\n        }}\n"
+        for path in open_paths
+    )
+    resolve = f"    resolver {resolver} valid=10s ipv6=off;\n" if resolver else ""
+    return (
+        "# Rendered by rocm-stack (components/workloads/proxy.py). The key is in " + API_KEY_MAP + ".\n"
+        "worker_processes 1;\n"
+        "pid nginx.pid;\n"
+        "error_log stderr warn;\n"
+        "events {\n    worker_connections 1024;\n}\n"
+        "http {\n"
+        "    access_log off;\n"
+        "    server_tokens off;\n"
+        "    client_body_temp_path client-body;\n"
+        "    proxy_temp_path proxy;\n"
+        "    fastcgi_temp_path fastcgi;\n"
+        "    uwsgi_temp_path uwsgi;\n"
+        "    scgi_temp_path scgi;\n"
+        f"    client_max_body_size {MAX_BODY};\n"
+        "    proxy_http_version 1.1;\n"
+        # Streamed completions (server-sent events) pass as they come.
+        "    proxy_buffering off;\n"
+        "    proxy_request_buffering off;\n"
+        f"    proxy_read_timeout {READ_TIMEOUT_SECONDS}s;\n"
+        f"    proxy_send_timeout {READ_TIMEOUT_SECONDS}s;\n"
+        "    map $http_authorization $authorized {\n"
+        "        default 0;\n"
+        f"        include {API_KEY_MAP};\n"
+        "    }\n"
+        f"{resolve}"
+        "    server {\n"
+        f"        listen {listen_port};\n"
+        f"        set $vllm {upstream};\n"
+        f"{open_locations}"
+        "        location / {\n"
+        "            if ($authorized = 0) {\n"
+        "                add_header WWW-Authenticate Bearer always;\n"
+        "                return 401;\n"
+        "            }\n"
+        "            proxy_pass http://$vllm;\n"
+        "        }\n"
+        "    }\n"
+        "}\n"
+    )
+
+
+def key_map(key: str) -> str:
+    """The key file: the one `map` entry that authorizes a request (api_key_problem keeps it a plain token). A
+    regular expression: nginx compares a map's plain strings case-insensitively (measured:
+    tests/test_vllm_proxy.py), which would let `bearer K3Y` pass for `Bearer k3y`; `~` matches case-sensitively."""
+    return '"~^Bearer ' + re.sub(r"([.+])", r"\\\1", key) + '$" 1;\n'
+
+
+def secret_key_map(key: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.secret(pulumi.Output.from_input(key).apply(key_map))
+
+
+def proxy_command(config_dir: str = CONFIG_DIR, runtime_dir: str = RUNTIME_DIR) -> list[str]:
+    return ["nginx", "-p", runtime_dir, "-e", "stderr", "-c", f"{config_dir}/{CONFIG_FILE}", "-g", "daemon off;"]
