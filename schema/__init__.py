@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import ValidationError, field_validator, model_validator
 
 from policy.rocm_policy import rules
+from schema.stackfile import SECRET_PLACEHOLDER
 
 from . import checks, docker, groups, kubernetes, monitoring, workloads
 from .base import ConfigModel, strict_problems
@@ -402,6 +403,11 @@ def load(
         cfg = cfg.model_copy(update={"hosts": hosts})
     secret_names = {key[len(prefix) :] for key in secret_keys if key.startswith(prefix)}
     problems += [ConfigProblem(path, message) for path, message in workloads.secret_problems(cfg, secret_names)]
+    # The proxy in front of vLLM compares this key (components/workloads/proxy.py): never empty, a Bearer token.
+    # Synth, which cannot decrypt, hands a placeholder.
+    api_key = values.get(f"{prefix}vllmApiKey")
+    if api_key is not None and api_key != SECRET_PLACEHOLDER and (problem := rules.api_key_problem(str(api_key))):
+        problems.append(ConfigProblem("vllmApiKey", problem))
     if cfg.registry is not None and f"{prefix}registryPassword" not in secret_keys:
         problems.append(
             ConfigProblem(

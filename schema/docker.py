@@ -95,6 +95,11 @@ DEFAULT_IMAGES = {
 # names its release (AMD's ROCm 7.0.0 install tabs pull rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0).
 # Other images: the tag's `rocmX.Y`, or `rocm-stack:checks.imageRocm`.
 DEFAULT_IMAGE_ROCM = {"pytorch": "7.0", "vllm": "7.0"}
+# The authenticating proxy in front of every keyed vLLM server (components/workloads/proxy.py): nginx's stable branch,
+# the official image (hub.docker.com/_/nginx, built from github.com/nginx/docker-nginx stable/alpine). The digest is
+# the one public repositories pin for this tag (not read from the registry here: no network); refresh it with
+# `docker buildx imagetools inspect nginx:1.28-alpine`.
+PROXY_IMAGE = "nginx:1.28-alpine@sha256:a8b39bd9cf0f83869a2162827a0caf6137ddf759d50a171451b335cecc87d236"
 
 
 def image_pin_problem(ref: str) -> str | None:

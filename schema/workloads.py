@@ -504,9 +504,10 @@ class InferenceConfig(ConfigModel):
         }
         return {**merged_env(defaults, self.rocm_env), **self.env}
 
-    def vllm_args(self, gpus: int) -> list[str]:
-        """`vllm serve` arguments after the model: TP ranks per replica, the remaining factor as data parallel."""
-        args = ["--host", "0.0.0.0", "--port", str(self.port), "--tensor-parallel-size", str(self.tensor_parallel_size)]
+    def vllm_args(self, gpus: int, host: str = "0.0.0.0") -> list[str]:
+        """`vllm serve` arguments after the model: TP ranks per replica, the remaining factor as data parallel.
+        `host`: the address it listens on (127.0.0.1 behind a proxy in its pod)."""
+        args = ["--host", host, "--port", str(self.port), "--tensor-parallel-size", str(self.tensor_parallel_size)]
         if self.data_parallel_size(gpus) > 1:
             args += ["--data-parallel-size", str(self.data_parallel_size(gpus)), *DATA_PARALLEL_VLLM_FLAGS]
         if self.revision is not None:

@@ -339,5 +339,13 @@ def test_the_api_key_reaches_vllm_from_a_secret_file_never_in_the_plan():
     )
     assert i["uploads"] == SECRET and "VLLM_API_KEY" not in env_of(serve)
     assert "sk-test-key-123" not in json.dumps(plan.to_json())
-    assert [p["ip"] for p in i["ports"]] == ["127.0.0.1"]
     assert "/health" in " ".join(i["healthcheck"]["tests"])
+    # With the key vLLM publishes nothing: its proxy (components/workloads/proxy.py) publishes the API port on the
+    # configured address, and both share a network of their own; the key file is a secret upload of the proxy too.
+    assert "ports" not in i
+    [proxy_container] = [c for c in plan.of_type(CONTAINER) if c["name"] == f"{serve['name']}-proxy"]
+    p = proxy_container["inputs"]
+    assert [(m["ip"], m["internal"]) for m in p["ports"]] == [("127.0.0.1", 8000)]
+    assert p["uploads"] == SECRET and p["image"] and p["entrypoints"][0] == "nginx"
+    [network] = plan.of_type("docker:index/network:Network")
+    assert p["networksAdvanced"] == i["networksAdvanced"] == [{"name": network["inputs"]["name"]}]

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from components.workloads import proxy
+from schema.docker import PROXY_IMAGE
 from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
 from tools.synth import SECRET, Plan, ProgramRefused, autoname, manifest_of, synthesize
@@ -845,14 +847,17 @@ def test_vllm_deployment_serves_the_model_with_tensor_and_data_parallel_ranks(pr
         "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
     }
     pod = deployment["spec"]["template"]["spec"]
-    [server] = pod["containers"]
+    # prod has the API key: vLLM listens on the pod's loopback behind the proxy sidecar (test_vllm_proxy.py).
+    [server, sidecar] = pod["containers"]
+    assert sidecar["name"] == "proxy" and sidecar["image"] == PROXY_IMAGE
+    assert sidecar["ports"] == [{"name": "http", "containerPort": 8080}] and "ports" not in server
     assert server["image"].startswith("rocm/vllm:rocm")
     assert server["command"] == [
         "vllm",
         "serve",
         "meta-llama/Llama-3.1-8B-Instruct",
         "--host",
-        "0.0.0.0",
+        "127.0.0.1",
         "--port",
         "8000",
         "--tensor-parallel-size",
@@ -924,7 +929,8 @@ def test_prod_vllm_requires_the_api_key_from_a_pulumi_secret(prod):
     envs.VLLM_API_KEY or args.api_key:` ... `if not url_path.startswith("/v1"): return await call_next(request)`).
     So /health stays a plain probe, and the /v1/models readiness check sends the key from the container's env
     (an httpGet probe's headers are literal: the key would sit in the Deployment)."""
-    [server] = pod_spec(prod, DEPLOYMENT, "llama")["containers"]
+    pod = pod_spec(prod, DEPLOYMENT, "llama")
+    [server, sidecar] = pod["containers"]
     assert env_dict(server)["VLLM_API_KEY"] == {"secretKeyRef": {"name": autoname("llama-api-key"), "key": "api-key"}}
     secret = prod.get(SECRET_KIND, "llama-api-key")
     assert secret["inputs"]["stringData"] == SECRET
@@ -932,13 +938,28 @@ def test_prod_vllm_requires_the_api_key_from_a_pulumi_secret(prod):
     assert "httpGet" not in readiness
     check = readiness["exec"]["command"]
     assert check[:2] == ["python3", "-c"] and "/v1/models" in check[2] and "VLLM_API_KEY" in check[2]
-    assert server["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    # vLLM listens on 127.0.0.1: the kubelet probes /health through the sidecar's port (a number: a named port
+    # resolves among the probed container's own ports, and vLLM has none).
+    assert server["livenessProbe"]["httpGet"] == server["startupProbe"]["httpGet"] == {"path": "/health", "port": 8080}
+    # The sidecar reads the rendered nginx.conf and the key's map file of the same Secret, both 0400, in one dir.
+    [mount] = [m for m in sidecar["volumeMounts"] if m["name"] == "proxy-config"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "proxy-config"]
+    assert mount["mountPath"] == proxy.CONFIG_DIR and volume["projected"]["defaultMode"] == 0o400
+    config_source, key_source = volume["projected"]["sources"]
+    assert key_source["secret"] == {
+        "name": autoname("llama-api-key"),
+        "items": [{"key": proxy.API_KEY_MAP, "path": proxy.API_KEY_MAP}],
+    }
+    config_map = manifest(prod, CONFIG_MAP, "llama-proxy")
+    assert config_source["configMap"]["name"] == config_map["metadata"]["name"]
+    assert config_map["data"][proxy.CONFIG_FILE] == proxy.nginx_config(8080, "127.0.0.1:8000", proxy.POD_OPEN_PATHS)
     # The check itself, against a stand-in server that answers like vLLM's middleware.
     _run_models_check(check[2])
-    # Prod without the secret is refused.
+    # Prod without the secret is refused, and so is an empty one (Docker's start script refuses it too).
     config = prod_config()
     del config[P + "vllmApiKey"]
     assert "rocm-stack:vllmApiKey: prod serves llama on Kubernetes" in refusal("prod", config)
+    assert "rocm-stack:vllmApiKey: is empty" in refusal("prod", prod_config(), secrets={**TOKEN, P + "vllmApiKey": ""})
 
 
 def _run_models_check(code: str) -> None:
@@ -1015,7 +1036,10 @@ def test_no_token_no_secret_for_an_open_model():
 def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     c = docker_container(prod, "gpu-node-3-serve-b")
     i = c["inputs"]
-    assert i["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0", "protocol": "tcp"}]
+    # prod's API key: the proxy publishes the port (tests/test_vllm_proxy.py), vLLM nothing (the pack's rule).
+    assert "ports" not in i
+    proxy = docker_container(prod, "gpu-node-3-serve-b-proxy")["inputs"]
+    assert proxy["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0", "protocol": "tcp"}]
     # prod's API key: `sh -c` reads the uploaded key file into VLLM_API_KEY, then execs `vllm serve`.
     assert i["command"][:2] == ["sh", "-c"] and i["command"][4:7] == [
         "vllm",
@@ -1323,7 +1347,7 @@ def test_a_port_docker_publishes_on_a_random_host_port_clashes_with_no_workload(
     """`ports: [{internal: 8080}]` publishes on a free ephemeral host port, not on 8080."""
     config = _set(prod_config(), "hosts[2].containers[0].ports", [{"internal": 8080}])
     plan = synth("prod", config, TOKEN)
-    assert docker_container(plan, "gpu-node-3-serve-b")["inputs"]["ports"][0]["external"] == 8080
+    assert docker_container(plan, "gpu-node-3-serve-b-proxy")["inputs"]["ports"][0]["external"] == 8080
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,8 @@ class WorkloadContainerArgs:
     max_retry_count: int | None = None
     volumes: Sequence[docker.ContainerVolumeArgs] = ()
     ports: Sequence[docker.ContainerPortArgs] = ()
+    networks: Sequence[docker.ContainerNetworksAdvancedArgs] = ()
+    """User-defined networks, instead of the daemon's default one."""
     uploads: Sequence[docker.ContainerUploadArgs] = ()
     healthcheck: docker.ContainerHealthcheckArgs | None = None
     visibility_variable: str = "HIP_VISIBLE_DEVICES"
@@ -121,6 +123,7 @@ def workload_container(
         envs=container_envs(env, args.secret_env),
         **rocm_access(partition.host, c, args.security_profile, args.shm_size_bytes),
         ports=list(args.ports) or None,
+        networks_advanced=list(args.networks) or None,
         volumes=volumes or None,
         uploads=list(args.uploads) or None,
         healthcheck=args.healthcheck,

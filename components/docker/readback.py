@@ -194,6 +194,13 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
     "name": ReadBack('funcs.go L828: d.Set("name", strings.TrimLeft(container.Name, "/"))'),
     "image": ReadBack('funcs.go L838-845: an image ID ("sha256:...") is stored as container.Image, the ID itself'),
     "command": ReadBack('funcs.go L849: d.Set("command", container.Config.Cmd)', "list"),
+    "entrypoints": ReadBack(
+        'funcs.go L850: d.Set("entrypoint", container.Config.Entrypoint): the list as sent', "list"
+    ),
+    "networksAdvanced": ReadBack(
+        "funcs.go L786-795: set from Docker only while the state holds none (import), so the declared set stays",
+        "set",
+    ),
     "hostname": ReadBack('funcs.go L847: d.Set("hostname", container.Config.Hostname)'),
     "envs": ReadBack(f"funcs.go L893-898 (issues #242, #269): {NOT_READ}; env is a Set (schema.go L590)", "set"),
     "labels": ReadBack(f"funcs.go L893-898: {NOT_READ}; labels is a Set (schema.go L833)", "set"),

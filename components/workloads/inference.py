@@ -16,12 +16,13 @@ from pulumi_kubernetes.networking import v1 as networking_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
 from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
-from schema.docker import PortMapping, SecurityProfile
+from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
 from schema.workloads import InferenceConfig, model_cache_dir
-from components.docker.gpu_host import published
+from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.readback import seconds
 from components.monitoring import MONITORING_NAMESPACE
+from . import proxy
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
@@ -66,8 +67,36 @@ MODELS_CHECK = (
 HEALTH_INTERVAL_SECONDS, HEALTH_TIMEOUT_SECONDS = 30, 10
 
 
-def serve_command(inference: InferenceConfig, gpus: int) -> list[str]:
-    return ["vllm", "serve", inference.model, *inference.vllm_args(gpus)]
+def serve_command(inference: InferenceConfig, gpus: int, host: str = "0.0.0.0") -> list[str]:
+    return ["vllm", "serve", inference.model, *inference.vllm_args(gpus, host)]
+
+
+PROXY_RESOURCES = {"cpu": "500m", "memory": "128Mi"}
+
+
+def pod_proxy_port(inference: InferenceConfig) -> int:
+    """The proxy's port in a vLLM pod, beside vLLM's own."""
+    return proxy.POD_PORT if inference.port != proxy.POD_PORT else proxy.POD_PORT + 1
+
+
+def _proxy_container(name: str, port: int, volumes: Sequence[core_v1.VolumeMountArgs]) -> core_v1.ContainerArgs:
+    """The nginx sidecar: the pod's only listener on the pod network. Its master starts as root to read the key
+    file (0400) and drops its worker to nginx's user: CHOWN, SETUID and SETGID are all it keeps; it writes only its
+    runtime emptyDir."""
+    return core_v1.ContainerArgs(
+        name=name,
+        image=PROXY_IMAGE,
+        command=proxy.proxy_command(),
+        ports=[core_v1.ContainerPortArgs(name="http", container_port=port)],
+        # Requests = limits: the pod stays Guaranteed (its GPU container's QoS, pods.pod_resources).
+        resources=core_v1.ResourceRequirementsArgs(requests=PROXY_RESOURCES, limits=PROXY_RESOURCES),
+        security_context=core_v1.SecurityContextArgs(
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            capabilities=core_v1.CapabilitiesArgs(drop=["ALL"], add=["CHOWN", "SETUID", "SETGID"]),
+        ),
+        volume_mounts=list(volumes),
+    )
 
 
 @dataclass(frozen=True)
@@ -81,7 +110,9 @@ class VllmServerArgs:
     """The secret `rocm-stack:huggingfaceToken`, or None: no Kubernetes Secret, no HF_TOKEN."""
     gpu_ready: Sequence[pulumi.Resource] = ()
     api_key: pulumi.Input[str] | None = None
-    """The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API is open to the cluster."""
+    """The secret `rocm-stack:vllmApiKey` (required in prod): an nginx sidecar (components/workloads/proxy.py)
+    demands it on every path but /health and /metrics, vLLM listening on the pod's loopback only; None: vLLM serves
+    the cluster itself, open."""
     secret_env: bool = False
     """`inference` is a secret stack key (a nested `secure:` env value)."""
     gpu_check: GpuCheckArgs | None = None
@@ -95,6 +126,10 @@ class VllmServerArgs:
 class VllmServer(pulumi.ComponentResource):
     """A Deployment serving one model, its Service, the token Secret, the model cache and (prod) a PDB.
 
+    With an API key the pod's port is an nginx sidecar's (proxy.py) and vLLM listens on 127.0.0.1: no other pod
+    reaches vLLM but through the key check. The kubelet probes /health through the sidecar (it forwards exactly
+    that path), and readiness runs inside the vLLM container.
+
     Rolling updates replace one replica at a time without a surge pod (maxSurge 0): a surge pod would need
     GPUs that a fully used fleet does not have, and the rollout would hang. So an update never needs a GPU the
     Deployment does not hold: each new pod takes the GPUs its predecessor freed (and passes gpucheck on them first),
@@ -106,6 +141,8 @@ class VllmServer(pulumi.ComponentResource):
     service: core_v1.Service
     token: core_v1.Secret | None
     api_key: core_v1.Secret | None
+    # The proxy's nginx.conf (content-named, immutable: a new configuration rolls the pods); None without a key.
+    proxy_config: core_v1.ConfigMap | None
     cache_claim: core_v1.PersistentVolumeClaim | None
     # The environment as a Secret when `inference` is a secret stack key (pods.env_secret).
     env_secret: core_v1.Secret | None
@@ -138,12 +175,47 @@ class VllmServer(pulumi.ComponentResource):
                 f"{name}-hf-token", {TOKEN_KEY: args.huggingface_token}, args.namespace, labels, child
             )
             env.append(secret_env_var("HF_TOKEN", self.token, TOKEN_KEY))
-        self.api_key = None
+        self.api_key, self.proxy_config = None, None
+        proxied = args.api_key is not None
+        port = pod_proxy_port(inference) if proxied else inference.port
+        proxy_volumes: list[core_v1.VolumeArgs] = []
         if args.api_key is not None:
+            # vLLM keeps the key too (a second check on /v1); the sidecar reads its own file of the same Secret.
             self.api_key = auto_named_secret(
-                f"{name}-api-key", {API_KEY_KEY: args.api_key}, args.namespace, labels, child
+                f"{name}-api-key",
+                {API_KEY_KEY: args.api_key, proxy.API_KEY_MAP: proxy.secret_key_map(args.api_key)},
+                args.namespace,
+                labels,
+                child,
             )
             env.append(secret_env_var("VLLM_API_KEY", self.api_key, API_KEY_KEY))
+            config = proxy.nginx_config(port, f"127.0.0.1:{inference.port}", proxy.POD_OPEN_PATHS)
+            self.proxy_config = program_config_map(
+                f"{name}-proxy", {proxy.CONFIG_FILE: config}, args.namespace, labels, child
+            )
+            proxy_volumes = [
+                core_v1.VolumeArgs(
+                    name="proxy-config",
+                    projected=core_v1.ProjectedVolumeSourceArgs(
+                        default_mode=0o400,
+                        sources=[
+                            core_v1.VolumeProjectionArgs(
+                                config_map=core_v1.ConfigMapProjectionArgs(
+                                    name=self.proxy_config.metadata.name,
+                                    items=[core_v1.KeyToPathArgs(key=proxy.CONFIG_FILE, path=proxy.CONFIG_FILE)],
+                                )
+                            ),
+                            core_v1.VolumeProjectionArgs(
+                                secret=core_v1.SecretProjectionArgs(
+                                    name=self.api_key.metadata.name,
+                                    items=[core_v1.KeyToPathArgs(key=proxy.API_KEY_MAP, path=proxy.API_KEY_MAP)],
+                                )
+                            ),
+                        ],
+                    ),
+                ),
+                core_v1.VolumeArgs(name="proxy-runtime", empty_dir=core_v1.EmptyDirVolumeSourceArgs(size_limit="1Gi")),
+            ]
 
         cache = k8s.effective_model_cache(args.environment)
         cache_volume, self.cache_claim = storage_volume(
@@ -152,7 +224,8 @@ class VllmServer(pulumi.ComponentResource):
 
         def health(period: int, failures: int) -> core_v1.ProbeArgs:
             return core_v1.ProbeArgs(
-                http_get=core_v1.HTTPGetActionArgs(path=HEALTH_PATH, port="http"),
+                # A named port resolves among the probed container's own ports; the sidecar's is a number here.
+                http_get=core_v1.HTTPGetActionArgs(path=HEALTH_PATH, port=port if proxied else "http"),
                 period_seconds=period,
                 timeout_seconds=5,
                 failure_threshold=failures,
@@ -184,9 +257,9 @@ class VllmServer(pulumi.ComponentResource):
         server = core_v1.ContainerArgs(
             name="vllm",
             image=args.image,
-            command=serve_command(inference, gpus),
+            command=serve_command(inference, gpus, "127.0.0.1" if proxied else "0.0.0.0"),
             env=env,
-            ports=[core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
+            ports=None if proxied else [core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
             resources=resources,
             security_context=security_context(k8s.pod_security),
             # Liveness and readiness only start once the model is loaded and /health answered.
@@ -200,6 +273,13 @@ class VllmServer(pulumi.ComponentResource):
                 core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
             ],
         )
+        containers = [server]
+        if proxied:
+            mounts = [
+                core_v1.VolumeMountArgs(name="proxy-config", mount_path=proxy.CONFIG_DIR, read_only=True),
+                core_v1.VolumeMountArgs(name="proxy-runtime", mount_path=proxy.RUNTIME_DIR),
+            ]
+            containers.append(_proxy_container("proxy", port, mounts))
         # `pulumi up` waits for the rollout (pulumi-kubernetes' Deployment awaiter: the new ReplicaSet's pods ready,
         # the Deployment Available), so a pod failing its GPU check fails `pulumi up`, and the next `pulumi up`
         # awaits it again (docs/operations.md): one pod's start (check, download and load) on create, where every
@@ -240,8 +320,8 @@ class VllmServer(pulumi.ComponentResource):
                         tolerations=tolerations_of(k8s.tolerations),
                         topology_spread_constraints=[spread],
                         init_containers=init_containers or None,
-                        containers=[server],
-                        volumes=[shm_volume(inference.shm_size), cache_volume, *program_volumes],
+                        containers=containers,
+                        volumes=[shm_volume(inference.shm_size), cache_volume, *program_volumes, *proxy_volumes],
                     ),
                 ),
             ),
@@ -333,22 +413,46 @@ class DockerVllmArgs:
     security_profile: SecurityProfile
     huggingface_token: pulumi.Input[str] | None = None
     api_key: pulumi.Input[str] | None = None
-    """The secret `rocm-stack:vllmApiKey` (required in prod), or None: the API takes no key."""
+    """The secret `rocm-stack:vllmApiKey` (required in prod): each server sits behind an nginx container (proxy.py)
+    that alone publishes the API port and demands the key on every path but /health; None: vLLM publishes its
+    port itself and takes no key."""
     secret_env: bool = False
     """`hosts` or `inference` is a secret stack key: the containers' environments are secret."""
 
 
 class DockerVllm(pulumi.ComponentResource):
-    """One vLLM server per claimed partition, on the partition's GPUs, its API published on the host."""
+    """One vLLM server per claimed partition, on the partition's GPUs, its API published on the host.
+
+    With an API key every server is on a network of its own on its host (one per server and host), which only
+    its proxy container joins; the proxy publishes the API port and reaches vLLM by container name through
+    Docker's DNS, re-resolved every 10 s, so a vLLM container restarted or replaced (a new address) is found
+    again without touching the proxy. Not `network_mode: container:<vLLM>` (a shared namespace): a joined
+    container keeps the namespace of the one it joined, so a restart of vLLM would cut its proxy off."""
 
     containers: dict[str, docker.Container]
+    # Partition ref -> its proxy container and its private network (none without an API key).
+    proxies: dict[str, docker.Container]
+    networks: dict[str, docker.Network]
 
     def __init__(self, name: str, args: DockerVllmArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:workloads:DockerVllm", name, None, opts)
         inference, placement = args.inference, args.inference.docker
         assert placement is not None, "DockerVllm needs inference.docker"
         images = pull_on_hosts(name, args.images, args.partitions, self)
-        self.containers = {}
+        self.containers, self.proxies, self.networks = {}, {}, {}
+        proxy_images = (
+            {
+                p.host.name: pulled_image(
+                    f"{p.host.name}-{name}-proxy",
+                    PROXY_IMAGE,
+                    p.host.docker.pull_timeout_seconds,
+                    pulumi.ResourceOptions(parent=self, provider=p.provider),
+                )
+                for p in args.partitions
+            }
+            if args.api_key is not None
+            else {}
+        )
         # Docker's health check runs inside the container: the image has Python, not necessarily curl.
         probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{inference.port}{HEALTH_PATH}', timeout=5)"
         for partition in args.partitions:
@@ -364,6 +468,12 @@ class DockerVllm(pulumi.ComponentResource):
                     )
                 )
             command = serve_command(inference, partition.gpu_count)
+            api = [
+                PortMapping(
+                    internal=inference.port, external=placement.published_port or inference.port, ip=placement.ip
+                )
+            ]
+            networks: list[docker.ContainerNetworksAdvancedArgs] = []
             if args.api_key is not None:
                 uploads.append(
                     docker.ContainerUploadArgs(
@@ -371,6 +481,11 @@ class DockerVllm(pulumi.ComponentResource):
                     )
                 )
                 command = with_api_key_from_file(command)
+                network, proxy_container = self._proxy(
+                    partition, inference, api, args.api_key, proxy_images[partition.host.name].image_id
+                )
+                self.networks[partition.ref], self.proxies[partition.ref] = network, proxy_container
+                networks, api = [docker.ContainerNetworksAdvancedArgs(name=network.name)], []
             self.containers[partition.ref] = workload_container(
                 partition,
                 WorkloadContainerArgs(
@@ -388,15 +503,8 @@ class DockerVllm(pulumi.ComponentResource):
                             container_path=MODEL_CACHE_MOUNT,
                         )
                     ],
-                    ports=published(
-                        [
-                            PortMapping(
-                                internal=inference.port,
-                                external=placement.published_port or inference.port,
-                                ip=placement.ip,
-                            )
-                        ]
-                    ),
+                    ports=published(api),
+                    networks=networks,
                     uploads=uploads,
                     # Durations as the provider stores them ("30m0s", not "1800s": readback.py).
                     healthcheck=docker.ContainerHealthcheckArgs(
@@ -419,4 +527,53 @@ class DockerVllm(pulumi.ComponentResource):
                 ),
                 self,
             )
-        self.register_outputs({"containers": {ref: c.name for ref, c in self.containers.items()}})
+        self.register_outputs(
+            {
+                "containers": {ref: c.name for ref, c in self.containers.items()},
+                "proxies": {ref: c.name for ref, c in self.proxies.items()},
+            }
+        )
+
+    def _proxy(
+        self,
+        partition: Partition,
+        inference: InferenceConfig,
+        api: Sequence[PortMapping],
+        api_key: pulumi.Input[str],
+        image: pulumi.Input[str],
+    ) -> tuple[docker.Network, docker.Container]:
+        """The partition's private network and the nginx container that publishes its API (proxy.py)."""
+        vllm_name = partition.container.name
+        opts = pulumi.ResourceOptions(parent=self, provider=partition.provider)
+        # Not `internal`: vLLM downloads its model through it.
+        network = docker.Network(
+            f"{partition.resource_name}-vllm", name=f"rocm-stack-{vllm_name}", driver="bridge", opts=opts
+        )
+        config = proxy.nginx_config(
+            inference.port, f"{vllm_name}:{inference.port}", proxy.DOCKER_OPEN_PATHS, proxy.DOCKER_DNS
+        )
+        container = docker.Container(
+            f"{partition.resource_name}-proxy",
+            name=f"{vllm_name}-proxy",
+            image=image,
+            entrypoints=proxy.proxy_command(),
+            uploads=[
+                docker.ContainerUploadArgs(
+                    file=f"{proxy.CONFIG_DIR}/{proxy.CONFIG_FILE}", content=config, permissions="0400"
+                ),
+                docker.ContainerUploadArgs(
+                    file=f"{proxy.CONFIG_DIR}/{proxy.API_KEY_MAP}",
+                    content=proxy.secret_key_map(api_key),
+                    permissions="0400",
+                ),
+            ],
+            ports=published(api),
+            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=network.name)],
+            # The master starts as root to read the 0400 files and drops its worker to nginx's user.
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=["CHOWN", "SETGID", "SETUID"]),
+            security_opts=["no-new-privileges"],
+            restart="unless-stopped",
+            must_run=True,
+            opts=opts,
+        )
+        return network, container

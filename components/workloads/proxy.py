@@ -42,21 +42,6 @@ READ_TIMEOUT_SECONDS = 3600
 # Docker's embedded DNS server on user-defined networks (docs.docker.com/engine/network/#dns-services); nginx
 # re-resolves the vLLM container's name through it, so a replaced or restarted vLLM (a new address) is found.
 DOCKER_DNS = "127.0.0.11"
-# RFC 6750 §2.1 `b64token`, what a Bearer credential may be; none of these characters is special inside an nginx
-# double-quoted string, so the key file cannot change the configuration around it.
-_BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-
-
-def api_key_problem(key: str) -> str | None:
-    """Why `key` cannot be the proxy's API key, or None."""
-    if not key.strip():
-        return "is empty, which leaves vLLM without a key; set one with `pulumi config set --secret vllmApiKey <key>`"
-    if _BEARER_TOKEN.fullmatch(key) is None:
-        return (
-            "holds characters a Bearer token cannot carry (RFC 6750 §2.1: letters, digits and - . _ ~ + /, "
-            "then = padding); use e.g. `openssl rand -hex 32`"
-        )
-    return None
 
 
 def nginx_config(listen_port: int, upstream: str, open_paths: Sequence[str], resolver: str | None = None) -> str:
@@ -112,7 +97,8 @@ def nginx_config(listen_port: int, upstream: str, open_paths: Sequence[str], res
 
 
 def key_map(key: str) -> str:
-    """The key file: the one `map` entry that authorizes a request (api_key_problem keeps it a plain token). A
+    """The key file: the one `map` entry that authorizes a request (rules.api_key_problem keeps it a Bearer token, whose characters
+    are plain inside nginx's double quotes). A
     regular expression: nginx compares a map's plain strings case-insensitively (measured:
     tests/test_vllm_proxy.py), which would let `bearer K3Y` pass for `Bearer k3y`; `~` matches case-sensitively."""
     return '"~^Bearer ' + re.sub(r"([.+])", r"\\\1", key) + '$" 1;\n'

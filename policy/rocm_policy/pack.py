@@ -280,6 +280,13 @@ POLICIES = [
         rules.command_line_problems,
         prod_only=True,
     ),
+    _resource_policy(
+        "prod-vllm-behind-proxy",
+        "In prod no vLLM server is reachable but through its authenticating proxy (Docker: no published port of "
+        "its own; Kubernetes: listening on the pod's loopback).",
+        rules.exposed_vllm_problems,
+        prod_only=True,
+    ),
     _stack_policy(
         "gpu-partitions-isolated",
         "The partitions of a Docker host have disjoint render nodes; in prod none maps the whole /dev/dri "

@@ -829,6 +829,69 @@ def unprotected(
     return problems
 
 
+# --- vLLM's API key and exposure ----------------------------------------------------------------------------
+
+# RFC 6750 §2.1 `b64token`, what a Bearer credential may be: letters, digits, - . _ ~ + / and trailing = padding.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why `key` cannot be vLLM's API key (`rocm-stack:vllmApiKey`, which the proxy in front of vLLM compares), or
+    None. The config loader applies it to the value; the pack sees only that the key is a secret."""
+    if not key.strip():
+        return (
+            "is empty, which would leave vLLM without a key; set one with `pulumi config set --secret vllmApiKey <key>`"
+        )
+    if _BEARER_TOKEN.fullmatch(key) is None:
+        return (
+            "holds characters a Bearer token cannot carry (RFC 6750 section 2.1: letters, digits and - . _ ~ + /, "
+            "then = padding); use e.g. `openssl rand -hex 32`"
+        )
+    return None
+
+
+# vLLM's own key guards only paths under /v1 (vllm/entrypoints/openai/api_server.py @ v0.11.2, build_app); so
+# /invocations, /tokenize and /pooling answer anyone who reaches vLLM (vllm-project/vllm#58144), and a Host header
+# passes its middleware before vLLM 0.22 (GHSA-94f4-hr76-p5j6). Only the authenticating proxy may reach it.
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _vllm_serve_args(command: Any) -> list[str] | None:
+    """The arguments after `vllm serve` in a command (also behind `sh -c ... vllm`), or None: no vLLM server."""
+    parts = [str(part) for part in _sequence(command)]
+    for index, part in enumerate(parts[:-1]):
+        if part.rsplit("/", 1)[-1] == "vllm" and parts[index + 1] == "serve":
+            return parts[index + 2 :]
+    return None
+
+
+def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A vLLM server is reachable only through its authenticating proxy: a Docker container running `vllm serve`
+    publishes no host port (the proxy's container does), a pod's vLLM listens on the pod's loopback only (the
+    proxy sidecar holds the pod's port)."""
+    if resource_type == CONTAINER:
+        if _vllm_serve_args(props.get("command")) is not None and _sequence(props.get("ports")):
+            return [
+                "publishes vLLM's own port, whose /invocations, /tokenize and /pooling need no key: publish the "
+                "authenticating proxy's port instead (set `rocm-stack:vllmApiKey`)"
+            ]
+    elif (spec := pod_spec(resource_type, props)) is not None:
+        problems = []
+        for container in _containers(spec):
+            args = _vllm_serve_args([*_sequence(container.get("command")), *_sequence(container.get("args"))])
+            if args is None:
+                continue
+            # `vllm serve` without --host listens on every address.
+            host = args[args.index("--host") + 1] if "--host" in args[:-1] else "0.0.0.0"
+            if host not in _LOOPBACK:
+                problems.append(
+                    f"container '{container.get('name')}' serves vLLM on {host}, reachable by every pod around the "
+                    "key check; listen on 127.0.0.1 behind the authenticating proxy (set `rocm-stack:vllmApiKey`)"
+                )
+        return problems
+    return []
+
+
 def is_prod_stack(stack: str) -> bool:
     """`prod` and `prod-*` (`prod-eu`) are prod, whatever their config says; `product-demo` is not.
     `org/project/prod` counts as `prod`."""
