@@ -157,7 +157,13 @@ def test_api_key_rotation_is_invisible_offline_and_said_so(prod_plan):
     assert report.impacts == []
     secrets = {s.name: s for s in report.secrets}
     served = [c["name"] for c in prod_plan.of_type(CONTAINER) if c["inputs"].get("uploads") == "[secret]"]
-    assert served == ["gpu-node-3-serve-b", "gpu-node-4-serve-b"]
+    # Each vLLM server and its proxy (components/workloads/proxy.py) hold the key as a file.
+    assert sorted(served) == [
+        "gpu-node-3-serve-b",
+        "gpu-node-3-serve-b-proxy",
+        "gpu-node-4-serve-b",
+        "gpu-node-4-serve-b-proxy",
+    ]
     assert all(
         secrets[name].if_rotated is Action.DELETE_REPLACE and secrets[name].paths == ["uploads"] for name in served
     )

@@ -47,7 +47,7 @@ def report_of(base: Plan | dict[str, Any], head: Plan | dict[str, Any]) -> Impac
 
 def server_env(plan: dict[str, Any]) -> dict[str, Any]:
     [deployment] = [r for r in plan["resources"] if r["type"] == DEPLOYMENT and r["name"] == "llama"]
-    [server] = deployment["inputs"]["spec"]["template"]["spec"]["containers"]
+    server = deployment["inputs"]["spec"]["template"]["spec"]["containers"][0]  # beside it the proxy sidecar
     return {e["name"]: e for e in server["env"]}
 
 
@@ -70,9 +70,13 @@ def test_a_rotated_secret_replaces_its_auto_named_secret_and_rolls_the_vllm_pods
     assert (rotation.type, rotation.paths, rotation.if_rotated) == (SECRET, ["stringData"], Action.REPLACE)
     [roll] = rotation.then
     assert (roll.type, roll.name, roll.action) == (DEPLOYMENT, "llama", Action.UPDATE)
-    [(path, rule)] = roll.updated
-    assert path.startswith("spec.template.spec.containers[0].env[") and path.endswith(".secretKeyRef.name")
-    assert rule == "k8s.update" and "k8s.autoname" in roll.rules
+    # The key's Secret also feeds the proxy sidecar's key file (a projected volume, components/workloads/proxy.py).
+    env_path, *volume_paths = sorted(roll.updated, key=lambda u: not u[0].startswith("spec.template.spec.containers"))
+    assert env_path[0].startswith("spec.template.spec.containers[0].env[") and env_path[0].endswith(".secretKeyRef.name")
+    assert [p for p, _ in volume_paths] == (
+        ["spec.template.spec.volumes[3].projected.sources[1].secret.name"] if variable == "VLLM_API_KEY" else []
+    )
+    assert {rule for _, rule in roll.updated} == {"k8s.update"} and "k8s.autoname" in roll.rules
     assert roll.meaning == "rolls the pods of Deployment `ml/llama`"
     markdown = to_markdown(report, 50)
     assert f"replace (create, then delete) `{secret_name}` (`stringData`), then update in place: rolls the pods" in (
@@ -95,14 +99,20 @@ def test_the_roll_replaces_one_replica_at_a_time_and_pulumi_up_waits_for_it(prod
 def test_docker_vllm_servers_are_replaced_on_rotation_the_key_being_an_uploaded_file(prod_plan):
     """On Docker the key is an uploaded file (`uploads`, ForceNew in terraform-provider-docker v4.5.0
     resource_docker_container.go), not an environment variable: a rotation replaces each server container (the
-    provider deletes a container before replacing it), stopping it. Nothing to add there."""
+    provider deletes a container before replacing it), stopping it; and so is its proxy's key file
+    (components/workloads/proxy.py), so the proxy is replaced too. Nothing to add there."""
     report = report_of(prod_plan, prod_plan)
     served = {s.name: s for s in report.secrets if s.type == CONTAINER}
-    assert sorted(served) == ["gpu-node-3-serve-b", "gpu-node-4-serve-b"]
+    assert sorted(served) == [
+        "gpu-node-3-serve-b",
+        "gpu-node-3-serve-b-proxy",
+        "gpu-node-4-serve-b",
+        "gpu-node-4-serve-b-proxy",
+    ]
     assert DOCKER_CONTAINER["uploads"].force_new
     for name, rotation in served.items():
         assert rotation == SecretInput(type=CONTAINER, name=name, paths=["uploads"], if_rotated=Action.DELETE_REPLACE)
-        envs = prod_plan.get(CONTAINER, name)["inputs"]["envs"]
+        envs = prod_plan.get(CONTAINER, name)["inputs"].get("envs", [])
         assert not any(e.startswith(("VLLM_API_KEY=", "HF_TOKEN=")) for e in envs)
 
 

@@ -694,3 +694,29 @@ def test_pack_config_makes_a_dev_named_stack_prod_over_grpc():
         analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=policy_config), timeout=10)
         ((policy, enforcement, message),) = analyze(analyzer, "lab", CONTAINER, debug)
         assert (policy, enforcement) == ("no-debug-privileges-in-prod", 1) and "SYS_PTRACE" in message
+
+
+# --- prod-vllm-behind-proxy ----------------------------------------------------------------------------------
+
+
+def test_prod_vllm_is_reachable_only_through_its_proxy(prod_env, prod_plan):
+    """vLLM 0.11.2's key guards /v1 only (api_server.py build_app `url_path.startswith("/v1")`): /invocations
+    answers without it (vllm-project/vllm#58144). The prod synth passes; the shapes before the proxy do not."""
+    resources = prod_plan.to_json()["resources"]
+    deployment = next(r for r in resources if r["type"] == "kubernetes:apps/v1:Deployment" and r["name"] == "llama")
+    serve = next(r for r in resources if r["type"] == CONTAINER and "serve" in r["inputs"].get("command", []))
+    assert validate("prod-vllm-behind-proxy", deployment["type"], deployment["inputs"]) == []
+    assert validate("prod-vllm-behind-proxy", CONTAINER, serve["inputs"]) == []
+    exposed = copy.deepcopy(deployment["inputs"])
+    command = exposed["spec"]["template"]["spec"]["containers"][0]["command"]
+    command[command.index("--host") + 1] = "0.0.0.0"
+    [problem] = validate("prod-vllm-behind-proxy", deployment["type"], exposed)
+    assert problem.startswith("container 'vllm' serves vLLM on 0.0.0.0")
+    command.remove("--host")  # vLLM's default: every address
+    assert len(validate("prod-vllm-behind-proxy", deployment["type"], exposed)) == 1
+    published = {**serve["inputs"], "ports": [{"internal": 8000, "external": 8000}]}
+    [problem] = validate("prod-vllm-behind-proxy", CONTAINER, published)
+    assert problem.startswith("publishes vLLM's own port")
+    # The proxy itself publishes: not a vLLM server.
+    proxy = next(r for r in resources if r["type"] == CONTAINER and r["name"].endswith("-proxy"))
+    assert proxy["inputs"]["ports"] and validate("prod-vllm-behind-proxy", CONTAINER, proxy["inputs"]) == []
