@@ -207,8 +207,8 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             opts=after_operator,
         )
 
-        # vLLM's Prometheus endpoint (/metrics, outside the API key's /v1) on every rocm-stack vLLM Service: the
-        # dashboard's vLLM row reads it.
+        # vLLM's Prometheus endpoint (/metrics, which the pods' key-checking proxy leaves open: proxy.POD_OPEN_PATHS)
+        # on every rocm-stack vLLM Service: the dashboard's vLLM row reads it.
         from components.workloads.pods import app_labels
 
         self.vllm_monitor = CustomResource(
