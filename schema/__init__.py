@@ -404,9 +404,10 @@ def load(
     secret_names = {key[len(prefix) :] for key in secret_keys if key.startswith(prefix)}
     problems += [ConfigProblem(path, message) for path, message in workloads.secret_problems(cfg, secret_names)]
     # The proxy in front of vLLM compares this key (components/workloads/proxy.py): never empty, a Bearer token.
-    # Synth, which cannot decrypt, hands a placeholder.
+    # Synth, which cannot decrypt, hands a placeholder; a stack file read as is holds `{secure: ...}`.
     api_key = values.get(f"{prefix}vllmApiKey")
-    if api_key is not None and api_key != SECRET_PLACEHOLDER and (problem := rules.api_key_problem(str(api_key))):
+    known = api_key is not None and not isinstance(api_key, dict) and api_key != SECRET_PLACEHOLDER
+    if known and (problem := rules.api_key_problem(str(api_key))):
         problems.append(ConfigProblem("vllmApiKey", problem))
     if cfg.registry is not None and f"{prefix}registryPassword" not in secret_keys:
         problems.append(

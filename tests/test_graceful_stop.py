@@ -61,6 +61,8 @@ def test_the_default_graces_of_each_role(dev_plan: Plan, prod_plan: Plan):
         **{f"gpu-node-{n}/serve-b": _grace(30) for n in (1, 2)},
         **{f"gpu-node-{n}/train-a": _grace(30) for n in (3, 4)},
         **{f"gpu-node-{n}-amd-device-metrics-exporter": _grace(10) for n in (1, 2, 3, 4)},
+        # vLLM's proxy (nginx) finishes its requests in flight on SIGQUIT, within vLLM's grace.
+        **{f"gpu-node-{n}-serve-b-proxy": (120, "SIGQUIT", 120) for n in (3, 4)},
     }
     assert EXPORTER_STOP_GRACE_SECONDS == 10
 

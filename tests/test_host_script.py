@@ -46,6 +46,8 @@ if [ -n "${DOCKER_PULL_HANGS:-}" ]; then case "$1 $2" in "image inspect") exit 1
 
 # Every container input, and where the comparison below checks it; an input missing here fails the test.
 COMPARED = {
+    "entrypoints",
+    "networksAdvanced",
     "name",
     "image",
     "command",
@@ -103,6 +105,8 @@ def _create_parser() -> argparse.ArgumentParser:
         "--health-start-period",
         "--stop-signal",
         "--stop-timeout",
+        "--network",
+        "--entrypoint",
     ):
         parser.add_argument(flag)
     for flag in (
@@ -163,7 +167,11 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
         "hostname": i.get("hostname"),
         "label": [f"{label['label']}={label['value']}" for label in i.get("labels", [])],
         "image": image,
-        "command": i.get("command", []),
+        # Config.Entrypoint (funcs.go L92-93): the CLI's --entrypoint takes one word, the rest goes before Cmd.
+        "entrypoint": (i.get("entrypoints") or [None])[0],
+        "command": [*i.get("entrypoints", [])[1:], *i.get("command", [])],
+        # networks_advanced: connected by name after create (funcs.go L463-500), the CLI's --network.
+        "network": (i.get("networksAdvanced") or [{}])[0].get("name"),
         "device": [
             f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
             for d in i.get("devices", [])

@@ -72,7 +72,9 @@ def test_a_rotated_secret_replaces_its_auto_named_secret_and_rolls_the_vllm_pods
     assert (roll.type, roll.name, roll.action) == (DEPLOYMENT, "llama", Action.UPDATE)
     # The key's Secret also feeds the proxy sidecar's key file (a projected volume, components/workloads/proxy.py).
     env_path, *volume_paths = sorted(roll.updated, key=lambda u: not u[0].startswith("spec.template.spec.containers"))
-    assert env_path[0].startswith("spec.template.spec.containers[0].env[") and env_path[0].endswith(".secretKeyRef.name")
+    assert env_path[0].startswith("spec.template.spec.containers[0].env[") and env_path[0].endswith(
+        ".secretKeyRef.name"
+    )
     assert [p for p, _ in volume_paths] == (
         ["spec.template.spec.volumes[3].projected.sources[1].secret.name"] if variable == "VLLM_API_KEY" else []
     )

@@ -312,6 +312,8 @@ def _file_name(text: str) -> str:
 # Inputs it renders; any other input stops synth, so the script never silently drops one.
 # `mustRun` has no docker flag: the provider only checks after start that the container runs.
 _RENDERED_INPUTS = {
+    "entrypoints",
+    "networksAdvanced",
     "attach",
     "logs",
     "wait",
@@ -404,6 +406,13 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     args = ["docker", "create", f"--name={i['name']}"]
     if "hostname" in i:
         args.append(f"--hostname={i['hostname']}")
+    networks = i.get("networksAdvanced", [])
+    if len(networks) > 1 or any(set(n) != {"name"} for n in networks):
+        raise ValueError(f"docker/HOST.sh renders one network by name, not {networks} of container {i['name']!r}")
+    args += [f"--network={n['name']}" for n in networks]
+    # `--entrypoint` takes one word: the rest of the entrypoint goes before the command (the same argv runs).
+    entrypoint = i.get("entrypoints", [])
+    args += [f"--entrypoint={word}" for word in entrypoint[:1]]
     args += [f"--label={label['label']}={label['value']}" for label in i.get("labels", [])]
     args += [
         f"--device={d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
@@ -444,7 +453,7 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
         args.append(f"--stop-timeout={i['stopTimeout']}")
     if "healthcheck" in i:
         args += _health_flags(i["healthcheck"])
-    return args + [image_names.get(i["image"], i["image"]), *i.get("command", [])]
+    return args + [image_names.get(i["image"], i["image"]), *entrypoint[1:], *i.get("command", [])]
 
 
 def _upload_lines(name: str, uploads: list[dict[str, Any]]) -> list[str]:
@@ -643,6 +652,20 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
             lines.append(
                 f"deadline=$(($(date +%s) + {deadline})); docker image inspect {ref} >/dev/null 2>&1 || "
                 f'by "$deadline" docker pull {ref} || {{ overdue "$deadline" {ref} {deadline}; failed="$failed {ref}"; }}'
+            )
+        for network in (r for r in on_host if r["type"] == "docker:index/network:Network"):
+            unknown = set(network["inputs"]) - {"name", "driver"}
+            if unknown:
+                raise ValueError(
+                    f"docker/HOST.sh cannot render input(s) {sorted(unknown)} of network {network['name']!r}"
+                )
+            name, driver = (
+                shlex.quote(network["inputs"]["name"]),
+                shlex.quote(network["inputs"].get("driver", "bridge")),
+            )
+            lines.append(
+                f"docker network inspect {name} >/dev/null 2>&1 || docker network create --driver={driver} {name} "
+                f'|| failed="$failed {name}"'
             )
         names = {c["urn"]: c["inputs"]["name"] for c in containers}
         for container in _in_dependency_order(containers):

@@ -20,6 +20,7 @@ from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
 from schema.workloads import InferenceConfig, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from components.docker.logs import log_args
 from components.docker.readback import seconds
 from components.monitoring import MONITORING_NAMESPACE
 from . import proxy
@@ -71,6 +72,8 @@ def serve_command(inference: InferenceConfig, gpus: int, host: str = "0.0.0.0") 
     return ["vllm", "serve", inference.model, *inference.vllm_args(gpus, host)]
 
 
+# nginx's graceful shutdown (nginx.org/en/docs/control.html: "QUIT graceful shutdown"; TERM, INT: "fast shutdown").
+PROXY_STOP_SIGNAL = "SIGQUIT"
 PROXY_RESOURCES = {"cpu": "500m", "memory": "128Mi"}
 
 
@@ -544,6 +547,8 @@ class DockerVllm(pulumi.ComponentResource):
     ) -> tuple[docker.Network, docker.Container]:
         """The partition's private network and the nginx container that publishes its API (proxy.py)."""
         vllm_name = partition.container.name
+        assert inference.docker is not None
+        grace = inference.docker.stop_grace_seconds
         opts = pulumi.ResourceOptions(parent=self, provider=partition.provider)
         # Not `internal`: vLLM downloads its model through it.
         network = docker.Network(
@@ -574,6 +579,11 @@ class DockerVllm(pulumi.ComponentResource):
             security_opts=["no-new-privileges"],
             restart="unless-stopped",
             must_run=True,
+            **log_args(partition.host.logs),
+            # nginx finishes the requests in flight on SIGQUIT (SIGTERM drops them), within vLLM's own grace.
+            destroy_grace_seconds=grace,
+            stop_signal=PROXY_STOP_SIGNAL,
+            stop_timeout=grace,
             opts=opts,
         )
         return network, container
