@@ -101,7 +101,7 @@ def test_a_kubernetes_workload_takes_the_image_of_its_node_selectors_family() ->
         if r["inputs"]["spec"]["template"]["spec"].get("nodeSelector")
     ]
     (deployment,) = deployments
-    (server,) = deployment["inputs"]["spec"]["template"]["spec"]["containers"]
+    server, _proxy = deployment["inputs"]["spec"]["template"]["spec"]["containers"]  # and prod's proxy sidecar
     assert server["image"] == VLLM_GFX950
 
     config[P + "images"] = {image: {"gfx942": VLLM_GFX942}}

@@ -20,6 +20,7 @@ from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
 from schema.workloads import InferenceConfig, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from components.docker.deadlines import create_timeouts
 from components.docker.logs import log_args
 from components.docker.readback import seconds
 from components.monitoring import MONITORING_NAMESPACE
@@ -584,6 +585,7 @@ class DockerVllm(pulumi.ComponentResource):
             destroy_grace_seconds=grace,
             stop_signal=PROXY_STOP_SIGNAL,
             stop_timeout=grace,
-            opts=opts,
+            # Its create waits for nothing (no health check): the deadline of a plain create.
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=create_timeouts())),
         )
         return network, container
