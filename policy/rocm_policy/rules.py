@@ -875,8 +875,8 @@ def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[
                 "publishes vLLM's own port, whose /invocations, /tokenize and /pooling need no key: publish the "
                 "authenticating proxy's port instead (set `rocm-stack:vllmApiKey`)"
             ]
-    elif (spec := pod_spec(resource_type, props)) is not None:
-        problems = []
+    problems = []
+    for where, spec in pod_specs(resource_type, props):
         for container in _containers(spec):
             args = _vllm_serve_args([*_sequence(container.get("command")), *_sequence(container.get("args"))])
             if args is None:
@@ -885,11 +885,11 @@ def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[
             host = args[args.index("--host") + 1] if "--host" in args[:-1] else "0.0.0.0"
             if host not in _LOOPBACK:
                 problems.append(
-                    f"container '{container.get('name')}' serves vLLM on {host}, reachable by every pod around the "
-                    "key check; listen on 127.0.0.1 behind the authenticating proxy (set `rocm-stack:vllmApiKey`)"
+                    f"{where}container '{container.get('name')}' serves vLLM on {host}, reachable by every pod "
+                    "around the key check; listen on 127.0.0.1 behind the authenticating proxy (set "
+                    "`rocm-stack:vllmApiKey`)"
                 )
-        return problems
-    return []
+    return problems
 
 
 def is_prod_stack(stack: str) -> bool:
