@@ -14,7 +14,6 @@ from typing import Any, Literal
 from pydantic import ValidationError, field_validator, model_validator
 
 from policy.rocm_policy import rules
-from schema.stackfile import SECRET_PLACEHOLDER
 
 from . import checks, docker, groups, kubernetes, monitoring, workloads
 from .base import ConfigModel, strict_problems
