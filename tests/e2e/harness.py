@@ -11,8 +11,8 @@ so it changes no firewall rule, sysctl or network interface of the machine. Meas
   `-p IP:HOST:CONTAINER` is accepted and recorded in HostConfig.PortBindings, but nothing is forwarded;
   a server in the container is reached from inside it (health checks run there) or with `docker exec`;
 - `docker network create --driver bridge` still works, but it creates a `br-*` interface on the machine,
-  so the tests never do it; `--network host` would share the machine's ports, so the tests never do that
-  either.
+  so only test_e2e_vllm_proxy.py does it (the stack's per-server network, removed after it); `--network
+  host` would share the machine's ports, so the tests never do that either.
 Outside the temporary directory the daemon touches only kernel state it owns and removes: its containers'
 cgroups (under the default parent `docker`) and the empty directory /run/docker/plugins, which dockerd
 creates at a fixed path.
