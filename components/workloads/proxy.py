@@ -53,7 +53,10 @@ def nginx_config(listen_port: int, upstream: str, open_paths: Sequence[str], res
         f"        location = {path} {{\n            proxy_pass http://$vllm{path};\n        }}\n"
         for path in open_paths
     )
-    resolve = f"    resolver {resolver} valid=10s ipv6=off;\n" if resolver else ""
+    # While vLLM is stopped, Docker's DNS passes its unknown name on to the host's resolvers: without an answer from
+    # them nginx would hold each request for its default resolver_timeout of 30 s (nginx.org
+    # ngx_http_core_module.html#resolver_timeout; measured on the real daemon) before its 502.
+    resolve = f"    resolver {resolver} valid=10s ipv6=off;\n    resolver_timeout 5s;\n" if resolver else ""
     return (
         "# Rendered by rocm-stack (components/workloads/proxy.py). The key is in " + API_KEY_MAP + ".\n"
         "worker_processes 1;\n"

@@ -209,6 +209,13 @@ def test_a_restarted_vllm_at_a_new_address_is_found_again(stack: Stack):
     # A plain restart gets the same address back here (measured); a container that joins the network while vLLM is
     # stopped makes it come back at another one, as a vLLM replaced or restarted beside other containers may.
     docker.run("stop", "--time=1", stack.vllm)
+    # vLLM stopped: once nginx's cached address has expired (valid=10s), its name is unknown to Docker's DNS, which
+    # asks the host's resolvers (none reachable from this test daemon): a 502 after resolver_timeout (5 s), not
+    # after nginx's default 30 s (measured 30.0-38.7 s without it).
+    time.sleep(11)
+    asked = time.monotonic()
+    assert request(stack.url, "/v1/models", BEARER, method="GET", timeout=20) == 502
+    assert time.monotonic() - asked < 10
     docker.run(
         "run",
         "-d",
