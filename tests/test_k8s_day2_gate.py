@@ -24,7 +24,8 @@ import pytest
 
 import components.docker.checks
 import components.workloads.training
-from components.workloads.gpu_check import GPU_CHECK_CONTAINER, GPU_CHECK_PROGRAMS
+from components.docker.checks import GPU_CHECK_PROGRAMS
+from components.workloads.gpu_check import GPU_CHECK_CONTAINER
 from components.workloads.training import AWAIT_CREATION, SETTINGS_CHECK_CONTAINER
 from schema.project import PROGRAMS
 from tools.impact import Impact, ImpactReport, predict

@@ -39,13 +39,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from components.docker.checks import PROGRAM_PARENT, gpucheck_command, summary
+from components.docker.checks import GPU_CHECK_PROGRAMS, PROGRAM_PARENT, gpucheck_command, summary
 from schema import StackConfig
 from schema.gpu_nodes import CHECK_IMAGE_KEY, GpuNodeGroup, gpu_namespace, gpu_node_groups, gpu_node_selector
 from schema.kubernetes import PARTITION_PROFILE_LABEL
 from tools.verify import SCHEDULE_WAIT_S, Row, table
 
-PROGRAMS = ("__init__.py", "gpucheck.py")
 APP = "rocm-stack-verify"
 RUN_LABEL = "rocm-stack/verify-run"
 # Image pull (the ROCm PyTorch images are tens of GB) and the program's start, on top of gpucheck's own --timeout.
@@ -197,7 +196,7 @@ def config_map(run: str, namespace: str, files: Mapping[str, str]) -> k8s.V1Conf
         api_version="v1",
         kind="ConfigMap",
         metadata=k8s.V1ObjectMeta(name=object_name(run), namespace=namespace, labels=labels(run)),
-        data={name: files[name] for name in PROGRAMS},
+        data={name: files[name] for name in GPU_CHECK_PROGRAMS},
         immutable=True,
     )
 

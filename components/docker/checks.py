@@ -35,7 +35,9 @@ from schema.project import PROGRAMS
 PROGRAM_SOURCE = PROGRAMS
 # The image contract of programs/: a directory on PYTHONPATH holding the `programs` package.
 PROGRAM_PARENT = "/opt/rocm-stack"
-CHECK_PROGRAMS = ("__init__.py", "gpucheck.py", "preflight.py")
+# What programs/gpucheck.py needs of programs/ (the standard library and torch otherwise), on Docker and Kubernetes.
+GPU_CHECK_PROGRAMS = ("__init__.py", "gpucheck.py")
+CHECK_PROGRAMS = (*GPU_CHECK_PROGRAMS, "preflight.py")
 # Where the preflight sees the host's /proc and /sys (read-only), as node-exporter's docs mount them.
 HOST_ROOT = "/host"
 LOG_LINES_SHOWN = 20

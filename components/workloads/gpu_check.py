@@ -38,11 +38,10 @@ from pathlib import PurePosixPath
 from pulumi_kubernetes.core import v1 as core_v1
 
 from schema.checks import GpuFloors
+from components.docker.checks import GPU_CHECK_PROGRAMS
 from .pods import PROGRAM_DIR, security_context
 
 GPU_CHECK_CONTAINER = "gpucheck"
-# What programs/gpucheck.py needs of programs/ (the standard library and torch otherwise).
-GPU_CHECK_PROGRAMS = ("__init__.py", "gpucheck.py")
 
 
 @dataclass(frozen=True)
