@@ -307,3 +307,12 @@ def test_amds_init_container_caveat_is_about_its_own_gpu_count():
     assert "initContainer and workload container might not be assigned the same GPUs" in doc[11]  # L12
     assert "both initContainer and workload containers request all GPUs on the same node" in doc[13]  # L14
     assert "not compatible with partitioned GPUs" in doc[7]  # L8
+
+
+def test_a_second_pulumi_up_of_an_unchanged_prod_stack_changes_nothing(prod_plan: Plan):
+    """Day 2 starts from a no-op: the program declares the same inputs on every run (auto-named Secrets, content-named
+    ConfigMaps, the check's init containers), so a preview right after a deploy predicts no step. What a real API
+    server defaults on top is not seen here (no cluster); the Docker side is read back on a real daemon
+    (tests/e2e/test_e2e_readback.py)."""
+    report = report_of(prod_plan, synthesize("prod"))
+    assert report.impacts == []
