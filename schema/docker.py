@@ -245,6 +245,16 @@ class VolumeMount(ConfigModel):
     read_only: bool = False
 
 
+# What a partition without a workload or `command` runs: it stays up until stopped. The images' own default command is a shell
+# (ROCm/pytorch .ci/docker/ubuntu-rocm/Dockerfile: `CMD ["bash"]`, its last line; ROCm/ROCm-docker
+# framework/PyTorch/Dockerfile: `CMD ["/bin/bash"]`), which reads EOF at once from the closed stdin of a container
+# created without `-it` and exits 0: Docker restarts it in a loop (`unless-stopped`), and the provider's refresh sees a
+# stopped `must_run` container and plans an update on every `pulumi up` (kreuzwerker/terraform-provider-docker
+# v4.5.0 internal/provider/resource_docker_container_funcs.go L812-822). GNU coreutils' sleep takes `infinity`
+# (coreutils manual, "sleep invocation"); tests/e2e/test_e2e_shell.py runs both on a real daemon.
+SHELL_COMMAND = ("sleep", "infinity")
+
+
 class ContainerConfig(ConfigModel):
     name: Name
     # A key of `rocm-stack:images`.
@@ -257,6 +267,9 @@ class ContainerConfig(ConfigModel):
     # CPUs for `--cpuset-cpus`; defaults to the NUMA node of the partition when the host declares numaCpus.
     cpuset: CpuList | None = None
     command: list[str] = []
+    """The partition's command and arguments when no workload runs on it. Unset: `sleep infinity`, so that the shell
+    stays up for `docker exec` (the images' own command is an interactive shell, which exits at once without a
+    terminal)."""
     env: dict[EnvName, EnvValue] = {}
     # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
     # The Docker provider takes whole MiB; less would silently become Docker's 64 MiB default.

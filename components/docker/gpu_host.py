@@ -11,7 +11,15 @@ import pulumi_docker as docker
 
 from policy.rocm_policy.rules import PARTITION_LABEL
 from schema import RegistryConfig
-from schema.docker import HostConfig, PortMapping, SecurityProfile, ContainerConfig, gpu_devices, partition_gpus
+from schema.docker import (
+    SHELL_COMMAND,
+    ContainerConfig,
+    HostConfig,
+    PortMapping,
+    SecurityProfile,
+    gpu_devices,
+    partition_gpus,
+)
 from .environment import container_envs
 from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
 from .deadlines import create_timeouts, pull_timeouts
@@ -221,7 +229,7 @@ class GpuHost(pulumi.ComponentResource):
             f"{host.name}-{c.name}",
             name=c.name,
             image=self.images[c.image].image_id,
-            command=c.command or None,
+            command=c.command or list(SHELL_COMMAND),
             envs=container_envs(env, secret_env),
             **rocm_access(host, c, profile, c.shm_size),
             ports=published(c.ports) or None,

@@ -1,0 +1,95 @@
+"""A shell partition (no workload, no `command`) stays up on a real daemon (issue 24 item 1).
+
+The pinned rocm/pytorch images' default command is a shell (ROCm/pytorch .ci/docker/ubuntu-rocm/Dockerfile, last
+line `CMD ["bash"]`; ROCm/ROCm-docker framework/PyTorch/Dockerfile `CMD ["/bin/bash"]`). The stand-in image here is
+that: this machine's bash and GNU coreutils' sleep, with `CMD ["bash"]`. The partition's container is created with
+the plan's own `docker create` argv (tools.synth.docker_create_args, what docker/HOST.sh runs), only its image and
+device paths swapped for the stand-ins.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e.harness import Docker, _add_entry, _shared_libraries, make_gpu_nodes, on_test_host
+from schema.docker import SHELL_COMMAND
+from tools.synth import docker_create_args, synthesize
+
+P = "rocm-stack:"
+IMAGE = "rocm-stack-e2e/bash-cmd:1"
+# README.md's minimal stack: a GPU host with two shells (on the test daemon, 2 GPUs).
+README_STACK = {
+    P + "hosts": [
+        {
+            "name": "gpu-node-1",
+            "gpus": 2,
+            "containers": [{"name": "train-a", "gpus": [0]}, {"name": "train-b", "gpus": [1]}],
+        }
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def bash_image(docker: Docker) -> str:
+    binaries = [Path(os.path.realpath(p)) for p in ("/bin/bash", "/usr/bin/sleep")]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for directory in ("/tmp", "/dev", "/proc", "/sys", "/etc", "/bin", "/usr/bin"):
+            _add_entry(tar, directory, tarfile.DIRTYPE)
+        copied = {*binaries, *_shared_libraries(binaries)}
+        links = {p: Path(os.path.realpath(p)) for p in copied if os.path.realpath(p) != str(p)}
+        for path in sorted((copied - links.keys()) | set(links.values())):
+            tar.add(str(path), arcname=str(path).lstrip("/"), recursive=False)
+        for link, target in sorted(links.items()):
+            _add_entry(tar, str(link), tarfile.SYMTYPE, target=str(target))
+        for binary in binaries:
+            if binary.parent != Path("/usr/bin"):
+                _add_entry(tar, f"/usr/bin/{binary.name}", tarfile.SYMTYPE, target=str(binary))
+    image = docker.out(
+        "import", "--change", "ENV PATH=/usr/bin:/bin", "--change", 'CMD ["bash"]', "-", input=buffer.getvalue()
+    ).strip()
+    docker.run("tag", image, IMAGE)
+    return IMAGE
+
+
+def _state_after(docker: Docker, argv: list[str], seconds: float = 3.0) -> dict:
+    docker.run(*argv[1:])
+    name = next(a.split("=", 1)[1] for a in argv if a.startswith("--name="))
+    try:
+        docker.run("start", name)
+        time.sleep(seconds)
+        return docker.inspect(name)
+    finally:
+        docker.run("rm", "--force", name)
+
+
+def test_a_shell_partition_stays_up_and_the_images_own_command_does_not(
+    docker: Docker, bash_image: str, tmp_path: Path
+):
+    nodes = make_gpu_nodes(tmp_path, gpus=2)
+    plan = on_test_host(synthesize("dev", README_STACK), docker.host, nodes.root)
+    shell = next(
+        r["inputs"]
+        for r in plan.of_type("docker:index/container:Container")
+        if r["inputs"]["name"] == "train-a" and not r["inputs"].get("attach")
+    )
+    assert shell["command"] == list(SHELL_COMMAND) and shell["mustRun"] and shell["restart"] == "unless-stopped"
+    argv = docker_create_args(shell, {shell["image"]: bash_image})
+
+    up = _state_after(docker, argv)
+    assert up["State"]["Running"] and up["RestartCount"] == 0, up["State"]
+
+    # What the plan declared before: no command, so the image's `bash` with no terminal and a closed stdin, which
+    # exits 0 at once; `unless-stopped` restarts it in a loop.
+    image_default = argv[: -len(SHELL_COMMAND)]
+    assert image_default[-1] == bash_image
+    looping = _state_after(docker, image_default)
+    assert looping["Config"]["Cmd"] == ["bash"]
+    assert looping["RestartCount"] >= 1 or looping["State"]["Restarting"], looping["State"]
+    assert looping["State"]["ExitCode"] == 0
