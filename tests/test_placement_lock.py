@@ -208,3 +208,15 @@ def test_lock_command_writes_keeps_prunes_and_relocks(tmp_path):
     relocked = run("--relock", "box/serve")
     assert relocked.returncode == 0, relocked.stderr
     assert entries()["debug"] == [2, 3] and len(entries()["serve"]) == 4 and 2 not in entries()["serve"]
+
+
+@pytest.mark.parametrize("target", ["gpu-node-9", "gpu-node-1/train-z", "train-a"])
+def test_relock_of_a_name_the_lock_does_not_hold_is_refused_naming_the_names(target, capsys):
+    """`make lock RELOCK=<typo>` released nothing and said "up to date" with exit 0 (issue 24 item 5)."""
+    before = (ROOT / "stacks" / "placement.prod.yaml").read_text()
+    assert lock_tool.main(["--stack", "prod", "--relock", "gpu-node-1", "--relock", target]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one problem, one line
+    assert f"RELOCK '{target}' names nothing stacks/placement.prod.yaml holds" in err
+    assert "gpu-node-1, gpu-node-1/serve-b, gpu-node-1/train-a, gpu-node-2," in err
+    assert (ROOT / "stacks" / "placement.prod.yaml").read_text() == before

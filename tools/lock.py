@@ -1,13 +1,14 @@
-"""Write a stack's placement lock: `python -m tools.lock --stack prod` (`make lock STACK=prod`).
+"""Write a stack's placement lock: `rocm-stack lock --stack prod` (`make lock STACK=prod`).
 
-    python -m tools.lock --stack prod [--relock HOST[/CONTAINER] ...]
+    rocm-stack lock --stack prod [--relock HOST[/CONTAINER] ...]
 
 Reads `stacks/Pulumi.<stack>.yaml` and the current `stacks/placement.<stack>.yaml`, keeps every partition the lock
 holds on its GPUs, places the `gpuCount` partitions it does not hold on the free GPUs, drops entries of partitions
 and hosts that no longer exist, and writes the file (commit it). `--relock` releases a host's (or one partition's)
 entries first, so they are placed anew: their containers move on the next `pulumi up`; the lock's error messages
 say when that is needed (the GPU count, the topology or a partition's size changed).
-Exit codes: 0 written (or unchanged), 2 the stack configuration or the lock was refused (the messages say why).
+Exit codes: 0 written (or unchanged), 2 the stack configuration or the lock was refused, or a `--relock` name is no
+entry of the lock (the messages say why).
 """
 
 from __future__ import annotations
@@ -36,6 +37,23 @@ def relocked(lock: PlacementLock, targets: Sequence[str]) -> PlacementLock:
     return PlacementLock(hosts=hosts)
 
 
+def unknown_targets(lock: PlacementLock, targets: Sequence[str], stack: str) -> list[ConfigProblem]:
+    """A `--relock` target that names no entry of the lock would release nothing (a typo, or a partition never
+    locked): refused, naming the entries it can name."""
+    known = [*lock.hosts, *(f"{h}/{c}" for h, entry in lock.hosts.items() for c in entry.partitions)]
+    return [
+        ConfigProblem(
+            "",
+            (
+                f"RELOCK '{target}' names nothing {lock_file(stack)} holds; "
+                f"the names are: {', '.join(sorted(known)) or 'none (the lock is empty)'}"
+            ),
+        )
+        for target in targets
+        if target not in known
+    ]
+
+
 def locked(stack: str, project_dir: Path = ROOT, relock: Sequence[str] = ()) -> PlacementLock:
     """The new lock of `stack`; ConfigError when the config or an entry that is kept is refused."""
     config = stack_config(stack, project_dir)
@@ -43,6 +61,8 @@ def locked(stack: str, project_dir: Path = ROOT, relock: Sequence[str] = ()) -> 
     current, problems = read_lock(stack, project_dir)
     if problems:
         raise ConfigError([ConfigProblem(path, message) for path, message in problems])
+    if unknown := unknown_targets(current, relock, stack):
+        raise ConfigError(unknown)
     cwd = Path.cwd()
     os.chdir(project_dir)  # topology files are relative to the project directory, as for the program
     try:
@@ -58,7 +78,7 @@ def locked(stack: str, project_dir: Path = ROOT, relock: Sequence[str] = ()) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.lock", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rocm-stack lock", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
     parser.add_argument(
         "--relock",
