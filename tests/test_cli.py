@@ -13,7 +13,30 @@ from tools.synth import ROOT
 @pytest.mark.parametrize("command", [name for name, (module, _, _) in cli.COMMANDS.items() if cli._available(module)])
 def test_each_subcommand_has_help(command, capsys):
     assert cli.run([command, "--help"]) == 0
-    assert "usage:" in capsys.readouterr().out.lower()
+    # The name a user types, not the module behind it (`python -m tools.synth`: issue 24 item 11).
+    assert capsys.readouterr().out.startswith(f"usage: rocm-stack {command} ")
+
+
+def test_synth_writes_to_out_stack_by_default_as_make_synth(tmp_path, monkeypatch):
+    from tools import synth
+
+    assert "OUT ?= out/$(STACK)" in (ROOT / "Makefile").read_text().splitlines()
+    monkeypatch.chdir(tmp_path)
+    assert synth.main(["--stack", "dev", "--project-dir", str(ROOT)]) == 0
+    assert (tmp_path / "out" / "dev" / "plan.json").is_file()
+
+
+def test_readme_lists_every_subcommand_and_every_kind_of_synth_output(prod_plan):
+    from tools.synth import rendered_files
+
+    readme = (ROOT / "README.md").read_text()
+    for name in cli.COMMANDS:
+        assert f"| `{name}" in readme or f", `{name}`" in readme, name
+    table = readme.split("What synth writes:", 1)[1].split("\n\n", 2)[1]
+    documented = [line.split("`")[1] for line in table.splitlines()[2:]]
+    for written in rendered_files(prod_plan):
+        kind = written.split("/", 1)[0] + "/" if "/" in written else written
+        assert any(d == written or (d.startswith(kind) and "/" in written) for d in documented), written
 
 
 def test_unknown_command_is_a_usage_error():

@@ -39,7 +39,6 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
         "Print (or --write, --check) docs/config-reference.md, generated from the schema.",
         False,
     ),
-    # Hooks: present once their tools land (tools/lock.py: placement lock; tools/verify.py: checks of a deploy).
     "lock": ("tools.lock", "Write the stack's placement lock (stacks/placement.STACK.yaml).", True),
     "verify": ("tools.verify", "Verify a deployed stack.", True),
 }

@@ -1,6 +1,6 @@
 """Offline synth: run the real `__main__.py` under Pulumi's mock engine and write what it declares.
 
-    python -m tools.synth --stack dev --out out/dev
+    rocm-stack synth --stack dev [--out out/dev]
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
 protect, retain_on_delete, delete_before_replace, replace_on_changes, depends_on, custom_timeouts and aliases (old
@@ -863,11 +863,14 @@ def _write_locked(files: dict[str, str], out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.synth", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rocm-stack synth", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
-    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    # The Makefile's OUT default too (`make synth` passes it): one place a plan is looked for.
+    parser.add_argument("--out", type=Path, help="output directory (default: out/STACK, as `make synth`)")
     parser.add_argument("--project-dir", type=Path, default=ROOT, help="the Pulumi project (default: this one)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = Path("out") / args.stack
     try:
         plan = synthesize(args.stack, project_dir=args.project_dir.resolve())
         written = write(plan, args.out)

@@ -1,6 +1,6 @@
 """Day-2 check of a deployed stack: run its host preflight and its GPU check per partition again, now.
 
-    python -m tools.verify --stack prod        (make verify STACK=prod)
+    rocm-stack verify --stack prod             (make verify STACK=prod)
     rocm-stack verify --stack prod --kubernetes [--node NAME]   (the GPU nodes of its cluster: tools/verify_k8s.py)
 
 The checks are the ones `pulumi up` runs (components/docker/checks.py): verify synthesizes the stack (tools.synth,
@@ -225,7 +225,7 @@ def docker_client(endpoint: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.verify", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rocm-stack verify", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
     k8s = parser.add_argument_group("Kubernetes (tools/verify_k8s.py)")
     k8s.add_argument("--kubernetes", action="store_true", help="check the GPU nodes of the stack's cluster instead")
