@@ -1,7 +1,7 @@
 """Default workload: a residual MLP learning a fixed random "teacher" function on synthetic data.
 
 Needs no dataset, so it runs anywhere (a smoke test of the GPUs, RCCL and the checkpoint volume), its loss falls
-visibly, and every batch is a pure function of (seed, step, rank) — which is what lets a resumed run reproduce
+visibly, and every batch is a pure function of (seed, global batch index) — which is what lets a resumed run reproduce
 an uninterrupted one bit for bit. Size it with --hidden-size / --layers / --batch-size.
 """
 
@@ -48,8 +48,8 @@ def build(config: TrainConfig, device: torch.device) -> Workload:
     torch.manual_seed(config.seed)  # same initial weights on every rank (DDP would broadcast rank 0's anyway)
     model = ResidualMLP(dim, config.layers)
 
-    def batch(step: int, rank: int, world_size: int) -> Batch:
-        generator = torch.Generator(device=device).manual_seed(_seed(config.seed, step, rank))
+    def batch(index: int) -> Batch:
+        generator = torch.Generator(device=device).manual_seed(_seed(config.seed, index))
         inputs = torch.randn(config.batch_size, dim, generator=generator, device=device)
         return inputs, torch.tanh(inputs @ teacher)
 

@@ -67,7 +67,9 @@ from programs.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointStore, In
 from programs.settings import TrainConfig, parse_config
 from programs.workload import Workload, load_entrypoint
 
-CHECKPOINT_FORMAT = 1
+# 2: the checkpoint holds `batches`, the data stream's position, so a run resumed at another world size goes on
+# with the next batch (Workload.batch).
+CHECKPOINT_FORMAT = 2
 
 
 class SetupError(Exception):
@@ -163,10 +165,18 @@ def broadcast_name(name: str, world: World) -> str:
     return bytes(buffer.tolist()).rstrip(b"\0").decode("ascii")
 
 
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """Where the run stands: the last step done and how many batches of the data stream it consumed."""
+
+    step: int = 0
+    batches: int = 0
+
+
 def resume(
     store: CheckpointStore, world: World, model: torch.nn.Module, optimizer: torch.optim.Optimizer, log: Logger
-) -> int:
-    """Load the newest valid checkpoint into model and optimizer on every rank; return its step (0 if none)."""
+) -> Position:
+    """Load the newest valid checkpoint into model and optimizer on every rank; return its position (0 if none)."""
     name = ""
     state: dict[str, Any] | None = None
     if world.rank == 0:
@@ -176,7 +186,7 @@ def resume(
             name, state = found[0].path.name, found[1]
     name = broadcast_name(name, world)
     if not name:
-        return 0
+        return Position()
     error = ""
     if state is None:
         match = CHECKPOINT_NAME.match(name)
@@ -193,8 +203,17 @@ def resume(
     assert state is not None
     model.load_state_dict(state["model"])  # a shape mismatch (changed model settings) is an error, not a fresh start
     optimizer.load_state_dict(state["optimizer"])
-    log("resume", checkpoint=str(store.directory / name), step=state["step"], saved_world_size=state.get("world_size"))
-    return int(state["step"])
+    # A format-1 checkpoint (before elastic runs) was written by a world that never changed size.
+    batches = int(state.get("batches", state["step"] * state.get("world_size", 1)))
+    log(
+        "resume",
+        checkpoint=str(store.directory / name),
+        step=state["step"],
+        batches=batches,
+        saved_world_size=state.get("world_size"),
+        world_size=world.world_size,
+    )
+    return Position(int(state["step"]), batches)
 
 
 def train(config: TrainConfig, world: World, stop: StopRequest) -> None:
@@ -220,7 +239,8 @@ def train(config: TrainConfig, world: World, stop: StopRequest) -> None:
         },
     )
 
-    start_step = resume(store, world, model, optimizer, log) if config.checkpoint_every else 0
+    start = resume(store, world, model, optimizer, log) if config.checkpoint_every else Position()
+    start_step, batches = start.step, start.batches
     ddp = DistributedDataParallel(model, device_ids=[world.device.index] if world.device.type == "cuda" else None)
     autocast = torch.autocast(world.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16")
 
@@ -228,7 +248,8 @@ def train(config: TrainConfig, world: World, stop: StopRequest) -> None:
     timed_samples, timed_seconds, first_window = 0, 0.0, True
     loss_value: float | None = None  # stays None when a finished run is started again
     for step in range(start_step + 1, config.steps + 1):
-        inputs, targets = workload.batch(step, world.rank, world.world_size)
+        inputs, targets = workload.batch(batches + world.rank)
+        batches += world.world_size
         with autocast:
             loss = workload.loss(ddp(inputs), targets)
         optimizer.zero_grad(set_to_none=True)
@@ -246,6 +267,8 @@ def train(config: TrainConfig, world: World, stop: StopRequest) -> None:
                 "step",
                 step=step,
                 loss=loss_value,
+                world_size=world.world_size,
+                batches=batches,
                 samples_per_s=round(window_steps * global_batch / elapsed, 2),
                 step_time_s=round(elapsed / window_steps, 6),
             )
@@ -266,6 +289,7 @@ def train(config: TrainConfig, world: World, stop: StopRequest) -> None:
                         "model": model.state_dict(),
                         "optimizer": optimizer.state_dict(),
                         "world_size": world.world_size,
+                        "batches": batches,
                         "entrypoint": config.entrypoint,
                     },
                 )

@@ -9,9 +9,9 @@ precision, samples/s logging, checkpoints and resume. An entry point supplies on
 
     def build(config: TrainConfig, device: torch.device) -> Workload:
         model = MyModel()                                    # train.py moves it to `device` and wraps it in DDP
-        def batch(step: int, rank: int, world_size: int):    # step counts from 1; returns tensors on `device`
-            ...                                              # derive the data from (step, rank) so a resumed run
-            return inputs, targets                           # sees exactly the batches it would have seen
+        def batch(index: int):                               # the index-th batch (0, 1, ...) of the run's stream,
+            ...                                              # tensors on `device`; a pure function of `index`, so
+            return inputs, targets                           # a resumed run (of any world size) sees the same data
         return Workload(model=model, batch=batch, loss=torch.nn.functional.cross_entropy)
 
 and run with `--entrypoint mypackage.train_entry:build` (or TRAIN_ENTRYPOINT=...). Extra settings of your own
@@ -34,9 +34,11 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 @dataclass(frozen=True)
 class Workload:
     model: torch.nn.Module
-    # (step, rank, world_size) -> (inputs, targets) on the training device; must be deterministic in its arguments
-    # for resume to reproduce an uninterrupted run.
-    batch: Callable[[int, int, int], Batch]
+    # global batch index -> (inputs, targets) of `batch_size` samples on the training device. Each step, rank r of a
+    # world of W reads index `consumed + r` and `consumed` grows by W (train.py): the stream is the same whatever the
+    # world size, so an elastic run that shrinks or grows neither skips nor repeats data. Must be deterministic in
+    # `index` for resume to reproduce an uninterrupted run.
+    batch: Callable[[int], Batch]
     # (model(inputs), targets) -> scalar loss
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     # parameters -> optimizer; None means AdamW with the configured learning rate

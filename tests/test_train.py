@@ -401,3 +401,22 @@ def test_settings_check_runs_without_torch():
     assert ok.returncode == 0, ok.stderr
     bad = subprocess.run([sys.executable, "-c", blocked, root], env={"TRAIN_STEPS": "0"}, **run)
     assert bad.returncode == 2 and "TRAIN_STEPS" in bad.stderr
+
+
+def test_a_checkpoint_from_before_elastic_runs_resumes_at_its_position_in_the_data_stream(tmp_path, capsys) -> None:
+    """Format 1 had no `batches`: its world never changed size, so it had read step x world_size batches. In this
+    process (world of one, no torchrun): a real checkpoint rewritten as format 1 of a 2-process run at step 2."""
+    run = ["--checkpoint-dir", str(tmp_path), "--checkpoint-every", "2", "--batch-size", "4", "--backend", "gloo"]
+    assert train_main([*run, "--steps", "2"]) == 0
+    store = CheckpointStore(tmp_path, keep=1)
+    (checkpoint,) = store.checkpoints()
+    state = store.load(checkpoint)
+    del state["batches"]
+    checkpoint.path.unlink()
+    store.save(2, {**state, "format": 1, "world_size": 2})
+    capsys.readouterr()
+    assert train_main([*run, "--steps", "3"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (resume,) = [e for e in lines if e["event"] == "resume"]
+    assert (resume["step"], resume["batches"], resume["saved_world_size"]) == (2, 4, 2)
+    assert [(e["step"], e["batches"]) for e in lines if e["event"] == "step"] == [(3, 5)]

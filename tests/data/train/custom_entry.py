@@ -10,8 +10,8 @@ def build(config: TrainConfig, device: torch.device) -> Workload:
     torch.manual_seed(config.seed)
     model = torch.nn.Linear(4, 3)
 
-    def batch(step: int, rank: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(step * 1000 + rank)
+    def batch(index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        generator = torch.Generator().manual_seed(index)
         inputs = torch.randn(config.batch_size, 4, generator=generator)
         return inputs.to(device), (inputs.sum(dim=1) > 0).long().to(device)
 
