@@ -349,6 +349,25 @@ class TrainingDocker(ConfigModel):
         return self.stop_grace_seconds - TORCHRUN_EXIT_MARGIN_S
 
 
+class ElasticTraining(ConfigModel):
+    """`torchrun --nnodes MIN:MAX` with a c10d rendezvous: the run goes on with the pods left (>= minNodes) when one is
+    lost, from its last checkpoint, and takes in a returning pod at the next rendezvous (docs/workloads.md)."""
+
+    min_nodes: int = Field(ge=1, le=1024)
+    """Fewest pods the run trains with; below it the agents wait (up to torch's 600 s join timeout) for more."""
+    max_nodes: int = Field(ge=2, le=1024)
+    """Pods of the JobSet (the `nodes` it runs and Kueue admits)."""
+    max_restarts: int = Field(3, ge=0)
+    """Worker restarts each pod's torchrun allows after a failure (a lost peer costs every survivor one); a pod
+    joining costs none. Past it the pod fails and its Job replaces it (backoffLimit)."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ElasticTraining:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"minNodes {self.min_nodes} exceeds maxNodes {self.max_nodes}; lower minNodes")
+        return self
+
+
 class TrainingConfig(ConfigModel):
     name: WorkloadName
     # A key of `rocm-stack:images`.
@@ -368,6 +387,28 @@ class TrainingConfig(ConfigModel):
     shm_size: ShmSize = ByteSize(16 * 1024**3)
     kubernetes: TrainingKubernetes | None = None
     docker: TrainingDocker | None = None
+    elastic: ElasticTraining | None = None
+    """Kubernetes only: a run that shrinks and grows between minNodes and maxNodes pods; `kubernetes.nodes`
+    becomes maxNodes."""
+
+    @model_validator(mode="after")
+    def _elastic_pods(self) -> TrainingConfig:
+        if self.elastic is None:
+            return self
+        if self.kubernetes is None or self.docker is not None:
+            raise ValueError(
+                "elastic: an elastic run is torchrun's elastic agent on the pods of a JobSet; Docker partitions run "
+                "one-node runs: set `kubernetes` (and no `docker`), or remove elastic"
+            )
+        nodes = self.kubernetes.nodes
+        if "nodes" in self.kubernetes.model_fields_set and nodes != self.elastic.max_nodes:
+            raise ValueError(
+                f"kubernetes.nodes {nodes} differs from elastic.maxNodes {self.elastic.max_nodes}: an elastic run "
+                "has maxNodes pods; remove kubernetes.nodes"
+            )
+        # A frozen model: the pods are maxNodes for every check and component that counts them.
+        object.__setattr__(self, "kubernetes", self.kubernetes.model_copy(update={"nodes": self.elastic.max_nodes}))
+        return self
 
     def program_env(self, checkpoint_dir: str) -> dict[str, str]:
         """What programs/train.py reads (its documented environment), then RCCL's, then the free map."""

@@ -147,6 +147,58 @@ def torchrun_multinode(job_set: str, nodes: int, gpus_per_node: int) -> list[str
     ]
 
 
+# An elastic training's JobSet: the replicated job whose one CPU pod hosts the c10d rendezvous store
+# (programs/rendezvous.py), at the c10d backend's default port (c10d_rendezvous_backend.py L32 @ torch 2.13).
+RENDEZVOUS = "rendezvous"
+C10D_PORT = 29400
+RENDEZVOUS_PROGRAM = f"{PROGRAM_DIR}/rendezvous.py"
+# torch 2.13 shares the agent's TCPStore with the workers by default, and that breaks growth: a rank-0 agent that
+# already hosts it (`_shared_tcp_store_server`, dynamic_rendezvous.py L1209-1217) does not publish MASTER_ADDR again
+# in the next round's key prefix (L1370-1375), so a node joining that round as rank >= 1 waits in
+# RendezvousStoreInfo.build's store.get (rendezvous/api.py L102) until the 60 s read timeout and the round fails
+# (measured here with three agents: role_info wait timeout). With sharing off every round's rank 0 publishes a
+# fresh address (dynamic_rendezvous.py L1190-1203); see also pytorch/pytorch#135712.
+ELASTIC_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+def rendezvous_store_host(job_set: str) -> str:
+    """The rendezvous pod (replicated job RENDEZVOUS) by its stable name on the JobSet's headless Service."""
+    return f"{job_set}-{RENDEZVOUS}-0-0.{job_set}"
+
+
+def rendezvous_store_command() -> list[str]:
+    return ["python3", RENDEZVOUS_PROGRAM, "--port", str(C10D_PORT)]
+
+
+def torchrun_elastic(job_set: str, min_nodes: int, max_nodes: int, gpus_per_node: int, max_restarts: int) -> list[str]:
+    """c10d rendezvous for `--nnodes MIN:MAX`: every agent is a client (`is_host=false`, c10d_rendezvous_backend.py
+    L139-146) of the store in the rendezvous pod, so losing any training pod, the first included, leaves the
+    rendezvous standing (programs/rendezvous.py). Node ranks come from the rendezvous, not from the pod index.
+
+    A worker failing (its peer's pod lost: the collective errors out) costs each surviving agent one of
+    `max_restarts` and starts a new round with whoever is left (>= min_nodes); a new pod waiting to join makes
+    the agents restart their workers without counting (agent/server/api.py L941-970). Either way the workers get
+    SIGTERM, and train.py checkpoints the step it is at, or they died and the run resumes from the last checkpoint."""
+    return [
+        "torchrun",
+        "--nnodes",
+        f"{min_nodes}:{max_nodes}",
+        "--nproc-per-node",
+        str(gpus_per_node),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"{rendezvous_store_host(job_set)}:{C10D_PORT}",
+        "--rdzv-id",
+        job_set,
+        "--rdzv-conf",
+        "is_host=false",
+        "--max-restarts",
+        str(max_restarts),
+        ENTRY,
+    ]
+
+
 def node_rank_env() -> core_v1.EnvVarArgs:
     """torchrun reads every option from `PET_<OPTION>` when the flag is absent (torch/distributed/argparse_util.py
     env L45-46; --node-rank is `action=env`, run.py L620-627), so the pod's completion index becomes --node-rank
@@ -232,6 +284,8 @@ class TrainingJob(pulumi.ComponentResource):
         env_map = training.program_env(CHECKPOINT_MOUNT) | {TORCHRUN_SHUTDOWN_ENV: str(k8s.torchrun_shutdown_seconds)}
         if k8s.network is not None:
             env_map |= k8s.network.env()
+        if training.elastic is not None:
+            env_map |= ELASTIC_ENV
         self.env_secret = env_secret(f"{name}-env", env_map, args.namespace, labels, child) if args.secret_env else None
         template = self._pod_template(
             name,
@@ -289,24 +343,39 @@ class TrainingJob(pulumi.ComponentResource):
             )
             rendezvous = None
         else:
+            elastic = training.elastic
             workers = batch_v1.JobTemplateSpecArgs(
                 metadata=meta_v1.ObjectMetaArgs(labels=labels),
                 spec=batch_v1.JobSpecArgs(
                     completion_mode="Indexed",
                     completions=k8s.nodes,
                     parallelism=k8s.nodes,
-                    # Any failed pod fails its Job, which the JobSet's failurePolicy turns into a restart of all.
-                    backoff_limit=0,
+                    # Static: any failed pod fails its Job, which the JobSet's failurePolicy turns into a restart of
+                    # all. Elastic: the Job replaces the failed pod while the others train on; it joins them again.
+                    backoff_limit=k8s.backoff_limit if elastic else 0,
                     active_deadline_seconds=k8s.active_deadline_seconds,
                     pod_replacement_policy="Failed",
-                    # An evicted pod fails the Job at once, and the JobSet restarts every pod without counting
-                    # (rule nodeDisruption): ignoring it would replace that one pod alone, while its peers, stopped
-                    # with it at the same step, exit 0, so the replacement would wait for a rendezvous that never
-                    # comes.
-                    pod_failure_policy=failure_policy("FailJob"),
+                    # Static: an evicted pod fails the Job at once, and the JobSet restarts every pod without
+                    # counting (rule nodeDisruption): ignoring it would replace that one pod alone, while its peers,
+                    # stopped with it at the same step, exit 0, so the replacement would wait for a rendezvous that
+                    # never comes. Elastic: the peers' agents start a new round without it, and its replacement
+                    # (not counted) joins the next one.
+                    pod_failure_policy=failure_policy("Ignore" if elastic else "FailJob"),
+                    # Elastic: train.py ends on every rank at the same step, and a pod that never got a node (or
+                    # came back after the end, and resumed at the last step) must not hold the Job open: one
+                    # succeeded index completes it, and the Job controller ends the rest ("Once the Job meets the
+                    # SuccessPolicy, the lingering pods are terminated", batch/v1 JobSpec.successPolicy).
+                    success_policy=batch_v1.SuccessPolicyArgs(rules=[batch_v1.SuccessPolicyRuleArgs(succeeded_count=1)])
+                    if elastic
+                    else None,
                     template=template,
                 ),
             )
+            invalid_settings = {
+                "name": "invalidSettings",
+                "action": "FailJobSet",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+            }
             spec: dict[str, Any] = {
                 # The controller creates the headless Service <name> (ClusterIP None, publishNotReadyAddresses:
                 # pods rendezvous before they are Ready), owned by the JobSet (jobset_controller.go L790-830).
@@ -325,15 +394,30 @@ class TrainingJob(pulumi.ComponentResource):
                             "onJobFailureReasons": ["PodFailurePolicy"],
                             "onJobFailureMessagePatterns": [DISRUPTION_FAILURE_MESSAGE],
                         },
-                        {
-                            "name": "invalidSettings",
-                            "action": "FailJobSet",
-                            "onJobFailureReasons": ["PodFailurePolicy"],
-                        },
+                        invalid_settings,
                     ],
                 },
                 "replicatedJobs": [{"name": WORKERS, "replicas": 1, "template": workers}],
             }
+            if elastic:
+                spec |= {
+                    # The workers' Job retries its pods itself (backoffLimit); when it fails anyway, so does the run.
+                    "failurePolicy": {"maxRestarts": 0, "rules": [invalid_settings]},
+                    # Done when the workers are: the controller then deletes the still active rendezvous Job
+                    # (jobset_controller.go L162-167 @ v0.12.0, "clean up active child jobs").
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": [WORKERS]},
+                    "replicatedJobs": [
+                        {"name": RENDEZVOUS, "replicas": 1, "template": self._rendezvous_job(k8s, labels, args.image)},
+                        # Created once the store's pod is Ready (dependsOn, jobset_types.go @ v0.12.0), so no agent
+                        # starts against a store that is not listening yet.
+                        {
+                            "name": WORKERS,
+                            "replicas": 1,
+                            "template": workers,
+                            "dependsOn": [{"name": RENDEZVOUS, "status": "Ready"}],
+                        },
+                    ],
+                }
             self.job = CustomResource(
                 name,
                 api_version=JOBSET_API_VERSION,
@@ -353,7 +437,7 @@ class TrainingJob(pulumi.ComponentResource):
                     ),
                 ),
             )
-            rendezvous = rendezvous_endpoint(name)
+            rendezvous = f"{rendezvous_store_host(name)}:{C10D_PORT}" if elastic else rendezvous_endpoint(name)
         # Only the training's own pods reach each other: c10d's rendezvous port and RCCL, whose socket and bootstrap
         # connections listen on ephemeral ports (so every TCP port). A one-node training accepts nothing.
         self.network_policy = ingress_policy(
@@ -382,6 +466,50 @@ class TrainingJob(pulumi.ComponentResource):
             }
         )
 
+    def _rendezvous_job(
+        self, k8s: TrainingKubernetes, labels: dict[str, str], image: str
+    ) -> batch_v1.JobTemplateSpecArgs:
+        """One CPU pod running programs/rendezvous.py (the c10d store), Ready once it accepts connections. It may
+        land on any node the training may (its tolerations); losing it ends the rendezvous: the agents fail, their
+        pods are replaced, and all meet again at the replacement store from the newest checkpoint."""
+        amounts = {"cpu": "1", "memory": "1Gi"}  # a TCPStore of a few keys; Guaranteed like the trainers
+        store = core_v1.ContainerArgs(
+            name=RENDEZVOUS,
+            image=image,
+            command=rendezvous_store_command(),
+            ports=[core_v1.ContainerPortArgs(name="c10d", container_port=C10D_PORT)],
+            readiness_probe=core_v1.ProbeArgs(tcp_socket=core_v1.TCPSocketActionArgs(port=C10D_PORT), period_seconds=5),
+            resources=core_v1.ResourceRequirementsArgs(limits=amounts, requests=amounts),
+            security_context=security_context("baseline"),
+            volume_mounts=[core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)],
+        )
+        return batch_v1.JobTemplateSpecArgs(
+            metadata=meta_v1.ObjectMetaArgs(labels=labels),
+            spec=batch_v1.JobSpecArgs(
+                completions=1,
+                parallelism=1,
+                backoff_limit=k8s.backoff_limit,
+                pod_replacement_policy="Failed",
+                template=core_v1.PodTemplateSpecArgs(
+                    metadata=meta_v1.ObjectMetaArgs(labels=labels),
+                    spec=core_v1.PodSpecArgs(
+                        restart_policy="Never",
+                        enable_service_links=False,
+                        security_context=POD_SECURITY,
+                        automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+                        tolerations=tolerations_of(k8s.tolerations),
+                        containers=[store],
+                        volumes=[
+                            core_v1.VolumeArgs(
+                                name="program",
+                                config_map=core_v1.ConfigMapVolumeSourceArgs(name=self.program.metadata.name),
+                            )
+                        ],
+                    ),
+                ),
+            ),
+        )
+
     def _pod_template(
         self,
         name: str,
@@ -404,19 +532,22 @@ class TrainingJob(pulumi.ComponentResource):
             int(training.shm_size),
             {network.rdma.resource: network.rdma.count} if network is not None else None,
         )
-        command = (
-            torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node)
-            if k8s.uses_job_set
-            else torchrun_standalone(k8s.gpus_per_node)
-        )
+        elastic = training.elastic
+        static = k8s.uses_job_set and elastic is None
+        if elastic is not None:
+            command = torchrun_elastic(
+                name, elastic.min_nodes, elastic.max_nodes, k8s.gpus_per_node, elastic.max_restarts
+            )
+        elif static:
+            command = torchrun_multinode(name, k8s.nodes, k8s.gpus_per_node)
+        else:
+            command = torchrun_standalone(k8s.gpus_per_node)
         trainer = core_v1.ContainerArgs(
             name="trainer",
             image=image,
             command=command,
-            env=[*env, node_rank_env()] if k8s.uses_job_set else env,
-            ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)]
-            if k8s.uses_job_set
-            else None,
+            env=[*env, node_rank_env()] if static else env,
+            ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)] if static else None,
             resources=resources,
             security_context=security_context(k8s.pod_security, ipc_lock=network is not None),
             volume_mounts=[
