@@ -103,6 +103,8 @@ def assert_nothing_waits_on_held_gpus(plan: Plan) -> None:
             continue
         for template in pod_templates(obj):
             pod = template["spec"]
+            if not any(gpus_of(c) for c in pod["containers"]):
+                continue  # an elastic run's rendezvous store: no GPU, no check
             (app,) = [c for c in pod["containers"] if gpus_of(c)]  # beside it at most vLLM's proxy, without GPUs
             (check,) = [c for c in pod.get("initContainers", []) if c["name"] == GPU_CHECK_CONTAINER]
             assert gpus_of(app) and check["resources"] == app["resources"], resource["name"]  # the same devices

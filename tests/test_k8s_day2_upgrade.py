@@ -188,7 +188,9 @@ def test_training_pods_get_their_grace_to_checkpoint_when_drained(prod_plan):
     """The drain evicts with gracePeriodSeconds -1, i.e. each pod's terminationGracePeriodSeconds (drain.go
     makeDeleteOptions: "set to a negative value to use the pod's terminationGracePeriodSeconds"); train.py
     checkpoints on SIGTERM and torchrun waits the grace less 10 s for it (TORCH_ELASTIC_SHUTDOWN_TIMEOUT)."""
-    template = manifest_of(only(prod_plan, JOBSET))["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    template = manifest_of(prod_plan.get(JOBSET, "llm-pretrain"))["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "template"
+    ]
     pod = template["spec"]
     assert pod["terminationGracePeriodSeconds"] == 300
     [trainer] = pod["containers"]
@@ -217,7 +219,7 @@ def test_an_evicted_training_pod_restarts_the_whole_jobset_without_using_a_resta
     message as a regular expression (jobset v0.12.0 pkg/controllers/failure_policy.go ruleIsApplicable/anyMatchFound)
     and recreates every Job without counting towards maxRestarts (jobset_types.go RestartJobSetAndIgnoreMaxRestarts);
     BlockingRecreate, and train.py resumes from the checkpoint the evicted pods wrote."""
-    spec = manifest_of(only(prod_plan, JOBSET))["spec"]
+    spec = manifest_of(prod_plan.get(JOBSET, "llm-pretrain"))["spec"]
     pod_rules = spec["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"]["rules"]
     assert pod_rules[1] == {"action": "FailJob", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]}
     disruption, invalid = spec["failurePolicy"]["rules"]

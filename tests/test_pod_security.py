@@ -77,7 +77,8 @@ def test_each_owned_namespace_enforces_the_level_its_pods_need(prod):
     }
     config = stack_file("prod")
     for key in ("rocm-stack:training", "rocm-stack:inference"):
-        config[key][0]["kubernetes"]["podSecurity"] = "baseline"
+        for workload in config[key]:
+            workload["kubernetes"]["podSecurity"] = "baseline"
     plan = synthesize("prod", config)
     assert _inputs(plan, NAMESPACE, "k8s-ml")["metadata"]["labels"][rules.PSA_ENFORCE] == "baseline"
     for where, spec in _pods(plan):
@@ -88,7 +89,8 @@ def test_each_owned_namespace_enforces_the_level_its_pods_need(prod):
 
 def test_every_workload_container_is_hardened(prod):
     pods = _pods(prod)
-    assert len(pods) == 2  # the JobSet's workers and the vLLM Deployment
+    # llm-pretrain's workers, llm-finetune's rendezvous store and workers, the vLLM Deployment
+    assert len(pods) == 4
     for where, spec in pods:
         assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
         assert spec["automountServiceAccountToken"] is False
