@@ -138,7 +138,8 @@ def test_pytorch_image_bump_with_training_running_replaces_only_the_training(pro
     head = synthesize("prod", config)
     assert_nothing_waits_on_held_gpus(head)
     impacts = kubernetes_impacts(report_of(prod_plan, head))
-    assert set(impacts) == {(JOBSET, "llm-pretrain")}  # vLLM runs the vllm image: untouched
+    # Both trainings (llm-finetune is elastic); vLLM runs the vllm image: untouched
+    assert set(impacts) == {(JOBSET, "llm-pretrain"), (JOBSET, "llm-finetune")}
     jobset = impacts[(JOBSET, "llm-pretrain")]
     # replaceOnChanges ["spec"] (a JobSet's spec is immutable) with deleteBeforeReplace: the old pods go first, and
     # the new ones check and use the GPUs they freed.
@@ -169,11 +170,13 @@ def test_a_gpucheck_change_rolls_every_gpu_pod_through_the_new_check(prod_plan, 
     impacts = kubernetes_impacts(report_of(prod_plan, head))
     assert set(impacts) == {
         (CONFIG_MAP, "llm-pretrain-program"),
+        (CONFIG_MAP, "llm-finetune-program"),
         (CONFIG_MAP, "llama-program"),
         (JOBSET, "llm-pretrain"),
+        (JOBSET, "llm-finetune"),
         (DEPLOYMENT, "llama"),
     }
-    for name in ("llm-pretrain-program", "llama-program"):
+    for name in ("llm-pretrain-program", "llm-finetune-program", "llama-program"):
         # A content-named immutable ConfigMap: a new one is created before the old one is deleted (k8s.identity).
         config_map = impacts[(CONFIG_MAP, name)]
         assert config_map.action is Action.REPLACE
@@ -212,8 +215,9 @@ def test_checks_off_drops_the_init_container_and_its_config_map():
     config = stack_file("prod")
     config[P + "checks"] = {"enable": False}
     plan = synthesize("prod", config)
-    assert [r["name"] for r in plan.of_type(CONFIG_MAP) if r["name"].endswith("-program")] == ["llm-pretrain-program"]
-    for resource in (plan.get(JOBSET, "llm-pretrain"), plan.get(DEPLOYMENT, "llama")):
+    programs = sorted(r["name"] for r in plan.of_type(CONFIG_MAP) if r["name"].endswith("-program"))
+    assert programs == ["llm-finetune-program", "llm-pretrain-program"]
+    for resource in (*plan.of_type(JOBSET), plan.get(DEPLOYMENT, "llama")):
         for template in pod_templates(manifest_of(resource)):
             names = [c["name"] for c in template["spec"].get("initContainers", [])]
             assert GPU_CHECK_CONTAINER not in names
