@@ -159,6 +159,7 @@ def measure(sizes: tuple[int, ...], repeat: int, work: Path, log=print, with_pla
         "start": start,
         "repeat": repeat,
         "placement": placement.measure(log=log) if with_placement else [],
+        "placement_corpus": placement.measure_corpus(log=log) if with_placement else None,
     }
 
 
@@ -208,6 +209,8 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     )
     if results["placement"]:
         checks.append(placement.target(results["placement"]))
+    if results.get("placement_corpus"):
+        checks.append(placement.corpus_target(results["placement_corpus"]))
     return checks
 
 
@@ -237,6 +240,8 @@ def table(results: dict[str, Any]) -> str:
     ]
     if results["placement"]:
         lines += ["", placement.table(results["placement"])]
+    if results.get("placement_corpus"):
+        lines += ["", placement.corpus_table(results["placement_corpus"], results["placement_corpus"]["seed"])]
     return "\n".join(lines)
 
 

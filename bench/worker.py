@@ -5,6 +5,7 @@ so that ru_maxrss is the peak of that run alone).
     python -m bench.worker start PROJECT      # seconds from here until the first resource is registered
     python -m bench.worker import-pulumi      # seconds of `import pulumi` alone
     python -m bench.worker place KIND GPUS SIZES SEED   # seconds of one placement (bench/placement.py)
+    python -m bench.worker corpus COUNT SEED            # the placement corpus (bench/placement.py run_corpus)
 """
 
 import time
@@ -137,6 +138,9 @@ def main() -> None:
     placement.add_argument("gpus", type=int)
     placement.add_argument("sizes")
     placement.add_argument("seed", type=int)
+    corpus = sub.add_parser("corpus")
+    corpus.add_argument("count", type=int)
+    corpus.add_argument("seed", type=int)
     args = parser.parse_args()
     if args.what == "synth":
         result = measure_synth(args.project, args.warmup, args.repeat, args.replay_out)
@@ -144,6 +148,10 @@ def main() -> None:
         result = measure_start(args.project)
     elif args.what == "place":
         result = measure_place(args.kind, args.gpus, tuple(int(size) for size in args.sizes.split(",")), args.seed)
+    elif args.what == "corpus":
+        from bench.placement import run_corpus
+
+        result = run_corpus(args.count, args.seed)
     else:
         import pulumi  # noqa: F401
 

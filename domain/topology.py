@@ -25,7 +25,7 @@ import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -407,18 +407,30 @@ def _parse_amd_smi_json(text: str) -> _Parsed:
 _LINK_RANK = {"SELF": 0, "XGMI": 1, "PCIE": 2}
 
 
-def place(topology: Topology, sizes: Sequence[int]) -> list[tuple[int, ...]]:
+class Placement(list[tuple[int, ...]]):
+    """The chosen sets in request order (GPU ids, ascending per set), and whether the search proved them optimal."""
+
+    def __init__(self, sets: Iterable[tuple[int, ...]] = (), optimal: bool = True) -> None:
+        super().__init__(sets)
+        self.optimal = optimal
+
+
+# Up to this many GPUs `place` is exact (`_SubsetSearch`); a larger flat host gets the budgeted branch and bound.
+EXACT_GPUS = 16
+
+
+def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     """Choose disjoint GPU sets of the requested sizes (in request order); returns GPU ids, ascending per set.
 
     Rule, in this priority: (1) minimise the total link weight inside the sets (weight table; without one the
     hops table, else the link type XGMI < PCIE); (2) keep each set on one NUMA node where possible (fewest
     extra NUMA nodes spanned, summed over the sets); (3) remaining ties go to the lowest GPU indices
-    (lexicographic in request order). Weight comes first because it already grows across sockets for PCIe paths, while an XGMI link
-    beats socket locality for GPU-to-GPU traffic. Branch and bound within a budget of `_NODE_BUDGET` search nodes:
-    exact when the search finishes within it, which real hosts' structured topologies always do (interchangeable
-    GPUs collapse to one, see `_BranchAndBound.twins`); otherwise (e.g. random 16-GPU weight matrices) the best
-    solution found within the budget, equal sizes ordered by lowest GPU. Deterministic either way: the budget is a
-    node count, not a clock.
+    (lexicographic in request order). Weight comes first because it already grows across sockets for PCIe paths,
+    while an XGMI link beats socket locality for GPU-to-GPU traffic. Up to EXACT_GPUS GPUs the answer is proven
+    optimal (`_SubsetSearch`, dynamic programming over GPU subsets). On more GPUs (a flat host; partitioned hosts
+    place physical GPUs first, see `place_partitioned`) a branch and bound runs within `_NODE_BUDGET` search nodes:
+    exact when it finishes, which structured topologies do; otherwise the best found, and `optimal` is False.
+    Deterministic either way: the budget is a node count, not a clock.
     """
     sizes = list(sizes)
     n = len(topology.gpus)
@@ -429,8 +441,14 @@ def place(topology: Topology, sizes: Sequence[int]) -> list[tuple[int, ...]]:
         raise PlacementError(
             f"partitions {sizes} need {sum(sizes)} GPUs but the host has {n} (GPUs {list(topology.gpus)})"
         )
-    chosen = _BranchAndBound(_pair_costs(topology), list(topology.numa), sizes).solve()
-    return [tuple(topology.gpus[p] for p in positions) for positions in chosen]
+    cost, numa = _pair_costs(topology), list(topology.numa)
+    if n <= EXACT_GPUS:
+        chosen, optimal = _SubsetSearch(cost, numa, sizes).solve(), True
+    else:
+        search = _BranchAndBound(cost, numa, sizes)
+        chosen = search.solve()
+        optimal = search.nodes <= _NODE_BUDGET
+    return Placement((tuple(topology.gpus[p] for p in positions) for positions in chosen), optimal)
 
 
 def numa_node_of(topology: Topology, gpus: Sequence[int]) -> int | None:
@@ -472,16 +490,15 @@ def physical_gpu(logical: int, per_gpu: int) -> int:
     return logical // per_gpu
 
 
-def place_partitioned(
-    topology: Topology | None, free: Sequence[int], sizes: Sequence[int], per_gpu: int
-) -> list[tuple[int, ...]]:
+def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Sequence[int], per_gpu: int) -> Placement:
     """`place` on a host whose physical GPUs each show `per_gpu` logical GPUs (a compute partition mode).
 
     `free` are the logical GPUs still free, `topology` (if any) is over all logical GPUs. A set larger than
     `per_gpu` (a multiple of it) takes whole free physical GPUs, chosen by `place` on the physical GPUs (their link
     cost is the cheapest link between their logical GPUs); a set of at most `per_gpu` stays on one physical GPU:
     largest sets first, each on the physical GPU with the fewest free logical GPUs that still fit it (lowest index
-    on ties), then `place` chooses the logical GPUs inside each physical GPU. Returns sets in request order.
+    on ties), then `place` chooses the logical GPUs inside each physical GPU. Returns sets in request order,
+    optimal (by this rule) when every `place` in it is.
     """
     sizes = list(sizes)
     for index, size in enumerate(sizes):
@@ -501,6 +518,7 @@ def place_partitioned(
         free_of.setdefault(physical_gpu(gpu, per_gpu), []).append(gpu)
     whole = [p for p, gpus in free_of.items() if len(gpus) == per_gpu]
     chosen: dict[int, tuple[int, ...]] = {}
+    optimal = True
 
     large = [k for k, size in enumerate(sizes) if size > per_gpu]
     if large:
@@ -510,7 +528,9 @@ def place_partitioned(
                 f"partitions {[sizes[k] for k in large]} need {sum(need)} whole physical GPUs of "
                 f"{per_gpu} logical GPUs but {len(whole)} are free (physical GPUs {whole})"
             )
-        for k, physical in zip(large, place(_physical_topology(topology, whole, per_gpu), need)):
+        placed = place(_physical_topology(topology, whole, per_gpu), need)
+        optimal = placed.optimal
+        for k, physical in zip(large, placed):
             chosen[k] = tuple(g for p in physical for g in free_of.pop(p))
 
     room = {p: len(gpus) for p, gpus in free_of.items()}
@@ -527,9 +547,11 @@ def place_partitioned(
         on.setdefault(p, []).append(k)
     for p, ks in on.items():
         ks.sort()
-        for k, gpus in zip(ks, place(topology.subset(free_of[p]), [sizes[k] for k in ks])):
+        inside = place(topology.subset(free_of[p]), [sizes[k] for k in ks])
+        optimal = optimal and inside.optimal
+        for k, gpus in zip(ks, inside):
             chosen[k] = gpus
-    return [chosen[k] for k in range(len(sizes))]
+    return Placement((chosen[k] for k in range(len(sizes))), optimal)
 
 
 def _physical_topology(topology: Topology, physical: list[int], per_gpu: int) -> Topology:
@@ -547,6 +569,164 @@ def _physical_topology(topology: Topology, physical: list[int], per_gpu: int) ->
         for p in physical
     )
     return Topology(gpus=tuple(physical), numa=tuple(numa), weight=weight)
+
+
+class _SubsetSearch:
+    """Exact placement by dynamic programming over GPU subsets (up to EXACT_GPUS GPUs).
+
+    A set's cost is its key: weight * scale + NUMA spread, so that comparing sums compares (weight, spread) in the
+    rule's order. `_best(free, counts, ...)` is the least cost of placing the sets `counts` (how many of each
+    distinct size) inside the GPU mask `free`: the lowest free GPU g either stays unused (when there is room) or is
+    the lowest member of one of the sets, and each subproblem is solved once (memo on (free, counts)). A set of one
+    GPU costs nothing, like an unused GPU, so sets of size 1 only take room. Bounds only skip work, never change a
+    value: `_best` is exact below its bound `ub` and otherwise returns a lower bound >= ub, and the memo records
+    which. The other sets cost at least their optimum on the GPUs other than g (itself a subproblem) and at least
+    the cheapest set of each size; g's candidate sets are tried cheapest first, so the loop stops at the first that
+    cannot improve. The answer is the lowest-index optimum: each request in turn takes the first set, in index
+    order, with which the rest can still reach the optimum.
+    """
+
+    def __init__(self, cost: list[list[int]], numa: list[int | None], sizes: list[int]) -> None:
+        n = self.n = len(cost)
+        self.requested = sizes
+        self.scale = n + 1  # the spread summed over all sets is below n + 1
+        self.distinct = sorted(set(sizes))
+        self.key: dict[int, int] = {}  # set (GPU mask) -> cost, for every set of a requested size
+        self.by_low: dict[int, list[list[tuple[int, int]]]] = {}  # size -> per lowest GPU: (cost, set), cheapest first
+        self.cheapest: dict[int, list[tuple[int, int]]] = {}  # size -> every (cost, set), cheapest first
+        # A GPU's links to a set of GPUs, looked up by the set's low and high halves: one step per set listed.
+        half = (n + 1) // 2
+        low_half = (1 << half) - 1
+        lo = [[sum(cost[g][h] for h in range(half) if m >> h & 1) for m in range(1 << half)] for g in range(n)]
+        hi = [
+            [sum(cost[g][half + h] for h in range(n - half) if m >> h & 1) for m in range(1 << n - half)]
+            for g in range(n)
+        ]
+        nodes = sorted({node for node in numa if node is not None})
+        node_bit = [0 if node is None else 1 << nodes.index(node) for node in numa]
+        lo_nodes, hi_nodes = [0] * (1 << half), [0] * (1 << n - half)
+        for m in range(1, 1 << half):
+            lo_nodes[m] = lo_nodes[m & m - 1] | node_bit[(m & -m).bit_length() - 1]
+        for m in range(1, 1 << n - half):
+            hi_nodes[m] = hi_nodes[m & m - 1] | node_bit[half + (m & -m).bit_length() - 1]
+        weight = {0: 0}  # sets of the size being built, each grown from its lower members
+        for size in range(1, max(sizes, default=0) + 1):
+            weight = {
+                m | 1 << g: w + lo[g][m & low_half] + hi[g][m >> half]
+                for m, w in weight.items()
+                for g in range(m.bit_length(), n)
+            }
+            if size in self.distinct:
+                listed = sorted(
+                    (w * self.scale + max((lo_nodes[m & low_half] | hi_nodes[m >> half]).bit_count() - 1, 0), m)
+                    for m, w in weight.items()
+                )
+                self.cheapest[size] = listed
+                self.key.update((m, k) for k, m in listed)
+                per_low: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+                for k, m in listed:
+                    per_low[(m & -m).bit_length() - 1].append((k, m))
+                self.by_low[size] = per_low
+        self.memo: dict[tuple[int, tuple[int, ...]], tuple[int, bool]] = {}
+
+    def solve(self) -> list[tuple[int, ...]]:
+        if not self.requested:
+            return []
+        free = (1 << self.n) - 1
+        counts = tuple(self.requested.count(size) if size > 1 else 0 for size in self.distinct)
+        left = sum(size for size in self.requested if size > 1)
+        target = self._best(free, counts, left, self._upper_bound() + 1)
+        sets = []
+        for size in self.requested:
+            i = self.distinct.index(size)
+            after = counts[:i] + (counts[i] - 1,) + counts[i + 1 :] if size > 1 else counts
+            rest = left - size if size > 1 else left
+            floor = self._floor(after)
+            for members in itertools.combinations([g for g in range(self.n) if free >> g & 1], size):
+                m = sum(1 << g for g in members)
+                k = self.key.get(m, 0)  # size 1: no cost
+                if k + floor <= target and self._best(free ^ m, after, rest, target - k + 1) == target - k:
+                    break
+            sets.append(members)
+            free, counts, left, target = free ^ m, after, rest, target - k
+        return sets
+
+    def _floor(self, counts: tuple[int, ...]) -> int:
+        """The sets `counts` cost at least the cheapest set of each size."""
+        return sum(c * self.cheapest[size][0][0] for size, c in zip(self.distinct, counts) if c)
+
+    def _upper_bound(self) -> int:
+        """The cost of a good solution, to prune with from the start: largest sets first, each the cheapest that
+        fits, then GPUs swapped between sets (or with unused GPUs) while that lowers the cost."""
+        free = (1 << self.n) - 1
+        masks = []
+        for size in sorted((s for s in self.requested if s > 1), reverse=True):
+            m = next(m for _, m in self.cheapest[size] if m & free == m)
+            masks.append(m)
+            free ^= m
+        masks.append(free)  # unused GPUs (and sets of one), at no cost
+
+        def cost(i: int, m: int) -> int:
+            return 0 if i == len(masks) - 1 else self.key[m]
+
+        def members(m: int) -> list[int]:
+            return [g for g in range(self.n) if m >> g & 1]
+
+        improved = True
+        while improved:
+            improved = False
+            for i, j in itertools.combinations(range(len(masks)), 2):
+                now = cost(i, masks[i]) + cost(j, masks[j])
+                for a, b in itertools.product(members(masks[i]), members(masks[j])):
+                    swap = 1 << a | 1 << b
+                    if cost(i, masks[i] ^ swap) + cost(j, masks[j] ^ swap) < now:
+                        masks[i] ^= swap
+                        masks[j] ^= swap
+                        improved = True
+                        break
+        return sum(cost(i, m) for i, m in enumerate(masks))
+
+    def _best(self, free: int, counts: tuple[int, ...], left: int, ub: int) -> int:
+        """The least cost of the sets `counts` (`left` GPUs in all) inside `free`, if below `ub`; else a lower bound
+        of it that is >= ub."""
+        if not left:
+            return 0
+        state = (free, counts)
+        known = self.memo.get(state)
+        if known is not None and (known[1] or known[0] >= ub):
+            return known[0]
+        if sum(counts) == 1:  # one set left: the cheapest of its size inside `free`
+            best = next(
+                (k for k, m in itertools.takewhile(lambda e: e[0] < ub, self.cheapest[left]) if m & free == m), ub
+            )
+            self.memo[state] = (best, best < ub)
+            return best
+        low = free & -free
+        g = low.bit_length() - 1
+        best = self._best(free ^ low, counts, left, ub) if free.bit_count() > left else _INFINITE
+        for i, size in enumerate(self.distinct):
+            if not counts[i]:
+                continue
+            after = counts[:i] + (counts[i] - 1,) + counts[i + 1 :]
+            options = self.by_low[size][g]
+            first = next((k for k, m in options if m & free == m), None)
+            if first is None:
+                continue
+            # The other sets, wherever g's set goes, cost at least their optimum on the GPUs other than g.
+            floor = max(self._floor(after), self._best(free ^ low, after, left - size, min(ub, best) - first))
+            for k, m in options:
+                limit = min(ub, best)
+                if k + floor >= limit:
+                    break
+                if m & free == m:
+                    best = min(best, k + self._best(free ^ m, after, left - size, limit - k))
+        # Not below ub: every option was shown to cost at least ub, which is all that is known.
+        best = min(best, ub)
+        self.memo[state] = (best, best < ub)
+        return best
+
+
+_INFINITE = sys.maxsize
 
 
 # Listing every s-set to find each GPU's cheapest one is worth it up to this many sets (C(16, 5) = 4368).

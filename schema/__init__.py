@@ -389,7 +389,12 @@ def load(
         hosts = []
         for index, host in enumerate(cfg.hosts):
             host, placement_problems = docker.place_partitions(
-                host, f"hosts[{index}]", lock.hosts.get(host.name), stack=stack, require_lock=require_lock
+                host,
+                f"hosts[{index}]",
+                lock.hosts.get(host.name),
+                stack=stack,
+                require_lock=require_lock,
+                require_optimal=cfg.environment == "prod",
             )
             host = docker.with_ipc_decided(host)
             hosts.append(host)

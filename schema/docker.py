@@ -836,17 +836,33 @@ def unlocked(hosts: Iterable[HostConfig], lock: PlacementLock) -> list[str]:
 
 
 def place_partitions(
-    host: HostConfig, at: str, lock: HostLock | None = None, *, stack: str = "", require_lock: bool = False
+    host: HostConfig,
+    at: str,
+    lock: HostLock | None = None,
+    *,
+    stack: str = "",
+    require_lock: bool = False,
+    require_optimal: bool = False,
 ) -> tuple[HostConfig, list[tuple[str, str]]]:
     """The host with every container's `gpus` and `cpuset` decided, and the problems found doing so.
 
     A `gpuCount` partition held by the lock keeps its GPUs; the others are placed on the GPUs left free, with the
     host's topology file (least XGMI/PCIe link weight inside each set, one NUMA node per set where it fits), or on
     the lowest free GPUs without one, in container-name order. With `require_lock` (prod) a partition the lock
-    does not hold is refused instead. A container's set on one NUMA node gets that node's CPUs from `numaCpus`
-    unless it names its own `cpuset`.
+    does not hold is refused instead; with `require_optimal` (prod, also for `make lock`) so is a placement the
+    search could not prove optimal (a flat host of more than EXACT_GPUS GPUs): the lock must pin it. A container's
+    set on one NUMA node gets that node's CPUs from `numaCpus` unless it names its own `cpuset`.
     """
-    from domain.topology import PlacementError, TopologyError, load_topology, numa_node_of, place, place_partitioned
+    from domain.topology import (
+        EXACT_GPUS,
+        Placement,
+        PlacementError,
+        TopologyError,
+        load_topology,
+        numa_node_of,
+        place,
+        place_partitioned,
+    )
 
     topology = None
     if host.topology is not None:
@@ -898,9 +914,21 @@ def place_partitions(
                 sets = place(topology.subset(free), sizes)
             else:
                 starts = [sum(sizes[:i]) for i in range(len(sizes))]
-                sets = [tuple(free[start : start + size]) for start, size in zip(starts, sizes)]
+                sets = Placement(tuple(free[start : start + size]) for start, size in zip(starts, sizes))
         except PlacementError as error:
             return host, [(f"{at}.containers", str(error))]
+        if require_optimal and not sets.optimal:
+            return host, [
+                (
+                    f"{at}.containers",
+                    (
+                        f"the placement of partitions {[c.name for c in new]} on host '{host.name}' is not proven "
+                        f"optimal: on {len(free)} GPUs (exact up to {EXACT_GPUS}) the search stopped at its node "
+                        f"budget with {[list(s) for s in sets]}; pin GPUs yourself: write them into "
+                        f"{lock_file(stack)} under hosts.{host.name}.partitions, or give the containers `gpus`"
+                    ),
+                )
+            ]
         gpus_of.update({c.name: list(gpus) for c, gpus in zip(new, sets)})
     containers = [c.model_copy(update={"gpus": gpus_of[c.name]}) if c.name in gpus_of else c for c in host.containers]
     if topology is not None and host.numa_cpus:

@@ -220,3 +220,46 @@ def test_relock_of_a_name_the_lock_does_not_hold_is_refused_naming_the_names(tar
     assert f"RELOCK '{target}' names nothing stacks/placement.prod.yaml holds" in err
     assert "gpu-node-1, gpu-node-1/serve-b, gpu-node-1/train-a, gpu-node-2," in err
     assert (ROOT / "stacks" / "placement.prod.yaml").read_text() == before
+
+
+def test_prod_lock_refuses_a_placement_the_search_could_not_prove_optimal(tmp_path):
+    """Issue 26: beyond 16 flat GPUs the search has a node budget; in prod, `make lock` does not write what it
+    stopped with (a random 24-GPU weight table here), and says how to pin GPUs instead. Pinned, it is accepted."""
+    from bench.placement import random_topology
+    from domain.topology import load_topology
+    from schema.docker import topology_digest
+
+    topo = random_topology(24, 0)
+    path = tmp_path / "random24.showtopo.txt"
+    rows = ["GPU" + str(i) + " " + " ".join(map(str, row)) for i, row in enumerate(topo.weight or [])]
+    path.write_text(
+        "==== Weight between two GPUs ====\n       "
+        + " ".join(f"GPU{j}" for j in range(24))
+        + "\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+    config = box(*((f"p{k}", 4) for k in range(6)), topology=str(path))
+    render = tmp_path / "random24.render-nodes.txt"  # `grep -H drm_render_minor .../nodes/*/properties`
+    render.write_text(
+        "".join(f"/sys/class/kfd/kfd/topology/nodes/{g + 1}/properties:drm_render_minor {128 + g}\n" for g in range(24))
+    )
+    config[P + "hosts"][0].update(gpus=24, gpuAccess="renderNodes", renderNodes=str(render))
+    with pytest.raises(ConfigError) as refused:
+        load("prod", config, lock=PlacementLock(), place_unlocked=True)
+    assert (
+        "hosts[0].containers: the placement of partitions ['p0', 'p1', 'p2', 'p3', 'p4', 'p5'] on host 'box' is "
+        "not proven optimal: on 24 GPUs (exact up to 16) the search stopped at its node budget"
+    ) in str(refused.value)
+    assert "write them into stacks/placement.prod.yaml under hosts.box.partitions" in str(refused.value)
+    assert placed(config)["p0"]  # dev places it (the best found)
+    pinned = PlacementLock(
+        hosts={
+            "box": HostLock(
+                gpus=24,
+                topology=topology_digest(load_topology(path)),
+                partitions={f"p{k}": list(range(4 * k, 4 * k + 4)) for k in range(6)},
+            )
+        }
+    )
+    assert placed(config, pinned, stack="prod", place_unlocked=True)["p5"] == [20, 21, 22, 23]

@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             result["sets"] = sets
             result["sets_numa"] = [numa_node_of(topology, s) for s in sets]
+            result["optimal"] = sets.optimal
     except (TopologyError, PlacementError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     print(_json_lines(result))
