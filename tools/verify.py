@@ -6,36 +6,45 @@
 The checks are the ones `pulumi up` runs (components/docker/checks.py): verify synthesizes the stack (tools.synth,
 the real program under the mock engine) and runs each check container it declares, with the same image, command,
 environment, devices, groups, cpuset and labels, through the `docker` SDK on the host's own Docker endpoint
-(the stack's unix:// or ssh:// address; ssh through the system `ssh` client, as the Docker provider does).
-Each run is a fresh container named `<check>-verify`, removed afterwards; the deployed ones are left alone.
+(the stack's unix://, tcp:// or ssh:// address; ssh through the system `ssh` client with the host's `sshOpts`, as
+the Docker provider does: tools/docker_endpoint.py). Hosts are checked in parallel, each with its own time limits:
+connecting (--connect-timeout) and each Docker API call (--call-timeout; a check's wait: its own --timeout + 300 s).
+Each run is a fresh container named `<check>-verify`, removed afterwards; the deployed ones are left alone. A check
+whose environment holds a Pulumi secret (which synth does not see) runs with the environment of its deployed
+container on the host.
 Each created container's log configuration is compared with the declared one (`log_config_drift`): a host where the
 daemon adds log options fails, since the provider would replace every container on every deploy.
 
 Prints a progress line per host on stderr, then a table: host, check (preflight, partition or log-opts), verdict,
-details.
-Exit status: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused or a host
-could not be reached.
+details. A host that cannot be reached is one ERROR row (check `-`) saying why, in one line.
+Exit status: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused, a host
+could not be reached or a check could not be run (ERROR rows).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+from contextlib import AbstractContextManager
 import sys
 import tarfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from components.docker.checks import CHECK_LABEL, VERDICT_LABEL, summary
-from tools.synth import Plan, ProgramRefused, synthesize
+from tools.docker_endpoint import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S, Endpoint, Unreachable, connect
+from tools.synth import SECRET, Plan, ProgramRefused, synthesize
 
 CONTAINER = "docker:index/container:Container"
 # A check's own --timeout (gpucheck) plus the container's start and the program's import.
 RUN_TIMEOUT_MARGIN_S = 300
+# Hosts checked at once: each holds one ssh (or socket) connection at a time, and its checks run one after another.
+PARALLEL_HOSTS = 8
 # --kubernetes: how long a node's check pod may stay unschedulable before the node is judged busy (or unschedulable).
 SCHEDULE_WAIT_S = 60
 
@@ -52,8 +61,15 @@ def _labels(inputs: Mapping[str, Any]) -> dict[str, str]:
     return {label["label"]: label["value"] for label in inputs.get("labels", [])}
 
 
-def checks_by_host(plan: Plan) -> dict[str, tuple[str, list[dict[str, Any]]]]:
-    """Host name -> (its Docker endpoint, the inputs of its check containers, preflight first)."""
+@dataclass(frozen=True)
+class HostChecks:
+    endpoint: str  # the provider's `host`
+    ssh_opts: tuple[str, ...]  # the provider's `sshOpts`
+    checks: list[dict[str, Any]]  # the inputs of its check containers, preflight first
+
+
+def checks_by_host(plan: Plan) -> dict[str, HostChecks]:
+    """Host name -> its Docker endpoint and checks."""
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
     images = {
         plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
@@ -65,16 +81,20 @@ def checks_by_host(plan: Plan) -> dict[str, tuple[str, list[dict[str, Any]]]]:
         if CHECK_LABEL in _labels(inputs):
             found[resource["provider"]].append({**inputs, "image": images.get(inputs["image"], inputs["image"])})
     return {
-        providers[urn]["name"]: (
+        providers[urn]["name"]: HostChecks(
             providers[urn]["inputs"].get("host", "unix:///var/run/docker.sock"),
+            tuple(providers[urn]["inputs"].get("sshOpts", ())),
             sorted(checks, key=lambda c: _labels(c)[CHECK_LABEL] != "preflight"),
         )
         for urn, checks in sorted(found.items(), key=lambda item: providers[item[0]]["name"])
     }
 
 
-def create_kwargs(inputs: Mapping[str, Any], device_root: Path) -> dict[str, Any]:
-    """The plan's container inputs as docker SDK `containers.create` arguments (Docker Engine API HostConfig)."""
+def create_kwargs(
+    inputs: Mapping[str, Any], device_root: Path, environment: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The plan's container inputs as docker SDK `containers.create` arguments (Docker Engine API HostConfig);
+    `environment` replaces the plan's `envs` (where those are a secret synth does not see)."""
     import docker  # type: ignore[import-untyped]  # docker 7.2.0 ships no type information
 
     def host_path(path: str) -> str:
@@ -84,7 +104,7 @@ def create_kwargs(inputs: Mapping[str, Any], device_root: Path) -> dict[str, Any
         "image": inputs["image"],
         "command": inputs.get("command"),
         "name": f"{inputs['name']}-verify",
-        "environment": inputs.get("envs", []),
+        "environment": inputs.get("envs", []) if environment is None else environment,
         "labels": _labels(inputs),
         "devices": [
             f"{host_path(d['hostPath'])}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
@@ -146,12 +166,36 @@ def log_finding(drift: Mapping[str, str]) -> str:
     )
 
 
+class CannotRun(Exception):
+    """A check that cannot be run as declared: one sentence for its row."""
+
+
+def deployed_environment(client: Any, inputs: Mapping[str, Any]) -> list[str] | None:
+    """The check's environment: the plan's, or where that is a Pulumi secret (synth shows "[secret]" for the whole
+    list: components/docker/environment.py container_envs), the one of the check container `pulumi up` left on the
+    host (restart "no", never removed), read back with `docker inspect` (Config.Env)."""
+    if inputs.get("envs") != SECRET:
+        return None
+    import docker
+
+    try:
+        return list(client.containers.get(inputs["name"]).attrs["Config"]["Env"] or [])
+    except docker.errors.NotFound:
+        raise CannotRun(
+            f"its environment holds a Pulumi secret, which synth does not see, and its deployed container "
+            f"{inputs['name']} is not on the host to read it from: run `pulumi up` first"
+        ) from None
+
+
 def run_check(
     client: Any, inputs: Mapping[str, Any], timeout_s: float, device_root: Path
 ) -> tuple[int, str, dict[str, str]]:
     """Create, upload, start, wait, read the logs, remove: what the provider's attach does, with a fresh name.
     Returns the exit code, the output and the container's `log_config_drift`."""
-    kwargs = create_kwargs(inputs, device_root)
+    hidden = sorted(k for k, v in inputs.items() if v == SECRET and k != "envs")
+    if hidden:
+        raise CannotRun(f"its {', '.join(hidden)} hold a Pulumi secret, which synth does not see")
+    kwargs = create_kwargs(inputs, device_root, deployed_environment(client, inputs))
     stale = client.containers.list(all=True, filters={"name": f"^/{kwargs['name']}$"})
     for old in stale:
         old.remove(force=True)
@@ -173,36 +217,55 @@ def _timeout(inputs: Mapping[str, Any]) -> float:
     return own + RUN_TIMEOUT_MARGIN_S
 
 
-def verify(
-    plan: Plan, client_for: Callable[[str], Any], progress: Callable[[str], None], device_root: Path = Path("/")
-) -> list[Row]:
+Connect = Callable[[str, Sequence[str]], AbstractContextManager[Endpoint]]
+
+
+def verify_host(host: str, checks: HostChecks, connect_to: Connect, device_root: Path) -> list[Row]:
+    """One host's rows: one ERROR row when it cannot be reached, else a row per check (and `log-opts`)."""
     rows: list[Row] = []
-    hosts = checks_by_host(plan)
-    for number, (host, (endpoint, checks)) in enumerate(hosts.items(), 1):
-        progress(f"[{number}/{len(hosts)}] {host} ({endpoint}): {len(checks)} check(s) ...")
-        began = time.monotonic()
-        try:
-            client = client_for(endpoint)
-        except Exception as error:  # an unreachable host is a row, not the end of the run
-            rows.append(Row(host, "-", "error", f"cannot reach {endpoint}: {error}"))
-            continue
-        drift: dict[str, str] = {}
-        for inputs in checks:
-            labels = _labels(inputs)
-            name = "preflight" if labels[CHECK_LABEL] == "preflight" else labels.get("rocm-stack.partition", "?")
-            try:
-                code, logs, container_drift = run_check(client, inputs, _timeout(inputs), device_root)
-            except Exception as error:
-                rows.append(Row(host, name, "error", f"{type(error).__name__}: {error}"))
-                continue
-            verdict = "pass" if code == 0 else ("warn" if labels.get(VERDICT_LABEL) == "warn" else "fail")
-            rows.append(Row(host, name, verdict, "" if code == 0 else f"exit {code}\n{summary(logs)}"))
-            drift.update(container_drift)
-        # Every container of a host declares the same log options (hosts[].logs): one row for the host.
-        if drift:
-            rows.append(Row(host, "log-opts", "fail", log_finding(drift)))
-        progress(f"[{number}/{len(hosts)}] {host}: done in {time.monotonic() - began:.1f}s")
+    try:
+        with connect_to(checks.endpoint, checks.ssh_opts) as endpoint:
+            drift: dict[str, str] = {}
+            for inputs in checks.checks:
+                labels = _labels(inputs)
+                name = "preflight" if labels[CHECK_LABEL] == "preflight" else labels.get("rocm-stack.partition", "?")
+                timeout = _timeout(inputs)
+                try:
+                    code, logs, container_drift = run_check(endpoint.client, inputs, timeout, device_root)
+                except CannotRun as refused:
+                    rows.append(Row(host, name, "error", str(refused)))
+                    continue
+                except Exception as error:  # one check's failure is its row; the host's other checks still run
+                    rows.append(Row(host, name, "error", endpoint.explain(error, endpoint.client.api.timeout)))
+                    continue
+                verdict = "pass" if code == 0 else ("warn" if labels.get(VERDICT_LABEL) == "warn" else "fail")
+                rows.append(Row(host, name, verdict, "" if code == 0 else f"exit {code}\n{summary(logs)}"))
+                drift.update(container_drift)
+            # Every container of a host declares the same log options (hosts[].logs): one row for the host.
+            if drift:
+                rows.append(Row(host, "log-opts", "fail", log_finding(drift)))
+    except Unreachable as unreachable:
+        rows.append(Row(host, "-", "error", str(unreachable)))
     return rows
+
+
+def verify(
+    plan: Plan, connect_to: Connect, progress: Callable[[str], None], device_root: Path = Path("/")
+) -> list[Row]:
+    """Every host's rows, in host order; the hosts are checked in parallel (each its own connection)."""
+    hosts = checks_by_host(plan)
+
+    def one(number: int, host: str, checks: HostChecks) -> list[Row]:
+        progress(f"[{number}/{len(hosts)}] {host} ({checks.endpoint}): {len(checks.checks)} check(s) ...")
+        began = time.monotonic()
+        rows = verify_host(host, checks, connect_to, device_root)
+        outcome = "unreachable" if rows and rows[0].check == "-" else "done"
+        progress(f"[{number}/{len(hosts)}] {host}: {outcome} in {time.monotonic() - began:.1f}s")
+        return rows
+
+    with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL_HOSTS, len(hosts)))) as pool:
+        futures = [pool.submit(one, n, host, checks) for n, (host, checks) in enumerate(hosts.items(), 1)]
+        return [row for future in futures for row in future.result()]
 
 
 def table(rows: list[Row], first: str = "HOST") -> str:
@@ -217,11 +280,11 @@ def table(rows: list[Row], first: str = "HOST") -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def docker_client(endpoint: str) -> Any:
-    import docker
+def docker_connect(connect_timeout: float = CONNECT_TIMEOUT_S, call_timeout: float = CALL_TIMEOUT_S) -> Connect:
+    def connect_to(endpoint: str, ssh_opts: Sequence[str]) -> AbstractContextManager[Endpoint]:
+        return connect(endpoint, ssh_opts, connect_timeout, call_timeout)
 
-    # ssh:// through the system ssh client (~/.ssh/config, agent), as the Docker provider does.
-    return docker.DockerClient(base_url=endpoint, use_ssh_client=endpoint.startswith("ssh://"), timeout=120)
+    return connect_to
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="how long a node's check may wait for its GPUs before the node counts as busy (default %(default)s)",
     )
+    for flag, default, what in (
+        ("--connect-timeout", CONNECT_TIMEOUT_S, "how long connecting to a host's Docker endpoint may take"),
+        ("--call-timeout", CALL_TIMEOUT_S, "how long any other Docker API call may take (a check's wait excepted)"),
+    ):
+        parser.add_argument(flag, type=float, default=default, metavar="SECONDS", help=f"{what} (default %(default)s)")
     args = parser.parse_args(argv)
     if args.kubernetes:
         from tools import verify_k8s
@@ -254,7 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     if not checks_by_host(plan):
         print(f"stack '{args.stack}' declares no checks (rocm-stack:checks.enable is off)", file=sys.stderr)
         return 2
-    rows = verify(plan, docker_client, lambda line: print(line, file=sys.stderr, flush=True))
+    rows = verify(
+        plan,
+        docker_connect(args.connect_timeout, args.call_timeout),
+        lambda line: print(line, file=sys.stderr, flush=True),
+    )
     print(table(rows))
     if any(r.verdict == "error" for r in rows):
         return 2

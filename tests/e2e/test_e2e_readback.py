@@ -17,12 +17,12 @@ import os
 from typing import Any
 
 import pytest
+from docker import APIClient  # type: ignore[import-untyped]  # docker 7.2.0 ships no type information
 
 from components.docker.readback import CONTAINER_READ_BACK, go_duration, parse_go_duration
 from conftest import CONTAINER, solo_host_stack
 from e2e.harness import Docker, make_gpu_nodes, on_test_host
 from tools.synth import SECRET, synthesize
-from tools.verify import docker_client
 
 MIB = 1024 * 1024
 # What the provider's Read does not set (table entries saying so) or what cannot be compared here (module doc).
@@ -170,7 +170,7 @@ def _containers(request: pytest.FixtureRequest, docker: Docker, tmp: Any) -> lis
 
 
 def test_docker_gives_back_what_the_table_predicts(request, docker: Docker, standin_image: str, tmp_path):
-    api = docker_client(docker.host).api
+    api = APIClient(base_url=docker.host, version="auto")
     compared: set[str] = set()
     try:
         for declared in _containers(request, docker, tmp_path):

@@ -8,15 +8,27 @@ prove is the path (same containers as `pulumi up`, device mapping, exit codes, o
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import os
+import shutil
+import signal
+import socket
+import subprocess
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import stack_file
 from e2e.harness import Docker, import_standin_image, make_gpu_nodes, on_test_host, private_daemon
-from tools.synth import synthesize
-from tools.verify import checks_by_host, docker_client, table, verify
+from tools.docker_endpoint import connect
+from tools.synth import Plan, synthesize
+from tools.verify import checks_by_host, docker_connect, table, verify
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +43,7 @@ def plan_and_nodes(docker: Docker, standin_image: str, tmp_path_factory: pytest.
 def test_verify_runs_each_check_on_the_host_and_reports_per_partition(docker: Docker, plan_and_nodes):
     plan, _ = plan_and_nodes
     progress: list[str] = []
-    rows = verify(plan, docker_client, progress.append)
+    rows = verify(plan, docker_connect(), progress.append)
     assert progress[0] == f"[1/1] workstation ({docker.host}): 3 check(s) ..."
     assert progress[1].startswith("[1/1] workstation: done in ")
     # No `log-opts` row: this daemon's daemon.json has no `log-opts`, so each container keeps the declared options.
@@ -64,17 +76,219 @@ def test_verify_fails_a_host_whose_daemon_adds_log_options(plan_and_nodes):
     (resource_docker_container_funcs.go L952, L983-989) and log_opts is ForceNew (resource_docker_container.go
     L894-899): a replacement of every container on every deploy, which verify reports once for the host."""
     plan, nodes = plan_and_nodes
-    images = {c["image"] for _, checks in checks_by_host(plan).values() for c in checks}
+    images = {c["image"] for host in checks_by_host(plan).values() for c in host.checks}
     daemon_config = {"log-opts": {"compress": "true", "max-size": "10m"}}
     with (
         tempfile.TemporaryDirectory(prefix="rocm-stack-e2e-") as root,
         private_daemon(Path(root), daemon_config) as daemon,
     ):
         import_standin_image(daemon, images)
-        rows = verify(on_test_host(plan, daemon.host, nodes.root), docker_client, lambda _: None)
+        rows = verify(on_test_host(plan, daemon.host, nodes.root), docker_connect(), lambda _: None)
     assert [(r.host, r.check, r.verdict) for r in rows][-1] == ("workstation", "log-opts", "fail"), table(rows)
     assert len(rows) == 4, table(rows)  # preflight, two partitions, one log-opts row
     first, fix = rows[-1].details.splitlines()
     assert "log options other than declared: compress=true (/etc/docker/daemon.json `log-opts`)" in first, first
     assert "max-size" not in first  # declared by the container: the daemon's 10m does not replace it
     assert fix.startswith("fix: remove these keys from `log-opts` in /etc/docker/daemon.json and restart dockerd")
+
+
+# --- Reaching the hosts: ssh through a real sshd, hosts that never answer, a daemon that stops answering -----------
+
+CONNECT_S, CALL_S = 2.0, 2.0
+
+
+def with_endpoint(plan: Plan, endpoint: str, ssh_opts: list[str] | None = None) -> Plan:
+    """The plan with every Docker provider's `host` (and `sshOpts`) replaced."""
+    for provider in plan.of_type("pulumi:providers:docker"):
+        provider["inputs"]["host"] = endpoint
+        if ssh_opts is not None:
+            provider["inputs"]["sshOpts"] = ssh_opts
+    return plan
+
+
+@contextlib.contextmanager
+def silent_listener(family: socket.AddressFamily, address: Any) -> Iterator[Any]:
+    """A real listener that accepts every connection, holds it open and never sends a byte."""
+    held: list[socket.socket] = []
+    with socket.socket(family, socket.SOCK_STREAM) as listener:
+        listener.bind(address)
+        listener.listen()
+        listener.settimeout(0.2)
+        stop = False
+
+        def accept() -> None:
+            while not stop:
+                with contextlib.suppress(TimeoutError, OSError):
+                    held.append(listener.accept()[0])
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            yield listener.getsockname()
+        finally:
+            stop = True
+            thread.join()
+            for connection in held:
+                connection.close()
+    assert held, "no connection was made"
+
+
+@pytest.mark.parametrize("scheme", ["ssh", "tcp", "unix"])
+def test_a_host_that_accepts_and_never_answers_is_one_line_within_the_time_limit(
+    scheme, plan_and_nodes, tmp_path, monkeypatch, capsys
+):
+    """Before: the docker SDK's ssh client mode reads ssh's pipe with no time limit and passes ssh no
+    ConnectTimeout (docker 7.2.0 transport/sshconn.py L35-43, L80-84), so this listener held verify for ever."""
+    import tools.verify
+
+    unix = scheme == "unix"
+    family, address = (socket.AF_UNIX, str(tmp_path / "d.sock")) if unix else (socket.AF_INET, ("127.0.0.1", 0))
+    with silent_listener(family, address) as bound:
+        endpoint = f"unix://{bound}" if scheme == "unix" else f"{scheme}://127.0.0.1:{bound[1]}"
+        plan = with_endpoint(copy.deepcopy(plan_and_nodes[0]), endpoint)
+        monkeypatch.setattr(tools.verify, "synthesize", lambda stack: plan)
+        began = time.monotonic()
+        code = tools.verify.main(["--stack", "dev", "--connect-timeout", f"{CONNECT_S}", "--call-timeout", f"{CALL_S}"])
+        took = time.monotonic() - began
+    out = capsys.readouterr()
+    assert code == 2, out
+    # ssh's own ConnectTimeout (which also bounds the banner exchange: ssh_config(5)) ends it and says why; the
+    # SDK's first call waits SSH_GRACE_S longer. unix:// and tcp:// end at the SDK's own read time-out.
+    assert took < CONNECT_S + 5 + 3, took
+    (line, *more) = [line for line in out.out.splitlines()[1:] if line.strip()]
+    assert not more, out.out
+    assert line.split(None, 3)[:3] == ["workstation", "-", "ERROR"], out.out
+    assert f"cannot reach {endpoint}: " in line
+    if scheme == "ssh":
+        assert "Connection timed out during banner exchange" in line, line
+    else:
+        assert line.endswith(f"no answer within {CONNECT_S:g} s"), line
+    assert "Traceback" not in out.err and "workstation: unreachable in " in out.err
+
+
+@contextlib.contextmanager
+def ssh_server(root: Path) -> Iterator[tuple[str, list[str]]]:
+    """Debian's sshd on a loopback port with a host key and a client key of its own; yields the ssh:// user@host:port
+    and the `sshOpts` that reach it with strict host-key checking."""
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(sshd):
+        if os.environ.get("CI"):
+            pytest.fail("CI=1 needs sshd (apt-get install openssh-server, as .ci/run does)", pytrace=False)
+        pytest.skip("sshd is not installed (apt-get install openssh-server)")
+    root.mkdir()
+    for key in ("host_key", "id"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / key)], check=True)
+    (root / "authorized_keys").write_text((root / "id.pub").read_text())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (root / "sshd_config").write_text(
+        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {root}/host_key\nAuthorizedKeysFile {root}/authorized_keys\n"
+        f"PidFile {root}/sshd.pid\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+    )
+    (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {(root / 'host_key.pub').read_text()}")
+    Path("/run/sshd").mkdir(exist_ok=True)  # its privilege separation directory
+    log = (root / "sshd.log").open("wb")
+    process = subprocess.Popen(
+        [sshd, "-D", "-e", "-f", str(root / "sshd_config")], stderr=log, stdin=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["ssh-keyscan", "-p", str(port), "127.0.0.1"], capture_output=True).returncode != 0:
+            assert process.poll() is None and time.monotonic() < deadline, (root / "sshd.log").read_text()
+            time.sleep(0.1)
+        options = [f"UserKnownHostsFile={root}/known_hosts", "StrictHostKeyChecking=yes", f"IdentityFile={root}/id"]
+        yield (
+            f"ssh://root@127.0.0.1:{port}",
+            [arg for option in [*options, "IdentitiesOnly=yes"] for arg in ("-o", option)],
+        )
+    finally:
+        process.terminate()
+        process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def ssh_daemon(plan_and_nodes) -> Iterator[tuple[Docker, str, list[str]]]:
+    """A private dockerd (its pid to stop it) behind a real sshd: the endpoint names the daemon's socket path, which
+    docker/cli's helper turns into `docker --host=unix://PATH system dial-stdio` on the far side."""
+    plan, _ = plan_and_nodes
+    images = {c["image"] for host in checks_by_host(plan).values() for c in host.checks}
+    with (
+        tempfile.TemporaryDirectory(prefix="rocm-stack-e2e-") as root,
+        private_daemon(Path(root)) as daemon,
+        ssh_server(Path(root) / "ssh") as (address, ssh_opts),
+    ):
+        import_standin_image(daemon, images)
+        yield daemon, f"{address}{daemon.host.removeprefix('unix://')}", ssh_opts
+
+
+def test_verify_over_ssh_runs_the_checks_through_the_system_ssh_client(ssh_daemon, plan_and_nodes):
+    daemon, endpoint, ssh_opts = ssh_daemon
+    plan = with_endpoint(copy.deepcopy(plan_and_nodes[0]), endpoint, ssh_opts)
+    rows = verify(plan, docker_connect(CONNECT_S, 30), lambda _: None)
+    assert [(r.check, r.verdict) for r in rows] == [
+        ("preflight", "warn"),
+        ("workstation/serve", "fail"),
+        ("workstation/train", "fail"),
+    ], table(rows)
+    assert all("No module named 'torch'" in r.details for r in rows[1:]), table(rows)
+    assert not [n for n in daemon.out("ps", "-a", "--format", "{{.Names}}").split() if n.endswith("-verify")]
+
+
+def test_a_daemon_that_stops_answering_fails_each_call_within_the_call_time_limit(ssh_daemon, plan_and_nodes):
+    """Connected over ssh, then dockerd stops (SIGSTOP): each check's first call gets no answer; each is an ERROR
+    row after --call-timeout instead of a hang (ssh is alive: only the socket's read time-out can end it)."""
+    daemon, endpoint, ssh_opts = ssh_daemon
+    pid = int((Path(daemon.host.removeprefix("unix://")).parent / "dockerd.pid").read_text())
+    plan = with_endpoint(copy.deepcopy(plan_and_nodes[0]), endpoint, ssh_opts)
+
+    @contextlib.contextmanager
+    def connect_then_stop(endpoint: str, ssh_opts: Any) -> Iterator[Any]:
+        with connect(endpoint, ssh_opts, CONNECT_S, CALL_S) as connected:
+            os.kill(pid, signal.SIGSTOP)
+            yield connected
+
+    began = time.monotonic()
+    try:
+        rows = verify(plan, connect_then_stop, lambda _: None)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert time.monotonic() - began < CONNECT_S + 3 * (CALL_S + 1) + 5
+    assert [(r.check, r.verdict, r.details) for r in rows] == [
+        (check, "error", f"no answer within {CALL_S:g} s")
+        for check in ("preflight", "workstation/serve", "workstation/train")
+    ], table(rows)
+
+
+def test_a_partition_with_a_secret_environment_runs_with_its_deployed_environment(docker: Docker, plan_and_nodes):
+    """Synth shows a secret environment as "[secret]" (the SDK then failed: TypeError "can only concatenate list (not
+    "str") to list"): verify reads it from the check container `pulumi up` left on the host."""
+    _, nodes = plan_and_nodes
+    config = stack_file("dev")
+    config["rocm-stack:hosts"][0]["containers"][0]["env"] = {"WANDB_API_KEY": {"secure": "v1:placeholder"}}
+    plan = on_test_host(synthesize("dev", config), docker.host, nodes.root)
+    secret = [c for host in checks_by_host(plan).values() for c in host.checks if c.get("envs") == "[secret]"]
+    assert len(secret) == 2  # both partitions' checks: the host's environment is secret as a whole
+    rows = verify(plan, docker_connect(), lambda _: None)
+    for row in rows[1:]:
+        assert row.verdict == "error" and "holds a Pulumi secret, which synth does not see" in row.details, row
+        assert "run `pulumi up` first" in row.details
+    try:
+        for check in secret:  # what `pulumi up` leaves: the check container, exited, with the decrypted values
+            docker.run(
+                "create",
+                "--name",
+                check["name"],
+                "-e",
+                "WANDB_API_KEY=s3cret",
+                "-e",
+                "PYTHONPATH=/opt/rocm-stack",
+                check["image"],
+            )
+        rows = verify(plan, docker_connect(), lambda _: None)
+    finally:
+        docker.run("rm", "--force", *(c["name"] for c in secret))
+    assert [(r.check, r.verdict) for r in rows[1:]] == [("workstation/serve", "fail"), ("workstation/train", "fail")]
+    assert all("No module named 'torch'" in r.details for r in rows[1:]), table(rows)
