@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tools import drift
 from schema.project import ROOT
+from tools import drift
+from upstream_go import Upstream, parse, text, walk
+
+# pulumi/pulumi at the commit the module cites (its PreviewDigest, StepOp names and HasChanges).
+PULUMI = Upstream("pulumi/pulumi", "1b5949891b3cefcb9974752b24a5ecef0acc86c8")
 
 DATA = Path(__file__).parent / "data" / "drift"
 
@@ -128,7 +133,13 @@ def test_failed_preview_is_unreadable_not_clean():
         "not json at all",
         "[]",
         "42",
-        '{"steps": []}',  # the last never finished: no changeSummary
+        '{"steps": []}',  # no summary and no change: an unfinished preview proves nothing
+        "{}",
+        '{"steps": "update"}',
+        '{"steps": [{"op": "update", "urn": "urn:pulumi:p::r::t::n", "detailedDiff": {"a": 1}}]}',
+        '{"changeSummary": {"update": "many"}}',
+        "[" * 100_000 + "]" * 100_000,  # deeper than Python's parser goes: RecursionError, once a traceback
+        '{"steps": [' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "]}",
         '{"steps": [{"op": "update"}], "changeSummary": {"update": 1}}',  # a step without urn
         '{"steps": [{"op": "update", "urn": "bucket"}], "changeSummary": {"update": 1}}',  # not a URN
     ],
@@ -139,6 +150,8 @@ def test_garbage_and_empty_input_exit_2(tmp_path, capsys, content):
     assert drift.main([str(report)]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("error:") and captured.out == ""
+    assert len(captured.err.splitlines()) == 1 and "Traceback" not in captured.err, captured.err
+    assert "pydantic" not in captured.err and "For further information" not in captured.err  # a sentence, not a dump
 
 
 def test_text_after_the_digest_is_ignored(tmp_path):
@@ -159,3 +172,72 @@ def test_urn_names_may_contain_separators():
         "kubernetes:core/v1:Pod",
         "ns::pod",
     )
+
+
+def _digest_tags() -> dict[str, str]:
+    """PreviewDigest's JSON tags, as `json:"..."` strings, from pkg/display/json.go."""
+    tree = parse(PULUMI.read("pkg/display/json.go"))
+    (struct,) = [
+        n for n in walk(tree) if n.type == "type_spec" and text(n.child_by_field_name("name")) == "PreviewDigest"
+    ]
+    return {
+        text(f.child_by_field_name("name")): text(f.child_by_field_name("tag"))
+        for f in walk(struct)
+        if f.type == "field_declaration"
+    }
+
+
+def test_the_cli_omits_an_empty_summary_and_steps_and_a_false_maybe_corrupt():
+    tags = _digest_tags()
+    assert tags["ChangeSummary"] == '`json:"changeSummary,omitempty"`'
+    assert tags["MaybeCorrupt"] == '`json:"maybeCorrupt,omitempty"`'
+    assert tags["Steps"] == '`json:"steps,omitempty"`'
+    fields = drift.PreviewDigest.model_fields
+    assert not any(fields[name].is_required() for name in ("steps", "change_summary", "maybe_corrupt"))
+
+
+def test_not_changes_are_the_ops_the_clis_has_changes_leaves_out():
+    """pkg/engine/update.go HasChanges: `op != deploy.OpX && ...`, the names resolved in pkg/resource/deploy/step.go."""
+    ops = dict(re.findall(rb'\t(Op\w+)\s+display\.StepOp = "([a-z-]+)"', PULUMI.read("pkg/resource/deploy/step.go")))
+    source = PULUMI.read("pkg/engine/update.go").decode()
+    body = source[source.index("func HasChanges(") :].split("\n}\n", 1)[0]
+    left_out = {ops[name.encode()].decode() for name in re.findall(r"op != deploy\.(Op\w+)", body)}
+    assert left_out == drift.NOT_CHANGES
+    assert {"replace", "create-replacement", "delete-replaced"} <= {v.decode() for v in ops.values()}
+
+
+def test_replace_steps_without_a_summary_are_drift(tmp_path):
+    """The issue's case: a digest without changeSummary (omitempty, or a cancelled preview) whose steps replace."""
+    doc = json.loads((DATA / "replace.json").read_text())
+    del doc["changeSummary"]
+    report = drift.analyse(drift.parse(json.dumps(doc)))
+    assert [(c.name, c.operation) for c in report.changes] == [("local-train-a", "replace")]
+    assert report.drifted and report.unfinished
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    result = run_cli(tmp_path / "p.json")
+    assert result.returncode == 1, result.stderr
+    assert "| `local-train-a` |" in result.stdout and "has no `changeSummary`" in result.stdout
+
+
+def test_no_summary_and_no_change_cannot_be_judged_clean(tmp_path):
+    doc = json.loads((DATA / "no-drift.json").read_text())
+    del doc["changeSummary"]
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    result = run_cli(tmp_path / "p.json")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "no changeSummary" in result.stderr and "cannot prove the stack clean" in result.stderr
+
+
+def test_maybe_corrupt_is_reported_and_not_clean():
+    doc = json.loads((DATA / "no-drift.json").read_text())
+    doc["maybeCorrupt"] = True
+    report = drift.analyse(drift.parse(json.dumps(doc)))
+    assert report.drifted and not report.changes
+    assert "may be corrupt** (`maybeCorrupt`)" in drift.to_markdown(report)
+
+
+def test_an_unknown_op_counts_as_a_change():
+    doc = json.loads((DATA / "no-drift.json").read_text())
+    step = dict(doc["steps"][0], op="some-future-op", urn="urn:pulumi:dev::rocm-stack::docker:index/network:Network::n")
+    doc["steps"].append(step)
+    assert [c.operation for c in drift.analyse(drift.parse(json.dumps(doc))).changes] == ["some-future-op"]

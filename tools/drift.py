@@ -2,11 +2,13 @@
 
     rocm-stack drift REPORT.json [--out SUMMARY.md]
 
-Exit codes: 0 no drift, 1 drift (or any change the preview proposes), 2 unreadable input or a preview that
-did not finish (then nothing can be concluded, and the scheduled job must fail rather than report "clean").
+Exit codes: 0 no drift, 1 drift (any change the preview proposes, or state the CLI says may be corrupt), 2 input
+that is not a preview digest or a preview that reported errors (then nothing can be concluded, and the scheduled job
+must fail rather than report "clean"); always one sentence on stderr, never a traceback.
 
-The input is the CLI's `PreviewDigest` (pulumi/pulumi sdk/pkg/display/json.go), filled by
-pkg/backend/display/json.go `ShowPreviewDigest`:
+The input is the CLI's `PreviewDigest` (pulumi/pulumi pkg/display/json.go L31-48 @ 1b5949891b), filled by
+pkg/backend/display/json.go `ShowPreviewDigest` (changeSummary and maybeCorrupt from the closing summary event,
+L245-250):
   {"config": {...}, "steps": [{"op", "urn", "provider", "oldState", "newState", "diffReasons",
    "replaceReasons", "detailedDiff": {"path": {"kind": "update", "inputDiff": false}}}],
    "diagnostics": [{"urn", "message", "severity"}], "duration": ns, "changeSummary": {"same": 7, "update": 1}}
@@ -15,8 +17,13 @@ shows as one logical `replace` step (its create-replacement/delete-replaced halv
 --show-replacement-steps); refresh steps are not logical either, so after `--refresh` drift shows as the
 update/create/replace/delete that would undo it. `refresh` steps that do appear (shown by that flag) are
 reported when they changed something ("refresh-detected drift").
-What counts as a change mirrors the CLI's own `ResourceChanges.HasChanges` (what --expect-no-changes
-tests): every op except same, read, discard and read-replacement.
+What counts as a change mirrors the CLI's own `HasChanges` (pkg/engine/update.go L530-541, what
+--expect-no-changes tests): every op except same, read, discard and read-replacement (the StepOp names of
+pkg/resource/deploy/step.go L2236-2252); an op this list does not know counts as a change.
+Drift is judged from the steps: `steps`, `changeSummary` and `maybeCorrupt` are all `omitempty`, so a digest may lack
+any of them; the summary only adds changes it counts that no listed step explains. Without a summary (the digest of a
+preview cancelled before its summary event, json.go L171-173, is printed all the same) the steps that show a change
+are drift, but steps that show none cannot prove the stack clean: exit 2.
 """
 
 from __future__ import annotations
@@ -69,10 +76,12 @@ class PreviewDiagnostic(_Model):
 
 
 class PreviewDigest(_Model):
+    # Every field is `omitempty` in the CLI's struct (pkg/display/json.go L37, L40, L45, L47).
     steps: list[PreviewStep] = Field(default_factory=list)
     diagnostics: list[PreviewDiagnostic] = Field(default_factory=list)
-    # Written from the preview's closing summary event: absent means the preview never finished.
-    change_summary: dict[str, int] = Field(alias="changeSummary")
+    change_summary: dict[str, int] = Field(default_factory=dict, alias="changeSummary")
+    # "one or more resources may be corrupt" (L46-47): the engine found state it could not trust.
+    maybe_corrupt: bool = Field(default=False, alias="maybeCorrupt")
 
 
 class UnreadableReport(Exception):
@@ -96,10 +105,13 @@ class DriftReport:
     changes: tuple[Change, ...]
     # Changes the summary counts but no listed step explains (e.g. hidden refresh results).
     unexplained: dict[str, int]
+    maybe_corrupt: bool = False
+    # No changeSummary: the preview may have ended before its last step, so the list may be incomplete.
+    unfinished: bool = False
 
     @property
     def drifted(self) -> bool:
-        return bool(self.changes or self.unexplained)
+        return bool(self.changes or self.unexplained or self.maybe_corrupt)
 
 
 def split_urn(urn: str) -> tuple[str, str, str]:
@@ -133,18 +145,31 @@ def _is_change(step: PreviewStep, properties: Sequence[str]) -> bool:
     return True
 
 
+def _first_problem(error: ValidationError) -> str:
+    """`steps[2].urn: Field required` for the first of pydantic's errors (and how many more)."""
+    problems = error.errors(include_url=False, include_input=False)
+    first = problems[0]
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where or 'the document'}: {first['msg']}{more}"
+
+
 def parse(text: str) -> PreviewDigest:
     try:
         # The digest is printed once the preview ends; tolerate anything a CLI version prints after it.
         document, _ = json.JSONDecoder().raw_decode(text.lstrip())
     except json.JSONDecodeError as error:
         raise UnreadableReport(f"not JSON: {error}") from None
+    except RecursionError:
+        raise UnreadableReport("its JSON is nested deeper than any preview digest (the parser gave up)") from None
     if not isinstance(document, dict):
         raise UnreadableReport(f"expected a JSON object (pulumi preview --json), got {type(document).__name__}")
     try:
         return PreviewDigest.model_validate(document)
     except ValidationError as error:
-        raise UnreadableReport(f"not a pulumi preview --json document: {error}") from None
+        raise UnreadableReport(f"not a pulumi preview --json document: {_first_problem(error)}") from None
+    except RecursionError:
+        raise UnreadableReport("its JSON is nested deeper than any preview digest (the validator gave up)") from None
 
 
 def analyse(digest: PreviewDigest) -> DriftReport:
@@ -177,7 +202,19 @@ def analyse(digest: PreviewDigest) -> DriftReport:
             and count > listed.get(folded, 0)
         ):
             unexplained[op] = count - listed.get(folded, 0)
-    return DriftReport(", ".join(sorted(stacks)) or "?", tuple(changes.values()), unexplained)
+    report = DriftReport(
+        ", ".join(sorted(stacks)) or "?",
+        tuple(changes.values()),
+        unexplained,
+        digest.maybe_corrupt,
+        unfinished=not digest.change_summary,
+    )
+    if report.unfinished and not report.drifted:
+        raise UnreadableReport(
+            "it has no changeSummary, which the CLI writes from the preview's closing summary event (a cancelled "
+            "preview has none): no listed step changes anything, but an unfinished preview cannot prove the stack clean"
+        )
+    return report
 
 
 def _cell(text: str) -> str:
@@ -194,11 +231,23 @@ def to_markdown(report: DriftReport) -> str:
         counts[change.operation] = counts.get(change.operation, 0) + 1
     summary = ", ".join(f"{count} {op}" for op, count in sorted(counts.items()))
     lines += [f"**Drift detected**: {len(report.changes)} resource(s) differ ({summary or 'see below'}).", ""]
+    if report.maybe_corrupt:
+        lines += [
+            "**The preview says one or more resources may be corrupt** (`maybeCorrupt`): the state holds resources "
+            "the engine cannot trust; inspect `pulumi stack export` before any `pulumi up`.",
+            "",
+        ]
     if report.changes:
         lines += ["| Resource | Type | Operation | Changed properties |", "| --- | --- | --- | --- |"]
         for change in sorted(report.changes, key=lambda c: (c.type, c.name)):
             properties = ", ".join(f"`{_cell(p)}`" for p in change.properties) or "(not reported)"
             lines.append(f"| `{_cell(change.name)}` | `{change.type}` | {change.operation} | {properties} |")
+    if report.unfinished:
+        lines += [
+            "",
+            "The preview has no `changeSummary` (it may have been cancelled before the end): other resources may "
+            "differ too.",
+        ]
     for op, count in sorted(report.unexplained.items()):
         lines += [
             "",
