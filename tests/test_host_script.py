@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import CONTAINER, REMOTE_IMAGE, check_containers
-from tools.synth import SECRET, Plan, docker_scripts
+from tools.synth import SECRET, Plan, docker_scripts, upload_text
 
 # A shell script, not Python: it runs once per docker call. Arguments are separated by \\037 (never in the
 # plan's values), one call per line; the tar piped to `docker cp -` is kept as LOG.<call number>.tar; a
@@ -197,8 +197,11 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
             f"{p.get('ip') or '0.0.0.0'}:{p.get('external', '')}:{p['internal']}/{p.get('protocol', 'tcp')}"
             for p in i.get("ports", [])
         ],
+        # A named volume's bind is `volume_name:container_path`, a host path's `host_path:container_path`
+        # (resource_docker_container_structures.go volumeSetToDockerVolumes L289-329).
         "volume": [
-            f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}" for v in i.get("volumes", [])
+            f"{v.get('hostPath') or v['volumeName']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
+            for v in i.get("volumes", [])
         ],
         "restart": i.get("restart", "no")
         + (f":{i['maxRetryCount']}" if i.get("restart") == "on-failure" and i.get("maxRetryCount") else ""),
@@ -275,7 +278,7 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
                 assert {
                     m.name: (archive.extractfile(m).read().decode(), m.mode, m.uid) for m in archive.getmembers()
                 } == {
-                    u["file"].lstrip("/"): (u["content"], 0o744 if u.get("executable") else 0o644, 0)
+                    u["file"].lstrip("/"): (upload_text(u), 0o744 if u.get("executable") else 0o644, 0)
                     for u in inputs["uploads"]
                 }
             else:
@@ -283,6 +286,10 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
             if inputs.get("start", True):
                 order.append(argvs.index(["start", *(["--attach"] if inputs.get("attach") else []), name]))
             assert order == sorted(order), f"{host}/{name}: {order}"
+            # A named volume it mounts is there before it is created (the provider creates the Volume resource it
+            # depends on first).
+            for volume in (v["volumeName"] for v in inputs.get("volumes", []) if "volumeName" in v):
+                assert argvs.index(["volume", "inspect", volume]) < order[0], f"{host}/{name}: {volume}"
 
 
 def test_host_script_pulls_only_a_missing_image(dev_plan: Plan, tmp_path):

@@ -17,6 +17,7 @@ from tools.impact_rules import (
     DOCKER_CONTAINER,
     DOCKER_LIVE_UPDATES,
     DOCKER_REMOTE_IMAGE,
+    DOCKER_VOLUME,
     K8S_FORCE_NEW,
     LIST,
     LIST_OF_BLOCKS,
@@ -29,6 +30,8 @@ from tools.impact_rules import (
 )
 from conftest import CONTAINER, REMOTE_IMAGE
 from upstream_go import Upstream, parse, resource_schema, string_list_in_function, text, walk
+
+VOLUME = "docker:index/volume:Volume"
 
 TFD = Upstream("kreuzwerker/terraform-provider-docker", "5074970c71ce6cc393c74942d5d628943834beb9")  # tag v4.5.0
 PULUMI_DOCKER = Upstream("pulumi/pulumi-docker", "237b7899bb513613a7645e74d6981c12d054dcc7")  # v5.2.0's bridge
@@ -79,6 +82,12 @@ def test_the_container_table_is_tfds_schema():
 def test_the_remote_image_table_is_tfds_schema():
     assert DOCKER_REMOTE_IMAGE == upstream_table(
         "resource_docker_image.go", "docker:index/remoteImage:RemoteImage", "docker:index/RemoteImage"
+    )
+
+
+def test_the_volume_table_is_tfds_schema():
+    assert DOCKER_VOLUME == upstream_table(
+        "resource_docker_volume.go", "docker:index/volume:Volume", "docker:index/Volume"
     )
 
 
@@ -240,7 +249,8 @@ def input_paths(value: Any, table: dict[str, Attribute], path: str = "") -> Iter
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_docker_input_the_program_declares_has_a_rule(stack, request):
     plan = request.getfixturevalue(f"{stack}_plan")
-    for type_token, table in ((CONTAINER, DOCKER_CONTAINER), (REMOTE_IMAGE, DOCKER_REMOTE_IMAGE)):
+    tables = ((CONTAINER, DOCKER_CONTAINER), (REMOTE_IMAGE, DOCKER_REMOTE_IMAGE), (VOLUME, DOCKER_VOLUME))
+    for type_token, table in tables:
         declared = {p for r in plan.of_type(type_token) for p in input_paths(r["inputs"], table)}
         assert declared and declared <= table.keys(), sorted(declared - table.keys())
 

@@ -20,7 +20,7 @@ from components.workloads import proxy
 from schema.docker import PROXY_IMAGE
 from schema.workloads import INFERENCE_ROCM_ENV, InferenceConfig, merged_env
 from components.workloads.inference import DOCKER_TOKEN_FILE, MODEL_CACHE_MOUNT
-from tools.synth import SECRET, Plan, ProgramRefused, autoname, manifest_of, synthesize
+from tools.synth import SECRET, Plan, ProgramRefused, autoname, manifest_of, synthesize, upload_text
 from components.workloads import training
 from components.workloads.training import PROGRAM_DIR, SETTINGS_CHECK, WORKERS, program_files
 from conftest import CONTAINER, REMOTE_IMAGE, env_of, partition_of, refused, render_nodes_of, stack_file
@@ -811,10 +811,14 @@ def test_docker_workload_containers_are_pinned_to_their_numa_node_like_gpu_host_
 
 
 def test_docker_training_uploads_the_same_program(prod):
+    """By reference: each file's path in the project and its SHA-256, which the provider reads at create
+    (components/docker/programs.py); the same files as the Kubernetes ConfigMap's."""
     uploads = docker_container(prod, "gpu-node-1-train-a")["inputs"]["uploads"]
-    assert {u["file"]: u["content"] for u in uploads} == {
+    assert {u["file"]: upload_text(u) for u in uploads} == {
         f"{PROGRAM_DIR}/{name}": text for name, text in program_files().items()
     }
+    assert {u["source"] for u in uploads} == {f"programs/{name}" for name in program_files()}
+    assert not any("content" in u for u in uploads)
 
 
 def test_claimed_partitions_stay_children_of_their_host_and_name_their_workload(prod):

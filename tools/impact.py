@@ -32,6 +32,7 @@ from tools.synth_diff import Key, PlanDiff, PlannedResource, SynthPlan, cell, di
 
 CONTAINER = "docker:index/container:Container"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
+VOLUME = "docker:index/volume:Volume"
 DOCKER_PROVIDER = "pulumi:providers:docker"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -316,6 +317,11 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
         if action is Action.DELETE:
             return f"forgets image `{resource.inputs.get('name')}` on `{_host(resource)}` (kept on the host)"
         return f"pulls `{resource.inputs.get('name')}` on `{_host(resource)}`"
+    if resource.type == VOLUME:
+        if action is Action.DELETE:
+            return f"deletes volume `{resource.inputs.get('name')}` on `{_host(resource)}`"
+        replaced = f", then deletes `{old.inputs.get('name')}` once no container uses it" if old and new else ""
+        return f"creates volume `{resource.inputs.get('name')}` on `{_host(resource)}`{replaced}"
     verb = {
         Action.CREATE: "creates",
         Action.DELETE: "deletes",

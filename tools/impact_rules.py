@@ -69,7 +69,8 @@ RULES: dict[str, Rule] = {
         "a change of an attribute TFD marks ForceNew is a replacement (a map's keys, e.g. logOpts.max-size, by the "
         "map's ForceNew: terraform-plugin-sdk schema.go diffMap finalizes each with the map's schema)",
         "pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (RequiresNew -> replaces); "
-        "TFD internal/provider/resource_docker_container.go, resource_docker_image.go (DOCKER_CONTAINER and DOCKER_REMOTE_IMAGE here)",
+        "TFD internal/provider/resource_docker_container.go, resource_docker_image.go, resource_docker_volume.go "
+        "(DOCKER_CONTAINER, DOCKER_REMOTE_IMAGE and DOCKER_VOLUME here)",
     ),
     "tfbridge.not-force-new": Rule(
         "a change of an attribute TFD does not mark ForceNew is an update in place (what the update then does: "
@@ -194,6 +195,7 @@ _A = Attribute
 DOCKER_FILES = {
     "docker:index/container:Container": "internal/provider/resource_docker_container.go",
     "docker:index/remoteImage:RemoteImage": "internal/provider/resource_docker_image.go",
+    "docker:index/volume:Volume": "internal/provider/resource_docker_volume.go",
 }
 
 DOCKER_CONTAINER: dict[str, Attribute] = {
@@ -415,9 +417,30 @@ DOCKER_REMOTE_IMAGE: dict[str, Attribute] = {
     "platform": _A("platform", 90, True, VALUE),
 }
 
+# pulumi-docker replaces a volume create-first (no DeleteBeforeReplace for docker_volume, provider/resources.go L136).
+DOCKER_VOLUME: dict[str, Attribute] = {
+    "name": _A("name", 41, True, VALUE),
+    "labels": _A("labels", 48, True, SET_OF_BLOCKS),
+    "labels.label": _A("labels.label", 60, True, VALUE, "internal/provider/helpers.go"),
+    "labels.value": _A("labels.value", 66, True, VALUE, "internal/provider/helpers.go"),
+    "driver": _A("driver", 55, True, VALUE),
+    "driverOpts": _A("driver_opts", 62, True, MAP),
+    "cluster": _A("cluster", 73, False, LIST_OF_BLOCKS),
+    "cluster.scope": _A("cluster.scope", 85, True, VALUE),
+    "cluster.sharing": _A("cluster.sharing", 93, True, VALUE),
+    "cluster.type": _A("cluster.type", 101, True, VALUE),
+    "cluster.topologyPreferred": _A("cluster.topology_preferred", 109, True, VALUE),
+    "cluster.topologyRequired": _A("cluster.topology_required", 116, True, VALUE),
+    "cluster.requiredBytes": _A("cluster.required_bytes", 123, True, VALUE),
+    "cluster.limitBytes": _A("cluster.limit_bytes", 129, True, VALUE),
+    "cluster.group": _A("cluster.group", 135, True, VALUE),
+    "cluster.availability": _A("cluster.availability", 142, False, VALUE),
+}
+
 DOCKER_SCHEMAS = {
     "docker:index/container:Container": DOCKER_CONTAINER,
     "docker:index/remoteImage:RemoteImage": DOCKER_REMOTE_IMAGE,
+    "docker:index/volume:Volume": DOCKER_VOLUME,
 }
 
 # TFD resourceDockerContainerUpdate's list of what it applies with ContainerUpdate (funcs.go L1016-1019), as Pulumi

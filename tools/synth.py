@@ -35,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import yaml
 
@@ -73,6 +73,10 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"project": self.project, "stack": self.stack, "resources": self.resources, "outputs": self.outputs}
+
+    def text(self) -> str:
+        """plan.json as written."""
+        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
 
 
 class ProgramRefused(Exception):
@@ -394,6 +398,13 @@ def _cdi_device_ids(inputs: dict[str, Any]) -> list[str]:
     return [device_id for r in requests for device_id in r.get("deviceIds", [])]
 
 
+def volume_bind(volume: Mapping[str, Any]) -> str:
+    """A `volumes` entry as the docker CLI's --volume and the daemon's HostConfig.Binds: the host path or the named
+    volume, the container path, `:ro` when read-only."""
+    source = volume.get("hostPath") or volume["volumeName"]
+    return f"{source}:{volume['containerPath']}{':ro' if volume.get('readOnly') else ''}"
+
+
 def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -> list[str]:
     """The `docker create` argv of a container's inputs (secret envs left out: the caller refuses those)."""
     i = inputs
@@ -440,10 +451,7 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     if i.get("envs") != SECRET:
         args += [f"--env={env}" for env in i.get("envs", [])]
     args += [_publish(port) for port in i.get("ports", [])]
-    args += [
-        f"--volume={v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
-        for v in i.get("volumes", [])
-    ]
+    args += [f"--volume={volume_bind(v)}" for v in i.get("volumes", [])]
     restart = i.get("restart", "no")
     retries = f":{i['maxRetryCount']}" if restart == "on-failure" and i.get("maxRetryCount") else ""
     args.append(f"--restart={restart}{retries}")
@@ -456,18 +464,37 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     return args + [image_names.get(i["image"], i["image"]), *entrypoint[1:], *i.get("command", [])]
 
 
+def upload_text(upload: Mapping[str, Any]) -> str | None:
+    """An upload's text: its `content`, or the file its `source` names in the project directory (where the provider
+    reads it, components/docker/programs.py), which must still be what `sourceHash` says."""
+    if "source" not in upload:
+        return cast("str | None", upload.get("content"))
+    data = (ROOT / str(upload["source"])).read_bytes()
+    if hashlib.sha256(data).hexdigest() != upload.get("sourceHash"):
+        raise ValueError(f"{upload['source']} changed after the plan was made (sourceHash): synthesize again")
+    return data.decode()
+
+
 def _upload_lines(name: str, uploads: list[dict[str, Any]]) -> list[str]:
     """Each file written from the script's text (base64 where a heredoc cannot hold it exactly), with the
     provider's mode (`permissions`, else 0744 when executable, else 0644), then copied in as one tar."""
     lines = ["files=$(mktemp -d)"]
     for upload in uploads:
         path = upload["file"]
-        unknown = set(upload) - {"file", "content", "contentBase64", "executable", "permissions"}
+        unknown = set(upload) - {
+            "file",
+            "content",
+            "contentBase64",
+            "source",
+            "sourceHash",
+            "executable",
+            "permissions",
+        }
         if unknown:
             raise ValueError(f"docker/HOST.sh cannot render upload {path} of container {name!r}: {sorted(unknown)}")
         target = f'"$files"{shlex.quote(path)}'
         lines.append(f'mkdir -p "$(dirname {target})"')
-        content = upload.get("content")
+        content = upload_text(upload)
         if content is not None and content.endswith("\n") and f"\n{_HEARDOC_END}\n" not in f"\n{content}":
             lines += [f"cat > {target} <<'{_HEARDOC_END}'", content + _HEARDOC_END]
         else:
@@ -667,6 +694,16 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
                 f"docker network inspect {name} >/dev/null 2>&1 || docker network create --driver={driver} {name} "
                 f'|| failed="$failed {name}"'
             )
+        for volume in (r for r in on_host if r["type"] == "docker:index/volume:Volume"):
+            unknown = set(volume["inputs"]) - {"name"}
+            if unknown:
+                raise ValueError(
+                    f"docker/HOST.sh cannot render input(s) {sorted(unknown)} of volume {volume['name']!r}"
+                )
+            name = shlex.quote(volume["inputs"]["name"])
+            lines.append(
+                f'docker volume inspect {name} >/dev/null 2>&1 || docker volume create {name} || failed="$failed {name}"'
+            )
         names = {c["urn"]: c["inputs"]["name"] for c in containers}
         for container in _in_dependency_order(containers):
             gates = [names[urn] for urn in container["depends_on"] if urn in names]
@@ -721,7 +758,7 @@ class OutputError(Exception):
 
 def rendered_files(plan: Plan) -> dict[str, str]:
     """Every file of the output folder: relative path -> text."""
-    files = {"plan.json": json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"}
+    files = {"plan.json": plan.text()}
     for resource in plan.kubernetes_objects():
         obj = manifest_of(resource)
         metadata = obj.get("metadata", {})

@@ -38,7 +38,7 @@ from typing import Any
 
 from components.docker.checks import CHECK_LABEL, VERDICT_LABEL, summary
 from tools.docker_endpoint import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S, Endpoint, Unreachable, connect
-from tools.synth import SECRET, Plan, ProgramRefused, synthesize
+from tools.synth import SECRET, Plan, ProgramRefused, synthesize, upload_text
 
 CONTAINER = "docker:index/container:Container"
 # A check's own --timeout (gpucheck) plus the container's start and the program's import.
@@ -116,8 +116,12 @@ def create_kwargs(
         "log_config": docker.types.LogConfig(type=inputs["logDriver"], config=inputs["logOpts"]),
         "cap_add": inputs.get("capabilities", {}).get("adds"),
         "security_opt": inputs.get("securityOpts"),
+        # A host path or a named volume (the host's check programs, components/docker/checks.py).
         "volumes": {
-            v["hostPath"]: {"bind": v["containerPath"], "mode": "ro" if v.get("readOnly") else "rw"}
+            v.get("hostPath") or v["volumeName"]: {
+                "bind": v["containerPath"],
+                "mode": "ro" if v.get("readOnly") else "rw",
+            }
             for v in inputs.get("volumes", [])
         },
     }
@@ -135,7 +139,7 @@ def uploads_tar(inputs: Mapping[str, Any]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for upload in inputs.get("uploads", []):
-            data = upload["content"].encode()
+            data = (upload_text(upload) or "").encode()
             info = tarfile.TarInfo(upload["file"].lstrip("/"))
             info.size, info.mode, info.mtime = len(data), int(upload.get("permissions") or "0644", 8), int(time.time())
             tar.addfile(info, io.BytesIO(data))

@@ -30,11 +30,15 @@ from schema.docker import ContainerConfig, HostConfig
 from .deadlines import create_timeouts
 from .environment import container_envs
 from .logs import log_args
+from .programs import program_digest, program_uploads
 from schema.project import PROGRAMS
 
 PROGRAM_SOURCE = PROGRAMS
 # The image contract of programs/: a directory on PYTHONPATH holding the `programs` package.
 PROGRAM_PARENT = "/opt/rocm-stack"
+PROGRAM_MOUNT = f"{PROGRAM_PARENT}/programs"
+# The host's volume of the check programs: this prefix, then their version.
+PROGRAMS_VOLUME = "rocm-stack-check-programs-"
 # What programs/gpucheck.py needs of programs/ (the standard library and torch otherwise), on Docker and Kubernetes.
 GPU_CHECK_PROGRAMS = ("__init__.py", "gpucheck.py")
 CHECK_PROGRAMS = (*GPU_CHECK_PROGRAMS, "preflight.py")
@@ -51,20 +55,29 @@ def check_labels(kind: str, strict: bool) -> list[docker.ContainerLabelArgs]:
     return [docker.ContainerLabelArgs(label=k, value=v) for k, v in labels.items()]
 
 
-def program_uploads() -> list[docker.ContainerUploadArgs]:
-    return [
-        docker.ContainerUploadArgs(
-            file=f"{PROGRAM_PARENT}/programs/{name}", content=(PROGRAM_SOURCE / name).read_text()
-        )
-        for name in CHECK_PROGRAMS
-    ]
+def check_programs_digest() -> str:
+    """The version of the check programs: in the name of each host's volume of them."""
+    return program_digest({name: (PROGRAM_SOURCE / name).read_text() for name in CHECK_PROGRAMS})[:12]
+
+
+def check_programs_volume(host: str, opts: pulumi.ResourceOptions) -> docker.Volume:
+    """The check programs shipped to a host once: the preflight copies them into this volume (its uploads) and
+    every GPU check of the host mounts it read-only, so the state holds them per host by reference (programs.py),
+    not per check by content. Named after their version: a new version is a new volume (`name` is ForceNew,
+    terraform-provider-docker v4.5.0 internal/provider/resource_docker_volume.go L41-46), which every check
+    mounts (`volumes` ForceNew, resource_docker_container.go L434-466): all the host's checks run again, and the
+    old volume is deleted after them."""
+    return docker.Volume(f"{host}-check-programs", name=f"{PROGRAMS_VOLUME}{check_programs_digest()}", opts=opts)
+
+
+def programs_mount(volume: docker.Volume, writable: bool) -> docker.ContainerVolumeArgs:
+    return docker.ContainerVolumeArgs(volume_name=volume.name, container_path=PROGRAM_MOUNT, read_only=not writable)
 
 
 def content_hash(*parts: Any) -> str:
     """A short digest of what a check depends on; in the check's Docker name, so any change replaces (re-runs) it."""
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode())
-    for name in CHECK_PROGRAMS:
-        digest.update((PROGRAM_SOURCE / name).read_bytes())
+    digest.update(check_programs_digest().encode())
     return digest.hexdigest()[:10]
 
 
@@ -160,8 +173,16 @@ class HostChecksArgs:
 
 
 def preflight_container(
-    args: HostChecksArgs, image_key: str, image: pulumi.Input[str], opts: pulumi.ResourceOptions
+    args: HostChecksArgs,
+    image_key: str,
+    image: pulumi.Input[str],
+    programs: docker.Volume,
+    opts: pulumi.ResourceOptions,
 ) -> docker.Container:
+    """The host's first check; it also fills the host's `programs` volume: its uploads land in the volume mounted
+    at their directory, because the daemon mounts a created container's volumes before it extracts an archive into
+    it (moby v20.10.24 daemon/archive.go L276-285 containerExtractToDir: Mount, then mountVolumes; v28.0.0
+    daemon/archive_unix.go L104 openContainerFS, which binds the volumes into a private mount namespace)."""
     rocm = sorted({r for key in set(args.partition_images.values()) if (r := args.image_rocm.get(key))})
     command = preflight_command(args.host, rocm)
     return docker.Container(
@@ -170,10 +191,13 @@ def preflight_container(
         image=image,
         command=command,
         envs=[f"PYTHONPATH={PROGRAM_PARENT}"],
-        uploads=program_uploads(),
+        uploads=program_uploads(CHECK_PROGRAMS, PROGRAM_MOUNT, PROGRAM_SOURCE),
         volumes=[
-            docker.ContainerVolumeArgs(host_path=path, container_path=f"{HOST_ROOT}{path}", read_only=True)
-            for path in ("/proc", "/sys")
+            *(
+                docker.ContainerVolumeArgs(host_path=path, container_path=f"{HOST_ROOT}{path}", read_only=True)
+                for path in ("/proc", "/sys")
+            ),
+            programs_mount(programs, writable=True),
         ],
         labels=check_labels("preflight", strict=args.preflight_strict),
         **log_args(args.host.logs),
@@ -192,11 +216,13 @@ def gpucheck_container(
     image: pulumi.Input[str],
     access: Mapping[str, Any],
     env: Mapping[str, str],
+    programs: docker.Volume,
     opts: pulumi.ResourceOptions,
     secret_env: bool = False,
 ) -> docker.Container:
     """`access` and `env`: the partition's device access and environment, from the definition its own container
-    uses (components.docker.gpu_host rocm_access and the visibility variable)."""
+    uses (components.docker.gpu_host rocm_access and the visibility variable). It runs programs/gpucheck.py from
+    the host's `programs` volume, read-only, which the preflight it waits for has filled."""
     host = args.host
     gpus = len(container.gpus) if container.gpus is not None else host.logical_gpus
     command = gpucheck_command(
@@ -223,7 +249,7 @@ def gpucheck_container(
         image=image,
         command=command,
         envs=container_envs({**env, "PYTHONPATH": PROGRAM_PARENT}, secret_env),
-        uploads=program_uploads(),
+        volumes=[programs_mount(programs, writable=False)],
         # The partition's own label (rocm_access) and the check's.
         **{**access, "labels": [*(access.get("labels") or []), *check_labels("gpucheck", strict=True)]},
         restart="no",

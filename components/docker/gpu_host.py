@@ -21,7 +21,7 @@ from schema.docker import (
     partition_gpus,
 )
 from .environment import container_envs
-from .checks import HostChecksArgs, gpucheck_container, preflight_container, verdict
+from .checks import HostChecksArgs, check_programs_volume, gpucheck_container, preflight_container, verdict
 from .deadlines import create_timeouts, pull_timeouts
 from .logs import log_args
 from .readback import as_stored
@@ -132,6 +132,7 @@ class GpuHost(pulumi.ComponentResource):
     provider: docker.Provider
     images: dict[str, docker.RemoteImage]
     containers: dict[str, docker.Container]
+    programs: docker.Volume | None
     preflight: docker.Container | None
     checks: dict[str, docker.Container]
     # Partition name -> what its container (a shell here, or a workload's) must wait for: the passed checks.
@@ -164,7 +165,7 @@ class GpuHost(pulumi.ComponentResource):
                 {c.image for c in host.containers} | set(args.checks.partition_images.values() if args.checks else ())
             )
         }
-        self.preflight, self.checks, self.gates = None, {}, {}
+        self.programs, self.preflight, self.checks, self.gates = None, None, {}, {}
         if args.checks is not None:
             self._declare_checks(args.checks, args.security_profile, args.secret_env, on_host)
         self.containers = {
@@ -196,7 +197,8 @@ class GpuHost(pulumi.ComponentResource):
         host = checks.host
         # Every ROCm image has python3; the first partition's runs the preflight.
         key = checks.partition_images[min(checks.partition_images)]
-        self.preflight = preflight_container(checks, key, self.images[key].image_id, on_host)
+        self.programs = check_programs_volume(host.name, on_host)
+        self.preflight = preflight_container(checks, key, self.images[key].image_id, self.programs, on_host)
         preflight_passed = verdict(self.preflight, f"host {host.name}: preflight", strict=checks.preflight_strict)
         after_preflight = pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(depends_on=[preflight_passed]))
         for c in host.containers:
@@ -207,6 +209,7 @@ class GpuHost(pulumi.ComponentResource):
                 self.images[key].image_id,
                 rocm_access(host, c, profile, c.shm_size),
                 {**c.env, **visibility_env(host, c, "HIP_VISIBLE_DEVICES")},
+                self.programs,
                 after_preflight,
                 secret_env=secret_env,
             )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
 import pulumi
@@ -10,6 +9,7 @@ from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.networking import v1 as networking_v1
 
+from components.docker.programs import program_digest
 from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration
 
 MIB = 1024 * 1024
@@ -170,13 +170,6 @@ def storage_volume(
         name=volume_name,
         persistent_volume_claim=(core_v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=claim.metadata.name)),
     ), claim
-
-
-def program_digest(files: Mapping[str, str]) -> str:
-    digest = hashlib.sha256()
-    for name, text in sorted(files.items()):
-        digest.update(f"{name}\0{text}\0".encode())
-    return digest.hexdigest()
 
 
 def program_config_map(

@@ -26,6 +26,7 @@ from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
 from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from components.docker.programs import program_uploads
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
@@ -637,10 +638,8 @@ class DockerTraining(pulumi.ComponentResource):
         super().__init__("rocm-stack:workloads:DockerTraining", name, None, opts)
         training, placement = args.training, args.training.docker
         assert placement is not None, "DockerTraining needs training.docker"
-        uploads = [
-            docker.ContainerUploadArgs(file=f"{PROGRAM_DIR}/{file}", content=text)
-            for file, text in sorted(args.files.items())
-        ]
+        # By reference (components/docker/programs.py): the state keeps no program text per partition.
+        uploads = program_uploads(args.files, PROGRAM_DIR)
         images = pull_on_hosts(name, args.images, args.partitions, self)
         self.containers = {}
         for partition in args.partitions:

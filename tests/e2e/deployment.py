@@ -20,7 +20,7 @@ from typing import Any
 from components.docker.checks import VERDICT_LABEL
 from components.docker.readback import parse_go_duration
 from e2e.harness import Docker
-from tools.synth import Plan, docker_scripts
+from tools.synth import Plan, docker_scripts, upload_text, volume_bind
 
 CONTAINER = "docker:index/container:Container"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
@@ -84,12 +84,9 @@ def _expected(inputs: dict[str, Any], images: dict[str, str]) -> dict[str, Any]:
             ]
             for p in inputs.get("ports", [])
         },
-        # A set: the daemon keeps binds in no fixed order (measured on dockerd 20.10 with three of them).
-        "Binds": sorted(
-            f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}"
-            for v in inputs.get("volumes", [])
-        )
-        or None,
+        # A set: the daemon keeps binds in no fixed order (measured on dockerd 20.10 with three of them). A named
+        # volume's bind starts with its name.
+        "Binds": sorted(volume_bind(v) for v in inputs.get("volumes", [])) or None,
         "RestartPolicy": {"Name": inputs.get("restart", "no"), "MaximumRetryCount": inputs.get("maxRetryCount", 0)},
     }
     if "ipcMode" in inputs:
@@ -196,7 +193,7 @@ def check_uploads(docker: Docker, deployed: Deployment) -> int:
         for upload in inputs.get("uploads", []):
             archive = tarfile.open(fileobj=io.BytesIO(docker.run("cp", f"{name}:{upload['file']}", "-").stdout))
             (member,) = archive.getmembers()
-            assert archive.extractfile(member).read().decode() == upload["content"], upload["file"]
+            assert archive.extractfile(member).read().decode() == upload_text(upload), upload["file"]
             assert member.mode & 0o7777 == int(
                 upload.get("permissions") or ("0744" if upload.get("executable") else "0644"), 8
             )

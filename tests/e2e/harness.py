@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.docker.checks import PROGRAMS_VOLUME
+
 HERE = Path(__file__).resolve().parent
 
 # Ubuntu 22.04's base /etc/group up to `video`, as in rocm/pytorch:rocm7.0_ubuntu22.04_*; no `render`.
@@ -118,6 +120,10 @@ class Docker:
         ids = self.out("ps", "-aq").split()
         if ids:
             self.run("rm", "--force", "--volumes", *ids)
+        # and the hosts' check programs (a named volume, which `rm --volumes` keeps), so each test ships them anew
+        volumes = self.out("volume", "ls", "-q", "--filter", f"name={PROGRAMS_VOLUME}").split()
+        if volumes:
+            self.run("volume", "rm", *volumes)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -22,7 +22,7 @@ from docker import APIClient  # type: ignore[import-untyped]  # docker 7.2.0 shi
 from components.docker.readback import CONTAINER_READ_BACK, go_duration, parse_go_duration
 from conftest import CONTAINER, solo_host_stack
 from e2e.harness import Docker, make_gpu_nodes, on_test_host
-from tools.synth import SECRET, synthesize
+from tools.synth import SECRET, synthesize, volume_bind
 
 MIB = 1024 * 1024
 # What the provider's Read does not set (table entries saying so) or what cannot be compared here (module doc).
@@ -76,10 +76,7 @@ def _create_body(i: dict[str, Any], image: str) -> dict[str, Any]:
         # The schema's default "bridge" does not exist on this daemon (--bridge=none): the daemon's default network.
         "NetworkMode": "default",
         "LogConfig": {"Type": i.get("logDriver", ""), "Config": i.get("logOpts")},
-        "Binds": [
-            f"{v['hostPath']}:{v['containerPath']}{':ro' if v.get('readOnly') else ''}" for v in i.get("volumes", [])
-        ]
-        or None,
+        "Binds": [volume_bind(v) for v in i.get("volumes", [])] or None,
         "CapAdd": i.get("capabilities", {}).get("adds"),
         "CapDrop": i.get("capabilities", {}).get("drops"),
         "Devices": [

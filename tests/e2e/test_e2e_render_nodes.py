@@ -22,16 +22,19 @@ What the kernel enforces is real here: the device cgroup lets a container open o
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import signal
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components.docker.checks import PROGRAM_MOUNT
 from conftest import PARTITION_LABEL, stack_file
 from e2e.deployment import (
     Deployment,
@@ -301,3 +304,42 @@ def test_the_gpu_checks_ran_with_the_partitions_device_access_and_passed(docker:
         assert (state["ExitCode"], report["verdict"], report["backend"]) == (0, "pass", "gloo"), report
     (preflight,) = [n for n in deployed.containers if n.startswith("preflight-")]
     assert json.loads(docker.out("logs", preflight).strip().splitlines()[-1])["host"] == "node"
+
+
+def test_the_checks_ran_the_programs_the_preflight_shipped_into_the_hosts_volume(docker: Docker, deployed: Deployment):
+    """The host's check programs arrive once: the preflight's uploads land in the named volume mounted at their
+    directory (the daemon mounts a created container's volumes before it extracts an archive into it:
+    tests/test_check_programs.py), and each GPU check, which uploads nothing, read programs/gpucheck.py from that
+    volume, read-only: the image has no programs/ of its own."""
+    (preflight,) = [n for n in deployed.containers if n.startswith("preflight-")]
+    checks = [n for n in deployed.containers if n.startswith("gpucheck-")]
+    (volume,) = [v["volumeName"] for v in deployed.containers[preflight]["volumes"] if "volumeName" in v]
+
+    def mount(name: str) -> tuple[str, str, bool]:
+        (m,) = [m for m in docker.inspect(name)["Mounts"] if m["Destination"] == PROGRAM_MOUNT]
+        return m["Type"], m["Name"], m["RW"]
+
+    assert mount(preflight) == ("volume", volume, True)
+    assert all(
+        mount(check) == ("volume", volume, False) and "uploads" not in deployed.containers[check] for check in checks
+    )
+    image = docker.inspect(checks[0])["Config"]["Image"]
+    exists = f"import os; print(os.path.exists({PROGRAM_MOUNT!r}))"
+    assert docker.out("run", "--rm", image, "python3", "-c", exists).strip() == "False"
+    # The volume holds the plan's files, byte for byte (their sourceHash).
+    digests = (
+        "import hashlib, json, os; "
+        f"print(json.dumps({{f: hashlib.sha256(open(os.path.join({PROGRAM_MOUNT!r}, f), 'rb').read()).hexdigest() "
+        f"for f in os.listdir({PROGRAM_MOUNT!r}) if f.endswith('.py')}}))"
+    )
+    shipped = json.loads(
+        docker.out("run", "--rm", "-v", f"{volume}:{PROGRAM_MOUNT}:ro", image, "python3", "-c", digests)
+    )
+    assert shipped == {u["file"].rsplit("/", 1)[1]: u["sourceHash"] for u in deployed.containers[preflight]["uploads"]}
+    # A check cannot change them: the daemon refuses to write into its read-only mount.
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        member = tarfile.TarInfo(f"{PROGRAM_MOUNT.lstrip('/')}/gpucheck.py")
+        tar.addfile(member, io.BytesIO(b""))
+    refused = docker.run("cp", "-", f"{checks[0]}:/", input=archive.getvalue(), check=False)
+    assert refused.returncode != 0 and b"read-only" in refused.stderr, refused.stderr
