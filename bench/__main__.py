@@ -1,6 +1,7 @@
 """`python -m bench` (`make bench`): the program under the mock engine at 1, 10, 100 and 1,000 GPU hosts,
 against a baseline that declares the same custom resources flat with the SDK classes (bench/baseline/), and
-the placement of one host's partitions (bench/placement.py).
+the placement of one host's partitions (bench/placement.py), and the state bytes per host (bench/state.py; alone:
+`python -m bench.state`).
 
 Per size, both programs run in-process (`synthesize()` in a fresh worker, after a 1-host warm-up) and as a
 whole process (`python -m tools.synth`, as CI runs it); the best of `--repeat` runs counts and the spread
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import fleet, placement
+from . import fleet, placement, state
 
 SIZES = (1, 10, 100, 1000)
 # Targets of issue 8.
@@ -146,6 +147,7 @@ def measure(sizes: tuple[int, ...], repeat: int, work: Path, log=print, with_pla
                 "baseline_whole": base_whole,
                 "load": load(),
                 "left_out": left_out,
+                "state": state.from_plan_file(work / f"out-ours-{hosts}" / "plan.json"),
             }
         )
         log(f"  {hosts} hosts: {ours.resources} resources, {ours.seconds:.2f}s in-process, load {load()}")
@@ -196,6 +198,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
             f"{peak:.0f} MiB",
         )
     )
+    checks.append(state.target(largest["state"]))
     start = results["start"]
     checks.append(
         (

@@ -1,0 +1,165 @@
+"""State bytes per Docker host: how much of plan.json (the resource inputs a Pulumi state holds, which the Docker
+provider also echoes as outputs) one more GPU host of the prod shape costs, and how much one more partition adds.
+
+    python -m bench.state [--hosts 3] [--partitions 8]
+
+synthesizes the benchmark fleet (bench/fleet.py: prod, then generated hosts of prod's shape) twice in-process:
+with one generated host, then with `--hosts` more of prod's shape and as many with `--partitions` partitions each.
+Per host, a host's own records count (its Docker provider, its GpuHost and every resource on its daemon, as
+plan.json spells them); the growth of the whole file between the two plans says whether anything else grows with
+the hosts. `python -m bench` prints the same line for the 1,000-host plan it writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import fleet
+
+LIMIT_BYTES = 32 * 1024  # per host of the prod shape (issue 26)
+# What one more partition may add: its shell and its GPU check (~2 KiB each), never a copy of the programs (32 KiB).
+PARTITION_LIMIT_BYTES = 8 * 1024
+WIDE_PATTERN = "wide-{index:04d}"
+GPU_HOST = "rocm-stack:docker:GpuHost"
+DOCKER_PROVIDER = "pulumi:providers:docker"
+
+
+def record_bytes(record: Mapping[str, Any]) -> int:
+    """The bytes of one resource record in plan.json (synth's indent 2, one level inside `resources`)."""
+    text = json.dumps(record, indent=2, sort_keys=True)
+    return len(text.encode()) + 4 * (text.count("\n") + 1) + len(",\n")
+
+
+def host_bytes(plan: Mapping[str, Any]) -> dict[str, int]:
+    """Host name -> the plan.json bytes of its Docker provider, its GpuHost and everything on its daemon."""
+    providers = {r["urn"]: r["name"] for r in plan["resources"] if r["type"] == DOCKER_PROVIDER}
+    sizes: dict[str, int] = defaultdict(int)
+    for record in plan["resources"]:
+        host = providers.get(record["urn"]) or providers.get(record.get("provider") or "")
+        if record["type"] == GPU_HOST:
+            host = record["name"]
+        if host is not None:
+            sizes[host] += record_bytes(record)
+    return dict(sizes)
+
+
+def wide_template(partitions: int) -> dict[str, Any]:
+    """The prod host shape with its GPUs split into `partitions` partitions (their images alternate as in prod)."""
+    template = fleet.host_template()
+    shapes = template["containers"]
+    per = fleet.GPUS_PER_HOST // partitions
+    template["containers"] = [
+        {**shapes[i % len(shapes)], "name": f"part-{i}", "gpus": list(range(i * per, (i + 1) * per)), "shmSize": "8GiB"}
+        for i in range(partitions)
+    ]
+    return template
+
+
+def fleet_config(hosts: int, wide: int, partitions: int) -> dict[str, Any]:
+    """The benchmark fleet with `hosts` generated hosts of prod's shape and `wide` of `partitions` partitions."""
+    config, _ = fleet.fleet_config(len(fleet.template_config()[fleet.HOSTS]) + hosts)
+    if wide:
+        config[fleet.GROUPS] = [
+            *config[fleet.GROUPS],
+            {"template": wide_template(partitions), "namePattern": WIDE_PATTERN, "count": wide},
+        ]
+    return config
+
+
+def measure(work: Path, hosts: int = 3, partitions: int = 8) -> dict[str, Any]:
+    """Two plans (one generated host; then `hosts` more of prod's shape and `hosts` of `partitions` partitions)."""
+    from tools.synth import synthesize
+
+    plans = {}
+    for label, config in (
+        ("one", fleet_config(1, 0, partitions)),
+        ("more", fleet_config(1 + hosts, hosts, partitions)),
+    ):
+        plan = synthesize(fleet.STACK, project_dir=fleet.our_project(work / label, config))
+        plans[label] = (len(plan.text().encode()), host_bytes(plan.to_json()))
+    (one_total, _), (more_total, per_host) = plans["one"], plans["more"]
+    generated = [fleet.name(len(fleet.template_config()[fleet.HOSTS]) + i) for i in range(1 + hosts)]
+    wide = [WIDE_PATTERN.format(index=i) for i in range(hosts)]
+    return summary(
+        {
+            "prod_shape": [per_host[h] for h in generated],
+            "wide": [per_host[h] for h in wide],
+            "partitions": partitions,
+            "prod_hosts": {h: per_host[h] for h in fleet_prod_hosts()},
+            # Everything the new hosts added to the file beyond their own records.
+            "outside_per_host": (more_total - one_total - sum(per_host[h] for h in generated[1:] + wide)) / (2 * hosts),
+        }
+    )
+
+
+def fleet_prod_hosts() -> list[str]:
+    return [h["name"] for h in fleet.template_config()[fleet.HOSTS]]
+
+
+def summary(numbers: dict[str, Any]) -> dict[str, Any]:
+    prod_shape = statistics.median(numbers["prod_shape"])
+    per_partition = (statistics.median(numbers["wide"]) - prod_shape) / (numbers["partitions"] - 2)
+    return {**numbers, "per_host": prod_shape, "per_partition": per_partition}
+
+
+def from_plan_file(plan_file: Path) -> dict[str, Any]:
+    """The per-host figures of a plan.json that `python -m bench` wrote (prod's hosts and generated ones)."""
+    per_host = host_bytes(json.loads(plan_file.read_text()))
+    prod = fleet_prod_hosts()
+    return {
+        "per_host": statistics.median(b for h, b in per_host.items() if h not in prod)
+        if len(per_host) > len(prod)
+        else None,
+        "prod_hosts": {h: per_host[h] for h in prod if h in per_host},
+        "hosts": len(per_host),
+    }
+
+
+def line(result: Mapping[str, Any]) -> str:
+    parts = []
+    if result.get("per_host") is not None:
+        parts.append(f"{result['per_host'] / 1024:.1f} KiB per generated host of the prod shape (median)")
+    prod = result["prod_hosts"]
+    if prod:
+        parts.append(f"prod's own hosts (with their workloads) {max(prod.values()) / 1024:.1f} KiB at most")
+    if "per_partition" in result:
+        parts.append(f"{result['per_partition'] / 1024:.1f} KiB per extra partition")
+        parts.append(f"{result['outside_per_host']:.0f} B per host outside its own records")
+    return "state bytes per host: " + "; ".join(parts) + f" (target <= {LIMIT_BYTES // 1024} KiB)"
+
+
+def met(result: Mapping[str, Any]) -> bool:
+    sizes = [*([result["per_host"]] if result.get("per_host") is not None else []), *result["prod_hosts"].values()]
+    return max(sizes) <= LIMIT_BYTES
+
+
+def target(result: Mapping[str, Any]) -> tuple[str, bool, str]:
+    """`python -m bench`'s line for the plan.json of its largest fleet."""
+    return (
+        f"state bytes per host <= {LIMIT_BYTES // 1024} KiB (plan.json of {result['hosts']} hosts)",
+        met(result),
+        line(result).removeprefix("state bytes per host: "),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.state", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=3, help="generated hosts of each shape added to the fleet")
+    parser.add_argument("--partitions", type=int, default=8, help="partitions of the wide hosts")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="rocm-stack-state-") as work:
+        result = measure(Path(work), args.hosts, args.partitions)
+    print(line(result))
+    return 0 if met(result) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""The Pulumi state a Docker host costs (issue 26): plan.json, the inputs a state holds, per host of the prod shape
+and per extra partition, measured as `python -m bench.state` measures it (bench/state.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import state
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    return state.measure(tmp_path_factory.mktemp("state"), hosts=1, partitions=8)
+
+
+def test_a_host_of_the_prod_shape_costs_at_most_32_kib(measured):
+    assert measured["per_host"] <= state.LIMIT_BYTES, state.line(measured)
+    # prod's own hosts, with their training and vLLM containers (programs by reference too)
+    assert max(measured["prod_hosts"].values()) <= state.LIMIT_BYTES, state.line(measured)
+
+
+def test_a_partition_adds_its_containers_not_a_copy_of_the_programs(measured):
+    """Eight partitions instead of two: each extra one adds its shell and its GPU check, under 8 KiB together
+    (a copy of the check programs alone was 34 KiB)."""
+    assert 0 < measured["per_partition"] <= state.PARTITION_LIMIT_BYTES, state.line(measured)
+
+
+def test_nothing_outside_a_hosts_own_resources_grows_with_the_hosts(measured):
+    """The whole file grows by the new hosts' own records and under 1 KiB per host besides (outputs, exporters'
+    components): the per-host figure is the file's growth."""
+    assert abs(measured["outside_per_host"]) <= 1024, state.line(measured)
