@@ -158,9 +158,10 @@ def test_adding_a_host_keeps_existing_resources(prod_plan):
     before = _identity(prod_plan)
     assert {urn: after[urn] for urn in before} == before
     added = sorted(urn.rsplit("::", 1)[1] for urn in set(after) - set(before))
-    # GpuHost: component, provider, image, preflight, GPU check, container; its metrics exporter: component,
-    # image, container.
+    # GpuHost: component, provider, image, the check programs' volume, preflight, GPU check, container; its metrics
+    # exporter: component, image, container.
     assert added == ["gpu-node-0"] * 3 + ["gpu-node-0-amd-device-metrics-exporter"] * 2 + [
+        "gpu-node-0-check-programs",
         "gpu-node-0-preflight",
         "gpu-node-0-pytorch",
         "gpu-node-0-train-a",
