@@ -14,7 +14,7 @@ from components.monitoring import (
     DockerExporterArgs,
     KubernetesMonitoring,
     KubernetesMonitoringArgs,
-    exporter_address,
+    declared_fleet,
     prometheus_scrape_config_text,
 )
 from components.workloads import build_workloads, host_checks, host_for_gpu_host
@@ -58,9 +58,7 @@ if monitoring is not None:
         )
     pulumi.export(
         "prometheusScrapeConfig",
-        prometheus_scrape_config_text(
-            monitoring, {host.name: (exporter_address(host.docker.host), host.gpu_model) for host in cfg.hosts}
-        ),
+        prometheus_scrape_config_text(monitoring, declared_fleet(cfg), keyed=secrets.vllm_api_key is not None),
     )
 
 kubernetes = None

@@ -24,15 +24,34 @@ Healthy)").
 On Kubernetes a second group watches the GPU stack itself through kube-state-metrics (which
 kube-prometheus-stack runs): the operator Deployment, the device plugin / labeller / exporter DaemonSets and
 each node's allocatable `amd.com/gpu` (docs/metrics/{workload,cluster}/*-metrics.md, all STABLE).
+
+On Docker hosts (docker_host_alert_rules) what the stack declares (domain/fleet.py) is recorded as series
+(declared_rules: each host's GPU count, each partition's container), and compared with what the exporter,
+cAdvisor and node-exporter report:
+- cAdvisor (google/cadvisor v0.60.5 lib/metrics/prometheus.go): `container_last_seen` (L127; a container is
+  reported only while its cgroup exists: an exited one drops out), `container_start_time_seconds` (L2297, the
+  container's State.StartedAt, container/docker/handler.go L254-256: it changes on every restart),
+  `container_health_state` (L138-141, getContainerHealthState L2465: 1 healthy, 0 starting or unhealthy, -1 no
+  health check; in cAdvisor since v0.54.0), container label `name` = the Docker name (DefaultContainerLabels
+  L2215, LabelName "name").
+- node-exporter (prometheus/node_exporter collector/filesystem_common.go): `node_filesystem_avail_bytes`,
+  `node_filesystem_size_bytes`, `node_filesystem_readonly`, labels device, fstype, mountpoint (the e2e reads them
+  from the real binary, tests/e2e/test_e2e_prometheus.py).
+vLLM (vllm_alert_rules) by the names of vLLM 0.11.2, the pinned rocm/vllm image's (vllm/v1/metrics/loggers.py,
+vendored as tests/data/monitoring/reference/vllm-0.11.2-metrics-loggers.py.txt): gauge
+`vllm:num_requests_waiting` and histogram `vllm:time_to_first_token_seconds`, labels model_name and engine.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
+
+from domain.fleet import DeclaredHost
 
 from schema.kubernetes import GPU_RESOURCE_NAME
 from domain.gpus import MODELS
@@ -45,6 +64,17 @@ EXPORTER_JOB = "amd-device-metrics-exporter"
 # A GPU (or GPU partition) on a host, as the exporter identifies it.
 GPU_KEY = ("hostname", "gpu_id", "gpu_partition_id")
 RULES_FILE = ROOT / "monitoring" / "rules" / "gpu-alerts.rules.yml"
+# The jobs of the Docker hosts' other exporters and of the vLLM servers (components/monitoring scrape config; the
+# Kubernetes vLLM ServiceMonitor relabels its job to VLLM_JOB too).
+NODE_EXPORTER_JOB = "node-exporter"
+CADVISOR_JOB = "cadvisor"
+VLLM_JOB = "vllm"
+# Declared state, recorded from the stack config (declared_rules): value = GPUs the host should report, and one
+# series per partition container (labels host, name, workload) whose value is its start grace in seconds.
+DECLARED_GPUS = "rocm_stack_host_gpus_declared"
+DECLARED_PARTITION = "rocm_stack_partition_start_grace_seconds"
+# Filesystems in memory hold no checkpoint or model cache.
+_MEMORY_FS = 'fstype!~"tmpfs|ramfs"'
 # hosts[].gpuModel of a GPU rocm-stack has no figures for: labelled so, watched only by the model-free rules.
 OTHER_MODEL = "other"
 
@@ -324,13 +354,154 @@ def kubernetes_alert_rules(cfg: MonitoringConfig, stack: GpuStackWorkloads) -> l
     return rules
 
 
-def rule_groups(cfg: MonitoringConfig, stack: GpuStackWorkloads | None = None) -> list[dict[str, Any]]:
-    """One group per GPU model, the exporter group, and with `stack` (Kubernetes) the group watching the GPU
-    stack's objects."""
+def declared_rules(fleet: Sequence[DeclaredHost]) -> list[dict[str, Any]]:
+    """Recording rules of what the stack declares of its Docker hosts (constant series), for the alerts to compare
+    with what is reported: no PromQL turns a target label's string into a number to compare a count with."""
+    rules: list[dict[str, Any]] = []
+    for host in sorted(fleet, key=lambda h: h.name):
+        rules.append({"record": DECLARED_GPUS, "expr": f"vector({host.gpus})", "labels": {"host": host.name}})
+        rules.extend(
+            {
+                "record": DECLARED_PARTITION,
+                "expr": f"vector({p.start_grace_seconds})",
+                "labels": {"host": host.name, "name": p.name, "workload": p.workload},
+            }
+            for p in sorted(host.partitions, key=lambda p: p.name)
+        )
+    return rules
+
+
+def docker_host_alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
+    """Docker hosts: GPUs missing against the declared count, partitions stopped, restarting or unhealthy
+    (cAdvisor), filesystems nearly full (node-exporter), and those exporters themselves."""
+    t: Thresholds = cfg.effective_thresholds()
+    gpus = f'gpu_health{{job="{EXPORTER_JOB}"}}'
+    cadvisor = f'job="{CADVISOR_JOB}"'
+    node = f'job="{NODE_EXPORTER_JOB}"'
+    declared_gpus = f"""{{{{ printf "{DECLARED_GPUS}{{host='%s'}}" $labels.host | query | first | value }}}}"""
+    return [
+        _alert(
+            "GpuCountBelowDeclared",
+            # A host whose exporter reports no GPU at all has no count: 0 from the declared series stands in.
+            f"(count by (host) ({gpus}) or 0 * {DECLARED_GPUS})\n< on (host) {DECLARED_GPUS}\n"
+            f'and on (host) up{{job="{EXPORTER_JOB}"}} == 1',
+            t.exporter_down_for,
+            "critical",
+            "Host reports fewer GPUs than its config declares",
+            f"{{{{ $labels.host }}}} reports {{{{ $value }}}} GPUs, its config declares {declared_gpus}: a GPU fell off "
+            "the bus or lost its driver (check `amd-smi list` and dmesg on the host); the missing GPU reports no "
+            "metric, so no other GPU alert sees it.",
+        ),
+        _alert(
+            "PartitionStopped",
+            f"{DECLARED_PARTITION} unless on (host, name) container_last_seen{{{cadvisor}}}\n"
+            f"and on (host) up{{{cadvisor}}} == 1",
+            t.exporter_down_for,
+            "critical",
+            "A partition's container is not running",
+            f"The {{{{ $labels.workload }}}} container {{{{ $labels.name }}}} on {{{{ $labels.host }}}} has not been "
+            f"running for {t.exporter_down_for}: it exited (a finished or failed training, restarts used up) or was "
+            "removed; `docker logs` it on the host, and remove a finished training from the stack.",
+        ),
+        _alert(
+            "ContainerRestarting",
+            f'changes(container_start_time_seconds{{{cadvisor}, name!=""}}[{t.container_restart_window}])\n'
+            f">= {t.container_restarts}",
+            None,
+            "warning",
+            "Container restarting",
+            f"Container {{{{ $labels.name }}}} on {{{{ $labels.host }}}} restarted {{{{ $value }}}} times in "
+            f"{t.container_restart_window}: it is crash-looping under its restart policy.",
+        ),
+        _alert(
+            "ContainerUnhealthy",
+            # Past its start grace: a vLLM loading its model is `starting` (also 0) for up to its startup timeout.
+            f"container_health_state{{{cadvisor}}} == 0\n"
+            f"and on (host, name)\n(time() - container_start_time_seconds{{{cadvisor}}}) > on (host, name) "
+            f"{DECLARED_PARTITION}",
+            t.sustained_for,
+            "critical",
+            "Container failing its health check",
+            f"Container {{{{ $labels.name }}}} on {{{{ $labels.host }}}} has failed its Docker health check for "
+            f"{t.sustained_for} after its start grace: Docker does not restart an unhealthy container, so it keeps "
+            "running without serving.",
+        ),
+        _alert(
+            "FilesystemNearlyFull",
+            f"node_filesystem_avail_bytes{{{node}, {_MEMORY_FS}}} / node_filesystem_size_bytes{{{node}, {_MEMORY_FS}}}\n"
+            f"< {_num(t.filesystem_free_fraction)}\nand node_filesystem_readonly{{{node}}} == 0",
+            t.sustained_for,
+            "critical",
+            "Filesystem nearly full",
+            "{{ $labels.mountpoint }} ({{ $labels.device }}) on {{ $labels.host }} has "
+            "{{ $value | humanizePercentage }} free: checkpoint writes (training.docker.checkpointDir) and model "
+            "downloads (inference.docker.modelCacheDir) on it will fail.",
+        ),
+        _alert(
+            "HostExporterDown",
+            f'up{{job=~"{NODE_EXPORTER_JOB}|{CADVISOR_JOB}"}} == 0',
+            t.exporter_down_for,
+            "warning",
+            "node-exporter or cAdvisor down",
+            f"Prometheus has failed to scrape {{{{ $labels.job }}}} at {{{{ $labels.instance }}}} for "
+            f"{t.exporter_down_for}: container and filesystem alerts are blind on {{{{ $labels.host }}}}.",
+        ),
+    ]
+
+
+def vllm_alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
+    """vLLM servers: not answering /metrics, a queue that keeps growing, slow first tokens."""
+    t: Thresholds = cfg.effective_thresholds()
+    vllm = f'job="{VLLM_JOB}"'
+    where = "{{ $labels.instance }}{{ with $labels.model_name }} ({{ . }}){{ end }}"
+    waiting = f"vllm:num_requests_waiting{{{vllm}}}"
+    return [
+        _alert(
+            "VllmServerDown",
+            f"up{{{vllm}}} == 0",
+            t.exporter_down_for,
+            "critical",
+            "vLLM server down",
+            f"Prometheus has failed to scrape vLLM at {{{{ $labels.instance }}}} for {t.exporter_down_for}: the "
+            "server (or its proxy) is stopped, hung, or still loading its model.",
+        ),
+        _alert(
+            "VllmQueueGrowing",
+            f"{waiting} > {t.vllm_waiting_requests}\nand deriv({waiting}[{t.sustained_for}]) > 0",
+            t.sustained_for,
+            "warning",
+            "vLLM request queue growing",
+            f"{where} has {{{{ $value }}}} requests waiting and the queue has grown for {t.sustained_for}: requests "
+            "arrive faster than the server completes them (add replicas, or check the KV cache).",
+        ),
+        _alert(
+            "VllmTimeToFirstTokenHigh",
+            "histogram_quantile(0.95, sum by (le, job, instance, host, model_name) "
+            f"(rate(vllm:time_to_first_token_seconds_bucket{{{vllm}}}[{t.sustained_for}])))\n"
+            f"> {_num(t.vllm_time_to_first_token_seconds)}",
+            t.sustained_for,
+            "warning",
+            "vLLM time to first token high",
+            f"{where}: 95% of requests got their first token within {{{{ $value | humanizeDuration }}}} over the last "
+            f"{t.sustained_for}, above {_num(t.vllm_time_to_first_token_seconds)} s.",
+        ),
+    ]
+
+
+def rule_groups(
+    cfg: MonitoringConfig, stack: GpuStackWorkloads | None = None, fleet: Sequence[DeclaredHost] = ()
+) -> list[dict[str, Any]]:
+    """One group per GPU model, the exporter and vLLM groups; with `stack` (Kubernetes) the group watching the
+    GPU stack's objects, else the Docker hosts' group and, with `fleet`, what the stack declares of them."""
     groups = [{"name": f"rocm-gpu-{model.lower()}", "rules": alert_rules(cfg, model)} for model in MODELS]
     groups.append({"name": "rocm-gpu-exporter", "rules": exporter_alert_rules(cfg)})
+    groups.append({"name": "rocm-vllm", "rules": vllm_alert_rules(cfg)})
     if stack is not None:
         groups.append({"name": "rocm-gpu-kubernetes", "rules": kubernetes_alert_rules(cfg, stack)})
+    else:
+        groups.append({"name": "rocm-docker-hosts", "rules": docker_host_alert_rules(cfg)})
+    if fleet:
+        groups.append({"name": "rocm-stack-declared", "rules": declared_rules(fleet)})
     return groups
 
 
@@ -349,12 +520,14 @@ _RulesDumper.add_representer(
 )
 
 
-def rules_file_text(cfg: MonitoringConfig) -> str:
-    """The same groups as a Prometheus rules file (`rule_files:` in prometheus.yml)."""
+def rules_file_text(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost] = ()) -> str:
+    """The groups of a Docker-hosts Prometheus as a rules file (`rule_files:` in prometheus.yml); the committed
+    file has no `fleet` (no declared series: the declared-state alerts stay silent)."""
     header = (
-        "# GPU alert rules of every GPU model, each selected by its gpu_model target label (rocm-stack monitoring).\n"
+        "# rocm-stack alert rules: the GPUs of every model (each selected by its gpu_model target label), the Docker\n"
+        "# hosts' containers and filesystems, the vLLM servers.\n"
         "# Generated by `rocm-stack alerts`; edit domain/alerts.py or the stack config, not this file.\n"
     )
     return header + yaml.dump(
-        {"groups": rule_groups(cfg)}, Dumper=_RulesDumper, sort_keys=False, allow_unicode=True, width=120
+        {"groups": rule_groups(cfg, fleet=fleet)}, Dumper=_RulesDumper, sort_keys=False, allow_unicode=True, width=120
     )

@@ -49,6 +49,12 @@ class Thresholds(ConfigModel):
     exporter_down_for: Duration
     # `for:` of the temperature, power and VRAM alerts: a spike shorter than this is not paged.
     sustained_for: Duration
+    # Docker hosts (node-exporter, cAdvisor) and vLLM servers, fleet-wide.
+    filesystem_free_fraction: Fraction
+    container_restarts: Annotated[int, Field(ge=1)]
+    container_restart_window: Duration
+    vllm_waiting_requests: Annotated[int, Field(ge=0)]
+    vllm_time_to_first_token_seconds: Annotated[float, Field(gt=0)]
 
 
 class ThresholdOverrides(ConfigModel):
@@ -66,6 +72,11 @@ class ThresholdOverrides(ConfigModel):
     ecc_correctable_max_increase: Annotated[int, Field(ge=0)] | None = None
     exporter_down_for: Duration | None = None
     sustained_for: Duration | None = None
+    filesystem_free_fraction: Fraction | None = None
+    container_restarts: Annotated[int, Field(ge=1)] | None = None
+    container_restart_window: Duration | None = None
+    vllm_waiting_requests: Annotated[int, Field(ge=0)] | None = None
+    vllm_time_to_first_token_seconds: Annotated[float, Field(gt=0)] | None = None
 
 
 class ModelThresholdOverrides(ConfigModel):
@@ -86,6 +97,13 @@ _COMMON = dict(
     ecc_correctable_max_increase=10,
     exporter_down_for="5m",
     sustained_for="5m",
+    # Below 10% free a checkpoint write or a model download may be the one that fails.
+    filesystem_free_fraction=0.1,
+    # Restart policies retry at once: three starts in 15 minutes is a crash loop, not one fault recovered.
+    container_restarts=3,
+    container_restart_window="15m",
+    vllm_waiting_requests=10,
+    vllm_time_to_first_token_seconds=10,
 )
 # Temperatures and board power per model come from the model table (domain/gpus.py, with their sources); sites tune
 # them via overrides.
@@ -173,8 +191,9 @@ def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] =
     """Cross-field checks; `host_gpu_models` is (host name, hosts[].gpuModel) for the Docker hosts."""
     thresholds = cfg.effective_thresholds()
     scrape = duration_seconds(cfg.scrape_interval)
-    # increase() needs two samples inside its window, `up == 0` two failed scrapes to not flap.
-    for key in ("ecc_window", "exporter_down_for"):
+    # increase(), changes(), rate() and deriv() need two samples inside their window (sustainedFor is the vLLM
+    # rules' window), `up == 0` two failed scrapes to not flap.
+    for key in ("ecc_window", "exporter_down_for", "container_restart_window", "sustained_for"):
         if duration_seconds(getattr(thresholds, key)) < 2 * scrape:
             yield (
                 f"monitoring.thresholds.{to_camel(key)}",

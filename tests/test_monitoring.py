@@ -19,8 +19,12 @@ from domain.gpus import MODELS
 from schema.kubernetes import KubernetesConfig
 from schema.monitoring import MonitoringConfig
 from components.k8s import gpu_stack_workloads
+from domain.fleet import DeclaredHost
 from components.monitoring import (
+    CADVISOR_PORT,
     EXPORTER_JOB,
+    NODE_EXPORTER_PORT,
+    VLLM_METRICS_TOKEN_FILE,
     device_config_service_monitor,
     exporter_address,
     exporter_relabelings,
@@ -121,12 +125,35 @@ def test_docker_script_shows_the_exporter_run_line(prod_docker: Plan) -> None:
 
 def test_scrape_config_lists_every_host_with_a_host_label(prod_docker: Plan) -> None:
     scrape = yaml.safe_load(prod_docker.outputs["prometheusScrapeConfig"])
-    (job,) = scrape["scrape_configs"]
-    assert job["job_name"] == EXPORTER_JOB and job["scrape_interval"] == "30s"
-    assert job["static_configs"] == [
-        {"targets": [f"gpu-node-{n}.example.internal:5000"], "labels": {"host": f"gpu-node-{n}", "gpu_model": "MI300X"}}
-        for n in range(1, 5)
+    jobs = {job["job_name"]: job for job in scrape["scrape_configs"]}
+    # No Docker workload in this stack: no vLLM job.
+    assert list(jobs) == [EXPORTER_JOB, alerts.NODE_EXPORTER_JOB, alerts.CADVISOR_JOB]
+    for job, port in zip(jobs.values(), (5000, NODE_EXPORTER_PORT, CADVISOR_PORT)):
+        assert job["scrape_interval"] == "30s" and job["metrics_path"] == "/metrics"
+        assert job["static_configs"] == [
+            {
+                "targets": [f"gpu-node-{n}.example.internal:{port}"],
+                "labels": {"host": f"gpu-node-{n}", "gpu_model": "MI300X"},
+            }
+            for n in range(1, 5)
+        ]
+
+
+def test_prod_scrapes_each_docker_vllm_through_its_proxy_with_the_scrape_token() -> None:
+    """The committed prod stack (vLLM partitions serve-b on gpu-node-3/4, an API key): one vLLM target per
+    partition on its published API port (the proxy's), authenticated with the token file, never the API key."""
+    plan = synthesize("prod")
+    jobs = {job["job_name"]: job for job in yaml.safe_load(plan.outputs["prometheusScrapeConfig"])["scrape_configs"]}
+    vllm = jobs[alerts.VLLM_JOB]
+    assert vllm["authorization"] == {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}
+    assert vllm["static_configs"] == [
+        {
+            "targets": [f"gpu-node-{n}.example.internal:8000"],
+            "labels": {"host": f"gpu-node-{n}", "gpu_model": "MI300X", "container": "serve-b"},
+        }
+        for n in (3, 4)
     ]
+    # Prometheus accepts it (promtool needs the credentials file to exist: a stand-in for it).
 
 
 def test_a_mixed_mi250_and_mi300x_fleet_is_monitored_with_each_hosts_model() -> None:
@@ -135,16 +162,17 @@ def test_a_mixed_mi250_and_mi300x_fleet_is_monitored_with_each_hosts_model() -> 
     hosts = stack_file("prod")[P + "hosts"]
     mixed = [{**host, "gpuModel": "MI250" if n % 2 else "MI300X"} for n, host in enumerate(hosts)]
     plan = synth("prod", hosts=mixed)
-    (job,) = yaml.safe_load(plan.outputs["prometheusScrapeConfig"])["scrape_configs"]
-    assert {c["labels"]["host"]: c["labels"]["gpu_model"] for c in job["static_configs"]} == {
-        host["name"]: host["gpuModel"] for host in mixed
-    }
+    for job in yaml.safe_load(plan.outputs["prometheusScrapeConfig"])["scrape_configs"]:
+        assert {c["labels"]["host"]: c["labels"]["gpu_model"] for c in job["static_configs"]} == {
+            host["name"]: host["gpuModel"] for host in mixed
+        }
     assert len(exporters(plan)) == len(hosts)
 
 
 def test_exporter_port_setting_moves_the_published_port_and_the_targets() -> None:
     cfg = MonitoringConfig(exporter_port=9400, scrape_interval="15s")
-    (job,) = prometheus_scrape_config(cfg, {"b": ("10.0.0.2", "MI250"), "a": ("localhost", "other")})["scrape_configs"]
+    fleet = [DeclaredHost("b", "10.0.0.2", "MI250", 8), DeclaredHost("a", "localhost", "other", 1)]
+    job = prometheus_scrape_config(cfg, fleet, keyed=False)["scrape_configs"][0]
     assert job["static_configs"][0] == {"targets": ["localhost:9400"], "labels": {"host": "a", "gpu_model": "other"}}
     assert job["scrape_interval"] == "15s"
     plan = synth("dev", {"exporterPort": 9400})
@@ -212,6 +240,7 @@ def test_prometheus_rule_is_valid_and_carries_the_alert_rules(dev_operator: Plan
     assert [g["name"] for g in rule["spec"]["groups"]] == [
         *(f"rocm-gpu-{model.lower()}" for model in MODELS),
         "rocm-gpu-exporter",
+        "rocm-vllm",
         "rocm-gpu-kubernetes",
     ]
     assert rule["metadata"]["namespace"] == "monitoring"
@@ -531,3 +560,13 @@ def test_kubernetes_targets_get_the_model_of_their_nodes_device_id() -> None:
     assert {r["sourceLabels"][0] for r in rules} == {"__meta_kubernetes_node_label_amd_com_gpu_device_id"}
     # Both operator mode (the DeviceConfig's serviceMonitor) and device-plugin mode attach node metadata.
     assert device_config_service_monitor(MonitoringConfig())["attachMetadata"] == {"node": True}
+
+
+def test_kubernetes_vllm_targets_get_the_job_the_vllm_rules_select(dev_operator: Plan) -> None:
+    """A ServiceMonitor's job is the Service name unless relabelled (Prometheus Operator docs, ServiceMonitor
+    `jobLabel`); the vLLM rules select job="vllm" on Kubernetes and Docker alike."""
+    monitor = next(
+        manifest_of(r) for r in dev_operator.of_type(SERVICE_MONITOR) if r["inputs"]["metadata"]["name"] == "rocm-vllm"
+    )
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["relabelings"] == [{"action": "replace", "targetLabel": "job", "replacement": alerts.VLLM_JOB}]

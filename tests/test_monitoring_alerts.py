@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from domain import alerts
+from domain.fleet import DeclaredHost, DeclaredPartition
 from tools import cli
 from domain.gpus import MODELS
 from schema.monitoring import MODEL_DEFAULTS, MonitoringConfig, problems
@@ -157,8 +158,25 @@ def test_committed_rules_file_is_the_generated_default() -> None:
 def test_cli_writes_the_rules_of_a_stack(tmp_path: Path) -> None:
     out = tmp_path / "rules" / "gpu.yml"
     assert cli.run(["alerts", "--stack", "prod", "--out", str(out)]) == 0
-    # The committed prod stack sets no monitoring section: its rules are the defaults.
-    assert out.read_text(encoding="utf-8") == alerts.RULES_FILE.read_text(encoding="utf-8")
+    # The committed prod stack sets no monitoring section: its rules are the defaults, and the series of what it
+    # declares of its four 8-GPU hosts and their training/vLLM partitions.
+    written = yaml.safe_load(out.read_text(encoding="utf-8"))["groups"]
+    assert written[:-1] == yaml.safe_load(alerts.RULES_FILE.read_text(encoding="utf-8"))["groups"]
+    declared = written[-1]["rules"]
+    assert written[-1]["name"] == "rocm-stack-declared"
+    assert {r["labels"]["host"]: r["expr"] for r in declared if r["record"] == alerts.DECLARED_GPUS} == {
+        f"gpu-node-{n}": "vector(8)" for n in range(1, 5)
+    }
+    assert [
+        (r["labels"]["host"], r["labels"]["name"], r["expr"])
+        for r in declared
+        if r["record"] == alerts.DECLARED_PARTITION
+    ] == [
+        ("gpu-node-1", "train-a", "vector(0)"),
+        ("gpu-node-2", "train-a", "vector(0)"),
+        ("gpu-node-3", "serve-b", "vector(1800)"),
+        ("gpu-node-4", "serve-b", "vector(1800)"),
+    ]
 
 
 def test_cli_never_overwrites_a_file_unasked_and_a_missing_stack_is_exit_2(tmp_path: Path, capsys) -> None:
@@ -177,8 +195,12 @@ def test_thresholds_reach_the_expressions() -> None:
 
 def test_every_model_has_its_group_selecting_its_gpus() -> None:
     groups = alerts.rule_groups(MonitoringConfig())
-    assert [g["name"] for g in groups] == [f"rocm-gpu-{m.lower()}" for m in ALL_MODELS_IN_ORDER] + ["rocm-gpu-exporter"]
-    for group in groups[:-1]:
+    assert [g["name"] for g in groups] == [f"rocm-gpu-{m.lower()}" for m in ALL_MODELS_IN_ORDER] + [
+        "rocm-gpu-exporter",
+        "rocm-vllm",
+        "rocm-docker-hosts",
+    ]
+    for group in groups[:-3]:
         model = group["name"].removeprefix("rocm-gpu-").upper()
         for rule in group["rules"]:
             # Every exporter metric of the rule is restricted to the group's model.
@@ -344,3 +366,73 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case() -> None:
         "GpuStackDaemonSetUnavailable",
         "GpuAllocatableDropped",
     }
+
+
+# --- Docker hosts and vLLM ------------------------------------------------------------------------------------
+
+# The fleet of docker-hosts.test.yml.
+FLEET = (
+    DeclaredHost(
+        "node-a",
+        "node-a",
+        "MI300X",
+        8,
+        (DeclaredPartition("train-a", "training", 0), DeclaredPartition("serve-b", "inference", 600, 8000)),
+    ),
+    DeclaredHost("node-b", "node-b", "MI300X", 8),
+)
+CADVISOR_MIRROR = Path("/work/.mirror/google+cadvisor/repo")
+CADVISOR_TAG = "v0.60.5"
+
+
+def test_promtool_unit_tests_of_the_docker_host_and_vllm_rules(promtool: str, tmp_path: Path) -> None:
+    """A GPU gone (7 of 8, and 0 of 8), a training exited, a vLLM crash-looping, unhealthy past its start grace,
+    a checkpoint filesystem full, cAdvisor down, vLLM down, its queue growing, its first tokens slow."""
+    result = _unit_test(promtool, tmp_path, alerts.rules_file_text(MonitoringConfig(), FLEET), "docker-hosts.test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    cases = _eval_cases("docker-hosts.test.yml")
+    for rule in alerts.docker_host_alert_rules(MonitoringConfig()) + alerts.vllm_alert_rules(MonitoringConfig()):
+        assert cases.get(rule["alert"]) == {True, False}, rule["alert"]
+
+
+def test_without_the_declared_series_the_missing_gpu_goes_unseen(promtool: str, tmp_path: Path) -> None:
+    """The committed rules (no fleet) cannot know a host's GPU count: the declared series are what the alert needs."""
+    result = _unit_test(promtool, tmp_path, alerts.rules_file_text(MonitoringConfig()), "docker-hosts.test.yml")
+    assert result.returncode != 0 and "alertname: GpuCountBelowDeclared" in result.stdout + result.stderr
+
+
+def test_vllm_rules_use_the_metric_names_of_the_pinned_vllm() -> None:
+    """vllm/v1/metrics/loggers.py of vllm==0.11.2 (the pinned rocm/vllm image's): a Gauge
+    `vllm:num_requests_waiting` and a Histogram `vllm:time_to_first_token_seconds`, labels model_name, engine."""
+    source = (
+        Path(__file__).parent / "data" / "monitoring" / "reference" / "vllm-0.11.2-metrics-loggers.py.txt"
+    ).read_text(encoding="utf-8")
+    names = set(re.findall(r'name="(vllm:[a-z_]+)"', source))
+    for rule in alerts.vllm_alert_rules(MonitoringConfig()):
+        metrics, labels = promql_names(rule["expr"])
+        vllm = {m.removesuffix("_bucket") for m in metrics if m.startswith("vllm:")}
+        assert vllm <= names, rule["alert"]
+        assert labels <= {"job", "instance", "host", "le", "model_name"}, rule["alert"]
+    assert 'labelnames = ["model_name", "engine"]' in source
+
+
+def test_docker_host_rules_use_the_cadvisor_metric_names() -> None:
+    """google/cadvisor lib/metrics/prometheus.go @ v0.60.5, read from the mirror: the metric names the rules use,
+    the health values (1 healthy, 0 starting/unhealthy, -1 none) and the `name` label (the container's alias)."""
+    if not CADVISOR_MIRROR.exists():
+        pytest.skip("google/cadvisor mirror absent")
+    source = subprocess.run(
+        ["git", "-C", str(CADVISOR_MIRROR), "show", f"{CADVISOR_TAG}:lib/metrics/prometheus.go"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    exported = set(re.findall(r'"(container_[a-z_]+)"', source))
+    used = set()
+    for rule in alerts.docker_host_alert_rules(MonitoringConfig()):
+        metrics, _ = promql_names(rule["expr"])
+        used |= {m for m in metrics if m.startswith("container_")}
+    assert used == {"container_last_seen", "container_start_time_seconds", "container_health_state"}
+    assert used <= exported
+    assert 'case "healthy":\n\t\tvalue = 1' in source and 'LabelName = "name"' in source
+    assert "set[LabelName] = container.Aliases[0]" in source

@@ -8,7 +8,8 @@
 - `kube_prometheus_stack()`: the optional pinned kube-prometheus-stack release, declared before the GPU stack (its
   CRDs come with it, and the DeviceConfig's ServiceMonitor needs them).
 - `DockerExporter` (`rocm-stack:monitoring:DockerExporter`): the exporter container on one Docker GPU host.
-- `prometheus_scrape_config()`: the prometheus.yml fragment listing every Docker host's exporter.
+- `prometheus_scrape_config()`: the prometheus.yml `scrape_configs` of the Docker hosts (device metrics exporter,
+  node-exporter, cAdvisor) and their vLLM servers, from `declared_fleet()` (what the stack declares of them).
 
 The exporter runs with its built-in configuration (no MetricsFieldPrefix, port 5000 in the container), which
 is what the alert rules and the dashboard expect.
@@ -25,9 +26,20 @@ import pulumi
 import pulumi_docker as docker
 import yaml
 
-from domain.alerts import EXPORTER_JOB, MODEL_LABEL, GpuStackWorkloads, prometheus_rule_spec
+from domain.alerts import (
+    CADVISOR_JOB,
+    EXPORTER_JOB,
+    MODEL_LABEL,
+    NODE_EXPORTER_JOB,
+    VLLM_JOB,
+    GpuStackWorkloads,
+    prometheus_rule_spec,
+)
+from domain.fleet import DeclaredHost, DeclaredPartition
 from domain.gpus import MODELS
+from schema import StackConfig
 from schema.docker import LogConfig, PortMapping
+from schema.workloads import InferenceConfig, partitions_claimed
 from schema.monitoring import MonitoringConfig
 from components.docker.deadlines import create_timeouts
 from components.docker.gpu_host import published, pulled_image
@@ -48,6 +60,13 @@ MONITORING_NAMESPACE = "monitoring"
 DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
 PROMETHEUS_RULE = "rocm-gpu-alerts"
 VLLM_SERVICE_MONITOR = "rocm-vllm"
+# node-exporter's and cAdvisor's default listen ports (node_exporter --web.listen-address ":9100"; cadvisor
+# --port 8080), published on every Docker host.
+NODE_EXPORTER_PORT = 9100
+CADVISOR_PORT = 8080
+# The file the monitoring host's Prometheus reads the vLLM scrape token from (vllm_metrics_token): the proxy in
+# front of a keyed vLLM on Docker lets /metrics pass with it, and nothing else.
+VLLM_METRICS_TOKEN_FILE = "/etc/prometheus/secrets/vllm-metrics-token"
 _PART_OF = {"app.kubernetes.io/part-of": "rocm-stack", "app.kubernetes.io/managed-by": "rocm-stack"}
 _EXPORTER_SELECTOR = {"app.kubernetes.io/name": EXPORTER_NAME}
 
@@ -219,7 +238,15 @@ class KubernetesMonitoring(pulumi.ComponentResource):
             spec={
                 "selector": {"matchLabels": app_labels("vllm")},
                 "namespaceSelector": {"any": True},
-                "endpoints": [{"port": "http", "path": "/metrics", "interval": cfg.scrape_interval}],
+                "endpoints": [
+                    {
+                        "port": "http",
+                        "path": "/metrics",
+                        "interval": cfg.scrape_interval,
+                        # The job the vLLM alert rules select, as on Docker hosts.
+                        "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": VLLM_JOB}],
+                    }
+                ],
             },
             opts=after_operator,
         )
@@ -441,24 +468,77 @@ def exporter_address(docker_host: str) -> str:
     return match.group(1) if match else "localhost"
 
 
-def prometheus_scrape_config(cfg: MonitoringConfig, hosts: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
-    """prometheus.yml `scrape_configs` for the Docker hosts' exporters; `hosts` maps host name -> (address,
-    hosts[].gpuModel). One static target per host, labelled `host` and with its GPU model (MODEL_LABEL, which
-    the alert rules select by), sorted by name so the output is stable."""
+def declared_fleet(cfg: StackConfig) -> tuple[DeclaredHost, ...]:
+    """Every Docker host as the monitoring sees it: its exporter address, GPU model and logical GPU count, and the
+    partitions a workload claims (vLLM's /metrics on its published API port)."""
+    claimed = partitions_claimed(cfg)
+
+    def partition(host: str, container: str) -> DeclaredPartition | None:
+        workload = claimed.get((host, container))
+        if workload is None:
+            return None
+        if isinstance(workload, InferenceConfig):
+            assert workload.docker is not None
+            return DeclaredPartition(
+                container,
+                "inference",
+                workload.startup_timeout_seconds,
+                workload.docker.published_port or workload.port,
+            )
+        return DeclaredPartition(container, "training", 0)
+
+    return tuple(
+        DeclaredHost(
+            host.name,
+            exporter_address(host.docker.host),
+            host.gpu_model,
+            host.logical_gpus,
+            tuple(p for c in host.containers if (p := partition(host.name, c.name)) is not None),
+        )
+        for host in cfg.hosts
+    )
+
+
+def prometheus_scrape_config(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost], keyed: bool) -> dict[str, Any]:
+    """prometheus.yml `scrape_configs` of the Docker hosts: one job per exporter (device metrics exporter,
+    node-exporter, cAdvisor) with a static target per host, and one for the vLLM servers. Every target carries
+    `host` and its GPU model (MODEL_LABEL, which the GPU alert rules select by); vLLM targets also the partition's
+    `container`. Sorted by name, so the output is stable.
+
+    `keyed` (a vLLM API key is set): vLLM's port is its nginx proxy's, which lets /metrics pass only with the
+    scrape token Prometheus reads from VLLM_METRICS_TOKEN_FILE. Not the API key itself (it would let whoever
+    reads Prometheus' files run inference), and not an open /metrics limited by source address (the published
+    port is reached through Docker's NAT, which may show the bridge gateway as the source)."""
+    hosts = sorted(fleet, key=lambda h: h.name)
+
+    def job(name: str, targets: list[tuple[str, dict[str, str]]], **extra: Any) -> dict[str, Any]:
+        return {
+            "job_name": name,
+            "scrape_interval": cfg.scrape_interval,
+            "metrics_path": "/metrics",
+            **extra,
+            "static_configs": [{"targets": [target], "labels": labels} for target, labels in targets],
+        }
+
+    def per_host(port: int) -> list[tuple[str, dict[str, str]]]:
+        return [(f"{h.address}:{port}", {"host": h.name, MODEL_LABEL: h.gpu_model}) for h in hosts]
+
+    servers = [
+        (f"{h.address}:{p.metrics_port}", {"host": h.name, MODEL_LABEL: h.gpu_model, "container": p.name})
+        for h in hosts
+        for p in sorted(h.partitions, key=lambda p: p.name)
+        if p.metrics_port is not None
+    ]
+    auth = {"authorization": {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}} if keyed else {}
     return {
         "scrape_configs": [
-            {
-                "job_name": EXPORTER_JOB,
-                "scrape_interval": cfg.scrape_interval,
-                "metrics_path": "/metrics",
-                "static_configs": [
-                    {"targets": [f"{address}:{cfg.exporter_port}"], "labels": {"host": name, MODEL_LABEL: model}}
-                    for name, (address, model) in sorted(hosts.items())
-                ],
-            }
+            job(EXPORTER_JOB, per_host(cfg.exporter_port)),
+            job(NODE_EXPORTER_JOB, per_host(NODE_EXPORTER_PORT)),
+            job(CADVISOR_JOB, per_host(CADVISOR_PORT)),
+            *([job(VLLM_JOB, servers, **auth)] if servers else []),
         ]
     }
 
 
-def prometheus_scrape_config_text(cfg: MonitoringConfig, hosts: Mapping[str, tuple[str, str]]) -> str:
-    return yaml.safe_dump(prometheus_scrape_config(cfg, hosts), sort_keys=False)
+def prometheus_scrape_config_text(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost], keyed: bool) -> str:
+    return yaml.safe_dump(prometheus_scrape_config(cfg, fleet, keyed), sort_keys=False)
