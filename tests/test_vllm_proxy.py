@@ -203,8 +203,15 @@ def test_health_and_metrics_pass_without_the_key_as_exactly_that_path(pod_proxy:
 
 def test_docker_configuration_opens_health_only(tmp_path: Path, upstream: Upstream) -> None:
     """DockerVllm's configuration, its upstream name swapped for the stand-in's address (Docker's DNS at
-    127.0.0.11 exists only on a Docker network); `nginx -t` accepts it as rendered."""
-    rendered = proxy.nginx_config(_free_port(), "vllm-a:8000", proxy.DOCKER_OPEN_PATHS, proxy.DOCKER_DNS)
+    127.0.0.11 exists only on a Docker network); `nginx -t` accepts it as rendered. /metrics passes with the key or
+    the scrape token Prometheus holds (components/monitoring VLLM_METRICS_TOKEN_FILE); the token opens nothing else."""
+    rendered = proxy.nginx_config(
+        _free_port(),
+        "vllm-a:8000",
+        proxy.DOCKER_OPEN_PATHS,
+        proxy.DOCKER_DNS,
+        scraped_paths=proxy.DOCKER_SCRAPED_PATHS,
+    )
     conf = tmp_path / "t"
     conf.mkdir()
     (conf / proxy.CONFIG_FILE).write_text(rendered)
@@ -219,11 +226,24 @@ def test_docker_configuration_opens_health_only(tmp_path: Path, upstream: Upstre
     config = rendered.replace("vllm-a:8000", f"127.0.0.1:{upstream.server_port}")
     (tmp_path / "run").mkdir()
     with _running(tmp_path / "run", config) as port:
+        token = {"Authorization": f"Bearer {proxy.metrics_token(KEY)}"}
         assert _request(port, "GET", "/health") == 200
         assert _request(port, "GET", "/metrics") == 401
+        assert _request(port, "GET", "/metrics", {"Authorization": f"Bearer {proxy.metrics_token(KEY + 'x')}"}) == 401
+        assert _request(port, "GET", "/metrics", token) == 200
+        assert _request(port, "GET", "/metrics", BEARER) == 200
+        for method, path in INFERENCE:
+            assert _request(port, method, path, token) == 401, path
+        for path in TRICKS:
+            assert _request(port, "POST", path, token) in (400, 401), path
         assert _request(port, "POST", "/invocations") == 401
         assert _request(port, "POST", "/invocations", BEARER) == 200
-    assert [p for _, p, _ in upstream.seen] == ["/health", "/invocations"]
+    assert [p for _, p, _ in upstream.seen] == ["/health", "/metrics", "/metrics", "/invocations"]
+
+
+def test_the_scrape_token_is_not_the_key_and_follows_it() -> None:
+    assert proxy.metrics_token(KEY) == proxy.metrics_token(KEY) != proxy.metrics_token(KEY + "x")
+    assert KEY not in proxy.metrics_token(KEY) and len(proxy.metrics_token(KEY)) == 64
 
 
 @pytest.mark.parametrize("key", ["", "  ", 'a" 1; "b', "a b", "key$x", "k;", "é"])

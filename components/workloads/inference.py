@@ -556,7 +556,11 @@ class DockerVllm(pulumi.ComponentResource):
             f"{partition.resource_name}-vllm", name=f"rocm-stack-{vllm_name}", driver="bridge", opts=opts
         )
         config = proxy.nginx_config(
-            inference.port, f"{vllm_name}:{inference.port}", proxy.DOCKER_OPEN_PATHS, proxy.DOCKER_DNS
+            inference.port,
+            f"{vllm_name}:{inference.port}",
+            proxy.DOCKER_OPEN_PATHS,
+            proxy.DOCKER_DNS,
+            scraped_paths=proxy.DOCKER_SCRAPED_PATHS,
         )
         container = docker.Container(
             f"{partition.resource_name}-proxy",

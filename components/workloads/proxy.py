@@ -16,6 +16,8 @@ with the real nginx binary in front of a stand-in upstream.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 from collections.abc import Sequence
 
@@ -30,9 +32,13 @@ HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 # What passes without the key: health (the kubelet's and Docker's probes), and on Kubernetes vLLM's Prometheus
 # endpoint, which the stack's ServiceMonitor scrapes through the Service (components/monitoring) and which holds
-# counters, no prompts. Docker hosts have no scraper of it: there it needs the key.
+# counters, no prompts. On Docker hosts the API port is published on the host's network: there /metrics needs the
+# key or the scrape token (metrics_token) that the monitoring host's Prometheus presents, which opens nothing else.
 POD_OPEN_PATHS = (HEALTH_PATH, METRICS_PATH)
 DOCKER_OPEN_PATHS = (HEALTH_PATH,)
+DOCKER_SCRAPED_PATHS = (METRICS_PATH,)
+# Values of the key map's $authorized: the API key opens everything, the scrape token only the scraped paths.
+_API_KEY, _SCRAPE_TOKEN = "1", "2"
 # The proxy's port beside vLLM in a pod (vLLM keeps `port` on 127.0.0.1).
 POD_PORT = 8080
 # Requests carry prompts, base64 images and audio; vLLM bounds the rest.
@@ -44,14 +50,25 @@ READ_TIMEOUT_SECONDS = 3600
 DOCKER_DNS = "127.0.0.11"
 
 
-def nginx_config(listen_port: int, upstream: str, open_paths: Sequence[str], resolver: str | None = None) -> str:
-    """nginx's configuration: `open_paths` (exact) go to the same path upstream without a key, everything else
-    needs `Authorization: Bearer <key>` (else 401). `upstream` is host:port; a name is resolved through `resolver`.
+def nginx_config(
+    listen_port: int,
+    upstream: str,
+    open_paths: Sequence[str],
+    resolver: str | None = None,
+    scraped_paths: Sequence[str] = (),
+) -> str:
+    """nginx's configuration: `open_paths` (exact) go to the same path upstream without a key, `scraped_paths`
+    (exact) with the key or the scrape token, everything else needs `Authorization: Bearer <key>` (else 401).
+    `upstream` is host:port; a name is resolved through `resolver`.
     Run as `nginx -p RUNTIME_DIR -e stderr -c CONFIG_DIR/CONFIG_FILE -g 'daemon off;'` (proxy_command)."""
-    open_locations = "".join(
+
+    def location(path: str, check: str) -> str:
         # A fixed URI: the upstream sees exactly this path, whatever spelling matched it.
-        f"        location = {path} {{\n            proxy_pass http://$vllm{path};\n        }}\n"
-        for path in open_paths
+        return f"        location = {path} {{\n{check}            proxy_pass http://$vllm{path};\n        }}\n"
+
+    scraped = _refuse_unless("$authorized = 0", "            ")
+    open_locations = "".join(location(path, "") for path in open_paths) + "".join(
+        location(path, scraped) for path in scraped_paths
     )
     # While vLLM is stopped, Docker's DNS passes its unknown name on to the host's resolvers: without an answer from
     # them nginx would hold each request for its default resolver_timeout of 30 s (nginx.org
@@ -88,10 +105,7 @@ def nginx_config(listen_port: int, upstream: str, open_paths: Sequence[str], res
         f"        set $vllm {upstream};\n"
         f"{open_locations}"
         "        location / {\n"
-        "            if ($authorized = 0) {\n"
-        "                add_header WWW-Authenticate Bearer always;\n"
-        "                return 401;\n"
-        "            }\n"
+        f"{_refuse_unless(f'$authorized != {_API_KEY}', '            ')}"
         "            proxy_pass http://$vllm;\n"
         "        }\n"
         "    }\n"
@@ -99,12 +113,34 @@ def nginx_config(listen_port: int, upstream: str, open_paths: Sequence[str], res
     )
 
 
+def _refuse_unless(condition: str, indent: str) -> str:
+    """401 with the Bearer challenge where `condition` (an nginx `if`) holds."""
+    return (
+        f"{indent}if ({condition}) {{\n{indent}    add_header WWW-Authenticate Bearer always;\n"
+        f"{indent}    return 401;\n{indent}}}\n"
+    )
+
+
+def metrics_token(key: str) -> str:
+    """The scrape token of a vLLM API key: HMAC-SHA256 of a fixed label under the key, so it follows the key
+    without a second secret to configure, and whoever holds it (Prometheus' credentials file) cannot recover the
+    key from it."""
+    return hmac.new(key.encode(), b"rocm-stack vllm metrics scrape", hashlib.sha256).hexdigest()
+
+
+def secret_metrics_token(key: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.secret(pulumi.Output.from_input(key).apply(metrics_token))
+
+
 def key_map(key: str) -> str:
-    """The key file: the one `map` entry that authorizes a request (rules.api_key_problem keeps it a Bearer token, whose characters
-    are plain inside nginx's double quotes). A
-    regular expression: nginx compares a map's plain strings case-insensitively (measured:
+    """The key file: the `map` entries that authorize a request, the key's and the scrape token's
+    (rules.api_key_problem keeps the key a Bearer token, whose characters are plain inside nginx's double quotes, and
+    the token is hex). Regular expressions: nginx compares a map's plain strings case-insensitively (measured:
     tests/test_vllm_proxy.py), which would let `bearer K3Y` pass for `Bearer k3y`; `~` matches case-sensitively."""
-    return '"~^Bearer ' + re.sub(r"([.+])", r"\\\1", key) + '$" 1;\n'
+    return (
+        '"~^Bearer ' + re.sub(r"([.+])", r"\\\1", key) + f'$" {_API_KEY};\n'
+        f'"~^Bearer {metrics_token(key)}$" {_SCRAPE_TOKEN};\n'
+    )
 
 
 def secret_key_map(key: pulumi.Input[str]) -> pulumi.Output[str]:
