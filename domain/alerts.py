@@ -74,7 +74,7 @@ VLLM_JOB = "vllm"
 DECLARED_GPUS = "rocm_stack_host_gpus_declared"
 DECLARED_PARTITION = "rocm_stack_partition_start_grace_seconds"
 # Filesystems in memory hold no checkpoint or model cache.
-_MEMORY_FS = 'fstype!~"tmpfs|ramfs"'
+MEMORY_FS = 'fstype!~"tmpfs|ramfs"'
 # hosts[].gpuModel of a GPU rocm-stack has no figures for: labelled so, watched only by the model-free rules.
 OTHER_MODEL = "other"
 
@@ -428,7 +428,7 @@ def docker_host_alert_rules(cfg: MonitoringConfig) -> list[dict[str, Any]]:
         ),
         _alert(
             "FilesystemNearlyFull",
-            f"node_filesystem_avail_bytes{{{node}, {_MEMORY_FS}}} / node_filesystem_size_bytes{{{node}, {_MEMORY_FS}}}\n"
+            f"node_filesystem_avail_bytes{{{node}, {MEMORY_FS}}} / node_filesystem_size_bytes{{{node}, {MEMORY_FS}}}\n"
             f"< {_num(t.filesystem_free_fraction)}\nand node_filesystem_readonly{{{node}}} == 0",
             t.sustained_for,
             "critical",
@@ -520,9 +520,10 @@ _RulesDumper.add_representer(
 )
 
 
-def rules_file_text(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost] = ()) -> str:
-    """The groups of a Docker-hosts Prometheus as a rules file (`rule_files:` in prometheus.yml); the committed
-    file has no `fleet` (no declared series: the declared-state alerts stay silent)."""
+def rules_file_text(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost]) -> str:
+    """The groups of a Docker-hosts Prometheus as a rules file (`rule_files:` in prometheus.yml). `fleet` is
+    required: a Prometheus of a stack's hosts needs its declared series (components/monitoring declared_fleet), and
+    only the committed defaults file has none (no declared series: the declared-state alerts stay silent)."""
     header = (
         "# rocm-stack alert rules: the GPUs of every model (each selected by its gpu_model target label), the Docker\n"
         "# hosts' containers and filesystems, the vLLM servers.\n"

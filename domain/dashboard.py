@@ -1,5 +1,6 @@
 """Grafana dashboard of the GPUs (per-GPU temperature, power, utilisation, VRAM, ECC, health) and of the vLLM
-servers (requests running/waiting, time to first token, KV-cache usage), built with Grafana's
+servers (requests running/waiting, time to first token, KV-cache usage) and of the Docker hosts (GPUs against the
+declared count, partitions running, container restarts, filesystems free), built with Grafana's
 grafana-foundation-sdk (pinned in requirements.txt to the Grafana 11.6 build; its PyPI versions are
 `<epoch>!<Grafana version>`, and an unpinned install picks the highest epoch, the Grafana 10.1 build).
 
@@ -31,7 +32,16 @@ from grafana_foundation_sdk.models.common import (
     TooltipDisplayMode,
 )
 
-from domain.alerts import EXPORTER_JOB, GPU_KEY, MODEL_LABEL
+from domain.alerts import (
+    CADVISOR_JOB,
+    DECLARED_GPUS,
+    DECLARED_PARTITION,
+    EXPORTER_JOB,
+    GPU_KEY,
+    MEMORY_FS,
+    MODEL_LABEL,
+    NODE_EXPORTER_JOB,
+)
 from schema.project import ROOT
 
 DASHBOARD_FILE = ROOT / "monitoring" / "dashboards" / "rocm-gpus.json"
@@ -221,6 +231,61 @@ def dashboard_builder() -> Dashboard:
         .with_panel(_zero_or_one("GPU health", f"gpu_health{_SELECTOR}", _LEGEND, "UNHEALTHY", "healthy"))
         .with_panel(
             _zero_or_one("Exporter targets up", f'up{{job="{EXPORTER_JOB}", host=~"$host"}}', "{{host}}", "DOWN", "UP")
+        )
+        # What the Docker-host alerts read: GPUs against the declared count, partitions, restarts, disks.
+        .with_row(Row("Docker hosts"))
+        .with_panel(
+            _timeseries(
+                "GPUs reported / declared",
+                "short",
+                [
+                    _query("A", f'count by (host) (gpu_health{{host=~"$host"}})', "{{host}} reported"),
+                    _query("B", f'{DECLARED_GPUS}{{host=~"$host"}}', "{{host}} declared"),
+                ],
+                min_val=0,
+            )
+        )
+        .with_panel(
+            _zero_or_one(
+                "Partitions running",
+                # 1 for a declared partition cAdvisor reports, 0 for one it does not (PartitionStopped's input).
+                f'count by (host, name, workload) ({DECLARED_PARTITION}{{host=~"$host"}} '
+                f'and on (host, name) container_last_seen{{job="{CADVISOR_JOB}"}})\n'
+                f'or 0 * {DECLARED_PARTITION}{{host=~"$host"}}',
+                "{{host}}/{{name}} ({{workload}})",
+                "STOPPED",
+                "running",
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "Container restarts (15 min)",
+                "short",
+                [
+                    _query(
+                        "A",
+                        f'changes(container_start_time_seconds{{job="{CADVISOR_JOB}", host=~"$host", name!=""}}[15m])',
+                        "{{host}}/{{name}}",
+                    )
+                ],
+                min_val=0,
+            )
+        )
+        .with_panel(
+            _timeseries(
+                "Filesystem free",
+                "percentunit",
+                [
+                    _query(
+                        "A",
+                        f'node_filesystem_avail_bytes{{job="{NODE_EXPORTER_JOB}", host=~"$host", {MEMORY_FS}}}\n'
+                        f'/ node_filesystem_size_bytes{{job="{NODE_EXPORTER_JOB}", host=~"$host", {MEMORY_FS}}}',
+                        "{{host}} {{mountpoint}}",
+                    )
+                ],
+                min_val=0,
+                max_val=1,
+            )
         )
         .with_row(Row("vLLM"))
         .with_panel(

@@ -403,7 +403,9 @@ def test_dashboard_has_host_and_gpu_variables_and_the_panels() -> None:
     assert variables["host"]["query"] == 'label_values(gpu_total_vram{gpu_model=~"$model"}, hostname)'
     assert variables["gpu"]["query"] == 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'
     rows = _rows(board)
-    assert list(rows) == ["GPUs", "vLLM"]
+    assert list(rows) == ["GPUs", "Docker hosts", "vLLM"]
+    # Every Docker-host panel follows the host variable (the e2e evaluates them on a real server).
+    assert all('host=~"$host"' in t["expr"] for p in rows["Docker hosts"] for t in p["targets"])
     titles = " | ".join(p["title"] for p in rows["GPUs"])
     for topic in ("temperature", "power", "utilisation", "VRAM", "ECC", "health"):
         assert topic in titles

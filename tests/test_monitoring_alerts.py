@@ -150,7 +150,7 @@ def test_kube_prometheus_stack_defaults_by_environment() -> None:
 
 
 def test_committed_rules_file_is_the_generated_default() -> None:
-    assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig()), (
+    assert alerts.RULES_FILE.read_text(encoding="utf-8") == alerts.rules_file_text(MonitoringConfig(), ()), (
         "monitoring/rules/gpu-alerts.rules.yml is stale: run `rocm-stack alerts --write`"
     )
 
@@ -280,7 +280,7 @@ def test_promql_names_sees_every_name() -> None:
 
 def test_prometheus_rule_spec_has_the_rules_file_groups() -> None:
     cfg = MonitoringConfig.model_validate({"modelThresholds": {"MI250": {"powerCapWatts": 450}}})
-    assert alerts.prometheus_rule_spec(cfg) == yaml.safe_load(alerts.rules_file_text(cfg))
+    assert alerts.prometheus_rule_spec(cfg) == yaml.safe_load(alerts.rules_file_text(cfg, ()))
 
 
 # --- promtool -------------------------------------------------------------------------------------------------
@@ -288,7 +288,7 @@ def test_prometheus_rule_spec_has_the_rules_file_groups() -> None:
 
 def test_promtool_check_rules(promtool: str, tmp_path: Path) -> None:
     rules = tmp_path / "rules.yml"
-    rules.write_text(alerts.rules_file_text(MonitoringConfig()), encoding="utf-8")
+    rules.write_text(alerts.rules_file_text(MonitoringConfig(), ()), encoding="utf-8")
     result = _run_promtool(promtool, "check", "rules", rules)
     assert result.returncode == 0, result.stdout + result.stderr
     count = sum(len(group["rules"]) for group in alerts.rule_groups(MonitoringConfig()))
@@ -329,7 +329,7 @@ def test_idle_alert_skips_serving_replicas_only_through_kube_pod_owner(promtool:
 def test_promtool_unit_tests_catch_a_wrong_threshold(promtool: str, tmp_path: Path) -> None:
     """The unit tests pin behaviour: rules with another threshold must fail them."""
     shifted = MonitoringConfig.model_validate({"thresholds": {"gpuTemperatureCelsius": 97}})
-    result = _unit_test(promtool, tmp_path, alerts.rules_file_text(shifted), "mi3xx.test.yml")
+    result = _unit_test(promtool, tmp_path, alerts.rules_file_text(shifted, ()), "mi3xx.test.yml")
     assert result.returncode != 0
     assert "GpuJunctionTemperatureHigh" in result.stdout + result.stderr
 
@@ -397,7 +397,7 @@ def test_promtool_unit_tests_of_the_docker_host_and_vllm_rules(promtool: str, tm
 
 def test_without_the_declared_series_the_missing_gpu_goes_unseen(promtool: str, tmp_path: Path) -> None:
     """The committed rules (no fleet) cannot know a host's GPU count: the declared series are what the alert needs."""
-    result = _unit_test(promtool, tmp_path, alerts.rules_file_text(MonitoringConfig()), "docker-hosts.test.yml")
+    result = _unit_test(promtool, tmp_path, alerts.rules_file_text(MonitoringConfig(), ()), "docker-hosts.test.yml")
     assert result.returncode != 0 and "alertname: GpuCountBelowDeclared" in result.stdout + result.stderr
 
 

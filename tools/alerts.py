@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_options(parser, RULES_FILE)
     args = parser.parse_args(argv)
     if not args.stack:
-        return emit(rules_file_text(MonitoringConfig()), args, RULES_FILE)
+        return emit(rules_file_text(MonitoringConfig(), ()), args, RULES_FILE)
     try:
         values, secret_keys = as_program_config(stack_config(args.stack))
         stack = load(

@@ -408,6 +408,12 @@ SCENARIOS: list[tuple[str, Callable[[Fleet], None], str, dict[str, str]]] = [
         "ContainerRestarting",
         {"host": "mi300x-host", "name": "train-a"},
     ),
+    (
+        "container unhealthy",
+        lambda f: f.unhealthy.add(("mi300x-host", "serve-b")),
+        "ContainerUnhealthy",
+        {"host": "mi300x-host", "name": "serve-b"},
+    ),
     ("disk full", lambda f: f.full_disk.add("mi300x-host"), "FilesystemNearlyFull", {"host": "mi300x-host"}),
     ("vLLM queue", lambda f: f.queue.update({"mi250-host": 20}), "VllmQueueGrowing", {"host": "mi250-host"}),
 ]
@@ -419,6 +425,9 @@ def test_each_fault_raises_its_alert(server: Any) -> None:
         with state.lock:
             fault(state)
         prometheus.wait(f"{what}: {alert}", _alert_active(prometheus, alert, labels))
+    # The description's query template works on the server: the declared count is read back.
+    (gone,) = [a for a in prometheus.alerts() if a["labels"]["alertname"] == "GpuCountBelowDeclared"]
+    assert gone["annotations"]["description"].startswith("mi300x-host reports 7 GPUs, its config declares 8:")
 
 
 def test_every_dashboard_panel_query_returns_series_for_the_fleet(server: Any) -> None:
