@@ -239,7 +239,9 @@ def dashboard_builder() -> Dashboard:
                 "GPUs reported / declared",
                 "short",
                 [
-                    _query("A", f'count by (host) (gpu_health{{host=~"$host"}})', "{{host}} reported"),
+                    _query(
+                        "A", f'count by (host) (gpu_health{{job="{EXPORTER_JOB}", host=~"$host"}})', "{{host}} reported"
+                    ),
                     _query("B", f'{DECLARED_GPUS}{{host=~"$host"}}', "{{host}} declared"),
                 ],
                 min_val=0,
