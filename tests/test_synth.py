@@ -11,9 +11,14 @@ from pathlib import Path
 
 import yaml
 
+from components.monitoring import CADVISOR_PORT, NODE_EXPORTER_PORT
+from domain.alerts import CADVISOR_JOB, EXPORTER_JOB, NODE_EXPORTER_JOB
+
 from conftest import cdi_stack
 from tools import synth
 from tools.synth import ROOT
+
+EXPORTER_PORTS = ((EXPORTER_JOB, 5000), (NODE_EXPORTER_JOB, NODE_EXPORTER_PORT), (CADVISOR_JOB, CADVISOR_PORT))
 
 P = "rocm-stack:"
 
@@ -41,8 +46,15 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     } <= types
 
     scrape = yaml.safe_load((tmp_path / "monitoring" / "prometheus.yml").read_text())
-    targets = [t for job in scrape["scrape_configs"] for group in job["static_configs"] for t in group["targets"]]
-    assert targets == [f"gpu-node-{i}.example.internal:5000" for i in range(1, 5)]
+    targets = {
+        job["job_name"]: [t for group in job["static_configs"] for t in group["targets"]]
+        for job in scrape["scrape_configs"]
+    }
+    # Every host's exporter, node-exporter and cAdvisor; the vLLM partitions serve-b of gpu-node-3/4.
+    assert targets == {
+        **{job: [f"gpu-node-{i}.example.internal:{port}" for i in range(1, 5)] for job, port in EXPORTER_PORTS},
+        "vllm": [f"gpu-node-{i}.example.internal:8000" for i in (3, 4)],
+    }
 
     scripts = sorted(p.name for p in (tmp_path / "docker").iterdir())
     assert scripts == [f"gpu-node-{i}.sh" for i in range(1, 5)]
