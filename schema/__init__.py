@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from policy.rocm_policy import rules
 
 from . import checks, docker, groups, kubernetes, monitoring, workloads
 from .base import ConfigModel, strict_problems
+from .bounds import MAX_HOSTS, MAX_ITEMS
 from .checks import ChecksConfig
 from .docker import DEFAULT_IMAGES, HostConfig, ImageRef, SecurityConfig, SecurityProfile
 from .groups import HostGroup
@@ -48,13 +49,13 @@ class StackConfig(ConfigModel):
     """Selects the safe defaults and the stricter checks of prod. A stack named `prod` or `prod-*` (`prod-eu`) is
     prod whatever this says (`dev` there is refused); `prod` makes any other stack prod. Unset: `dev` for a stack of
     another name (`product-demo` is dev)."""
-    hosts: list[HostConfig] = [HostConfig(name="local")]
+    hosts: Annotated[list[HostConfig], Field(max_length=MAX_HOSTS)] = [HostConfig(name="local")]
     """The GPU hosts running Docker. Unset: one host `local` on the local Docker socket with one container
     (none when `hostGroups` or `kubernetes` is set)."""
-    host_groups: list[HostGroup] = []
+    host_groups: Annotated[list[HostGroup], Field(max_length=MAX_HOSTS)] = []
     """Fleets described once: each group's members become hosts after those of `hosts`, exactly as if written
     there (docs/configuration.md, "Host groups")."""
-    images: dict[str, ImageRef] = DEFAULT_IMAGES  # type: ignore[assignment]
+    images: Annotated[dict[str, ImageRef], Field(max_length=MAX_ITEMS)] = DEFAULT_IMAGES  # type: ignore[assignment]
     """Image references by key (containers and workloads name a key); setting one keeps the other defaults. A key
     is one reference for every GPU family, or one per family (`vllm: {gfx942: REF, gfx950: REF}`): a Docker host
     takes its `gpuModel`'s family's. Each must be pinned: an explicit version tag other than `latest`, or an
@@ -69,9 +70,9 @@ class StackConfig(ConfigModel):
     """The Kubernetes cluster's GPU nodes advertising amd.com/gpu (the cluster cannot be asked offline); nodes of a
     partition profile are counted by its `nodes`. Kubernetes workloads are checked against them. Required in prod
     when a workload runs on Kubernetes, unless partition profiles declare the nodes."""
-    training: list[TrainingConfig] = []
+    training: Annotated[list[TrainingConfig], Field(max_length=MAX_ITEMS)] = []
     """Training jobs (docs/workloads.md), each on Kubernetes, on Docker partitions of `hosts`, or both."""
-    inference: list[InferenceConfig] = []
+    inference: Annotated[list[InferenceConfig], Field(max_length=MAX_ITEMS)] = []
     """vLLM servers (docs/workloads.md), each on Kubernetes, on Docker partitions of `hosts`, or both."""
     monitoring: MonitoringConfig = MonitoringConfig()
     """GPU metrics exporter, alert rules and dashboard (docs/monitoring.md)."""

@@ -13,14 +13,17 @@ from typing import Annotated, Any, Union
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, WrapValidator
 from pydantic.alias_generators import to_camel
 
+from .bounds import MAX_TEXT
+
 
 @dataclasses.dataclass(frozen=True)
 class Check(AfterValidator):
-    """An AfterValidator that says what it checks, for tools.config_reference (`expected`, or a bound `ge`)."""
+    """An AfterValidator that says what it checks, for tools.config_reference (`expected`, or the bounds `ge`, `le`)."""
 
     expected: str | None = None
     pattern: str | None = None
     ge: int | None = None
+    le: int | None = None
 
 
 def matching(pattern: str, expected: str) -> Check:
@@ -98,6 +101,7 @@ class ConfigModel(BaseModel):
         # The docstring under a field is its description: docs/config-reference.md is generated from it.
         use_attribute_docstrings=True,
         frozen=True,
+        str_max_length=MAX_TEXT,
     )
 
 

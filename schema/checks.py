@@ -16,6 +16,7 @@ from pydantic import Field
 from domain.gpus import MODELS
 
 from .base import ConfigModel, matching
+from .bounds import MAX_FLOOR, MAX_ITEMS
 from .docker import HostConfig, ImageRef, image_pin_problem, image_refs
 
 GpuModel = HostConfig.model_fields["gpu_model"].annotation
@@ -23,9 +24,9 @@ GPU_MODELS: tuple[str, ...] = get_args(GpuModel)
 
 
 class GpuFloors(ConfigModel):
-    min_tflops: Annotated[float, Field(gt=0)] | None = None
+    min_tflops: Annotated[float, Field(gt=0, le=MAX_FLOOR)] | None = None
     """gpucheck --min-tflops: the floor of every GPU's bf16 8192^3 matrix product."""
-    min_busbw: Annotated[float, Field(gt=0)] | None = None
+    min_busbw: Annotated[float, Field(gt=0, le=MAX_FLOOR)] | None = None
     """gpucheck --min-busbw: the floor of the all-reduce bus bandwidth at 1 GiB (partitions of 2 or more GPUs)."""
 
 
@@ -53,7 +54,7 @@ class ChecksConfig(ConfigModel):
     """Run the host preflight and the GPU check per Docker partition before its container, and the GPU check as the
     init container of every Kubernetes GPU pod. On by default everywhere (a partition that sees the wrong GPUs is
     broken on a workstation too; a check costs a container start and seconds of GPU time); dev can switch it off."""
-    floors: dict[GpuModel, GpuFloors] = {}  # type: ignore[valid-type]
+    floors: Annotated[dict[GpuModel, GpuFloors], Field(max_length=MAX_ITEMS)] = {}  # type: ignore[valid-type]
     """gpucheck floors per GPU model (`minTflops`, `minBusbw`); a model given here replaces its published default
     (MI300X and MI325X: 600 TFLOP/s, 100 GB/s, from AMD's Cluster Validation Suite)."""
     enforce_floors: bool | None = None
@@ -63,7 +64,9 @@ class ChecksConfig(ConfigModel):
     """How long gpucheck's ranks may take before the check fails as hung (its --timeout); `pulumi up` waits up to
     that plus 300 s for a Docker check's container (docs/workloads.md "Deadlines"), and that much longer for a
     vLLM Deployment's rollout."""
-    image_rocm: dict[str, Annotated[str, matching(r"\d+\.\d+", "a ROCm release such as 7.0")]] = {}
+    image_rocm: Annotated[
+        dict[str, Annotated[str, matching(r"\d+\.\d+", "a ROCm release such as 7.0")]], Field(max_length=MAX_ITEMS)
+    ] = {}
     """ROCm release (major.minor) of an image (a key of `images`) whose tag does not name it; the preflight checks
     the host's amdgpu driver against it. Required in prod for such images."""
 

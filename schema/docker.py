@@ -31,12 +31,14 @@ if TYPE_CHECKING:  # imported where used: `pulumi up` reads no topology module f
     from domain.topology import Topology
 
 from .base import ConfigModel
+from .bounds import MAX_HOSTS, MAX_ITEMS, MAX_NUMA_NODES
 from .types import (
     AbsolutePath,
     CpuList,
     EnvName,
     EnvValue,
     GpuCount,
+    GpuIndex,
     LogFileSize,
     MemoryLimit,
     Name,
@@ -197,7 +199,7 @@ class SecurityConfig(ConfigModel):
 
 class DockerEndpoint(ConfigModel):
     host: str = "unix:///var/run/docker.sock"
-    ssh_opts: list[str] = []
+    ssh_opts: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
     pull_timeout_seconds: WaitSeconds = 3600
     """How long pulling one image onto this host may take before `pulumi up` fails it (plus a 300 s margin: the
     image's create timeout, docs/workloads.md "Deadlines"). ROCm images are tens of GB: an hour pulls ~20 GB at
@@ -261,21 +263,22 @@ class ContainerConfig(ConfigModel):
     image: str = "pytorch"
     # Explicit GPU indices on the host (logical GPUs in a partition mode); when absent (and no gpuCount) the container
     # gets every GPU of the host.
-    gpus: list[Annotated[int, Field(ge=0)]] | None = None
+    # Each index is checked against the host's own GPUs (problems), which says how many it has.
+    gpus: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_GPUS_PER_HOST)] | None = None
     # Or a partition size: the loader picks the GPUs from the host's topology (see place_partitions).
     gpu_count: GpuCount | None = None
     # CPUs for `--cpuset-cpus`; defaults to the NUMA node of the partition when the host declares numaCpus.
     cpuset: CpuList | None = None
-    command: list[str] = []
+    command: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
     """The partition's command and arguments when no workload runs on it. Unset: `sleep infinity`, so that the shell
     stays up for `docker exec` (the images' own command is an interactive shell, which exits at once without a
     terminal)."""
-    env: dict[EnvName, EnvValue] = {}
+    env: Annotated[dict[EnvName, EnvValue], Field(max_length=MAX_ITEMS)] = {}
     # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
     # The Docker provider takes whole MiB; less would silently become Docker's 64 MiB default.
     shm_size: ShmSize = ByteSize(16 * 1024**3)
-    ports: list[PortMapping] = []
-    volumes: list[VolumeMount] = []
+    ports: Annotated[list[PortMapping], Field(max_length=MAX_ITEMS)] = []
+    volumes: Annotated[list[VolumeMount], Field(max_length=MAX_ITEMS)] = []
     restart: Literal["no", "on-failure", "always", "unless-stopped"] = "unless-stopped"
     ipc: Literal["private", "host"] | None = None
     """The partition's IPC namespace: `private` (its own /dev/shm of `shmSize`, which no other container sees) or
@@ -297,7 +300,7 @@ class LogConfig(ConfigModel):
 
     max_size: LogFileSize = ByteSize(100 * 1024**2)
     """Size at which a container's log file is rotated (whole MiB)."""
-    max_file: int = Field(5, ge=1)
+    max_file: int = Field(5, ge=1, le=MAX_ITEMS)
     """Log files kept per container, the current one included: at most `maxSize` x `maxFile` per container."""
 
     @property
@@ -323,7 +326,9 @@ class HostConfig(ConfigModel):
     # Saved `rocm-smi --showtopo` / `amd-smi topology [--json]` output, relative to the project directory.
     topology: str | None = None
     # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.
-    numa_cpus: dict[int, CpuList] = {}
+    numa_cpus: Annotated[
+        dict[Annotated[int, Field(ge=0, lt=MAX_NUMA_NODES)], CpuList], Field(max_length=MAX_NUMA_NODES)
+    ] = {}
     gpu_access: GpuAccess = GpuAccess.all
     """How containers reach their GPUs: `renderNodes` (/dev/kfd and only the partition's render nodes), `cdi`
     (the AMD Container Toolkit's `amd.com/gpu=<index>`: GPU indices are then the toolkit's, `amd-ctk cdi list`,
@@ -333,7 +338,7 @@ class HostConfig(ConfigModel):
     """The host's saved GPU -> render-node map (`amd-smi list -e --json` or the KFD topology's `drm_render_minor`;
     hosts/README.md), relative to the project directory, keyed by the index HIP uses. Required by `renderNodes`: a
     render minor is not 128 + index."""
-    device_groups: list[Gid] = []
+    device_groups: Annotated[list[Gid], Field(max_length=MAX_ITEMS)] = []
     """Numeric host GIDs for `--group-add` (`stat -c %g /dev/kfd /dev/dri/renderD*`). Empty: none, as the ROCm
     images run as root; group names are refused (Docker looks them up in the image's /etc/group)."""
     device_paths: DevicePaths = DevicePaths()
@@ -341,7 +346,9 @@ class HostConfig(ConfigModel):
     logs: LogConfig = LogConfig()
     """Log rotation of every container rocm-stack runs on the host (partitions, workloads, checks, the exporter)."""
     # At least one: omit the key for the default container (a host without any would run nothing of ours).
-    containers: Annotated[list[ContainerConfig], Field(min_length=1)] = [ContainerConfig(name="rocm-dev")]
+    containers: Annotated[list[ContainerConfig], Field(min_length=1, max_length=MAX_ITEMS)] = [
+        ContainerConfig(name="rocm-dev")
+    ]
 
     @property
     def per_gpu(self) -> int:
@@ -769,17 +776,19 @@ def lock_command(stack: str, relock: str | None = None) -> str:
 class HostLock(ConfigModel):
     """What the partitions of one host were placed on (the basis), and their GPUs."""
 
-    gpus: int
+    gpus: GpuCount
     # The compute partition mode the partitions were placed in (none: unpartitioned): a GPU index means another GPU
     # in another mode.
     compute_partition: ComputePartition | None = None
     # sha256 of the parsed topology (format-independent): a re-captured or changed topology invalidates the lock.
     topology: str | None = None
-    partitions: dict[str, list[Annotated[int, Field(ge=0)]]] = {}
+    partitions: Annotated[
+        dict[str, Annotated[list[GpuIndex], Field(max_length=MAX_GPUS_PER_HOST)]], Field(max_length=MAX_ITEMS)
+    ] = {}
 
 
 class PlacementLock(ConfigModel):
-    hosts: dict[str, HostLock] = {}
+    hosts: Annotated[dict[str, HostLock], Field(max_length=MAX_HOSTS)] = {}
 
 
 def read_lock(stack: str, project_dir: Path = Path(".")) -> tuple[PlacementLock, list[tuple[str, str]]]:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .base import ConfigModel
+from .bounds import MAX_HOST_INDEX, MAX_HOSTS, MAX_ITEMS
 from .types import Name
 
 # `{index}` or `{index:03d}` (zero-padded to 3 digits): the only placeholder of a name pattern.
@@ -43,20 +44,22 @@ class HostGroup(ConfigModel):
     and plan as writing its members out under `hosts`. Growing a group (a higher `count`, a name added at the end
     or anywhere in `members`) adds hosts and renames none."""
 
-    template: dict[str, Any] = {}
+    template: Annotated[dict[str, Any], Field(max_length=MAX_ITEMS)] = {}
     """Any key of a host (`hosts[]`: docker, gpus, gpuModel, topology, renderNodes, numaCpus, gpuAccess,
     containers, ...) except `name`, shared by every member. `{name}` in `docker.host`, `topology` and
     `renderNodes` becomes the member's name (`ssh://deploy@{name}.example.internal`, `hosts/{name}.showtopo.txt`)."""
-    members: list[Name] = []
+    members: Annotated[list[Name], Field(max_length=MAX_HOSTS)] = []
     """The members' host names, in order. Or `namePattern` and `count`."""
     name_pattern: str | None = None
     """The members' names: `{index}` is the member's number, `{index:03d}` zero-padded to 3 digits
     (`gpu-node-{index:03d}` with start 1 and count 128: gpu-node-001 ... gpu-node-128). Used with `count`."""
-    count: Annotated[int, Field(ge=1)] | None = None
+    count: Annotated[int, Field(ge=1, le=MAX_HOSTS)] | None = None
     """How many members `namePattern` names."""
-    start: Annotated[int, Field(ge=0)] = 0
+    start: Annotated[int, Field(ge=0, le=MAX_HOST_INDEX)] = 0
     """The number of the first member of `namePattern`."""
-    overrides: dict[Name, dict[str, Any]] = {}
+    overrides: Annotated[
+        dict[Name, Annotated[dict[str, Any], Field(max_length=MAX_ITEMS)]], Field(max_length=MAX_HOSTS)
+    ] = {}
     """Keys of a host that one member has differently, by member name (`gpu-node-007: {gpus: 4}`). A mapping
     (`docker`, `numaCpus`) is merged key by key with the template's; any other value, a list of containers
     included, replaces the template's; null gives the key its default (unset in the template)."""
@@ -94,6 +97,11 @@ class HostGroup(ConfigModel):
         if unknown:
             raise ValueError(f"overrides name {unknown[0]!r}, which is not a member of this group")
         return self
+
+    @property
+    def size(self) -> int:
+        """How many members the group has (without naming them)."""
+        return len(self.members) if self.count is None else self.count
 
     def names(self) -> list[str]:
         if self.name_pattern is None or self.count is None:
@@ -173,11 +181,25 @@ def expand(hosts: Any, groups: Any) -> tuple[Any, list[Member | None], list[tupl
         if isinstance(h, dict) and isinstance(h.get("name"), str)
     }
     problems: list[tuple[str, str]] = []
+    valid: list[tuple[int, HostGroup]] = []
     for g_index, raw in enumerate(groups):
         try:
-            group = HostGroup.model_validate(raw)
+            valid.append((g_index, HostGroup.model_validate(raw)))
         except ValidationError:
             continue
+    # Counted before anything is expanded: each group is within MAX_HOSTS, but many could still add up to millions.
+    total = len(written) + sum(group.size for _, group in valid)
+    if total > MAX_HOSTS:
+        sizes = ", ".join(f"hostGroups[{i}]: {group.size}" for i, group in valid)
+        problems.append(
+            (
+                "hostGroups",
+                f"{total} hosts in all ({len(written)} under hosts; {sizes}), more than the {MAX_HOSTS} one stack "
+                "takes; split the fleet into several stacks",
+            )
+        )
+        return hosts, [], problems
+    for g_index, group in valid:
         for position, name in enumerate(group.names()):
             member = Member(g_index, position, name, group.overrides.get(name, {}), group.name_pattern is not None)
             if name in declared:

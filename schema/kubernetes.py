@@ -16,7 +16,8 @@ from pydantic import AfterValidator, Field, PlainValidator
 
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName
 from schema.base import ConfigModel, matching
-from schema.types import Name, Port, UnitDuration
+from schema.bounds import MAX_ITEMS, MAX_NODES, MAX_WAIT_SECONDS
+from schema.types import GpuIndex, Name, Port, UnitDuration
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 
@@ -170,11 +171,13 @@ NodeLabel = Literal[
 
 def _node_count(value: object) -> int | str:
     """Kubernetes int-or-string: a node count or a percentage of the nodes."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_NODES:
         return value
     if isinstance(value, str) and re.fullmatch(r"(100|[1-9]?[0-9])%", value):
         return value
-    raise ValueError('expected a node count >= 0 (e.g. 1) or a percentage of the nodes from "0%" to "100%"')
+    raise ValueError(
+        f'expected a node count from 0 to {MAX_NODES} (e.g. 1) or a percentage of the nodes from "0%" to "100%"'
+    )
 
 
 NodeCount = Annotated[int | str, PlainValidator(_node_count, json_schema_input_type=int | str)]
@@ -230,7 +233,7 @@ class CertManagerConfig(ConfigModel):
     namespace: NamespaceName = "cert-manager"
     repository: str = CERT_MANAGER_REPOSITORY
     chart_version: ChartVersion = CERT_MANAGER_CHART_VERSION
-    timeout_seconds: int = Field(600, gt=0)
+    timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
 
     def crd_values(self) -> dict[str, object]:
         if parse_chart_version(self.chart_version) >= CERT_MANAGER_CRDS_ENABLED_SINCE:
@@ -241,16 +244,16 @@ class CertManagerConfig(ConfigModel):
 class NodeDrainPolicy(ConfigModel):
     force: bool = False
     # 0 waits forever (CRD semantics).
-    timeout_seconds: int = Field(300, ge=0)
+    timeout_seconds: int = Field(300, ge=0, le=MAX_WAIT_SECONDS)
     # -1: each pod's own terminationGracePeriodSeconds.
-    grace_period_seconds: int = Field(-1, ge=-1)
+    grace_period_seconds: int = Field(-1, ge=-1, le=MAX_WAIT_SECONDS)
     ignore_daemon_sets: bool = True
 
 
 class PodDeletionPolicy(ConfigModel):
     force: bool = False
-    timeout_seconds: int = Field(300, ge=0)
-    grace_period_seconds: int = Field(-1, ge=-1)
+    timeout_seconds: int = Field(300, ge=0, le=MAX_WAIT_SECONDS)
+    grace_period_seconds: int = Field(-1, ge=-1, le=MAX_WAIT_SECONDS)
 
 
 class DriverUpgradePolicy(ConfigModel):
@@ -258,7 +261,7 @@ class DriverUpgradePolicy(ConfigModel):
 
     enable: bool = True
     # 0 = no limit (all nodes at once), per the CRD.
-    max_parallel_upgrades: int = Field(1, ge=0)
+    max_parallel_upgrades: int = Field(1, ge=0, le=MAX_NODES)
     # Upgrades stop once this many nodes (or this share of them) failed to upgrade.
     max_unavailable_nodes: NodeCount = 1
     reboot_required: bool = True
@@ -303,7 +306,7 @@ class OperatorDevicePluginConfig(ConfigModel):
     node_labeller: bool = True
     node_labeller_image: Image = NODE_LABELLER_IMAGE
     # Labels on top of the labeller's defaults (DeviceConfig devicePlugin.nodeLabellerArguments).
-    node_labeller_arguments: list[NodeLabel] = []
+    node_labeller_arguments: Annotated[list[NodeLabel], Field(max_length=MAX_ITEMS)] = []
 
 
 class ServiceMonitorConfig(ConfigModel):
@@ -311,7 +314,7 @@ class ServiceMonitorConfig(ConfigModel):
     enable: bool = False
     interval: UnitDuration = "30s"
     # Labels a Prometheus serviceMonitorSelector matches on.
-    labels: dict[str, str] = {}
+    labels: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
 
 
 class MetricsExporterConfig(ConfigModel):
@@ -349,7 +352,7 @@ class RemediationConfig(ConfigModel):
 class ConfigManagerUpgradePolicy(ConfigModel):
     upgrade_strategy: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
     """How the DCM DaemonSet's pods are replaced when it changes."""
-    max_unavailable: int = Field(1, ge=1)
+    max_unavailable: int = Field(1, ge=1, le=MAX_NODES)
     """DCM pods down at once during a RollingUpdate."""
 
 
@@ -362,7 +365,7 @@ class ConfigManagerConfig(ConfigModel):
     image: Image = CONFIG_MANAGER_IMAGE
     config_map_name: ObjectName = "rocm-stack-dcm-config"
     """The ConfigMap (in the operator's namespace) holding DCM's config.json."""
-    selector: dict[str, str] = {}
+    selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
     """Nodes DCM runs on; empty: the DeviceConfig's selector."""
     upgrade_policy: ConfigManagerUpgradePolicy = ConfigManagerUpgradePolicy()
 
@@ -371,7 +374,7 @@ class DeviceConfigSettings(ConfigModel):
     # metadata.name of the DeviceConfig; the operator prefixes its operand pods with it.
     name: ObjectName = "gpu-operator"
     # Nodes this DeviceConfig manages (the label comes from the chart's default NFD rule).
-    selector: dict[str, str] = {"feature.node.kubernetes.io/amd-gpu": "true"}
+    selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {"feature.node.kubernetes.io/amd-gpu": "true"}
     driver: DriverConfig = DriverConfig()
     device_plugin: OperatorDevicePluginConfig = OperatorDevicePluginConfig()
     metrics_exporter: MetricsExporterConfig = MetricsExporterConfig()
@@ -399,7 +402,7 @@ class GpuOperatorConfig(ConfigModel):
     cluster's own KMM (AMD's install doc: `--set kmm.enabled=false --set kmm.watch=true`)."""
     remediation: RemediationConfig = RemediationConfig()
     """Auto Node Remediation; off by default (the chart defaults it on)."""
-    timeout_seconds: int = Field(900, gt=0)
+    timeout_seconds: int = Field(900, gt=0, le=MAX_WAIT_SECONDS)
     device_config: DeviceConfigSettings = DeviceConfigSettings()
 
 
@@ -407,7 +410,14 @@ class NodeLabellerConfig(ConfigModel):
     enable: bool = True
     image: Image = NODE_LABELLER_IMAGE
     # Passed as `-<label>` flags, the reference manifest's set by default.
-    labels: list[NodeLabel] = ["vram", "cu-count", "simd-count", "device-id", "family", "product-name"]
+    labels: Annotated[list[NodeLabel], Field(max_length=MAX_ITEMS)] = [
+        "vram",
+        "cu-count",
+        "simd-count",
+        "device-id",
+        "family",
+        "product-name",
+    ]
 
 
 class StandaloneDevicePluginConfig(ConfigModel):
@@ -417,7 +427,7 @@ class StandaloneDevicePluginConfig(ConfigModel):
     resource_naming_strategy: ResourceNamingStrategy = DEVICE_PLUGIN_DEFAULT_NAMING
     """`single`: every GPU and partition is `amd.com/gpu`; `mixed`: partitions are named by their mode
     (`amd.com/cpx_nps4`, ...), see `kubernetes.partitionProfiles` (the plugin's -resource_naming_strategy flag)."""
-    node_selector: dict[str, str] = {"kubernetes.io/arch": "amd64"}
+    node_selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {"kubernetes.io/arch": "amd64"}
     node_labeller: NodeLabellerConfig = NodeLabellerConfig()
 
 
@@ -430,7 +440,7 @@ class JobSetConfig(ConfigModel):
     """Created by Helm when missing (an existing one is fine)."""
     chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.10.1")] = JOBSET_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/jobset/charts/jobset (its image is pinned to the same)."""
-    timeout_seconds: int = Field(600, gt=0)
+    timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
 
     @property
     def crd_url(self) -> str:
@@ -459,9 +469,9 @@ class PartitionProfile(ConfigModel):
     """NPS1, NPS2 or NPS4: how each GPU's memory is split."""
     gpus: int = Field(ge=1, le=16)
     """Physical GPUs of a node put in this mode (DCM `numGPUsAssigned`); with `skippedGpus`, all the node's GPUs."""
-    skipped_gpus: list[Annotated[int, Field(ge=0)]] = []
+    skipped_gpus: Annotated[list[GpuIndex], Field(max_length=MAX_GPUS_PER_HOST)] = []
     """GPU ids (0-based) DCM leaves as they are (DCM `skippedGPUs.ids`)."""
-    nodes: int = Field(0, ge=0)
+    nodes: int = Field(0, ge=0, le=MAX_NODES)
     """GPU nodes labelled with this profile: their partitions count towards what Kubernetes workloads can
     request (the fleet check)."""
 
@@ -494,8 +504,8 @@ class KubernetesConfig(ConfigModel):
     provider: ProviderConfig = ProviderConfig()
     mode: Literal["operator", "device-plugin"] = "operator"
     # Extra namespaces the stack owns (e.g. for workloads and monitoring), created beside the GPU layer's own.
-    namespaces: list[NamespaceName] = []
-    gpu_node_taints: list[GpuNodeTaint] = []
+    namespaces: Annotated[list[NamespaceName], Field(max_length=MAX_ITEMS)] = []
+    gpu_node_taints: Annotated[list[GpuNodeTaint], Field(max_length=MAX_ITEMS)] = []
     """Taints of the GPU nodes: every GPU-stack DaemonSet (NFD worker, device plugin, labeller, exporter, driver,
     test runner) tolerates them; the operator sets none unless given (ROCm/gpu-operator#25, #149)."""
     cert_manager: CertManagerConfig = CertManagerConfig()
@@ -503,7 +513,7 @@ class KubernetesConfig(ConfigModel):
     device_plugin: StandaloneDevicePluginConfig = StandaloneDevicePluginConfig()
     job_set: JobSetConfig = JobSetConfig()
     """The JobSet controller multi-node training needs; installed only when such a training exists."""
-    partition_profiles: dict[ProfileName, PartitionProfile] = {}
+    partition_profiles: Annotated[dict[ProfileName, PartitionProfile], Field(max_length=MAX_ITEMS)] = {}
     """GPU partition modes of the GPU nodes by profile name (docs/kubernetes.md): the Device Config Manager applies
     them (`gpuOperator.deviceConfig.configManager`), or they describe nodes partitioned outside the stack; with
     `resourceNamingStrategy: mixed` workloads request them as `amd.com/<compute>_<memory>`."""

@@ -15,6 +15,7 @@ from pydantic.alias_generators import to_camel
 from domain.gpus import MODELS, ModelName
 
 from .base import ConfigModel, matching
+from .bounds import MAX_FLOOR, MAX_ITEMS
 from .types import Duration, Port, UnitDuration, duration_seconds
 from .docker import image_pin_problem
 
@@ -45,7 +46,7 @@ class Thresholds(ConfigModel):
     vram_full_fraction: Fraction
     # Window over which ECC counters must not rise (uncorrectable: not at all; correctable: at most this many).
     ecc_window: Duration
-    ecc_correctable_max_increase: Annotated[int, Field(ge=0)]
+    ecc_correctable_max_increase: Annotated[int, Field(ge=0, le=MAX_FLOOR)]
     exporter_down_for: Duration
     # `for:` of the temperature, power and VRAM alerts: a spike shorter than this is not paged.
     sustained_for: Duration
@@ -69,7 +70,7 @@ class ThresholdOverrides(ConfigModel):
     idle_vram_in_use_fraction: Fraction | None = None
     vram_full_fraction: Fraction | None = None
     ecc_window: Duration | None = None
-    ecc_correctable_max_increase: Annotated[int, Field(ge=0)] | None = None
+    ecc_correctable_max_increase: Annotated[int, Field(ge=0, le=MAX_FLOOR)] | None = None
     exporter_down_for: Duration | None = None
     sustained_for: Duration | None = None
     filesystem_free_fraction: Fraction | None = None
@@ -139,7 +140,7 @@ class MonitoringConfig(ConfigModel):
     # The rules cover every GPU model, each host's GPUs by their `gpu_model` label (domain/alerts.py MODEL_LABEL):
     # `thresholds` tunes them all, `modelThresholds.<model>` one model's board figures.
     thresholds: ThresholdOverrides = ThresholdOverrides()
-    model_thresholds: dict[ModelName, ModelThresholdOverrides] = {}
+    model_thresholds: Annotated[dict[ModelName, ModelThresholdOverrides], Field(max_length=MAX_ITEMS)] = {}
     exporter_image: str = DEFAULT_EXPORTER_IMAGE
     # Upstream's ServerPort default; on Docker hosts this is the published host port.
     exporter_port: Port = 5000
@@ -147,7 +148,9 @@ class MonitoringConfig(ConfigModel):
     kube_prometheus_stack: KubePrometheusStackConfig = KubePrometheusStackConfig()
     grafana_dashboard: bool = True
     # Labels the cluster's Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: `release`).
-    prometheus_selector_labels: dict[str, str] = {"release": "kube-prometheus-stack"}
+    prometheus_selector_labels: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {
+        "release": "kube-prometheus-stack"
+    }
 
     @field_validator("exporter_image")
     @classmethod

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BeforeValidator, ByteSize, Field
 from domain.gpus import MAX_GPUS_PER_HOST
 
 from .base import Check, matching
+from .bounds import MAX_BYTES, MAX_CPUS, MAX_GPU_INDEX
 
 # A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
@@ -53,7 +54,9 @@ def byte_size_at_least(minimum: int, whole_mib: bool = False) -> Any:
             )
         return value
 
-    def at_least(value: ByteSize) -> ByteSize:
+    def within(value: ByteSize) -> ByteSize:
+        if value > MAX_BYTES:
+            raise ValueError(f"must be at most {_human_bytes(MAX_BYTES)}, more than any server holds (got {value})")
         if value < minimum:
             raise ValueError(f"must be at least {_human_bytes(minimum)} (got {_human_bytes(int(value))})")
         if whole_mib and value % 1024**2:
@@ -62,7 +65,7 @@ def byte_size_at_least(minimum: int, whole_mib: bool = False) -> Any:
             )
         return value
 
-    return Annotated[ByteSize, BeforeValidator(unit_needed), Check(at_least, ge=minimum)]
+    return Annotated[ByteSize, BeforeValidator(unit_needed), Check(within, ge=minimum, le=MAX_BYTES)]
 
 
 # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB;
@@ -77,8 +80,25 @@ MemoryLimit = byte_size_at_least(6 * 1024**2, whole_mib=True)
 LogFileSize = byte_size_at_least(1024**2, whole_mib=True)
 
 
+def _cpu_numbers(value: str) -> str:
+    """CPU numbers a machine can have, so that expanding the list (cpus_of) stays small."""
+    for part in value.split(","):
+        first, _, last = part.partition("-")
+        if int(last or first) >= MAX_CPUS:
+            raise ValueError(
+                f"CPU {int(last or first)} is past the last CPU Linux can have ({MAX_CPUS - 1}) in {value!r}"
+            )
+        if int(first) > int(last or first):
+            raise ValueError(f"the range {part} runs backwards; write it low-high, e.g. {last}-{first}")
+    return value
+
+
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
-CpuList = Annotated[str, matching(r"\d+(-\d+)?(,\d+(-\d+)?)*", "a CPU list such as 0-47,96-143")]
+CpuList = Annotated[
+    str,
+    matching(r"\d{1,6}(-\d{1,6})?(,\d{1,6}(-\d{1,6})?){0,1023}", "a CPU list such as 0-47,96-143"),
+    AfterValidator(_cpu_numbers),
+]
 
 
 def cpus_of(cpu_list: str) -> set[int]:
@@ -95,6 +115,8 @@ AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces
 Port = Annotated[int, Field(ge=1, le=65535)]
 # GPUs of one host, partition, node or server: at most what one host can show, 64 (an 8-GPU node in CPX mode).
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_HOST)]
+# The index of one of them.
+GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPU_INDEX)]
 # The provider deletes a container (stop with its destroyGraceSeconds, remove, wait) inside its 20-minute delete
 # timeout (kreuzwerker/terraform-provider-docker v4.5.0 internal/provider/resource_docker_container.go L14
 # dockerContainerDeleteDefaultTimeout, L33); a grace leaves the remove and wait a minute of it.

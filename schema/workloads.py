@@ -22,6 +22,18 @@ from typing import Annotated, Literal, Protocol
 from pydantic import ByteSize, Field, model_validator
 
 from .base import ConfigModel
+from .bounds import (
+    MAX_BATCH,
+    MAX_BYTES,
+    MAX_DEADLINE_SECONDS,
+    MAX_GID_INDEX,
+    MAX_ITEMS,
+    MAX_NODES,
+    MAX_PODS,
+    MAX_RETRIES,
+    MAX_STEPS,
+    MAX_TOLERATION_SECONDS,
+)
 from .types import (
     DNS_LABEL,
     MAX_STOP_GRACE_SECONDS,
@@ -172,7 +184,7 @@ class GpuFleet(ConfigModel):
     """The GPU nodes of the Kubernetes cluster advertising amd.com/gpu (all alike; partition profiles declare their
     own nodes)."""
 
-    nodes: int = Field(ge=1)
+    nodes: int = Field(ge=1, le=MAX_NODES)
     gpus_per_node: GpuCount
 
     @property
@@ -185,7 +197,7 @@ class Toleration(ConfigModel):
     operator: Literal["Exists", "Equal"] = "Exists"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(None, ge=0)
+    toleration_seconds: int | None = Field(None, ge=0, le=MAX_TOLERATION_SECONDS)
 
     def tolerates(self, taint: GpuNodeTaint) -> bool:
         """core/v1 Toleration semantics: an empty effect matches every effect, an empty key with Exists every
@@ -229,7 +241,7 @@ class RdmaResource(ConfigModel):
 
     resource: ExtendedResource
     """The RDMA device plugin's extended resource, e.g. `rdma/hca_shared_devices_a`."""
-    count: int = Field(1, ge=1)
+    count: int = Field(1, ge=1, le=MAX_ITEMS)
     """How many of it each training pod requests."""
 
 
@@ -248,7 +260,7 @@ class TrainingNetwork(ConfigModel):
     NIC with hostNetwork."""
     ib_hca: str | None = None
     """NCCL_IB_HCA (RCCL src/transport/net_ib.cc), e.g. `mlx5_0,mlx5_1`; unset: every HCA."""
-    ib_gid_index: int | None = Field(None, ge=0)
+    ib_gid_index: int | None = Field(None, ge=0, le=MAX_GID_INDEX)
     """NCCL_IB_GID_INDEX; unset leaves RCCL's default -1, which picks a RoCEv2 GID itself (net_ib.cc
     `NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1)`); 3 is the usual RoCEv2/IPv4 index, not a rule."""
 
@@ -281,28 +293,28 @@ class TrainingKubernetes(ConfigModel):
         return data
 
     namespace: NamespaceName = "default"
-    nodes: int = Field(1, ge=1, le=1024)
+    nodes: int = Field(1, ge=1, le=MAX_NODES)
     gpus_per_node: GpuCount = 1
     gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
     """The extended resource each pod requests `gpusPerNode` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
     cpu: CpuQuantity = "16"
     """CPU request = limit of each pod (Guaranteed QoS: evicted last)."""
-    memory: ByteSize = ByteSize(64 * 1024**3)
+    memory: Annotated[ByteSize, Field(le=MAX_BYTES)] = ByteSize(64 * 1024**3)
     """Working set of each pod besides /dev/shm: its memory request = limit is this + shmSize (tmpfs pages count
     against the container's memory)."""
     pod_security: PodSecurityLevel = "privileged"
     """The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK and
     hostNetwork are only added at `privileged`."""
-    node_selector: dict[str, str] = {}
-    tolerations: list[Toleration] = GPU_TOLERATIONS
+    node_selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
+    tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/checkpoints/<name> in dev, a 100Gi ReadWriteMany PVC in prod.
     checkpoints: CheckpointStorage | None = None
     # Failures before the training fails for good (pods lost with their node do not count): pod retries of a
     # one-node Job; restarts of the whole JobSet (failurePolicy.maxRestarts) for several nodes, each resuming
     # from the newest checkpoint.
-    backoff_limit: int = Field(6, ge=0)
-    active_deadline_seconds: int | None = Field(None, gt=0)
+    backoff_limit: int = Field(6, ge=0, le=MAX_RETRIES)
+    active_deadline_seconds: int | None = Field(None, gt=0, le=MAX_DEADLINE_SECONDS)
     queue_name: NamespaceName | None = None
     """Kueue LocalQueue admitting the job (label `kueue.x-k8s.io/queue-name`); unset: no Kueue."""
     network: TrainingNetwork | None = None
@@ -331,11 +343,11 @@ class TrainingKubernetes(ConfigModel):
 
 class TrainingDocker(ConfigModel):
     # `host/container` partitions; each runs its own single-node job (`torchrun --standalone`).
-    partitions: list[PartitionRef] = Field(min_length=1)
+    partitions: list[PartitionRef] = Field(min_length=1, max_length=MAX_ITEMS)
     # On each host, partition P of training T checkpoints into <checkpointDir>/<T>/<P>.
     checkpoint_dir: AbsolutePath = "/var/lib/rocm-stack/checkpoints"
     # Docker's on-failure restart count.
-    max_retries: int = Field(5, ge=0)
+    max_retries: int = Field(5, ge=0, le=MAX_RETRIES)
     stop_grace_seconds: TrainingGraceSeconds = DEFAULT_TRAINING_GRACE_SECONDS
     """Seconds from SIGTERM to SIGKILL when the container stops (`docker stop`, a daemon shutdown, the delete
     before a `pulumi up` replaces it). programs/train.py finishes its step, checkpoints and exits: this must cover
@@ -374,15 +386,15 @@ class TrainingConfig(ConfigModel):
     image: str = "pytorch"
     # Passed to programs/train.py as TRAIN_STEPS, BATCH_SIZE, CHECKPOINT_EVERY, CHECKPOINT_KEEP,
     # TRAIN_PRECISION, TRAIN_ENTRYPOINT; `env` carries the program's other settings (TRAIN_LR, ...).
-    steps: int = Field(1000, ge=1)
-    batch_size: int = Field(32, ge=1)
-    checkpoint_every: int = Field(100, ge=1)
-    checkpoint_keep: int = Field(3, ge=1)
+    steps: int = Field(1000, ge=1, le=MAX_STEPS)
+    batch_size: int = Field(32, ge=1, le=MAX_BATCH)
+    checkpoint_every: int = Field(100, ge=1, le=MAX_STEPS)
+    checkpoint_keep: int = Field(3, ge=1, le=MAX_ITEMS)
     precision: Literal["fp32", "bf16"] = "bf16"
     entrypoint: EntryPoint | None = None
-    env: dict[EnvName, EnvValue] = {}
+    env: Annotated[dict[EnvName, EnvValue], Field(max_length=MAX_ITEMS)] = {}
     # Merged over TRAINING_RCCL_ENV; `null` removes a default.
-    rccl_env: dict[EnvName, EnvValue | None] = {}
+    rccl_env: Annotated[dict[EnvName, EnvValue | None], Field(max_length=MAX_ITEMS)] = {}
     # /dev/shm: RCCL and DataLoader workers exchange tensors through it.
     shm_size: ShmSize = ByteSize(16 * 1024**3)
     kubernetes: TrainingKubernetes | None = None
@@ -430,28 +442,30 @@ class TrainingConfig(ConfigModel):
 class InferenceKubernetes(ConfigModel):
     namespace: NamespaceName = "default"
     # None: 1 in dev, 2 in prod (a PodDisruptionBudget then keeps one serving during node drains).
-    replicas: int | None = Field(None, ge=1)
+    replicas: int | None = Field(None, ge=1, le=MAX_PODS)
     # GPUs per replica; None: tensorParallelSize. More than that adds vLLM data-parallel ranks.
     gpus: GpuCount | None = None
     gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
     """The extended resource each replica requests `gpus` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
-    node_selector: dict[str, str] = {}
-    tolerations: list[Toleration] = GPU_TOLERATIONS
+    node_selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
+    tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/huggingface in dev, a 200Gi ReadWriteMany PVC in prod.
     model_cache: ModelCacheStorage | None = None
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     allow_load_balancer: bool = False
-    clients: list[dict[str, str]] | None = Field(None, min_length=1)
+    clients: list[Annotated[dict[str, str], Field(max_length=MAX_ITEMS)]] | None = Field(
+        None, min_length=1, max_length=MAX_ITEMS
+    )
     """Label sets of the pods (in the server's namespace) allowed to reach the API, e.g. the proxy or router:
     `[{app.kubernetes.io/name: router}]`. Unset: every pod of the namespace. The monitoring namespace always
     reaches it (metrics); a NodePort or LoadBalancer Service is reachable from anywhere."""
     """Prod's explicit opt-in to `serviceType: LoadBalancer`, which publishes the API outside the cluster."""
     # PodDisruptionBudget minAvailable; None: replicas - 1 in prod (no PDB when that is 0), none in dev.
-    min_available: int | None = Field(None, ge=1)
+    min_available: int | None = Field(None, ge=1, le=MAX_PODS)
     cpu: CpuQuantity = "8"
     """CPU request = limit of each replica."""
-    memory: ByteSize = ByteSize(64 * 1024**3)
+    memory: Annotated[ByteSize, Field(le=MAX_BYTES)] = ByteSize(64 * 1024**3)
     """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
     pod_security: PodSecurityLevel = "privileged"
     """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
@@ -479,7 +493,7 @@ class InferenceKubernetes(ConfigModel):
 class InferenceDocker(ConfigModel):
     # `host/container` partitions; each runs one vLLM server on the partition's GPUs. For dense models several
     # single-GPU partitions usually serve more than one partition of as many GPUs (see the README).
-    partitions: list[PartitionRef] = Field(min_length=1)
+    partitions: list[PartitionRef] = Field(min_length=1, max_length=MAX_ITEMS)
     # Host port of the API; None: the same as `port`.
     published_port: Port | None = None
     # Host address the port is published on (127.0.0.1: only the host itself, behind its own proxy). In prod the
@@ -511,13 +525,13 @@ class InferenceConfig(ConfigModel):
     image: str = "vllm"
     tensor_parallel_size: GpuCount = 1
     port: Port = 8000
-    extra_args: list[str] = []
+    extra_args: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
     trust_remote_code: bool = False
     """Runs the model repository's own Python code (vLLM `--trust-remote-code`: custom architectures): code from
     the Hub with the server's GPUs, cache and API key. Off unless this says so; never as a raw flag in extraArgs."""
-    env: dict[EnvName, EnvValue] = {}
+    env: Annotated[dict[EnvName, EnvValue], Field(max_length=MAX_ITEMS)] = {}
     # Merged over INFERENCE_ROCM_ENV (+ MULTI_GPU_INFERENCE_ENV with more than one GPU); `null` removes one.
-    rocm_env: dict[EnvName, EnvValue | None] = {}
+    rocm_env: Annotated[dict[EnvName, EnvValue | None], Field(max_length=MAX_ITEMS)] = {}
     shm_size: ShmSize = ByteSize(16 * 1024**3)
     startup_timeout_seconds: WaitSeconds = 1800
     """How long a server may take to download and load its model: the startup probe (Kubernetes) and the health
