@@ -49,8 +49,13 @@ class RenderNodesError(ValueError):
     """The text is no usable GPU -> render-node map; the message says why."""
 
 
+# The kernel writes numbers in ASCII digits; Python's \d and str.isdigit() also take other scripts' digits ("١٢٨")
+# and superscripts ("²", which int() then refuses with a ValueError).
+_NUMBER = re.compile(r"[0-9]+")
+
+
 def _minor(name: str) -> int | None:
-    match = re.fullmatch(r"(?:/dev/dri/)?renderD(\d+)", name.strip())
+    match = re.fullmatch(r"(?:/dev/dri/)?renderD([0-9]+)", name.strip())
     return int(match[1]) if match else None
 
 
@@ -58,7 +63,7 @@ def _index(value: object) -> int | None:
     """A GPU index as amd-smi prints it (a JSON number or text digits); None for anything else ("N/A")."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+    return int(value) if isinstance(value, str) and _NUMBER.fullmatch(value.strip()) else None
 
 
 def _from_amd_smi_records(records: list[dict[str, object]]) -> RenderNodes:
@@ -131,7 +136,7 @@ def _kfd(text: str) -> RenderNodes:
     if named:
         by_node: dict[int, int] = {}
         for node, minor in named:
-            if not (node.isdigit() and minor.isdigit()):
+            if not (_NUMBER.fullmatch(node) and _NUMBER.fullmatch(minor)):
                 raise RenderNodesError(f"KFD node {node!r} has drm_render_minor {minor!r}: both must be numbers")
             if int(node) in by_node:
                 raise RenderNodesError(f"KFD node {node} is listed twice")
@@ -139,7 +144,7 @@ def _kfd(text: str) -> RenderNodes:
         minors = [by_node[node] for node in sorted(by_node)]
     else:
         # Concatenated properties files: one `drm_render_minor` per node, in the order they were captured.
-        minors = [int(m) for m in re.findall(r"^drm_render_minor\s+(\d+)\s*$", text, re.MULTILINE)]
+        minors = [int(m) for m in re.findall(r"^drm_render_minor\s+([0-9]+)\s*$", text, re.MULTILINE)]
         if len(minors) > _MAX_UNNAMED_KFD_NODES:
             raise RenderNodesError(
                 f"{len(minors)} KFD nodes' properties without their node numbers: a shell glob lists nodes/10 "
@@ -182,8 +187,8 @@ def parse_render_nodes(text: str) -> RenderNodes:
     for gpu, (minor,) in sorted(nodes.items()):
         if not FIRST_RENDER_MINOR <= minor <= LAST_MINOR:
             raise RenderNodesError(
-                f"GPU {gpu}: renderD{minor} is no render node (render minors are {FIRST_RENDER_MINOR} and up; "
-                "lower minors are card nodes)"
+                f"GPU {gpu}: renderD{minor} is no render node (render minors are {FIRST_RENDER_MINOR}-191, then "
+                f"192-{LAST_MINOR} once those are taken; lower minors are card and control nodes)"
             )
     if sorted(nodes) != list(range(len(nodes))):
         raise RenderNodesError(f"the GPU indices {sorted(nodes)} are not 0..{len(nodes) - 1}, as HIP numbers GPUs")

@@ -98,6 +98,48 @@ def test_render_minors_are_the_kernels_render_range(minor, accepted):
             parse_render_nodes(text)
 
 
+# Linux, mainline drivers/gpu/drm/drm_drv.c (the xarray minor allocation): "minors 0-63 are primary nodes, 64-127
+# are control nodes, and 128-191 are render nodes. After reaching the limit, we're allocating minors dynamically";
+# `#define DRM_MINOR_LIMIT(t) ... XA_LIMIT(64 * _t, 64 * _t + 63)`, `#define DRM_EXTENDED_MINOR_LIMIT XA_LIMIT(192,
+# (1 << MINORBITS) - 1)`, and drm_minor_alloc falls back to the extended range only `if (r == -EBUSY && (type ==
+# DRM_MINOR_PRIMARY || type == DRM_MINOR_RENDER))`; include/drm/drm_file.h enum drm_minor_type: DRM_MINOR_RENDER = 2;
+# include/linux/kdev_t.h `#define MINORBITS 20`. So a render node is renderD128 .. renderD1048575, nothing else.
+@pytest.mark.parametrize(
+    "minor, accepted",
+    [(64, False), (1048575, True), (1048576, False), (10**30, False)],
+)
+def test_render_minors_end_where_the_kernels_minor_numbers_end(minor, accepted):
+    kfd = f"/sys/class/kfd/kfd/topology/nodes/1/properties:drm_render_minor {minor}\n"
+    if accepted:
+        assert parse_render_nodes(kfd) == {0: (minor,)}
+        return
+    with pytest.raises(RenderNodesError, match=f"GPU 0: renderD{minor} is no render node .*192-1048575"):
+        parse_render_nodes(kfd)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        # int("²") raises ValueError although "²".isdigit(): a traceback on main.
+        (amd_smi_json({"gpu": 0, "render": "renderD128", "hip_id": "²"}), "hip_id '²', not a HIP device index"),
+        ("/sys/class/kfd/kfd/topology/nodes/²/properties:drm_render_minor 128\n", "KFD node '²' has"),
+        ("/sys/class/kfd/kfd/topology/nodes/1/properties:drm_render_minor ¹²⁸\n", "drm_render_minor '¹²⁸'"),
+        # Other scripts' digits: the kernel prints ASCII, int("١٢٨") would read 128.
+        (amd_smi_json({"gpu": 0, "render": "renderD١٢٨", "hip_id": 0}), "has no render node ('renderD١٢٨')"),
+        (amd_smi_json({"gpu": 0, "render": "renderD128", "hip_id": "gpu0"}), "hip_id 'gpu0', not a HIP device"),
+        (amd_smi_json({"gpu": 0, "render": "renderD128", "hip_id": -1}), "are not 0..0"),
+    ],
+)
+def test_a_non_numeric_gpu_id_is_a_refusal_naming_the_file_never_a_traceback(tmp_path, text, why):
+    saved = tmp_path / "box.render-nodes.json"
+    saved.write_text(text)
+    message = refusal(
+        "dev", {P + "hosts": [{"name": "box", "gpus": 1, "gpuAccess": "renderNodes", "renderNodes": str(saved)}]}
+    )
+    assert message.startswith(f"{P}hosts[0].renderNodes: {saved}: ") and why in message, message
+    assert f"capture it on the host with {CAPTURE}" in message
+
+
 def test_amd_ctk_cdi_list_is_refused_as_a_map():
     """`amd-ctk cdi list` names amd.com/gpu=<i> in the toolkit's PCI-address order (ROCm/container-toolkit
     internal/amdgpu/amdgpu.go GetAMDGPUsWithFS; internal/cdi/cdi.go GenerateSpec names device i), not HIP's KFD node
