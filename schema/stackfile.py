@@ -9,6 +9,7 @@ Errors are `StackFileError`: one line, `FILE:LINE:COLUMN: what is wrong`.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import math
@@ -37,7 +38,18 @@ _WORDS: dict[str, Any] = {
     **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
 }
 _FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # resolve.go L124 yamlStyleFloat
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# yaml.v3 resolve.go L296-335 allowedTimestampFormats, tried with Go's time.Parse: "2006-1-2T15:4:5.999999999Z07:00"
+# (or a lowercase t), "2006-1-2 15:4:5.999999999" (no zone: UTC) and "2006-1-2".
+_TIMESTAMP = re.compile(
+    r"(?P<date>[0-9]{4}-[0-9]{1,2}-[0-9]{1,2})"
+    r"(?:(?:[Tt](?P<time>[0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2})(?P<fraction>\.[0-9]{1,9})?(?P<zone>Z|[+-][0-9]{2}:[0-9]{2}))"
+    r"|(?: (?P<naive>[0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2})(?P<naive_fraction>\.[0-9]{1,9})?))?"
+)
+_STR = "tag:yaml.org,2002:str"
+_TAGS = {f"tag:yaml.org,2002:{name}": f"!!{name}" for name in ("str", "int", "float", "bool", "null", "timestamp")}
+# Tags yaml.v3 reads (resolve.go L116-122 resolvableTag, decode.go L573 !!binary, the merge key) or that say what a
+# collection is anyway.
+_KNOWN_TAGS = {*_TAGS, "tag:yaml.org,2002:binary", _MERGE, "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
 class StackFileError(Exception):
@@ -80,13 +92,75 @@ def _resolve_plain(text: str) -> Any:
         return number
     if _FLOAT.fullmatch(plain):
         return float(plain)
-    if _DATE.fullmatch(text):
+    stamp = _timestamp(text)
+    return text if stamp is None else stamp
+
+
+def _timestamp(text: str) -> str | None:
+    """What the CLI hands the program for a YAML timestamp, or None when `text` is none: yaml.v3 decodes it to a Go
+    time.Time, which config object.go L490 turns into its String() ("2001-12-14 00:00:00 +0000 UTC")."""
+    match = _TIMESTAMP.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        date = datetime.date(*map(int, match["date"].split("-")))
+        clock = match["time"] or match["naive"] or "0:0:0"
+        hour, minute, second = map(int, clock.split(":"))
+        moment = datetime.datetime.combine(date, datetime.time(hour, minute, second))
+    except ValueError:
+        return None  # time.Parse refuses 2001-02-30 or 25:00:00: the text stays a string
+    if match["zone"] not in (None, "Z"):
+        # Parse keeps an offset as the machine's local zone when it matches, else a nameless one: the text the
+        # program would get depends on where `pulumi up` runs.
+        raise ValueError(
+            f"{text} is a timestamp with a UTC offset, which the Pulumi CLI turns into a time whose text depends on "
+            "the machine's time zone; quote it to keep it as written"
+        )
+    fraction = (match["fraction"] or match["naive_fraction"] or "").rstrip("0").rstrip(".")
+    return f"{moment:%Y-%m-%d %H:%M:%S}{fraction} +0000 UTC"
+
+
+def _tagged(tag: str, text: str) -> Any:
+    """The value of a scalar with an explicit tag, as yaml.v3 decodes it (decode.go L565-580, resolve.go L126-150:
+    the value resolved as if plain must be of the tag's kind, an int also fits !!float)."""
+    if tag == "tag:yaml.org,2002:binary":
         try:
-            # A timestamp becomes a Go time.Time, which the CLI hands on as its String() (config object.go L490).
-            return f"{datetime.date.fromisoformat(text)} 00:00:00 +0000 UTC"
+            # base64.StdEncoding.DecodeString, which skips line breaks (decode.go L573-577).
+            data = base64.b64decode(re.sub(r"[\r\n]", "", text), validate=True)
         except ValueError:
-            pass
-    return text
+            raise ValueError("!!binary value contains invalid base64 data; the Pulumi CLI refuses it too") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(
+                "this !!binary value is no UTF-8 text, and every config value reaches the program as text"
+            ) from None
+    if tag == "tag:yaml.org,2002:timestamp":
+        stamp = _timestamp(text)
+        if stamp is None:
+            raise ValueError(f"cannot decode !!str `{text}` as a !!timestamp (the Pulumi CLI's yaml.v3 says so too)")
+        return stamp
+    value = _resolve_plain(text) if _timestamp(text) is None else text
+    kind = {bool: "!!bool", int: "!!int", float: "!!float", type(None): "!!null"}.get(type(value), "!!str")
+    if kind == _TAGS[tag]:
+        return value
+    if kind == "!!int" and tag == "tag:yaml.org,2002:float":
+        return float(value)
+    raise ValueError(f"cannot decode {kind} `{text}` as a {_TAGS[tag]} (the Pulumi CLI's yaml.v3 says so too)")
+
+
+def _ignored_tag(node: Node) -> str:
+    """Why a tag the CLI ignores is refused: yaml.v3 decodes `!secret abc` to the plain string "abc" (resolve.go
+    L127-130: a tag that is not resolvable returns the text as is; decode.go L612 hands it to `any`), so the file
+    would say something the CLI does not do."""
+    tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+    what = f"the plain text {node.value!r}" if isinstance(node, ScalarNode) else "the value without it"
+    secret = (
+        "; a secret is set with `pulumi config set --secret` (a `secure:` value in the file)"
+        if "secret" in tag.lower()
+        else ""
+    )
+    return f"the tag {tag} means nothing to the Pulumi CLI: it reads {what}; remove the tag{secret}"
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -106,39 +180,28 @@ class _Builder:
         return StackFileError(self.path, message, node.start_mark.line + 1, node.start_mark.column + 1)
 
     def value(self, node: Node) -> Any:
+        if node.tag not in _KNOWN_TAGS and node.tag != _PLAIN:
+            raise self.error(node, _ignored_tag(node))
         if isinstance(node, ScalarNode):
-            if node.tag == _PLAIN:
-                value = _resolve_plain(node.value)
-                if isinstance(value, float) and not math.isfinite(value):
-                    # The CLI fails on it: json.Marshal has no Inf/NaN (config object.go L405-407).
-                    raise self.error(
-                        node,
-                        f"{node.value} cannot be passed to the program (JSON has no "
-                        "infinity or NaN); the Pulumi CLI refuses it too",
-                    )
-                return value
-            if node.tag == "tag:yaml.org,2002:str" or not node.tag.startswith("tag:yaml.org,2002:"):
-                return node.value  # quoted scalars are always strings (yaml.v3 decode.go L568-570)
+            if node.tag in (_STR, _MERGE):
+                # Quoted scalars are always strings (yaml.v3 decode.go L568-570); so is `<<` as a value, whose
+                # !!merge tag resolve() leaves as text (resolve.go L127-130).
+                return node.value
             try:
-                return self._tagged(node)
-            except (ValueError, KeyError):
-                raise self.error(node, f"the value {node.value!r} does not fit its tag {node.tag}") from None
+                value = _resolve_plain(node.value) if node.tag == _PLAIN else _tagged(node.tag, node.value)
+            except ValueError as error:
+                raise self.error(node, str(error)) from None
+            if isinstance(value, float) and not math.isfinite(value):
+                # The CLI fails on it: json.Marshal has no Inf/NaN (config object.go L405-407).
+                raise self.error(
+                    node,
+                    f"{node.value} cannot be passed to the program (JSON has no "
+                    "infinity or NaN); the Pulumi CLI refuses it too",
+                )
+            return value
         if isinstance(node, SequenceNode):
             return [self.value(item) for item in node.value]
         return self.mapping(node)
-
-    def _tagged(self, node: ScalarNode) -> Any:
-        if node.tag == "tag:yaml.org,2002:int":
-            if (number := _go_int(node.value.replace("_", ""))) is None:
-                raise ValueError(node.value)
-            return number
-        if node.tag == "tag:yaml.org,2002:bool":
-            return _WORDS[node.value] if isinstance(_WORDS.get(node.value), bool) else bool(_go_int(node.value))
-        if node.tag == "tag:yaml.org,2002:null":
-            return None
-        if node.tag == "tag:yaml.org,2002:float":
-            return float(node.value.replace("_", ""))
-        return node.value
 
     def key(self, node: Node) -> str:
         if not isinstance(node, ScalarNode):

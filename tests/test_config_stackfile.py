@@ -171,6 +171,91 @@ def test_merge_keys_are_merged_explicit_keys_win(tmp_path):
     assert config[P + "b"] == {"gpus": 4, "gpuModel": "MI300X"}
 
 
+# --- tags (issue 24 item 9) ------------------------------------------------------------------------------------
+# The CLI decodes the whole file into `any` first (loaders.go L181 `marshaller.Unmarshal(b, &projectStackRaw)`),
+# marshals that back and decodes it into ProjectStack (L219-222), whose config values unmarshal through `any` again
+# (config value.go L238, object.go L455-461). So only what yaml.v3 makes of a tagged scalar in `any` survives:
+# resolve.go L127-130 returns the text of a tag it cannot resolve (`if !resolvableTag(tag) { return tag, in }`) and
+# decode.go L612 stores it in the interface: `!secret abc` is the plain string "abc", its meaning gone.
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (
+            "!secret abc",
+            "the tag !secret means nothing to the Pulumi CLI: it reads the plain text 'abc'; remove the "
+            "tag; a secret is set with `pulumi config set --secret` (a `secure:` value in the file)",
+        ),
+        ("!Ref otherKey", "the tag !Ref means nothing to the Pulumi CLI: it reads the plain text 'otherKey'"),
+        ("!!python/name:os.system x", "the tag !!python/name:os.system means nothing to the Pulumi CLI"),
+        ("!<tag:example.com,2000:app/x> v", "the tag tag:example.com,2000:app/x means nothing"),
+        ("!vault {path: a/b}", "the tag !vault means nothing to the Pulumi CLI: it reads the value without it"),
+    ],
+)
+def test_a_tag_the_cli_ignores_is_refused_naming_what_the_cli_reads(tmp_path, text, why):
+    """Synth cannot hand the program another value than the CLI does, and the CLI's value ("abc", not a secret) is
+    not what the file says: refused at its line, the fix named."""
+    assert f"Pulumi.t.yaml:3:8: {why}" in error_of(tmp_path, f"config:\n  rocm-stack:x:\n    v: {text}\n")
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        # decode.go L573-577: !!binary is base64, decoded to the string of its bytes.
+        ("!!binary aGVsbG8gd29ybGQ=", "hello world"),
+        ("!!binary |\n      aGVsbG8g\n      d29ybGQ=", "hello world"),  # StdEncoding skips line breaks
+        # resolve.go L184-188: a !!timestamp is parsed with allowedTimestampFormats (L296-301) into a time.Time,
+        # handed on as its String() (config object.go L490-491).
+        ("!!timestamp 2001-12-14", "2001-12-14 00:00:00 +0000 UTC"),
+        ("!!timestamp 2001-12-14t21:59:43.10Z", "2001-12-14 21:59:43.1 +0000 UTC"),
+        ("2001-12-14 21:59:43", "2001-12-14 21:59:43 +0000 UTC"),  # no zone: time.Parse gives UTC
+        ("2001-2-3", "2001-02-03 00:00:00 +0000 UTC"),  # layout "2006-1-2" takes one-digit months and days
+        ("2001-02-30", "2001-02-30"),  # no date: time.Parse fails, the text stays a string
+        # resolve.go L132-150: the value must resolve to the tag's kind; an int also fits !!float.
+        ("!!float 0x10", 16.0),
+        ("!!int 0o17", 15),
+        ("!!str 0x10", "0x10"),
+        ("!!bool false", False),
+        ("<<", "<<"),  # the !!merge tag of a plain `<<` value is not resolvable: text
+    ],
+)
+def test_standard_tags_decode_as_yaml_v3_decodes_them(tmp_path, text, value):
+    assert config_of(tmp_path, f"config:\n  rocm-stack:x:\n    v: {text}\n")[P + "x"]["v"] == value
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        # resolve.go L150: failf("cannot decode %s `%s` as a %s", ...): the CLI fails to load the stack.
+        ("!!bool yes", "cannot decode !!str `yes` as a !!bool"),  # main read it as false
+        ("!!bool 1", "cannot decode !!int `1` as a !!bool"),  # main read it as true
+        ("!!null abc", "cannot decode !!str `abc` as a !!null"),  # main read it as null
+        ("!!int 1.5", "cannot decode !!float `1.5` as a !!int"),
+        ("!!timestamp tomorrow", "cannot decode !!str `tomorrow` as a !!timestamp"),
+        # decode.go L574-576.
+        ("!!binary '#not base64'", "!!binary value contains invalid base64 data; the Pulumi CLI refuses it too"),
+        ("!!binary /w==", "this !!binary value is no UTF-8 text"),
+        # time.Parse keeps +02:00 as the machine's zone when that zone has the offset: text that depends on the host.
+        ("2001-12-14T21:59:43+02:00", "is a timestamp with a UTC offset"),
+    ],
+)
+def test_a_value_that_does_not_fit_its_tag_is_refused_as_the_cli_refuses_it(tmp_path, text, why):
+    assert why in error_of(tmp_path, f"config:\n  rocm-stack:x:\n    v: {text}\n")
+
+
+def test_merges_of_several_mappings_take_the_first_and_explicit_keys_win(tmp_path):
+    """decode.go merge(): a list of mappings merges in order with earlier ones winning; the node's own keys win over
+    all of them."""
+    config = config_of(
+        tmp_path,
+        "config:\n  rocm-stack:a: &a {gpus: 8, gpuModel: MI300X}\n  rocm-stack:b: &b {gpus: 4, topology: t}\n"
+        "  rocm-stack:c: {<<: [*a, *b], topology: mine}\n",
+    )
+    assert config[P + "c"] == {"gpus": 8, "gpuModel": "MI300X", "topology": "mine"}
+    assert "a merge key `<<` takes a mapping" in error_of(tmp_path, "config:\n  rocm-stack:c: {<<: [1]}\n")
+
+
 def test_missing_stack_names_the_stacks_that_exist(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tools.synth", "--stack", "staging", "--out", str(tmp_path)],
