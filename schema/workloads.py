@@ -369,7 +369,7 @@ class ElasticTraining(ConfigModel):
     """Fewest pods the run trains with; below it the agents wait (up to torch's 600 s join timeout) for more."""
     max_nodes: int = Field(ge=2, le=1024)
     """Pods of the JobSet (the `nodes` it runs and Kueue admits)."""
-    max_restarts: int = Field(3, ge=0)
+    max_restarts: int = Field(3, ge=0, le=MAX_RETRIES)
     """Worker restarts each pod's torchrun allows after a failure (a lost peer costs every survivor one); a pod
     joining costs none. Past it the pod fails and its Job replaces it (backoffLimit)."""
 
