@@ -9,15 +9,16 @@ gpu-operator-charts v1.5.1 (tests validate the rendered object against that CRD 
 """
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Annotated, Literal, Protocol
 
-from pydantic import AfterValidator, Field, PlainValidator
+from pydantic import AfterValidator, Field, PlainValidator, field_validator
 
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName
 from schema.base import ConfigModel, matching
 from schema.bounds import MAX_ITEMS, MAX_NODES, MAX_WAIT_SECONDS
-from schema.types import GpuIndex, Name, Port, UnitDuration
+from schema.types import GpuIndex, LabelKey, Labels, LabelValue, Name, Port, TaintEffect, UnitDuration
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 
@@ -146,14 +147,6 @@ ObjectName = Annotated[
     ),
 ]
 ChartVersion = Annotated[str, matching(r"v\d+\.\d+\.\d+", "a chart version such as v1.5.1")]
-# A label key (optionally prefixed, as in `amd.com/gpu`): what a taint key must be.
-LabelKey = Annotated[
-    str,
-    matching(
-        r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
-        "a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', e.g. amd.com/gpu",
-    ),
-]
 # Labels the node labeller can publish (gpu-operator values.yaml: defaults + the partitioning ones).
 NodeLabel = Literal[
     "vram",
@@ -167,6 +160,8 @@ NodeLabel = Literal[
     "compute-partitioning-supported",
     "memory-partitioning-supported",
 ]
+
+NodeLabels = Annotated[list[NodeLabel], Field(max_length=MAX_ITEMS)]
 
 
 def _node_count(value: object) -> int | str:
@@ -210,9 +205,9 @@ class GpuNodeTaint(ConfigModel):
 
     key: LabelKey
     """The taint's key, e.g. `amd.com/gpu`."""
-    value: str | None = None
+    value: LabelValue | None = None
     """The taint's value; unset: a taint without value (tolerated with operator Exists)."""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    effect: TaintEffect
     """The taint's effect."""
 
     def toleration(self) -> dict[str, str]:
@@ -306,7 +301,7 @@ class OperatorDevicePluginConfig(ConfigModel):
     node_labeller: bool = True
     node_labeller_image: Image = NODE_LABELLER_IMAGE
     # Labels on top of the labeller's defaults (DeviceConfig devicePlugin.nodeLabellerArguments).
-    node_labeller_arguments: Annotated[list[NodeLabel], Field(max_length=MAX_ITEMS)] = []
+    node_labeller_arguments: NodeLabels = []
 
 
 class ServiceMonitorConfig(ConfigModel):
@@ -314,7 +309,7 @@ class ServiceMonitorConfig(ConfigModel):
     enable: bool = False
     interval: UnitDuration = "30s"
     # Labels a Prometheus serviceMonitorSelector matches on.
-    labels: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
+    labels: Labels = {}
 
 
 class MetricsExporterConfig(ConfigModel):
@@ -365,7 +360,7 @@ class ConfigManagerConfig(ConfigModel):
     image: Image = CONFIG_MANAGER_IMAGE
     config_map_name: ObjectName = "rocm-stack-dcm-config"
     """The ConfigMap (in the operator's namespace) holding DCM's config.json."""
-    selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
+    selector: Labels = {}
     """Nodes DCM runs on; empty: the DeviceConfig's selector."""
     upgrade_policy: ConfigManagerUpgradePolicy = ConfigManagerUpgradePolicy()
 
@@ -374,7 +369,7 @@ class DeviceConfigSettings(ConfigModel):
     # metadata.name of the DeviceConfig; the operator prefixes its operand pods with it.
     name: ObjectName = "gpu-operator"
     # Nodes this DeviceConfig manages (the label comes from the chart's default NFD rule).
-    selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {"feature.node.kubernetes.io/amd-gpu": "true"}
+    selector: Labels = {"feature.node.kubernetes.io/amd-gpu": "true"}
     driver: DriverConfig = DriverConfig()
     device_plugin: OperatorDevicePluginConfig = OperatorDevicePluginConfig()
     metrics_exporter: MetricsExporterConfig = MetricsExporterConfig()
@@ -410,14 +405,7 @@ class NodeLabellerConfig(ConfigModel):
     enable: bool = True
     image: Image = NODE_LABELLER_IMAGE
     # Passed as `-<label>` flags, the reference manifest's set by default.
-    labels: Annotated[list[NodeLabel], Field(max_length=MAX_ITEMS)] = [
-        "vram",
-        "cu-count",
-        "simd-count",
-        "device-id",
-        "family",
-        "product-name",
-    ]
+    labels: NodeLabels = ["vram", "cu-count", "simd-count", "device-id", "family", "product-name"]
 
 
 class StandaloneDevicePluginConfig(ConfigModel):
@@ -427,7 +415,7 @@ class StandaloneDevicePluginConfig(ConfigModel):
     resource_naming_strategy: ResourceNamingStrategy = DEVICE_PLUGIN_DEFAULT_NAMING
     """`single`: every GPU and partition is `amd.com/gpu`; `mixed`: partitions are named by their mode
     (`amd.com/cpx_nps4`, ...), see `kubernetes.partitionProfiles` (the plugin's -resource_naming_strategy flag)."""
-    node_selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {"kubernetes.io/arch": "amd64"}
+    node_selector: Labels = {"kubernetes.io/arch": "amd64"}
     node_labeller: NodeLabellerConfig = NodeLabellerConfig()
 
 
@@ -514,6 +502,18 @@ class KubernetesConfig(ConfigModel):
     job_set: JobSetConfig = JobSetConfig()
     """The JobSet controller multi-node training needs; installed only when such a training exists."""
     partition_profiles: Annotated[dict[ProfileName, PartitionProfile], Field(max_length=MAX_ITEMS)] = {}
+
+    @field_validator("gpu_node_taints")
+    @classmethod
+    def _one_taint_per_key_and_effect(cls, taints: list[GpuNodeTaint]) -> list[GpuNodeTaint]:
+        seen = Counter((taint.key, taint.effect) for taint in taints)
+        for (key, effect), count in seen.items():
+            if count > 1:
+                raise ValueError(
+                    f"{key}:{effect} is given twice; Kubernetes keeps one taint per key and effect (validateNodeTaints)"
+                )
+        return taints
+
     """GPU partition modes of the GPU nodes by profile name (docs/kubernetes.md): the Device Config Manager applies
     them (`gpuOperator.deviceConfig.configManager`), or they describe nodes partitioned outside the stack; with
     `resourceNamingStrategy: mixed` workloads request them as `amd.com/<compute>_<memory>`."""

@@ -16,7 +16,7 @@ from domain.gpus import MODELS, ModelName
 
 from .base import ConfigModel, matching
 from .bounds import MAX_FLOOR, MAX_ITEMS
-from .types import Duration, Port, UnitDuration, duration_seconds
+from .types import Duration, Labels, Port, UnitDuration, duration_seconds
 from .docker import image_pin_problem
 
 Celsius = Annotated[float, Field(ge=30, le=125)]
@@ -148,9 +148,7 @@ class MonitoringConfig(ConfigModel):
     kube_prometheus_stack: KubePrometheusStackConfig = KubePrometheusStackConfig()
     grafana_dashboard: bool = True
     # Labels the cluster's Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: `release`).
-    prometheus_selector_labels: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {
-        "release": "kube-prometheus-stack"
-    }
+    prometheus_selector_labels: Labels = {"release": "kube-prometheus-stack"}
 
     @field_validator("exporter_image")
     @classmethod

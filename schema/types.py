@@ -4,14 +4,14 @@ variables, byte sizes, CPU lists, ports, durations, GPU counts)."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field
 
 from domain.gpus import MAX_GPUS_PER_HOST
 
 from .base import Check, matching
-from .bounds import MAX_BYTES, MAX_CPUS, MAX_GPU_INDEX
+from .bounds import MAX_BYTES, MAX_CPUS, MAX_GPU_INDEX, MAX_ITEMS
 
 # A DNS label: Docker container names, Pulumi resource names and Kubernetes names all accept it (RFC 1123).
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
@@ -157,3 +157,80 @@ UnitDuration = Annotated[
     matching(r"[0-9]+(ms|s|m|h)", "a number and one unit (ms, s, m or h), e.g. 30s"),
     AfterValidator(_positive_duration),
 ]
+
+
+# --- Kubernetes' rules for the labels, selectors, taints and tolerations the stack writes -------------------------
+# One implementation of the API server's checks: k8s.io/apimachinery pkg/api/validate/content/kube.go IsLabelKey
+# (what util/validation IsQualifiedName and meta/v1/validation ValidateLabelName call) and IsLabelValue, with
+# content/dns.go IsDNS1123Subdomain for a key's prefix. Labels and node selectors are ValidateLabels (key and value
+# of each entry), taints validateNodeTaints and tolerations ValidateTolerations (pkg/apis/core/validation/
+# validation.go): their keys are label keys, their values label values.
+_K8S_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")  # kube.go labelKeyFmt
+_K8S_NAME_MAX = 63  # kube.go labelKeyMaxLength, LabelValueMaxLength
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")  # dns.go
+_DNS1123_SUBDOMAIN_MAX = 253
+_NAME_RULE = "letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why Kubernetes refuses `key` as a label key (IsLabelKey), or None."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return "has more than one '/': a label key is an optional DNS subdomain prefix, '/' and a name (amd.com/gpu)"
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            return "has an empty prefix before '/'"
+        if len(prefix) > _DNS1123_SUBDOMAIN_MAX:
+            return f"has a prefix longer than {_DNS1123_SUBDOMAIN_MAX} characters"
+        if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+            return (
+                f"has the prefix {prefix!r}, which is no lowercase DNS subdomain (lowercase letters, digits, '-' and "
+                "'.', starting and ending with a letter or digit)"
+            )
+    name = parts[-1]
+    if not name:
+        return "has an empty name"
+    if len(name) > _K8S_NAME_MAX:
+        return f"has a name longer than {_K8S_NAME_MAX} characters"
+    if not _K8S_NAME.fullmatch(name):
+        return f"has the name {name!r}, which is not {_NAME_RULE}"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why Kubernetes refuses `value` as a label value (IsLabelValue), or None."""
+    if len(value) > _K8S_NAME_MAX:
+        return f"is longer than {_K8S_NAME_MAX} characters"
+    if value and not _K8S_NAME.fullmatch(value):
+        return f"must be empty or {_NAME_RULE}"
+    return None
+
+
+def _label_key(key: str) -> str:
+    if (problem := label_key_problem(key)) is not None:
+        raise ValueError(f"{key!r} is no Kubernetes label key: it {problem} (apimachinery IsLabelKey)")
+    return key
+
+
+def _label_value(value: str) -> str:
+    if (problem := label_value_problem(value)) is not None:
+        raise ValueError(f"{value!r} is no Kubernetes label value: it {problem} (apimachinery IsLabelValue)")
+    return value
+
+
+LabelKey = Annotated[
+    str,
+    Check(
+        _label_key,
+        expected="a label key: an optional DNS subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or "
+        "'.', e.g. amd.com/gpu",
+    ),
+]
+LabelValue = Annotated[
+    str,
+    Check(_label_value, expected="a label value: at most 63 letters, digits, '-', '_' or '.' (or empty)"),
+]
+# Labels, node selectors and pod selectors (ValidateLabels: each key a label key, each value a label value).
+Labels = Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_ITEMS)]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]  # validation.go validateTaintEffect

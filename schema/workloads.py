@@ -41,8 +41,12 @@ from .types import (
     EnvName,
     EnvValue,
     GpuCount,
+    LabelKey,
+    Labels,
+    LabelValue,
     Port,
     ShmSize,
+    TaintEffect,
     StopGraceSeconds,
     WaitSeconds,
     _human_bytes,
@@ -193,11 +197,22 @@ class GpuFleet(ConfigModel):
 
 
 class Toleration(ConfigModel):
-    key: str | None = None
+    key: LabelKey | None = None
     operator: Literal["Exists", "Equal"] = "Exists"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    value: LabelValue | None = None
+    effect: TaintEffect | None = None
     toleration_seconds: int | None = Field(None, ge=0, le=MAX_TOLERATION_SECONDS)
+
+    @model_validator(mode="after")
+    def _kubernetes_rules(self) -> Toleration:
+        # kubernetes pkg/apis/core/validation/validation.go ValidateTolerations.
+        if self.key is None and self.operator != "Exists":
+            raise ValueError("operator must be Exists when `key` is empty (it then tolerates every taint); set a key")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value must be empty when operator is Exists; remove it, or set operator Equal")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds needs effect NoExecute (only NoExecute taints evict a running pod)")
+        return self
 
     def tolerates(self, taint: GpuNodeTaint) -> bool:
         """core/v1 Toleration semantics: an empty effect matches every effect, an empty key with Exists every
@@ -306,7 +321,7 @@ class TrainingKubernetes(ConfigModel):
     pod_security: PodSecurityLevel = "privileged"
     """The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK and
     hostNetwork are only added at `privileged`."""
-    node_selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
+    node_selector: Labels = {}
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/checkpoints/<name> in dev, a 100Gi ReadWriteMany PVC in prod.
     checkpoints: CheckpointStorage | None = None
@@ -448,15 +463,13 @@ class InferenceKubernetes(ConfigModel):
     gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
     """The extended resource each replica requests `gpus` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
-    node_selector: Annotated[dict[str, str], Field(max_length=MAX_ITEMS)] = {}
+    node_selector: Labels = {}
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
     # None: hostPath /var/lib/rocm-stack/huggingface in dev, a 200Gi ReadWriteMany PVC in prod.
     model_cache: ModelCacheStorage | None = None
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     allow_load_balancer: bool = False
-    clients: list[Annotated[dict[str, str], Field(max_length=MAX_ITEMS)]] | None = Field(
-        None, min_length=1, max_length=MAX_ITEMS
-    )
+    clients: list[Labels] | None = Field(None, min_length=1, max_length=MAX_ITEMS)
     """Label sets of the pods (in the server's namespace) allowed to reach the API, e.g. the proxy or router:
     `[{app.kubernetes.io/name: router}]`. Unset: every pod of the namespace. The monitoring namespace always
     reaches it (metrics); a NodePort or LoadBalancer Service is reachable from anywhere."""

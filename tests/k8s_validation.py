@@ -23,6 +23,10 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import yaml
+from pydantic import ValidationError
+
+from schema.types import label_key_problem, label_value_problem
+from schema.workloads import Toleration
 
 KUBERNETES_VERSION = "1.30.0"
 
@@ -272,3 +276,48 @@ def stack_crds() -> CrdSchemas:
     )
     crds.schemas[("monitoring.coreos.com/v1", "ServiceMonitor")] = SERVICE_MONITOR_SUBSET
     return crds
+
+
+# objectmeta.go ValidateAnnotations: TotalAnnotationSizeLimitB int = 256 * (1 << 10), keys and values together.
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * (1 << 10)
+
+
+def declared_metadata(value: Any, key: str = "", found: dict[str, list[Any]] | None = None) -> dict[str, list[Any]]:
+    """The label sets (labels, matchLabels, nodeSelector, a selector of text values), annotations and tolerations
+    anywhere in `value`: resources' inputs, chart values included."""
+    found = {"labels": [], "annotations": [], "tolerations": []} if found is None else found
+    if isinstance(value, Mapping):
+        texts = all(isinstance(v, str) for v in value.values())
+        if key in ("labels", "matchLabels", "nodeSelector") or (key == "selector" and texts):
+            found["labels"].append(value)
+        elif key == "annotations":
+            found["annotations"].append(value)
+        for inner_key, inner in value.items():
+            declared_metadata(inner, inner_key, found)
+    elif isinstance(value, list):
+        if key == "tolerations":
+            found["tolerations"].extend(value)
+        for item in value:
+            declared_metadata(item, key, found)
+    return found
+
+
+def metadata_problems(found: Mapping[str, list[Any]]) -> list[str]:
+    """What the API server would refuse of `declared_metadata`, by the stack's one implementation of its rules
+    (schema/types.py label_key_problem, label_value_problem; schema/workloads.py Toleration)."""
+    problems = [
+        f"label {k}={v}: {problem}"
+        for labels in found["labels"]
+        for k, v in labels.items()
+        if (problem := label_key_problem(k) or label_value_problem(str(v)))
+    ]
+    for notes in found["annotations"]:
+        problems += [f"annotation {k}: {p}" for k in notes if (p := label_key_problem(k.lower()))]
+        if sum(len(k) + len(str(v)) for k, v in notes.items()) > TOTAL_ANNOTATION_SIZE_LIMIT:
+            problems.append(f"annotations {sorted(notes)} exceed {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")
+    for toleration in found["tolerations"]:
+        try:
+            Toleration.model_validate(toleration)
+        except ValidationError as error:
+            problems.append(f"toleration {toleration}: {error.errors()[0]['msg']}")
+    return problems

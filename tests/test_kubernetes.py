@@ -851,7 +851,7 @@ BAD_CONFIGS = {
         "dev",
         {"gpuNodeTaints": [{"key": "amd gpu", "effect": "NoSchedule"}]},
         "kubernetes.gpuNodeTaints[0].key",
-        "expected a label key",
+        "'amd gpu' is no Kubernetes label key: it has the name 'amd gpu'",
     ),
     "taint without effect": (
         "dev",
