@@ -44,6 +44,13 @@ from tools.synth import ROOT
 
 P = "rocm-stack:"
 EXAMPLES = int(os.environ.get("ROCM_STACK_PROPERTY_EXAMPLES", "25"))
+# A fixed sample (derandomized), synth's own time per example (no deadline), no example database.
+BOUNDED: dict[str, Any] = {
+    "derandomize": True,
+    "deadline": None,
+    "database": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+}
 WRONG_VALUES = [True, False, None, "text", -1, 0, 10**9, 3.5, [], {}, ["x"], {"k": "v"}, "yes", "64"]
 
 
@@ -185,13 +192,7 @@ def project(tmp_path_factory) -> Path:
     return directory
 
 
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+@settings(max_examples=EXAMPLES, **BOUNDED)
 @given(text=stack_texts(), stack=st.sampled_from(["dev", "prod", "prod-eu", "product-demo"]))
 def test_synth_exits_0_with_a_plan_or_2_with_one_line_per_problem(project, tmp_path_factory, text, stack):
     _synth(project, tmp_path_factory, text, stack)
@@ -332,13 +333,7 @@ def fleets(draw) -> tuple[dict[str, Any], str | None, str | None]:
     return config, render_map, draw(st.one_of(st.none(), LOCKS))
 
 
-@settings(
-    max_examples=FLEET_EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+@settings(max_examples=FLEET_EXAMPLES, **BOUNDED)
 @given(fleet=fleets(), stack=st.sampled_from(["dev", "prod"]))
 def test_hostile_fleets_exit_0_with_kubernetes_valid_labels_or_2_in_time(project, tmp_path_factory, fleet, stack):
     config, render_map, lock = fleet
