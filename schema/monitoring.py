@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 from domain.gpus import MODELS, ModelName
 
 from .base import ConfigModel, matching
-from .bounds import MAX_FLOOR, MAX_ITEMS
+from .bounds import MAX_FLOOR, MAX_ITEMS, MAX_WAIT_SECONDS
 from .types import Duration, Labels, Port, UnitDuration, duration_seconds
 from .docker import image_pin_problem
 
@@ -52,10 +52,10 @@ class Thresholds(ConfigModel):
     sustained_for: Duration
     # Docker hosts (node-exporter, cAdvisor) and vLLM servers, fleet-wide.
     filesystem_free_fraction: Fraction
-    container_restarts: Annotated[int, Field(ge=1)]
+    container_restarts: Annotated[int, Field(ge=1, le=MAX_FLOOR)]
     container_restart_window: Duration
-    vllm_waiting_requests: Annotated[int, Field(ge=0)]
-    vllm_time_to_first_token_seconds: Annotated[float, Field(gt=0)]
+    vllm_waiting_requests: Annotated[int, Field(ge=0, le=MAX_FLOOR)]
+    vllm_time_to_first_token_seconds: Annotated[float, Field(gt=0, le=MAX_WAIT_SECONDS)]
 
 
 class ThresholdOverrides(ConfigModel):
@@ -74,10 +74,10 @@ class ThresholdOverrides(ConfigModel):
     exporter_down_for: Duration | None = None
     sustained_for: Duration | None = None
     filesystem_free_fraction: Fraction | None = None
-    container_restarts: Annotated[int, Field(ge=1)] | None = None
+    container_restarts: Annotated[int, Field(ge=1, le=MAX_FLOOR)] | None = None
     container_restart_window: Duration | None = None
-    vllm_waiting_requests: Annotated[int, Field(ge=0)] | None = None
-    vllm_time_to_first_token_seconds: Annotated[float, Field(gt=0)] | None = None
+    vllm_waiting_requests: Annotated[int, Field(ge=0, le=MAX_FLOOR)] | None = None
+    vllm_time_to_first_token_seconds: Annotated[float, Field(gt=0, le=MAX_WAIT_SECONDS)] | None = None
 
 
 class ModelThresholdOverrides(ConfigModel):
