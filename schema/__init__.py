@@ -362,6 +362,8 @@ def load(
         }
         for key, why in rules.credential_flags(project_values):
             problems.append(ConfigProblem(key[len(prefix) :], why))
+        for key in rules.remote_code_flags(project_values):  # the pack's remote-code-opt-in rule: one definition
+            problems.append(ConfigProblem(key[len(prefix) :], rules.REMOTE_CODE_FLAG_PROBLEM))
         for key, why in rules.plaintext_secrets(plain):
             problems.append(
                 ConfigProblem(

@@ -189,6 +189,18 @@ class SecurityProfile(str, Enum):
     debug = "debug"
     hardened = "hardened"
 
+    @property
+    def capabilities(self) -> list[str]:
+        """What its GPU containers add (`--cap-add`). debug: what rocgdb / rocprof need to attach to processes.
+        hardened: Docker's default seccomp profile only allows mbind/set_mempolicy (used by ROCm's NUMA-aware
+        allocator) with CAP_SYS_NICE."""
+        return ["SYS_PTRACE"] if self is SecurityProfile.debug else ["SYS_NICE"]
+
+    @property
+    def security_opts(self) -> list[str]:
+        """Its `--security-opt`s."""
+        return ["seccomp=unconfined"] if self is SecurityProfile.debug else ["no-new-privileges:true"]
+
 
 class SecurityConfig(ConfigModel):
     # None means "by environment": debug in dev, hardened in prod.
@@ -452,14 +464,16 @@ def problems(
         problem = image_pin_problem(ref)
         if problem and (environment == "prod" or "not a Docker image reference" in problem):
             yield f"images.{key}", problem
-    if environment == "prod" and security.profile is SecurityProfile.debug and not security.allow_debug_in_prod:
-        yield (
-            "security.profile",
-            (
-                "the debug profile (SYS_PTRACE, seccomp=unconfined) is refused in prod; "
-                "use 'hardened' or set security.allowDebugInProd: true to accept the risk"
-            ),
-        )
+    if environment == "prod" and security.profile is not None and not security.allow_debug_in_prod:
+        from policy.rocm_policy import rules  # the pack's no-debug-privileges-in-prod rule: one definition for both
+
+        profile = security.profile
+        for why in rules.docker_debug_privileges(profile.capabilities, profile.security_opts, privileged=False):
+            yield (
+                "security.profile",
+                f"the {profile.value} profile {why}; use 'hardened' or set security.allowDebugInProd: true to accept "
+                "the risk",
+            )
     if environment == "prod":
         yield from _host_access_problems(hosts)
     for h_index, host in enumerate(hosts):

@@ -932,11 +932,6 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
                 f"{at}.extraArgs[{index}]",
                 (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; set those keys instead"),
             )
-        elif flag.replace("_", "-") == rules.TRUST_REMOTE_CODE and cfg.environment == "prod":
-            yield (
-                f"{at}.extraArgs[{index}]",
-                f"'{arg}' runs the model repository's code; opt in explicitly with `trustRemoteCode: true` instead",
-            )
     tp = inference.tensor_parallel_size
     k8s = inference.kubernetes
     if k8s is None:

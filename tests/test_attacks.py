@@ -154,3 +154,55 @@ def test_the_gpu_check_s_name_is_no_digest_of_environment_values(tmp_path):
     assert first["inputs"]["name"] == second["inputs"]["name"]
     assert first["inputs"]["envs"] != second["inputs"]["envs"] and first["delete_before_replace"] is True
     assert gpucheck({"PGUSER": "one"})["inputs"]["name"] != first["inputs"]["name"]  # the names still count
+
+
+def test_a_credential_from_a_pulumi_secret_passes_and_the_same_name_in_plain_text_does_not(tmp_path, monkeypatch):
+    """As `pulumi preview` starts the pack: PULUMI_CONFIG holds the config decrypted ("including unencrypted
+    secrets", pulumi/pulumi pkg/resource/plugin/analyzer_plugin.go constructEnv; a structured value as JSON) and
+    the pack's SDK hands it every input decrypted, so the stack file says which text was `secure:`."""
+    spec, _ = attack(ROOT / "tests" / "attacks" / "3c-ssh-port-and-plaintext-credentials.yaml", tmp_path)
+    host = spec["config"]["rocm-stack:hosts"][0]
+    host["containers"][0].pop("ports")
+    host["containers"][0]["env"] = {"HF_TOKEN": {"secure": "v1:placeholder"}}
+    (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": spec["config"]}))
+    decrypted = copy.deepcopy(host)
+    decrypted["containers"][0]["env"] = {"HF_TOKEN": "hf_decrypted"}
+    container = {"envs": ["HF_TOKEN=hf_decrypted"], "labels": []}
+    urn = f"urn:pulumi:prod::rocm-stack::{rules.CONTAINER}::gpu-node-1-rocm-dev"
+    resources = [{"type": rules.CONTAINER, "name": "gpu-node-1-rocm-dev", "urn": urn, "inputs": container}]
+    monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
+    policy = [p for p in pack.POLICIES if p.name == "prod-no-plaintext-credentials-in-environment"]
+    with offline.stack_environment("prod"):
+        monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"rocm-stack:hosts": json.dumps([decrypted])}))
+        assert offline.check(resources, policy) == []
+        container["envs"].append("WANDB_API_KEY=hf_decrypted-but-not-the-secret")
+        [violation] = offline.check(resources, policy)
+    assert violation.message.startswith("environment variable WANDB_API_KEY: 'WANDB_API_KEY' is named like")
+
+
+def test_the_remote_code_opt_in_is_per_inference_workload(tmp_path, monkeypatch):
+    """Two Docker servers, one opted in: the other one's --trust-remote-code is still refused, by the pack (its
+    partition) and by the config (the flag written in its extraArgs)."""
+    spec, config = attack(ROOT / "tests" / "attacks" / "10c-trust-remote-code.yaml", tmp_path)
+    host = spec["config"]["rocm-stack:hosts"][0]
+    host["containers"] = [{"name": "serve", "gpus": [0]}, {"name": "serve-b", "gpus": [1]}]
+    trusted, other = spec["config"]["rocm-stack:inference"][0], copy.deepcopy(spec["config"]["rocm-stack:inference"][0])
+    trusted.update(extraArgs=[], trustRemoteCode=True)
+    other.update(name="other", docker={"partitions": ["gpu-node-1/serve-b"], "publishedPort": 8001})
+    spec["config"]["rocm-stack:inference"].append(other)
+    (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": spec["config"]}))
+    config = read_config(tmp_path / "stacks" / "Pulumi.prod.yaml", "rocm-stack")
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize("prod", config)
+    assert str(refused.value).splitlines() == [
+        f"rocm-stack:inference[1].extraArgs[0]: {rules.REMOTE_CODE_FLAG_PROBLEM}"
+    ], str(refused.value)
+    plan = synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()
+    for resource in plan["resources"]:
+        resource["urn"] = resource["urn"].replace("urn:pulumi:dev::", "urn:pulumi:prod::", 1)
+    monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
+    with offline.stack_environment("prod"):
+        violations = [v for v in offline.check(plan["resources"]) if v.policy == "remote-code-opt-in"]
+    assert [v.message for v in violations] == [
+        "runs --trust-remote-code without `trustRemoteCode: true` on its own inference workload (gpu-node-1/serve-b)"
+    ]

@@ -27,14 +27,6 @@ from .logs import log_args
 from .readback import as_stored
 from .stop import graceful_stop
 
-# debug: what rocgdb / rocprof need to attach to processes. hardened: Docker's default seccomp
-# profile only allows mbind/set_mempolicy (used by ROCm's NUMA-aware allocator) with CAP_SYS_NICE.
-CAPABILITIES = {SecurityProfile.debug: ["SYS_PTRACE"], SecurityProfile.hardened: ["SYS_NICE"]}
-SECURITY_OPTS = {
-    SecurityProfile.debug: ["seccomp=unconfined"],
-    SecurityProfile.hardened: ["no-new-privileges:true"],
-}
-
 
 @dataclass(frozen=True)
 class GpuHostArgs:
@@ -83,9 +75,9 @@ def rocm_access(
         **log_args(host.logs),
         # The CPUs of the partition's NUMA node keep host memory next to its GPUs.
         "cpu_set": container.cpuset,
-        "capabilities": docker.ContainerCapabilitiesArgs(adds=CAPABILITIES[profile]),
+        "capabilities": docker.ContainerCapabilitiesArgs(adds=profile.capabilities),
         # With what dockerd adds for host IPC (label=disable), or every deploy would replace the container.
-        "security_opts": as_stored("securityOpts", SECURITY_OPTS[profile], ipcMode=container.ipc),
+        "security_opts": as_stored("securityOpts", profile.security_opts, ipcMode=container.ipc),
     }
 
 

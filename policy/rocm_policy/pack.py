@@ -181,10 +181,29 @@ def _validate_remote_code(args: StackValidationArgs, report_violation: ReportVio
     # The opt-in is config: without a stack file none is given.
     path = stack_config_file(context.stack, PROJECT_DIR) if context.stack else None
     config = (yaml.safe_load(path.read_text()) or {}).get("config") or {} if path and path.is_file() else {}
-    inference = config.get(f"{PROJECT}:inference", config.get("inference"))
-    opted_in = any(isinstance(i, Mapping) and i.get("trustRemoteCode") is True for i in inference or [])
+    opted_in = rules.remote_code_opt_ins(config.get(f"{PROJECT}:inference", config.get("inference")))
     for r in args.resources:
         for message in rules.remote_code_problems(r.resource_type, r.props, opted_in):
+            report_violation(message, r.urn)
+
+
+def _validate_environment_credentials(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if not context.prod:
+        args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
+    # The pack sees every input decrypted (the SDK unwraps the engine's secret markers: pulumi_policy 1.21.0
+    # policy.py deserialize_properties), so a value that came from a `secure:` config value is known by its text.
+    try:
+        engine = json.loads(os.environ.get("PULUMI_CONFIG") or "{}")
+    except json.JSONDecodeError:
+        engine = {}
+    path = stack_config_file(context.stack, PROJECT_DIR) if context.stack else None
+    if path is not None and path.is_file():
+        secrets = rules.secret_texts((yaml.safe_load(path.read_text()) or {}).get("config") or {}, engine)
+    else:  # config kept elsewhere (a Pulumi ESC environment): any of its values may be a secret
+        secrets = {v for v in engine.values() if isinstance(v, str)}
+    for r in args.resources:
+        for message in rules.environment_credential_problems(r.resource_type, r.props, secrets):
             report_violation(message, r.urn)
 
 
@@ -311,9 +330,16 @@ POLICIES = [
         _validate_config_secrets,
     ),
     _stack_policy(
+        "prod-no-plaintext-credentials-in-environment",
+        "In prod no container's environment holds a credential (by the variable's name or the value's shape, the "
+        "config's rule) that is not one of the stack's Pulumi secrets: as the plan declares it, whatever the stack "
+        "file says.",
+        _validate_environment_credentials,
+    ),
+    _stack_policy(
         "remote-code-opt-in",
-        "In prod vLLM runs a model repository's code (--trust-remote-code) only where the stack's config opts in "
-        "(inference[].trustRemoteCode: true).",
+        "In prod a model repository's code runs (--trust-remote-code) only in the servers of an inference workload "
+        "whose stack config opts in (inference[].trustRemoteCode: true), never elsewhere.",
         _validate_remote_code,
     ),
     _stack_policy(

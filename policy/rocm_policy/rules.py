@@ -14,7 +14,7 @@ import json
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -543,6 +543,20 @@ def _gpu_limited(container: Mapping[str, Any]) -> bool:
     return any(GPU_RESOURCE in _mapping(resources.get(k)) for k in ("limits", "requests"))
 
 
+def docker_debug_privileges(capabilities: Iterable[Any], security_opts: Iterable[Any], privileged: Any) -> list[str]:
+    """A Docker container's debugging privileges (`--cap-add`, `--security-opt`, `--privileged`): what the config
+    loader judges of `security.profile` and the pack of every declared container."""
+    problems = []
+    if any(_is_ptrace_or_all(c) for c in capabilities):
+        problems.append("adds capability SYS_PTRACE (or ALL): a debugging aid, not for prod")
+    if privileged is True:
+        problems.append("runs privileged: every device and capability of the host; prod never does")
+    for option in security_opts:
+        if str(option).lower().replace(":", "=", 1).replace(" ", "") == "seccomp=unconfined":
+            problems.append("security option seccomp=unconfined: keep Docker's default seccomp profile in prod")
+    return problems
+
+
 def debug_privilege_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """SYS_PTRACE, privileged mode and an unconfined seccomp profile: debugging aids that prod never runs.
 
@@ -551,13 +565,11 @@ def debug_privilege_problems(resource_type: str, props: Mapping[str, Any]) -> li
     """
     problems = []
     if resource_type == CONTAINER:
-        if any(_is_ptrace_or_all(c) for c in _sequence(_mapping(props.get("capabilities")).get("adds"))):
-            problems.append("adds capability SYS_PTRACE (or ALL): a debugging aid, not for prod")
-        if props.get("privileged") is True:
-            problems.append("runs privileged: every device and capability of the host; prod never does")
-        for option in _sequence(props.get("securityOpts")):
-            if str(option).lower().replace(":", "=", 1).replace(" ", "") == "seccomp=unconfined":
-                problems.append("security option seccomp=unconfined: keep Docker's default seccomp profile in prod")
+        problems += docker_debug_privileges(
+            _sequence(_mapping(props.get("capabilities")).get("adds")),
+            _sequence(props.get("securityOpts")),
+            props.get("privileged"),
+        )
     for pod, spec in pod_specs(resource_type, props):
         pod_seccomp = _dig(spec, ("securityContext", "seccompProfile", "type"))
         for container in filter(_gpu_limited, _containers(spec)):
@@ -1013,6 +1025,52 @@ def _leaves(config: Any, path: str = "") -> Iterator[tuple[str, str | int, Any]]
             yield child, key, value
 
 
+def secret_texts(written: Mapping[str, Any], decrypted: Mapping[str, Any]) -> set[str]:
+    """The decrypted text of each `secure:` value of a stack file's config (`written`), read at the same place in
+    the config the engine hands the pack (`decrypted`, PULUMI_CONFIG: every value decrypted, a structured one as JSON:
+    pulumi/pulumi pkg/resource/plugin/analyzer_plugin.go constructEnv, constructConfig)."""
+
+    def walk(w: Any, d: Any) -> Iterator[str]:
+        if is_secure(w):
+            if isinstance(d, str):
+                yield d
+        elif isinstance(w, Mapping) and isinstance(d, Mapping):
+            for key, value in w.items():
+                yield from walk(value, d.get(key))
+        elif isinstance(w, list) and isinstance(d, list):
+            for w_item, d_item in zip(w, d, strict=False):
+                yield from walk(w_item, d_item)
+
+    texts: set[str] = set()
+    for key, value in written.items():
+        engine = decrypted.get(key)
+        if isinstance(value, (Mapping, list)) and not is_secure(value) and isinstance(engine, str):
+            try:
+                engine = json.loads(engine)
+            except ValueError:
+                continue
+        texts.update(walk(value, engine))
+    return texts
+
+
+def environment_credential_problems(
+    resource_type: str, props: Mapping[str, Any], secrets: Collection[str]
+) -> list[str]:
+    """Each environment variable of a declared container (Docker `envs`, a pod's `env[].value`) that is a credential
+    by `credential_problem`, the config loader's rule (its name or its value's shape), and holds none of the stack's
+    Pulumi secrets (`secrets`): a credential that a plain config value or the program itself put there."""
+    problems = []
+    for where, entries in _environments(resource_type, props):
+        for entry in entries:
+            name, _, value = entry.partition("=")
+            if value not in secrets and (why := credential_problem(name, value)):
+                problems.append(
+                    f"{where}environment variable {name}: {why}, and no Pulumi secret holds it: store it with "
+                    "`pulumi config set --path --secret` (or give a file's path)"
+                )
+    return problems
+
+
 def plaintext_secrets(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(config path `rocm-stack:registry.password`, why) of each credential that is not a `secure:` value. A list
     item is judged by its text only (`command`, `extraArgs`), as is a Docker endpoint (docker_endpoint_problems
@@ -1154,15 +1212,52 @@ def command_line_problems(resource_type: str, props: Mapping[str, Any]) -> list[
 TRUST_REMOTE_CODE = "--trust-remote-code"
 
 
-def remote_code_problems(resource_type: str, props: Mapping[str, Any], opted_in: bool) -> list[str]:
-    """vLLM's `--trust-remote-code` runs the model repository's Python code in the server; prod runs it only where
-    the stack's config opts in (`inference[].trustRemoteCode: true`, which adds the flag)."""
-    if opted_in:
+# The labels of a workload's Kubernetes objects (components/workloads/pods.py labels_of): its kind (`vllm` for an
+# inference workload) and its name.
+APP_LABEL, INSTANCE_LABEL = "app.kubernetes.io/name", "app.kubernetes.io/instance"
+
+
+def is_remote_code_flag(arg: Any) -> bool:
+    """`--trust-remote-code` as vLLM's parser reads it: also `--trust_remote_code` and with `=value`."""
+    return isinstance(arg, str) and arg.split("=", 1)[0].replace("_", "-") == TRUST_REMOTE_CODE
+
+
+def remote_code_flags(config: Mapping[str, Any]) -> list[str]:
+    """Config paths of the flag written into an argument list (command, args, extraArgs) anywhere in a config:
+    prod runs the model repository's code only through `inference[].trustRemoteCode`."""
+    return [path for path, arg in _arguments(config) if is_remote_code_flag(arg)]
+
+
+REMOTE_CODE_FLAG_PROBLEM = "runs the model repository's code; opt in explicitly with `trustRemoteCode: true` instead"
+
+
+def remote_code_opt_ins(inference: Any) -> set[str]:
+    """What names the servers of each inference workload that opts in (`trustRemoteCode: true`) in a stack file's
+    `inference`: its name (its Kubernetes objects' INSTANCE_LABEL, with APP_LABEL `vllm`) and its Docker partitions
+    (PARTITION_LABEL; a partition serves one workload: schema/workloads.py partitions_claimed)."""
+    names: set[str] = set()
+    for workload in map(_mapping, _sequence(inference)):
+        if workload.get("trustRemoteCode") is True:
+            names.add(str(workload.get("name")))
+            names.update(str(p) for p in _sequence(_mapping(workload.get("docker")).get("partitions")))
+    return names
+
+
+def remote_code_problems(resource_type: str, props: Mapping[str, Any], opted_in: Collection[str]) -> list[str]:
+    """vLLM's `--trust-remote-code` runs the model repository's Python code in the server; prod runs it only in the
+    servers of an inference workload that opts in (`remote_code_opt_ins`: `inference[].trustRemoteCode: true`, which
+    adds the flag to that workload's servers alone)."""
+    labels = _mapping(_dig(props, ("metadata", "labels")))
+    owner = partition_of(props) if resource_type == CONTAINER else None
+    if resource_type != CONTAINER and labels.get(APP_LABEL) == "vllm":
+        owner = labels.get(INSTANCE_LABEL)
+    if owner in opted_in:
         return []
     return [
-        f"{where}runs {TRUST_REMOTE_CODE} without `trustRemoteCode: true` in the stack's inference config"
+        f"{where}runs {TRUST_REMOTE_CODE} without `trustRemoteCode: true` on its own inference workload "
+        f"({owner or 'none'})"
         for where, args in command_lines(resource_type, props)
-        if any(a.replace("_", "-") == TRUST_REMOTE_CODE for a in args)
+        if any(map(is_remote_code_flag, args))
     ]
 
 
