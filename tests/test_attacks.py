@@ -173,7 +173,8 @@ def test_a_credential_from_a_pulumi_secret_passes_and_the_same_name_in_plain_tex
     monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
     policy = [p for p in pack.POLICIES if p.name == "prod-no-plaintext-credentials-in-environment"]
     with offline.stack_environment("prod"):
-        monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"rocm-stack:hosts": json.dumps([decrypted])}))
+        # What the engine passes instead (stack_environment restores the variable on the way out).
+        os.environ["PULUMI_CONFIG"] = json.dumps({"rocm-stack:hosts": json.dumps([decrypted])})
         assert offline.check(resources, policy) == []
         container["envs"].append("WANDB_API_KEY=hf_decrypted-but-not-the-secret")
         [violation] = offline.check(resources, policy)
