@@ -21,6 +21,7 @@ from schema.bounds import MAX_ITEMS, MAX_NODES, MAX_WAIT_SECONDS
 from schema.types import GpuIndex, LabelKey, Labels, LabelValue, Name, Port, TaintEffect, UnitDuration
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
+from schema.queues import QueuesConfig
 
 CERT_MANAGER_REPOSITORY = "https://charts.jetstack.io"
 # A supported line: "All cert-manager releases are supported at least until the release of a second subsequent
@@ -501,7 +502,13 @@ class KubernetesConfig(ConfigModel):
     device_plugin: StandaloneDevicePluginConfig = StandaloneDevicePluginConfig()
     job_set: JobSetConfig = JobSetConfig()
     """The JobSet controller multi-node training needs; installed only when such a training exists."""
+    queues: QueuesConfig | None = None
+    """GPU quotas through Kueue (docs/workloads.md, Queues and quotas): ResourceFlavors per GPU family, ClusterQueues
+    with quotas and cohorts, LocalQueues per namespace, PriorityClasses for training and serving."""
     partition_profiles: Annotated[dict[ProfileName, PartitionProfile], Field(max_length=MAX_ITEMS)] = {}
+    """GPU partition modes of the GPU nodes by profile name (docs/kubernetes.md): the Device Config Manager applies
+    them (`gpuOperator.deviceConfig.configManager`), or they describe nodes partitioned outside the stack; with
+    `resourceNamingStrategy: mixed` workloads request them as `amd.com/<compute>_<memory>`."""
 
     @field_validator("gpu_node_taints")
     @classmethod
@@ -513,10 +520,6 @@ class KubernetesConfig(ConfigModel):
                     f"{key}:{effect} is given twice; Kubernetes keeps one taint per key and effect (validateNodeTaints)"
                 )
         return taints
-
-    """GPU partition modes of the GPU nodes by profile name (docs/kubernetes.md): the Device Config Manager applies
-    them (`gpuOperator.deviceConfig.configManager`), or they describe nodes partitioned outside the stack; with
-    `resourceNamingStrategy: mixed` workloads request them as `amd.com/<compute>_<memory>`."""
 
     @property
     def resource_naming_strategy(self) -> ResourceNamingStrategy:
@@ -604,6 +607,7 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
 
     yield from _partition_problems(k8s)
     yield from _reboot_problems(k8s, cfg.environment)
+    yield from _queue_problems(k8s)
     if prod:
         from policy.rocm_policy.rules import helm_repository_problem  # the policy pack's rule
 
@@ -639,6 +643,25 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
         for path, image in images:
             if (problem := image_pin_problem(image)) is not None:
                 yield path, problem
+
+
+def _queue_problems(k8s: KubernetesConfig) -> Iterable[tuple[str, str]]:
+    queues = k8s.queues
+    if queues is None:
+        return
+    for name, flavor in sorted(queues.flavors.items()):
+        profile = flavor.partition_profile
+        if profile is not None and profile not in k8s.partition_profiles:
+            yield (
+                f"kubernetes.queues.flavors.{name}.partitionProfile",
+                f"no partition profile '{profile}' in kubernetes.partitionProfiles: no node carries its label",
+            )
+    for index, local in enumerate(queues.local_queues):
+        if local.namespace not in BUILTIN_NAMESPACES and local.namespace not in k8s.owned_namespaces():
+            yield (
+                f"kubernetes.queues.localQueues[{index}].namespace",
+                f"namespace '{local.namespace}' is not created by this stack; add it to `kubernetes.namespaces`",
+            )
 
 
 def _operator_problems(operator: GpuOperatorConfig, environment: str, monitored: bool) -> Iterable[tuple[str, str]]:

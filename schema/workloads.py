@@ -858,6 +858,46 @@ def _security_problems(
             )
 
 
+def _queue_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes, at: str) -> Iterable[tuple[str, str]]:
+    """With `kubernetes.queues`, a training's queueName names a LocalQueue of its namespace, whose ClusterQueue
+    covers every resource its pods request (else Kueue never admits it) and whose cohort has GPUs enough for all
+    its pods at once (Kueue admits a JobSet whole). Without it, queueName may name a queue the cluster has."""
+    queues = cfg.kubernetes.queues if cfg.kubernetes is not None else None
+    if queues is None or k8s.queue_name is None:
+        return
+    local = queues.local_queue(k8s.namespace, k8s.queue_name)
+    if local is None:
+        declared = [q.name for q in queues.local_queues if q.namespace == k8s.namespace]
+        yield (
+            f"{at}.queueName",
+            f"no LocalQueue '{k8s.queue_name}' in namespace '{k8s.namespace}' in kubernetes.queues.localQueues "
+            f"(declared there: {', '.join(declared) or 'none'})",
+        )
+        return
+    queue = queues.cluster_queues[local.cluster_queue]
+    if k8s.gpu_resource not in queue.gpu_resources():
+        yield (
+            f"{at}.queueName",
+            f"ClusterQueue '{local.cluster_queue}' has no quota for {k8s.gpu_resource}, which the pods request: "
+            "Kueue never admits them; add it to every flavor of its gpus",
+        )
+        return
+    members = [q for q in queues.cluster_queues.values() if q is queue or (q.cohort and q.cohort == queue.cohort)]
+    available = sum(
+        int(float(quotas[k8s.gpu_resource].nominal))
+        for q in members
+        for quotas in q.gpus.values()
+        if k8s.gpu_resource in quotas
+    )
+    wanted = k8s.nodes * k8s.gpus_per_node
+    if wanted > available:
+        yield (
+            f"{at}.queueName",
+            f"{wanted} {k8s.gpu_resource} admitted at once, but ClusterQueue '{local.cluster_queue}' and its cohort "
+            f"quote {available}: Kueue never admits the job; raise the quotas or lower nodes",
+        )
+
+
 def _namespace_problems(cfg: _StackWithWorkloads, namespace: str, at: str) -> Iterable[tuple[str, str]]:
     if cfg.kubernetes is None:
         yield at, "runs on Kubernetes but `rocm-stack:kubernetes` is not configured"
@@ -879,6 +919,7 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
     yield from _namespace_problems(cfg, k8s.namespace, at)
     yield from _security_problems(cfg, k8s, at)
     yield from _training_drain_problems(cfg, k8s, at)
+    yield from _queue_problems(cfg, k8s, at)
     network = k8s.network
     if network is not None:
         if k8s.nodes == 1:

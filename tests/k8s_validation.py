@@ -267,11 +267,15 @@ SERVICE_MONITOR_SUBSET = strict_structural_schema(
 
 def stack_crds() -> CrdSchemas:
     """Schemas of every custom resource kind the program declares: the vendored CRDs of the GPU Operator,
-    JobSet and the Prometheus Operator's PrometheusRule, and the ServiceMonitor subset above."""
+    JobSet, Kueue (ResourceFlavor, ClusterQueue, LocalQueue) and the Prometheus Operator's PrometheusRule, and the ServiceMonitor subset above."""
     data = Path(__file__).parent / "data"
     crds = CrdSchemas.from_files(
         data / "kubernetes" / "deviceconfig-crd.yaml",
         data / "kubernetes" / "jobset.x-k8s.io_jobsets.yaml",
+        *(
+            data / "kubernetes" / f"kueue.x-k8s.io_{kind}.yaml"
+            for kind in ("resourceflavors", "clusterqueues", "localqueues")
+        ),
         data / "monitoring" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
     )
     crds.schemas[("monitoring.coreos.com/v1", "ServiceMonitor")] = SERVICE_MONITOR_SUBSET

@@ -347,7 +347,9 @@ def test_training_creation_is_not_awaited_but_its_deletion_is(prod):
         assert "pulumi.com/skipAwait" not in annotations
         assert annotations["pulumi.com/waitFor"] == "jsonpath={.metadata.uid}"
         assert resource["delete_before_replace"] is True
-    assert jobset["replace_on_changes"] == ["spec"]
+    # and a new Kueue queue is a new job (Kueue refuses the label change on a running one: tests/test_queues.py)
+    assert jobset["replace_on_changes"] == ['metadata.labels["kueue.x-k8s.io/queue-name"]', "spec"]
+    assert job["replace_on_changes"] == ['metadata.labels["kueue.x-k8s.io/queue-name"]']
 
 
 def test_one_node_training_is_a_plain_job_with_torchrun_standalone():
@@ -501,8 +503,11 @@ def test_jobset_controller_is_a_pinned_release_or_declared_present(prod):
 
 def test_kueue_queue_label_on_the_jobset():
     """Kueue: "The target local queue should be specified in the `metadata.labels` section of the JobSet
-    configuration" (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md)."""
-    plan = synth("prod", _set(prod_config(), "training[0].kubernetes.queueName", "gpu-queue"), TOKEN)
+    configuration" (kubernetes-sigs/kueue site/content/en/docs/tasks/run/jobsets.md). Without `kubernetes.queues`
+    the name is the cluster's own queue, taken as given."""
+    config = prod_config()
+    del config[P + "kubernetes"]["queues"]
+    plan = synth("prod", _set(config, "training[0].kubernetes.queueName", "gpu-queue"), TOKEN)
     assert manifest(plan, JOBSET, "llm-pretrain")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
     assert (
         "kueue.x-k8s.io/queue-name"

@@ -115,7 +115,9 @@ def _matches(path: str, patterns: Iterable[str]) -> bool:
     """A changed path under a listed path (or a whole list or object that contains one) (match.go, by prefix)."""
     changed = _k8s_path(path)
     for pattern in patterns:
-        listed = pattern.lstrip(".").split(".")
+        # A quoted key (`metadata.labels["kueue.x-k8s.io/queue-name"]`, Pulumi's property-path syntax for a key with
+        # dots) reads as the changed paths write it: dotted, unquoted.
+        listed = re.sub(r'\["([^"]*)"\]', r".\1", pattern).lstrip(".").split(".")
         common = min(len(listed), len(changed))
         if [p.removesuffix("[*]") for p in listed[:common]] == [c.removesuffix("[*]") for c in changed[:common]]:
             return True

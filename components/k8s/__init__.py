@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .device_plugin import DevicePlugin
     from .gpu_operator import GpuOperator
     from .jobset import JobSetController
+    from .kueue import Kueue
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class KubernetesLayer:
     device_plugin: DevicePlugin | None = None
     # The JobSet controller when the stack installs it (multi-node training needs JobSet).
     job_set: JobSetController | None = None
+    # Kueue and the queues (`kubernetes.queues`): queued workloads wait for its release, whose webhook suspends them.
+    kueue: Kueue | None = None
     # The extended resource both modes expose: request it in pod limits (`amd.com/gpu: 1`).
     gpu_resource_name: str = GPU_RESOURCE_NAME
     # What brings the Prometheus Operator CRDs: the stack's kube-prometheus-stack release, else the deploy-time
@@ -121,6 +124,19 @@ def build_kubernetes(
                 cluster=config.provider,
             ),
         )
+    kueue = None
+    if config.queues is not None:
+        from .kueue import Kueue, KueueArgs
+
+        kueue = Kueue(
+            "kueue",
+            KueueArgs(
+                config=config.queues,
+                environment=environment,
+                provider=cluster.provider,
+                namespace_name=cluster.namespace_name,
+            ),
+        )
     # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
     if config.mode == "device-plugin":
         from .device_plugin import DevicePlugin, DevicePluginArgs
@@ -139,6 +155,7 @@ def build_kubernetes(
             gpu_ready=[device_plugin],
             device_plugin=device_plugin,
             job_set=job_set,
+            kueue=kueue,
             prometheus_operator=prometheus_operator,
         )
 
@@ -180,5 +197,6 @@ def build_kubernetes(
         cert_manager=cert_manager,
         gpu_operator=gpu_operator,
         job_set=job_set,
+        kueue=kueue,
         prometheus_operator=prometheus_operator,
     )

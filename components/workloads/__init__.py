@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from schema import StackConfig, StackSecrets
 from schema.docker import HostConfig, host_images, image_for
 from schema.gpu_nodes import pod_floors
+from schema.queues import SERVING_PRIORITY_CLASS, TRAINING_PRIORITY_CLASS
 from schema.workloads import kubernetes_gfx, partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
@@ -143,6 +144,8 @@ def build_workloads(
                         job_set_controller=kubernetes.job_set.release if kubernetes.job_set is not None else None,
                         secret_env=secrets.env_is_secret("training"),
                         gpu_check=_gpu_check(cfg, training.kubernetes.gpu_resource, files),
+                        priority_class=TRAINING_PRIORITY_CLASS if kubernetes.kueue is not None else None,
+                        queue_ready=kubernetes.kueue.ready if kubernetes.kueue is not None else [],
                     ),
                 )
             if training.docker is not None:
@@ -174,11 +177,15 @@ def build_workloads(
                         provider=kubernetes.provider,
                         namespace=kubernetes.namespace_name(inference.kubernetes.namespace),
                         huggingface_token=token,
-                        gpu_ready=kubernetes.gpu_ready,
+                        gpu_ready=[
+                            *kubernetes.gpu_ready,
+                            *(kubernetes.kueue.ready if kubernetes.kueue is not None else []),
+                        ],
                         api_key=secrets.vllm_api_key,
                         secret_env=secrets.env_is_secret("inference"),
                         gpu_check=_gpu_check(cfg, inference.kubernetes.gpu_resource, files),
                         start_seconds=inference.replica_start_seconds(cfg.checks),
+                        priority_class=SERVING_PRIORITY_CLASS if kubernetes.kueue is not None else None,
                     ),
                 )
             if inference.docker is not None:

@@ -125,6 +125,8 @@ class VllmServerArgs:
     """How long one replica may take to become ready (InferenceConfig.replica_start_seconds)."""
     metrics_namespace: str = MONITORING_NAMESPACE
     """Where the Prometheus that scrapes vLLM's /metrics runs: its pods reach the API port."""
+    priority_class: str | None = None
+    """The pods' PriorityClass (`kubernetes.queues`: serving's, above training's); None: the cluster's default."""
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -320,6 +322,7 @@ class VllmServer(pulumi.ComponentResource):
                         enable_service_links=False,
                         security_context=POD_SECURITY,
                         automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+                        priority_class_name=args.priority_class,
                         node_selector=k8s.node_selector or None,
                         tolerations=tolerations_of(k8s.tolerations),
                         topology_spread_constraints=[spread],

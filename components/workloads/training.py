@@ -235,6 +235,11 @@ class TrainingJobArgs:
     """`training` is a secret stack key (a nested `secure:` env value)."""
     gpu_check: GpuCheckArgs | None = None
     """gpucheck before the trainer on every pod's GPUs (gpu_check.py); None: `checks.enable` is off."""
+    priority_class: str | None = None
+    """The pods' PriorityClass (`kubernetes.queues`: training's, which Kueue takes as the job's priority)."""
+    queue_ready: Sequence[pulumi.Resource] = ()
+    """Kueue's release when the stack installs it: a queued job created before its webhook runs would start
+    unsuspended, outside the queue."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -298,6 +303,7 @@ class TrainingJob(pulumi.ComponentResource):
             checkpoints,
             env_vars(env_map, self.env_secret),
             args.gpu_check,
+            args.priority_class,
         )
 
         def failure_policy(on_disruption: str) -> batch_v1.PodFailurePolicyArgs:
@@ -326,7 +332,13 @@ class TrainingJob(pulumi.ComponentResource):
         )
         # Any spec change replaces the job, and its fixed name means the old one must go first. The new pods
         # resume from the checkpoints, which live outside the job.
-        replace = pulumi.ResourceOptions(delete_before_replace=True, depends_on=list(args.gpu_ready))
+        replace = pulumi.ResourceOptions(
+            delete_before_replace=True,
+            depends_on=[*args.gpu_ready, *args.queue_ready],
+            # Kueue's webhook refuses a new queue-name on a job that is not suspended (jobframework/validation.go
+            # L180-183 @ v0.19.2, ValidateImmutableField): a new queue is a new job, resuming from the checkpoints.
+            replace_on_changes=[f'metadata.labels["{KUEUE_QUEUE_LABEL}"]'],
+        )
         if not k8s.uses_job_set:
             self.job = batch_v1.Job(
                 name,
@@ -408,7 +420,11 @@ class TrainingJob(pulumi.ComponentResource):
                     # (jobset_controller.go L162-167 @ v0.12.0, "clean up active child jobs").
                     "successPolicy": {"operator": "All", "targetReplicatedJobs": [WORKERS]},
                     "replicatedJobs": [
-                        {"name": RENDEZVOUS, "replicas": 1, "template": self._rendezvous_job(k8s, labels, args.image)},
+                        {
+                            "name": RENDEZVOUS,
+                            "replicas": 1,
+                            "template": self._rendezvous_job(k8s, labels, args.image, args.priority_class),
+                        },
                         # Created once the store's pod is Ready (dependsOn, jobset_types.go @ v0.12.0), so no agent
                         # starts against a store that is not listening yet.
                         {
@@ -433,7 +449,7 @@ class TrainingJob(pulumi.ComponentResource):
                         replace,
                         pulumi.ResourceOptions(
                             replace_on_changes=["spec"],
-                            depends_on=[*args.gpu_ready, *filter(None, [args.job_set_controller])],
+                            depends_on=[*args.gpu_ready, *args.queue_ready, *filter(None, [args.job_set_controller])],
                         ),
                     ),
                 ),
@@ -468,7 +484,7 @@ class TrainingJob(pulumi.ComponentResource):
         )
 
     def _rendezvous_job(
-        self, k8s: TrainingKubernetes, labels: dict[str, str], image: str
+        self, k8s: TrainingKubernetes, labels: dict[str, str], image: str, priority_class: str | None
     ) -> batch_v1.JobTemplateSpecArgs:
         """One CPU pod running programs/rendezvous.py (the c10d store), Ready once it accepts connections. It may
         land on any node the training may (its tolerations); losing it ends the rendezvous: the agents fail, their
@@ -495,6 +511,7 @@ class TrainingJob(pulumi.ComponentResource):
                     metadata=meta_v1.ObjectMetaArgs(labels=labels),
                     spec=core_v1.PodSpecArgs(
                         restart_policy="Never",
+                        priority_class_name=priority_class,
                         enable_service_links=False,
                         security_context=POD_SECURITY,
                         automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
@@ -522,6 +539,7 @@ class TrainingJob(pulumi.ComponentResource):
         checkpoints: core_v1.VolumeArgs,
         env: list[core_v1.EnvVarArgs],
         gpu_check: GpuCheckArgs | None,
+        priority_class: str | None,
     ) -> core_v1.PodTemplateSpecArgs:
         network = k8s.network
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
@@ -581,6 +599,7 @@ class TrainingJob(pulumi.ComponentResource):
             metadata=meta_v1.ObjectMetaArgs(labels=labels, annotations=annotations),
             spec=core_v1.PodSpecArgs(
                 restart_policy="Never",
+                priority_class_name=priority_class,
                 # A drain's eviction (GPU driver upgrade) or a deletion: time for train.py to checkpoint.
                 termination_grace_period_seconds=k8s.termination_grace_period_seconds,
                 enable_service_links=False,
