@@ -238,8 +238,8 @@ class TrainingJobArgs:
     priority_class: str | None = None
     """The pods' PriorityClass (`kubernetes.queues`: training's, which Kueue takes as the job's priority)."""
     queue_ready: Sequence[pulumi.Resource] = ()
-    """Kueue's release when the stack installs it: a queued job created before its webhook runs would start
-    unsuspended, outside the queue."""
+    """Kueue's release (when the stack installs it) and the PriorityClasses: a queued job created before Kueue's
+    webhook runs would start unsuspended, outside the queue; a pod naming a missing PriorityClass is refused."""
 
 
 class TrainingJob(pulumi.ComponentResource):
