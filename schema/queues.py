@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from domain.gpus import MODELS, ModelName
 from schema.base import ConfigModel, matching
+from schema.bounds import MAX_ITEMS, MAX_WAIT_SECONDS
 from schema.types import Name
 
 # Install command (charts/kueue/README.md L31 @ v0.19.2): `helm install kueue oci://registry.k8s.io/kueue/charts/kueue
@@ -56,7 +57,7 @@ class KueueConfig(ConfigModel):
     namespace: Name = "kueue-system"
     chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.19.2")] = KUEUE_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/kueue/charts/kueue (its image is pinned to the same)."""
-    timeout_seconds: int = Field(600, gt=0)
+    timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
 
     def chart_values(self) -> dict[str, object]:
         image = {"repository": KUEUE_IMAGE_REPOSITORY, "tag": f"v{self.chart_version}", "pullPolicy": "IfNotPresent"}
@@ -96,7 +97,7 @@ QuotaValue = Annotated[Quota, BeforeValidator(_quota)]
 
 
 class ClusterQueueConfig(ConfigModel):
-    namespaces: list[Name] = Field(min_length=1)
+    namespaces: list[Name] = Field(min_length=1, max_length=MAX_ITEMS)
     """Namespaces whose LocalQueues may point at this queue (its namespaceSelector)."""
     cohort: Name | None = None
     """Queues of one cohort borrow each other's unused quota, and reclaim it by preemption."""
@@ -104,7 +105,9 @@ class ClusterQueueConfig(ConfigModel):
     memory: QuotaValue
     """Kueue admits a job only if its queue covers every resource its pods request: the pods' CPU and memory (on
     any node: the flavor CPU_FLAVOR, no node labels) as well as their GPUs."""
-    gpus: dict[Name, dict[ResourceName, QuotaValue]] = Field(min_length=1)
+    gpus: dict[Name, Annotated[dict[ResourceName, QuotaValue], Field(max_length=MAX_ITEMS)]] = Field(
+        min_length=1, max_length=MAX_ITEMS
+    )
     """GPU flavor -> GPU resource (`amd.com/gpu`, or a partition resource) -> quota. Every flavor quotes the same
     resources."""
 
@@ -146,9 +149,9 @@ class Priorities(ConfigModel):
 
 class QueuesConfig(ConfigModel):
     kueue: KueueConfig = KueueConfig()
-    flavors: dict[Name, QueueFlavor] = Field(min_length=1)
-    cluster_queues: dict[Name, ClusterQueueConfig] = Field(min_length=1)
-    local_queues: list[LocalQueueConfig] = []
+    flavors: dict[Name, QueueFlavor] = Field(min_length=1, max_length=MAX_ITEMS)
+    cluster_queues: dict[Name, ClusterQueueConfig] = Field(min_length=1, max_length=MAX_ITEMS)
+    local_queues: Annotated[list[LocalQueueConfig], Field(max_length=MAX_ITEMS)] = []
     priorities: Priorities = Priorities()
 
     @model_validator(mode="after")
