@@ -205,8 +205,39 @@ def _user_loc(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
     return tuple(kept)
 
 
+def _value_at(data: Any, loc: tuple[int | str, ...]) -> Any:
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _other_branch_fits(item: Mapping[str, Any], items: list[Any], data: Any) -> bool:
+    """A union branch the value is not even of the type of (`str` for a mapping: loc `images.vllm.str`), while
+    another branch of the same union took the value and found a problem inside: that one is what the author meant."""
+    loc = item["loc"]
+    if not item["type"].endswith("_type") or len(loc) < 2 or not isinstance(loc[-1], str):
+        return False
+    parent = _value_at(data, loc[:-1])
+    if not isinstance(parent, (dict, list)) or (isinstance(parent, dict) and loc[-1] in parent):
+        return False  # the last part is a key of the data, not a union branch's tag
+    return any(
+        other["loc"][: len(loc) - 1] == loc[:-1]
+        and len(other["loc"]) > len(loc)
+        and other["loc"][len(loc) - 1] != loc[-1]
+        for other in items
+    )
+
+
 def _pydantic_problems(error: ValidationError, data: Mapping[str, Any]) -> Iterable[ConfigProblem]:
-    for item in error.errors(include_url=False):
+    items = error.errors(include_url=False)
+    for item in items:
+        if _other_branch_fits(item, items, data):
+            continue
         # Tagged/union sub-locations ('function-after[...]', 'pvc') are noise for a config author.
         loc = _user_loc(tuple(p for p in item["loc"] if isinstance(p, int) or "[" not in str(p)), data)
         if item["type"] == "extra_forbidden":

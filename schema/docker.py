@@ -912,7 +912,9 @@ def place_partitions(
     sized = sorted((c for c in host.containers if c.gpu_count is not None), key=lambda c: c.name)
     gpus_of, problems = _locked_gpus(host, at, sized, lock, topology, stack)
     new = [c for c in sized if c.name not in gpus_of]
-    if new and require_lock:
+    # A partition the lock holds on a changed basis is no new one: the basis problem says why and how to relock it.
+    unheld = [c for c in new if lock is None or c.name not in lock.partitions]
+    if unheld and require_lock:
         problems += [
             (
                 f"{at}.containers[{index_of[c.name]}].gpuCount",
@@ -921,7 +923,7 @@ def place_partitions(
                     f"`{lock_command(stack)}` and commit the file, so that later changes never move it"
                 ),
             )
-            for c in new
+            for c in unheld
         ]
     if problems:
         return host, sorted(problems)

@@ -656,7 +656,14 @@ def _family_image_problems(
     key = workload.image
     if workload.kubernetes is not None and not isinstance(cfg.images[key], str):
         gfx = kubernetes_gfx(workload.kubernetes.node_selector)
-        if gfx is None:
+        device = workload.kubernetes.node_selector.get(DEVICE_ID_LABEL)
+        if gfx is None and device is not None:
+            known = ", ".join(f"{m.pci_device_id} ({name})" for name, m in MODELS.items() if m.pci_device_id)
+            yield (
+                f"{at}.kubernetes.nodeSelector.{DEVICE_ID_LABEL}",
+                f"{device!r} is the PCI device ID of no GPU model rocm-stack knows; expected one of {known}",
+            )
+        elif gfx is None:
             yield (
                 f"{at}.kubernetes.nodeSelector",
                 (

@@ -77,8 +77,22 @@ def test_every_per_family_reference_must_be_pinned() -> None:
 
 @pytest.mark.parametrize("family", ["gfx1100", "MI300X"])
 def test_a_per_family_image_takes_only_known_families(family: str) -> None:
-    message = refusal("dev", {P + "images": {"vllm": {family: VLLM_GFX942}}})
-    assert "rocm-stack:images.vllm" in message
+    message = refusal("dev", {P + "images": {"vllm": {"gfx942": VLLM_GFX942, family: VLLM_GFX950}}})
+    # One line, at the unknown key: not also the `str` branch of `ImageRef`'s union ("images.vllm.str: expected
+    # text", issue 24 item 12).
+    assert message == f"rocm-stack:images.vllm.{family}: expected 'gfx950', 'gfx942' or 'gfx90a' (got {family!r})"
+
+
+def test_an_unknown_device_id_is_said_so_not_that_the_selector_is_missing() -> None:
+    config = stack_file("dev")
+    config[P + "images"] = PER_FAMILY
+    config[P + "inference"][0]["kubernetes"]["nodeSelector"] = {"amd.com/gpu.device-id": "74b9"}
+    lines = refusal("dev", config).splitlines()
+    assert lines == [
+        "rocm-stack:inference[0].kubernetes.nodeSelector.amd.com/gpu.device-id: '74b9' is the PCI device ID of no GPU "
+        "model rocm-stack knows; expected one of "
+        + ", ".join(f"{m.pci_device_id} ({name})" for name, m in MODELS.items())
+    ]
 
 
 def test_a_kubernetes_workload_takes_the_image_of_its_node_selectors_family() -> None:

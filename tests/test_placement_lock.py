@@ -18,7 +18,16 @@ import pytest
 import yaml
 
 from schema import ConfigError, load
-from schema.docker import HostLock, PlacementLock, host_lock, lock_file, lock_text, read_lock
+from schema.docker import (
+    HostConfig,
+    HostLock,
+    PlacementLock,
+    host_lock,
+    lock_file,
+    lock_text,
+    place_partitions,
+    read_lock,
+)
 from tools import lock as lock_tool
 from tools.synth import ROOT, synthesize
 from conftest import env_of, gpu_containers, refusal, stack_file
@@ -148,13 +157,17 @@ def test_committed_prod_stack_has_its_lock_and_it_is_up_to_date():
         ),
     ],
 )
-def test_lock_entry_that_no_longer_fits_names_the_host_and_the_fix(edit, key, message):
+@pytest.mark.parametrize("require_lock", [False, True])
+def test_lock_entry_that_no_longer_fits_names_the_host_and_the_fix(edit, key, message, require_lock):
     lock = lock_of(box(("a", 2), ("b", 2), topology=TOPOLOGY))
     config = box(("a", 2), ("b", 2), topology=TOPOLOGY)
     edit(config[P + "hosts"][0])
-    with pytest.raises(ConfigError) as refused:
-        placed(config, lock)
-    assert f"rocm-stack:{key}: host 'box' " in str(refused.value) and message in str(refused.value)
+    host = HostConfig.model_validate(config[P + "hosts"][0])
+    _, problems = place_partitions(host, "hosts[0]", lock.hosts["box"], stack="dev", require_lock=require_lock)
+    # One problem, the true cause: with the lock required (prod) a and b were first said to "have no GPUs in the
+    # placement lock" (issue 24 item 12).
+    assert len(problems) == 1, problems
+    assert problems[0][0] == key and problems[0][1].startswith("host 'box' ") and message in problems[0][1]
 
 
 def test_hand_edited_lock_with_overlapping_or_missing_gpus_is_refused():
