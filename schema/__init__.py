@@ -24,7 +24,7 @@ from .groups import HostGroup
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
 from .monitoring import MonitoringConfig
-from .stackfile import SECRET_PLACEHOLDER
+from .stackfile import SECRET_PLACEHOLDER, set_secret
 
 PROJECT = "rocm-stack"
 
@@ -348,7 +348,7 @@ def load(
                         name,
                         (
                             f"{SECRET_KEYS[name]} must be a Pulumi secret; run "
-                            f"`pulumi config set --secret {name}` instead of storing it in plain text"
+                            f"{set_secret(name, 'VALUE')} instead of storing it in plain text"
                         ),
                     )
                 )
@@ -401,7 +401,7 @@ def load(
                     key[len(prefix) :],
                     (
                         f"holds a credential in plain text ({why}), which prod refuses; run "
-                        f"`pulumi config set --path --secret '{key}' VALUE` to store it encrypted, or give a file's path"
+                        f"{set_secret(key, 'VALUE', path=True)} to store it encrypted, or give a file's path"
                     ),
                 )
             )
@@ -453,7 +453,7 @@ def load(
                 "registryPassword",
                 (
                     "`rocm-stack:registry` is set but its password is missing; run "
-                    "`pulumi config set --secret registryPassword <token>`"
+                    + set_secret("registryPassword", "<token>")
                 ),
             )
         )

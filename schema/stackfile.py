@@ -26,6 +26,22 @@ from policy.rocm_policy.rules import is_secure  # the pack reads stack files wit
 # What the Pulumi runtime hands the program in place of a `secure:` value that synth cannot decrypt.
 SECRET_PLACEHOLDER = "[secret]"
 
+
+def set_secret(key: str, value: str, path: bool = False) -> str:
+    """How a message tells to store a secret: the Pulumi CLI's command, and for synth alone (no Pulumi backend to
+    encrypt with) the `secure:` value synth takes in the stack file, which it never decrypts (docs/configuration.md,
+    "Secrets with synth alone")."""
+    if path:
+        return (
+            f"`pulumi config set --path --secret '{key}' {value}` (synth alone: write `{{secure: v1:REPLACE-ME}}` "
+            "there in the stack file)"
+        )
+    return (
+        f"`pulumi config set --secret {key} {value}` (synth alone: `rocm-stack:{key}: {{secure: v1:REPLACE-ME}}` in "
+        "the stack file)"
+    )
+
+
 _PLAIN = "tag:rocm-stack:plain"  # an implicit (unquoted, untagged) scalar, resolved by _resolve_plain
 _MERGE = "tag:yaml.org,2002:merge"
 # yaml.v3 resolve.go L52-58: the only words that are not strings (YAML 1.2 core; `yes`, `no`, `on`, `off` are text).

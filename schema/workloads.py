@@ -53,6 +53,7 @@ from .types import (
 )
 from .base import matching as _matching
 from .checks import ChecksConfig
+from .stackfile import set_secret
 from domain.gpus import MODELS
 from policy.rocm_policy import rules
 
@@ -811,7 +812,7 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
                 "vllmApiKey",
                 (
                     f"prod serves {', '.join(served)} on Kubernetes, reachable by every pod of the cluster: set the API "
-                    "key vLLM requires on /v1 with `pulumi config set --secret vllmApiKey <key>`"
+                    f"key vLLM requires on /v1 with {set_secret('vllmApiKey', '<key>')}"
                 ),
             )
         for index, inference in enumerate(cfg.inference):
@@ -820,7 +821,7 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
                     "vllmApiKey",
                     (
                         f"inference[{index}] ('{inference.name}') publishes vLLM's API on Docker hosts, which prod "
-                        "protects with an API key: run `pulumi config set --secret vllmApiKey <key>`"
+                        f"protects with an API key: run {set_secret('vllmApiKey', '<key>')}"
                     ),
                 )
     for inference in cfg.inference if "huggingfaceToken" not in secret_names else ():
@@ -829,7 +830,7 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
                 "huggingfaceToken",
                 (
                     f"inference '{inference.name}' serves the gated model '{inference.model}', which needs a Hugging Face "
-                    "token: run `pulumi config set --secret huggingfaceToken hf_...`"
+                    f"token: run {set_secret('huggingfaceToken', 'hf_...')}"
                 ),
             )
 

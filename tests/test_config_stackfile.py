@@ -372,8 +372,14 @@ def test_a_plain_credential_in_prod_names_the_fix(tmp_path, capsys):
     assert (
         "rocm-stack:hosts[0].containers[0].env.API_KEY: holds a credential in plain text ('API_KEY' is named like a "
         "credential), which prod refuses; run `pulumi config set --path --secret "
-        "'rocm-stack:hosts[0].containers[0].env.API_KEY' VALUE` to store it encrypted, or give a file's path"
+        "'rocm-stack:hosts[0].containers[0].env.API_KEY' VALUE` (synth alone: write `{secure: v1:REPLACE-ME}` there in "
+        "the stack file) to store it encrypted, or give a file's path"
     ) in err.splitlines()
+    # What the message says for synth alone is what synth takes (issue 24 item 4).
+    followed = text.replace("abc123", "{secure: v1:REPLACE-ME}")
+    (tmp_path / "followed").mkdir()
+    code, err, _ = run(tmp_path / "followed", followed, stack="prod", capsys=capsys)
+    assert code == 0, err
 
 
 def test_no_internal_placeholder_in_messages(tmp_path, capsys):
@@ -457,3 +463,20 @@ def test_environments_under_a_secret_key_stay_secret_in_the_plan():
     # Every partition's container and GPU check is then secret; the host preflight has no environment of the stack.
     assert len(containers) > 2
     assert {name for name, inputs in containers.items() if inputs["envs"] != synth.SECRET} == {"workstation-preflight"}
+
+
+def test_the_synth_alone_advice_of_a_missing_secret_synthesizes():
+    """A synth-only user cannot run `pulumi config set --secret`; the message's other advice works (issue 24 item 4)."""
+    import re
+
+    import yaml
+
+    from conftest import refusal, stack_file
+    from tools.synth import synthesize
+
+    config = stack_file("dev")
+    config["rocm-stack:inference"][0]["model"] = "meta-llama/Llama-3.1-8B-Instruct"  # gated: needs the token
+    message = refusal("dev", config)
+    (snippet,) = re.findall(r"synth alone: `([^`]+)` in the stack file", message)
+    config.update(yaml.safe_load(snippet))
+    assert synthesize("dev", config).outputs
