@@ -10,6 +10,7 @@ rule applies to every member, and a problem of an expanded host is reported wher
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -259,13 +260,32 @@ def located(problems: Iterable[tuple[str, str]], origins: list[Member | None]) -
         else:
             at = f"hostGroups[{member.group}].template{rest}"
         found.setdefault((at, message.replace(member.name, _NAME)), []).append(member.name)
+    sizes = Counter(member.group for member in origins if member is not None)
     return [
         (
             path,
             f"member {names[0]!r}: {message.replace(_NAME, names[0])}"
             + (f" (and {len(names) - 1} other member(s) alike)" if len(names) > 1 else "")
+            + _for_these_members(path, names, sizes)
             if names
             else message,
         )
         for (path, message), names in found.items()
     ]
+
+
+_TEMPLATE_PATH = re.compile(r"hostGroups\[(\d+)\]\.template\.([^.[]+)")
+
+
+def _for_these_members(path: str, names: list[str], sizes: Mapping[int, int]) -> str:
+    """A template value that fails for some members only: changing the template changes every member, so say how to
+    change it for those alone (an override; a list such as `containers` is replaced whole)."""
+    match = _TEMPLATE_PATH.match(path)
+    if match is None or len(names) >= sizes[int(match.group(1))]:
+        return ""
+    key = match.group(2)
+    where = ", ".join(f"`overrides.{name}.{key}`" for name in names)
+    return (
+        f"; the template is every member's: to change it for {', '.join(names)} alone, write {where} (a list there "
+        "replaces the template's whole list)"
+    )

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from schema import ConfigError, load
-from schema.docker import PlacementLock
+from schema.docker import SHELL_COMMAND, PlacementLock
 from tools import lock as lock_tool
 from tools.synth import ROOT, rendered_files, synthesize
 from conftest import stack_file
@@ -270,3 +270,34 @@ def test_the_placement_lock_holds_group_members(tmp_path):
     write(4)
     grown = lock_tool.locked("fleet", tmp_path)
     assert {name: grown.hosts[name] for name in lock.hosts} == lock.hosts and "node-3" in grown.hosts
+
+
+def test_the_docs_host_group_example_with_a_workload_on_one_member_takes_the_override_the_message_names():
+    """configuration.md's example sets `image: vllm` on serve-b in the template; a vLLM server on one member's
+    serve-b decides that partition's image. Removing the key would change every member: the message names the
+    per-member way, and that way, written as said, synthesizes (issue 24 item 2)."""
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    example = doc.split("## Host groups", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = yaml.safe_load(example)["config"]
+    group = config[P + "hostGroups"][0]
+    group["count"] = 8  # alike members; the example's 128 are synthesized above
+    config[P + "inference"] = [
+        {"name": "qwen", "model": "Qwen/Qwen2.5-0.5B-Instruct", "docker": {"partitions": ["gpu-node-003/serve-b"]}}
+    ]
+    with pytest.raises(ConfigError) as refused:
+        load("dev", config)
+    (line,) = str(refused.value).splitlines()
+    assert line.startswith("rocm-stack:hostGroups[0].template.containers[1].image: member 'gpu-node-003': ")
+    (key,) = re.findall(r"write `overrides\.([^`]+)`", line)
+    assert key == "gpu-node-003.containers"
+    member, field = key.split(".")
+    group["overrides"][member] = {
+        field: [{k: v for k, v in c.items() if k != "image"} for c in group["template"]["containers"]]
+    }
+    plan = synthesize("dev", config)
+    container = "docker:index/container:Container"
+    assert plan.get(container, "gpu-node-003-serve-b")["inputs"]["command"][:2] == ["vllm", "serve"]
+    # The other members keep the template: serve-b a shell in the vLLM image.
+    shell = plan.get(container, "gpu-node-004-serve-b")["inputs"]
+    assert shell["command"] == list(SHELL_COMMAND)
+    assert shell["image"] == plan.get(container, "gpu-node-003-serve-b")["inputs"]["image"]
