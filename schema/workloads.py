@@ -958,8 +958,9 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
             yield (
                 f"{at}.checkpoints",
                 (
-                    f"the {k8s.nodes} pods of a multi-node job land on different nodes, which do "
-                    "not share a hostPath; use a ReadWriteMany PVC"
+                    f"the {k8s.nodes} pods of a multi-node job land on different nodes, which do not share dev's "
+                    "default hostPath; write `checkpoints: {type: pvc, storageClass: <a ReadWriteMany class>, size: "
+                    "100Gi}` (ReadWriteMany is a PVC's default accessMode)"
                 ),
             )
     elif storage.access_mode != "ReadWriteMany" and k8s.nodes > 1:
