@@ -1,0 +1,143 @@
+"""Every stack snippet of README.md and docs/*.md runs through synth, so documented examples cannot rot (issue 24).
+
+A ```yaml block is a stack snippet: a whole stack file (`config:` ...) or the `rocm-stack:` keys of one. It is read
+as the Pulumi CLI reads a stack file (schema.stackfile) and synthesized in-process under the mock engine, as stack
+`docs` (dev). An HTML comment on the line before the fence changes that (docs/development.md, "Documented examples"):
+
+    <!-- synth: dev prod -->      the environments the snippet claims: each is synthesized (prod as stack `prod-docs`)
+    <!-- fragment: WHY -->        not a whole stack (a key's part, a Kubernetes manifest): not synthesized
+
+`Example (prod)` in a doc is a claim too: such a snippet must say `<!-- synth: prod -->` (or more).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from schema.stackfile import read_config
+from tools.synth import ROOT, synthesize
+
+FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(fragment|synth)\s*:\s*(.*?)\s*-->\s*$")
+STACKS = {"dev": "docs", "prod": "prod-docs"}  # prod-* is prod by name; neither has a placement lock
+MAX_MEMBERS = 8
+
+
+@dataclass(frozen=True)
+class Snippet:
+    doc: str
+    line: int
+    language: str
+    text: str
+    marker: tuple[str, str] | None  # ("fragment", why) or ("synth", "dev prod")
+    heading: str  # the prose line above the block (for "Example (prod):")
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+def _docs() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def snippets(path: Path) -> list[Snippet]:
+    lines = path.read_text().splitlines()
+    found = []
+    index = 0
+    while index < len(lines):
+        fence = FENCE.match(lines[index])
+        if not fence:
+            index += 1
+            continue
+        end = next(i for i in range(index + 1, len(lines)) if lines[i].strip() == "```")
+        before = [line for line in lines[:index] if line.strip()]
+        marker = MARKER.match(before[-1]) if before else None
+        found.append(
+            Snippet(
+                doc=str(path.relative_to(ROOT)),
+                line=index + 1,
+                language=fence.group(2),
+                text="\n".join(line[len(fence.group(1)) :] for line in lines[index + 1 : end]),
+                marker=(marker.group(1), marker.group(2)) if marker else None,
+                heading=before[-2 if marker else -1].strip() if len(before) > (1 if marker else 0) else "",
+            )
+        )
+        index = end + 1
+    return found
+
+
+ALL = [s for path in _docs() for s in snippets(path) if s.language in ("yaml", "yml")]
+STACK_SNIPPETS = [s for s in ALL if s.marker is None or s.marker[0] == "synth"]
+
+
+def environments(snippet: Snippet) -> list[str]:
+    if snippet.marker is not None and snippet.marker[0] == "synth":
+        return snippet.marker[1].split()
+    return ["dev"]
+
+
+@pytest.mark.parametrize(
+    "snippet, environment",
+    [(s, e) for s in STACK_SNIPPETS for e in environments(s)],
+    ids=lambda v: v.where if isinstance(v, Snippet) else v,
+)
+def test_each_stack_snippet_synthesizes_in_each_environment_it_claims(snippet, environment, tmp_path):
+    data = yaml.safe_load(snippet.text)
+    hint = f"{snippet.where}: make it synthesize, or mark it `<!-- fragment: why -->` on the line before the fence"
+    assert isinstance(data, dict), hint
+    if "config" not in data:
+        assert all(":" in str(key) for key in data), f"{hint} (a snippet is `config:` or `rocm-stack:` keys)"
+        text = "config:\n" + "\n".join(f"  {line}" for line in snippet.text.splitlines())
+    else:
+        text = snippet.text
+    stack = STACKS[environment]
+    (tmp_path / f"Pulumi.{stack}.yaml").write_text(text + "\n")
+    config = read_config(tmp_path / f"Pulumi.{stack}.yaml", "rocm-stack")
+    for group in config.get("rocm-stack:hostGroups", []):
+        # Members are alike by construction (tests/test_host_groups.py synthesizes 128): 8 keep it fast (an override
+        # must name one of the first 8).
+        if "count" in group:
+            group["count"] = min(group["count"], MAX_MEMBERS)
+    plan = synthesize(stack, config)
+    assert plan.outputs["environment"] == environment, f"{snippet.where} claims {environment}"
+
+
+@pytest.mark.parametrize("snippet", ALL, ids=lambda s: s.where)
+def test_a_snippet_said_to_be_for_an_environment_claims_it(snippet):
+    claimed = re.search(r"\((dev|prod)\)|in (dev|prod)\b", snippet.heading)
+    if claimed and (snippet.marker is None or snippet.marker[0] == "synth"):
+        assert (claimed.group(1) or claimed.group(2)) in environments(snippet), (
+            f"{snippet.where} is introduced as {claimed.group(0)!r}: say `<!-- synth: ... -->` with that environment"
+        )
+
+
+def test_fragments_say_why():
+    for snippet in ALL:
+        if snippet.marker is not None:
+            assert snippet.marker[1], f"{snippet.where}: `<!-- {snippet.marker[0]}: ... -->` needs its text"
+
+
+def test_the_multi_node_example_without_checkpoints_in_dev_names_the_setting_and_the_setting_works(tmp_path):
+    """Dev's default checkpoints are a hostPath, which the two nodes of a multi-node job do not share: the message
+    gives the setting to write, and written as given it synthesizes (issue 24 item 3)."""
+    from tools.synth import ProgramRefused
+
+    (example,) = [s for s in STACK_SNIPPETS if s.doc == "docs/workloads.md" and "nodes: 2" in s.text]
+    assert environments(example) == ["dev", "prod"]
+    (tmp_path / "Pulumi.docs.yaml").write_text(example.text + "\n")
+    config = read_config(tmp_path / "Pulumi.docs.yaml", "rocm-stack")
+    training = config["rocm-stack:training"][0]["kubernetes"]
+    del training["checkpoints"]
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize("docs", config)
+    (line,) = str(refused.value).splitlines()
+    assert line.startswith("rocm-stack:training[0].kubernetes.checkpoints: ")
+    (setting,) = re.findall(r"write `([^`]+)`", line)
+    training.update(yaml.safe_load(setting.replace("<a ReadWriteMany class>", "cephfs")))
+    assert synthesize("docs", config).outputs["environment"] == "dev"
