@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from policy.rocm_policy import rules
 
 from . import checks, docker, groups, kubernetes, monitoring, workloads
-from .base import ConfigModel, strict_problems
+from .base import ConfigModel, environment_default, shown_default, strict_problems
 from .bounds import MAX_HOSTS, MAX_ITEMS
 from .checks import ChecksConfig
 from .docker import DEFAULT_IMAGES, HostConfig, ImageRef, SecurityConfig, SecurityProfile
@@ -45,11 +45,16 @@ class RegistryConfig(ConfigModel):
 
 
 class StackConfig(ConfigModel):
-    environment: Literal["dev", "prod"]
+    environment: Literal["dev", "prod"] = Field(
+        json_schema_extra=shown_default("`prod` for a stack named `prod` or `prod-*`, else `dev`")
+    )
     """Selects the safe defaults and the stricter checks of prod. A stack named `prod` or `prod-*` (`prod-eu`) is
     prod whatever this says (`dev` there is refused); `prod` makes any other stack prod. Unset: `dev` for a stack of
     another name (`product-demo` is dev)."""
-    hosts: Annotated[list[HostConfig], Field(max_length=MAX_HOSTS)] = [HostConfig(name="local")]
+    hosts: Annotated[list[HostConfig], Field(max_length=MAX_HOSTS)] = Field(
+        [HostConfig(name="local")],
+        json_schema_extra=shown_default("one host `local`, unless `hostGroups` or `kubernetes` is set"),
+    )
     """The GPU hosts running Docker. Unset: one host `local` on the local Docker socket with one container
     (none when `hostGroups` or `kubernetes` is set)."""
     host_groups: Annotated[list[HostGroup], Field(max_length=MAX_HOSTS)] = []
@@ -95,7 +100,7 @@ class StackConfig(ConfigModel):
     def security_profile(self) -> SecurityProfile:
         if self.security.profile is not None:
             return self.security.profile
-        return SecurityProfile.hardened if self.environment == "prod" else SecurityProfile.debug
+        return environment_default(SecurityConfig, "profile", self.environment)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,25 @@ class Check(AfterValidator):
     le: int | None = None
 
 
+def by_environment(dev: Any, prod: Any) -> dict[str, Any]:
+    """Field metadata (`json_schema_extra`) of a key whose default depends on the environment: the loader applies it
+    (environment_default) and the generated reference shows it, from this one definition."""
+    return {"by_environment": {"dev": dev, "prod": prod}}
+
+
+def environment_default(model: type[BaseModel], field: str, environment: str) -> Any:
+    extra = model.model_fields[field].json_schema_extra
+    assert isinstance(extra, dict) and "by_environment" in extra, f"{model.__name__}.{field} has no by_environment"
+    defaults: Any = extra["by_environment"]
+    return defaults[environment]
+
+
+def shown_default(text: str) -> dict[str, Any]:
+    """Field metadata of a key whose default another key or the stack decides: what the reference shows as the
+    default (markdown), where the model's own default is only a placeholder."""
+    return {"shown_default": text}
+
+
 def matching(pattern: str, expected: str) -> Check:
     """A pattern check whose message says what is expected in words (pydantic's would quote the regex)."""
     compiled = re.compile(pattern)

@@ -30,7 +30,7 @@ from domain.gpus import (
 if TYPE_CHECKING:  # imported where used: `pulumi up` reads no topology module for a stack without one
     from domain.topology import Topology
 
-from .base import ConfigModel
+from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import MAX_HOSTS, MAX_ITEMS, MAX_NUMA_NODES
 from .types import (
     AbsolutePath,
@@ -203,15 +203,19 @@ class SecurityProfile(str, Enum):
 
 
 class SecurityConfig(ConfigModel):
-    # None means "by environment": debug in dev, hardened in prod.
-    profile: SecurityProfile | None = None
-    # Prod refuses the debug profile unless this acknowledges it explicitly.
+    profile: SecurityProfile | None = Field(
+        None, json_schema_extra=by_environment(SecurityProfile.debug, SecurityProfile.hardened)
+    )
+    """The GPU containers' privileges (docs/security.md)."""
     allow_debug_in_prod: bool = False
+    """Prod refuses `profile: debug` unless this is `true`."""
 
 
 class DockerEndpoint(ConfigModel):
     host: str = "unix:///var/run/docker.sock"
+    """The Docker daemon: `unix:///...`, `ssh://user@host[:port]` or `tcp://host:port`."""
     ssh_opts: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
+    """Extra `ssh` options, e.g. `["-o", "StrictHostKeyChecking=yes"]`."""
     pull_timeout_seconds: WaitSeconds = 3600
     """How long pulling one image onto this host may take before `pulumi up` fails it (plus a 300 s margin: the
     image's create timeout, docs/workloads.md "Deadlines"). ROCm images are tens of GB: an hour pulls ~20 GB at
@@ -271,28 +275,43 @@ SHELL_COMMAND = ("sleep", "infinity")
 
 class ContainerConfig(ConfigModel):
     name: Name
-    # A key of `rocm-stack:images`.
+    """DNS label, unique on the host; names the container and its resources (docs/configuration.md, "Stable
+    names")."""
     image: str = "pytorch"
-    # Explicit GPU indices on the host (logical GPUs in a partition mode); when absent (and no gpuCount) the container
-    # gets every GPU of the host.
-    # Each index is checked against the host's own GPUs (problems), which says how many it has.
-    gpus: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_GPUS_PER_HOST)] | None = None
-    # Or a partition size: the loader picks the GPUs from the host's topology (see place_partitions).
+    """A key of `images`; the host takes the reference of its GPU family."""
+    # Explicit GPU indices on the host (logical GPUs in a partition mode). Each index is checked against the host's
+    # own GPUs (problems), which says how many it has.
+    gpus: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_GPUS_PER_HOST)] | None = Field(
+        None, json_schema_extra=shown_default("every GPU of the host")
+    )
+    """GPU indices of this partition; indices must be in range and not overlap."""
     gpu_count: GpuCount | None = None
-    # CPUs for `--cpuset-cpus`; defaults to the NUMA node of the partition when the host declares numaCpus.
-    cpuset: CpuList | None = None
-    command: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
+    """Instead of `gpus`: a partition size, placed by the host's topology (all containers of a host use `gpus` or all
+    use `gpuCount`; docs/configuration.md, "Placement lock")."""
+    cpuset: CpuList | None = Field(None, json_schema_extra=shown_default("the NUMA node's CPUs (`numaCpus`)"))
+    """`--cpuset-cpus` of the container."""
+    command: Annotated[list[str], Field(max_length=MAX_ITEMS)] = Field(
+        [], json_schema_extra=shown_default("`sleep infinity`")
+    )
     """The partition's command and arguments when no workload runs on it. Unset: `sleep infinity`, so that the shell
     stays up for `docker exec` (the images' own command is an interactive shell, which exits at once without a
     terminal)."""
     env: Annotated[dict[EnvName, EnvValue], Field(max_length=MAX_ITEMS)] = {}
+    """Environment variables (GPU visibility variables are set by rocm-stack and refused here)."""
     # RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm; Docker's 64 MiB default is far too small.
     # The Docker provider takes whole MiB; less would silently become Docker's 64 MiB default.
     shm_size: ShmSize = ByteSize(16 * 1024**3)
+    """`--shm-size` (`64GiB`, `512MiB`, at least `1MiB`): the partition's own /dev/shm; with `ipc: host` Docker mounts
+    the host's /dev/shm instead and ignores it."""
     ports: Annotated[list[PortMapping], Field(max_length=MAX_ITEMS)] = []
+    """Published ports: `{internal, external, ip}`."""
     volumes: Annotated[list[VolumeMount], Field(max_length=MAX_ITEMS)] = []
+    """Bind mounts: `{hostPath, containerPath, readOnly}` (absolute paths)."""
     restart: Literal["no", "on-failure", "always", "unless-stopped"] = "unless-stopped"
-    ipc: Literal["private", "host"] | None = None
+    """Docker's restart policy."""
+    ipc: Literal["private", "host"] | None = Field(
+        None, json_schema_extra=shown_default("`host` for a host's only container, else `private`")
+    )
     """The partition's IPC namespace: `private` (its own /dev/shm of `shmSize`, which no other container sees) or
     `host` (the host's /dev/shm, shared with every host-IPC container; `shmSize` is ignored). Unset: `host` when the
     container is alone on its host, `private` beside other partitions; prod refuses `host` there."""
@@ -324,24 +343,32 @@ class LogConfig(ConfigModel):
 
 class HostConfig(ConfigModel):
     name: Name
+    """DNS label; names every resource of the host (docs/configuration.md, "Stable names")."""
     docker: DockerEndpoint = DockerEndpoint()
+    """How the program reaches the host's Docker daemon."""
     gpus: GpuCount = 1
     """Physical GPUs of the host. With a `computePartition` the host shows more logical GPUs (`gpus` x 2, 4 or
     one per XCD), which container `gpus`, `gpuCount`, the topology file and the render-node map count in."""
     gpu_model: ModelName | Literal["other"] = "MI300X"
+    """The board (domain/gpus.py): its GPU family picks per-family images, alert defaults and GPU check floors;
+    `other` is a GPU the stack has no figures for."""
     compute_partition: ComputePartition | None = None
     """The compute partition mode the host's GPUs are set to (`amd-smi set -C`): SPX, DPX, QPX or CPX, 1, 2, 4 or
     one logical GPU per XCD (8 on MI300X/MI325X/MI350X/MI355X, 4 on MI308X) per physical GPU. Unset: SPX."""
     memory_partition: MemoryPartition | None = None
     """The memory partition mode (`amd-smi set -M`): NPS1, NPS2 or NPS4, validated with `computePartition`
     against what the `gpuModel` supports. Unset: NPS1."""
-    # Saved `rocm-smi --showtopo` / `amd-smi topology [--json]` output, relative to the project directory.
     topology: str | None = None
-    # CPU list of each NUMA node (`lscpu` NUMA lines; rocm-smi does not print them), e.g. {0: "0-47", 1: "48-95"}.
+    """A saved `rocm-smi --showtopo` / `amd-smi topology [--json]` file (path from the project directory) used to
+    place `gpuCount` partitions."""
     numa_cpus: Annotated[
         dict[Annotated[int, Field(ge=0, lt=MAX_NUMA_NODES)], CpuList], Field(max_length=MAX_NUMA_NODES)
     ] = {}
-    gpu_access: GpuAccess = GpuAccess.all
+    """CPU list per NUMA node, e.g. `{0: "0-95,192-287", 1: "96-191,288-383"}` (from `lscpu`; rocm-smi does not print
+    them); with a topology, a partition on one NUMA node gets `--cpuset-cpus` of that node."""
+    gpu_access: GpuAccess = Field(
+        GpuAccess.all, json_schema_extra=by_environment(GpuAccess.all, GpuAccess.render_nodes)
+    )
     """How containers reach their GPUs: `renderNodes` (/dev/kfd and only the partition's render nodes), `cdi`
     (the AMD Container Toolkit's `amd.com/gpu=<index>`: GPU indices are then the toolkit's, `amd-ctk cdi list`,
     and a `topology` file is refused; Docker >= 25 with CDI on) or `all` (all of /dev/dri, a visibility variable
@@ -361,6 +388,7 @@ class HostConfig(ConfigModel):
     containers: Annotated[list[ContainerConfig], Field(min_length=1, max_length=MAX_ITEMS)] = [
         ContainerConfig(name="rocm-dev")
     ]
+    """The host's GPU partitions."""
 
     @property
     def per_gpu(self) -> int:
@@ -432,7 +460,8 @@ def with_default_gpu_access(data: object) -> object:
     (renderNodes), dev keeps a workstation simple (all)."""
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
         return data
-    default = GpuAccess.render_nodes.value if data.get("environment") == "prod" else GpuAccess.all.value
+    environment = "prod" if data.get("environment") == "prod" else "dev"
+    default = environment_default(HostConfig, "gpu_access", environment).value
     hosts = [
         {"gpuAccess": default, **h} if isinstance(h, dict) and not {"gpuAccess", "gpu_access"} & set(h) else h
         for h in data["hosts"]

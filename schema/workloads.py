@@ -21,7 +21,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import ByteSize, Field, model_validator
 
-from .base import ConfigModel
+from .base import ConfigModel, by_environment, environment_default
 from .bounds import (
     MAX_BATCH,
     MAX_BYTES,
@@ -324,8 +324,13 @@ class TrainingKubernetes(ConfigModel):
     hostNetwork are only added at `privileged`."""
     node_selector: Labels = {}
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
-    # None: hostPath /var/lib/rocm-stack/checkpoints/<name> in dev, a 100Gi ReadWriteMany PVC in prod.
-    checkpoints: CheckpointStorage | None = None
+    checkpoints: CheckpointStorage | None = Field(
+        None,
+        json_schema_extra=by_environment(
+            HostPathStorage(type="hostPath", path="/var/lib/rocm-stack/checkpoints/NAME"), PvcStorage(type="pvc")
+        ),
+    )
+    """Where the training's checkpoints live (NAME: the training's name)."""
     # Failures before the training fails for good (pods lost with their node do not count): pod retries of a
     # one-node Job; restarts of the whole JobSet (failurePolicy.maxRestarts) for several nodes, each resuming
     # from the newest checkpoint.
@@ -352,9 +357,10 @@ class TrainingKubernetes(ConfigModel):
     def effective_checkpoints(self, name: str, environment: str) -> PvcStorage | HostPathStorage:
         if self.checkpoints is not None:
             return self.checkpoints
-        if environment == "prod":
-            return PvcStorage(type="pvc")
-        return HostPathStorage(type="hostPath", path=f"/var/lib/rocm-stack/checkpoints/{name}")
+        default = environment_default(TrainingKubernetes, "checkpoints", environment)
+        if isinstance(default, HostPathStorage):
+            return default.model_copy(update={"path": default.path.replace("NAME", name)})
+        return default  # type: ignore[no-any-return]
 
 
 class TrainingDocker(ConfigModel):
@@ -466,8 +472,14 @@ class InferenceKubernetes(ConfigModel):
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
     node_selector: Labels = {}
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
-    # None: hostPath /var/lib/rocm-stack/huggingface in dev, a 200Gi ReadWriteMany PVC in prod.
-    model_cache: ModelCacheStorage | None = None
+    model_cache: ModelCacheStorage | None = Field(
+        None,
+        json_schema_extra=by_environment(
+            HostPathStorage(type="hostPath", path="/var/lib/rocm-stack/huggingface"),
+            PvcStorage(type="pvc", size="200Gi"),
+        ),
+    )
+    """The Hugging Face cache the replicas download into (`HF_HOME`)."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     allow_load_balancer: bool = False
     clients: list[Labels] | None = Field(None, min_length=1, max_length=MAX_ITEMS)
@@ -499,9 +511,7 @@ class InferenceKubernetes(ConfigModel):
     def effective_model_cache(self, environment: str) -> PvcStorage | HostPathStorage | EmptyDirStorage:
         if self.model_cache is not None:
             return self.model_cache
-        if environment == "prod":
-            return PvcStorage(type="pvc", size="200Gi")
-        return HostPathStorage(type="hostPath", path="/var/lib/rocm-stack/huggingface")
+        return environment_default(InferenceKubernetes, "model_cache", environment)  # type: ignore[no-any-return]
 
 
 class InferenceDocker(ConfigModel):
@@ -532,8 +542,11 @@ def model_cache_dir(placement: InferenceDocker, partition: str) -> str:
 class InferenceConfig(ConfigModel):
     name: WorkloadName
     model: ModelId
-    # A branch, tag or commit of the model repository; pin a commit in prod for reproducible weights.
     revision: str | None = None
+    """A branch, tag or commit of the model repository (vLLM's `--revision`). Unset: the repository's default branch
+    at each download, so a replica started later may load newer weights; pin a commit to serve the same weights
+    everywhere. Recommended in prod, not required (a model repository is not an image: prod requires pinned
+    images only)."""
     # The model needs an accepted licence: the secret `huggingfaceToken` becomes required.
     gated: bool = False
     image: str = "vllm"

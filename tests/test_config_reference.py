@@ -1,6 +1,9 @@
 """docs/config-reference.md is generated from the schema's field docstrings and must match it."""
 
+import pytest
+
 import schema
+from conftest import stack_file
 from tools import config_reference
 from schema.project import ROOT
 
@@ -29,3 +32,59 @@ def test_check_fails_on_a_stale_page(tmp_path, capsys):
     assert config_reference.main(["--write", "--out", str(stale)]) == 0
     assert capsys.readouterr().err == f"wrote {stale}\n"
     assert config_reference.main(["--check", "--out", str(stale)]) == 0
+
+
+def test_configuration_md_key_table_is_generated_from_the_schema():
+    """The table of docs/configuration.md said `gpus` is 1..16 while the schema took up to 64 (issue 24 item 10):
+    it is now the schema's rows, as the reference's."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert page == config_reference.render_configuration(page), "run `rocm-stack config-reference --write`"
+    table = config_reference.configuration_table()
+    assert "| `hosts[].gpus` | integer (≥ 1, ≤ 64) | `1` |" in table
+    assert schema.load("dev", {"rocm-stack:hosts": [{"name": "big", "gpus": 64}]}).hosts[0].gpus == 64
+
+
+def test_check_reports_a_stale_configuration_table(tmp_path, monkeypatch, capsys):
+    page = tmp_path / "configuration.md"
+    committed = (ROOT / "docs" / "configuration.md").read_text()
+    page.write_text(committed.replace("| `hosts[].gpus` | integer (≥ 1, ≤ 64)", "| `hosts[].gpus` | integer (1..16)"))
+    monkeypatch.setattr(config_reference, "CONFIGURATION", page)
+    assert config_reference.main(["--check"]) == 1
+    assert f"{page} is stale" in capsys.readouterr().err
+
+
+def reference_row(key: str) -> list[str]:
+    page = config_reference.render()
+    line = next(line for line in page.splitlines() if line.startswith(f"| `{key}` |"))
+    return [cell.strip() for cell in line.strip("|").split(" | ")]
+
+
+@pytest.mark.parametrize(
+    "key, dev, prod, applied",
+    [
+        ("hosts[].gpuAccess", "all", "renderNodes", lambda cfg: cfg.hosts[0].gpu_access.value),
+        ("security.profile", "debug", "hardened", lambda cfg: cfg.security_profile.value),
+    ],
+)
+def test_a_default_by_environment_is_shown_as_such_and_is_what_the_loader_applies(key, dev, prod, applied):
+    """The reference showed `gpuAccess` defaulting to `all` in every environment (issue 24 item 10)."""
+    assert reference_row(key)[2] == f"dev: `{dev}`; prod: `{prod}`"
+    config = {"rocm-stack:hosts": [{"name": "box", "gpus": 8, "renderNodes": "hosts/mi300x-8gpu.render-nodes.json"}]}
+    assert applied(schema.load("dev", config)) == dev
+    assert applied(schema.load("prod", config)) == prod
+
+
+def test_keys_decided_by_the_stack_are_not_shown_as_required_or_unset():
+    assert reference_row("environment")[2] == "`prod` for a stack named `prod` or `prod-*`, else `dev`"
+    assert schema.load("prod-eu", {}).environment == "prod" and schema.load("product-demo", {}).environment == "dev"
+    assert reference_row("training[].kubernetes.checkpoints")[2].startswith('dev: `{"type": "hostPath"')
+    assert reference_row("hosts[].containers[].command")[2] == "`sleep infinity`"
+
+
+def test_revision_is_documented_as_recommended_in_prod_not_enforced(prod_plan):
+    """workloads.md said "pin a commit in prod", which nothing enforced and the committed prod stack did not do; the
+    docs now say what the code does (issue 24 item 10)."""
+    assert all("revision" not in i for i in stack_file("prod")["rocm-stack:inference"]) and prod_plan.outputs
+    for page in ("workloads.md", "config-reference.md"):
+        text = " ".join((ROOT / "docs" / page).read_text().split()).lower()
+        assert "pin a commit in prod" not in text and "recommended in prod, not required" in text
