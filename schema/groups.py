@@ -10,7 +10,6 @@ rule applies to every member, and a problem of an expanded host is reported wher
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -260,13 +259,12 @@ def located(problems: Iterable[tuple[str, str]], origins: list[Member | None]) -
         else:
             at = f"hostGroups[{member.group}].template{rest}"
         found.setdefault((at, message.replace(member.name, _NAME)), []).append(member.name)
-    sizes = Counter(member.group for member in origins if member is not None)
     return [
         (
             path,
             f"member {names[0]!r}: {message.replace(_NAME, names[0])}"
             + (f" (and {len(names) - 1} other member(s) alike)" if len(names) > 1 else "")
-            + _for_these_members(path, names, sizes)
+            + _for_these_members(path, names, origins)
             if names
             else message,
         )
@@ -277,13 +275,21 @@ def located(problems: Iterable[tuple[str, str]], origins: list[Member | None]) -
 _TEMPLATE_PATH = re.compile(r"hostGroups\[(\d+)\]\.template\.([^.[]+)")
 
 
-def _for_these_members(path: str, names: list[str], sizes: Mapping[int, int]) -> str:
-    """A template value that fails for some members only: changing the template changes every member, so say how to
-    change it for those alone (an override; a list such as `containers` is replaced whole)."""
+def _for_these_members(path: str, names: list[str], origins: list[Member | None]) -> str:
+    """A template value that fails for some of the members that take it, not for others: changing the template
+    changes them all, so say how to change it for those alone (an override; a list such as `containers` is replaced
+    whole)."""
     match = _TEMPLATE_PATH.match(path)
-    if match is None or len(names) >= sizes[int(match.group(1))]:
+    if match is None:
         return ""
-    key = match.group(2)
+    group, key = int(match.group(1)), match.group(2)
+    fine = [
+        m
+        for m in origins
+        if m is not None and m.group == group and m.name not in names and key not in (m.override or {})
+    ]
+    if not fine:
+        return ""
     where = ", ".join(f"`overrides.{name}.{key}`" for name in names)
     return (
         f"; the template is every member's: to change it for {', '.join(names)} alone, write {where} (a list there "
