@@ -597,11 +597,14 @@ class _SubsetSearch:
         # A GPU's links to a set of GPUs, looked up by the set's low and high halves: one step per set listed.
         half = (n + 1) // 2
         low_half = (1 << half) - 1
-        lo = [[sum(cost[g][h] for h in range(half) if m >> h & 1) for m in range(1 << half)] for g in range(n)]
-        hi = [
-            [sum(cost[g][half + h] for h in range(n - half) if m >> h & 1) for m in range(1 << n - half)]
-            for g in range(n)
-        ]
+        lo = [[0] * (1 << half) for _ in range(n)]
+        hi = [[0] * (1 << n - half) for _ in range(n)]
+        for g in range(n):
+            row, row_lo, row_hi = cost[g], lo[g], hi[g]
+            for m in range(1, 1 << half):
+                row_lo[m] = row_lo[m & m - 1] + row[(m & -m).bit_length() - 1]
+            for m in range(1, 1 << n - half):
+                row_hi[m] = row_hi[m & m - 1] + row[half + (m & -m).bit_length() - 1]
         nodes = sorted({node for node in numa if node is not None})
         node_bit = [0 if node is None else 1 << nodes.index(node) for node in numa]
         lo_nodes, hi_nodes = [0] * (1 << half), [0] * (1 << n - half)
@@ -609,12 +612,14 @@ class _SubsetSearch:
             lo_nodes[m] = lo_nodes[m & m - 1] | node_bit[(m & -m).bit_length() - 1]
         for m in range(1, 1 << n - half):
             hi_nodes[m] = hi_nodes[m & m - 1] | node_bit[half + (m & -m).bit_length() - 1]
-        weight = {0: 0}  # sets of the size being built, each grown from its lower members
+        weight = {0: 0}  # sets of the size being built, each grown by a GPU above its members
         for size in range(1, max(sizes, default=0) + 1):
+            # Only sets that can still grow to the next requested size: room for its other members above the top.
+            top = n - (min(s for s in self.distinct if s >= size) - size)
             weight = {
                 m | 1 << g: w + lo[g][m & low_half] + hi[g][m >> half]
                 for m, w in weight.items()
-                for g in range(m.bit_length(), n)
+                for g in range(m.bit_length(), top)
             }
             if size in self.distinct:
                 listed = sorted(
@@ -696,9 +701,13 @@ class _SubsetSearch:
         if known is not None and (known[1] or known[0] >= ub):
             return known[0]
         if sum(counts) == 1:  # one set left: the cheapest of its size inside `free`
-            best = next(
-                (k for k, m in itertools.takewhile(lambda e: e[0] < ub, self.cheapest[left]) if m & free == m), ub
-            )
+            best = ub
+            for k, m in self.cheapest[left]:
+                if k >= ub:
+                    break
+                if m & free == m:
+                    best = k
+                    break
             self.memo[state] = (best, best < ub)
             return best
         low = free & -free
