@@ -57,17 +57,19 @@ def problems(config: dict[str, Any], stack: str = "dev", **kwargs: Any) -> list[
     return str(refused.value).splitlines()
 
 
-def test_a_group_of_128_members_gives_the_plan_of_128_written_out_hosts():
-    names = [f"gpu-node-{i:03d}" for i in range(1, 129)]
+def test_a_group_gives_the_plan_of_its_members_written_out():
+    # 8 members prove what 128 did (each member is expanded alike), in a sixteenth of the time; indices 97..104
+    # cross from two significant digits to three, where the pattern's padding matters.
+    names = [f"gpu-node-{i:03d}" for i in range(97, 105)]
     workstation = stack_file("dev")[P + "hosts"]
     # Checks and monitoring off: they add resources per host, not anything a group changes (seconds saved).
     lean = {"checks": {"enable": False}, "monitoring": {"enabled": False}}
     group = dev_with(
-        hostGroups=[{"template": TEMPLATE, "namePattern": "gpu-node-{index:03d}", "start": 1, "count": 128}], **lean
+        hostGroups=[{"template": TEMPLATE, "namePattern": "gpu-node-{index:03d}", "start": 97, "count": 8}], **lean
     )
     hosts = dev_with(hosts=workstation + [written_out(name) for name in names], **lean)
     by_group, by_hosts = synthesize("dev", group), synthesize("dev", hosts)
-    assert len([r for r in by_group.resources if r["type"] == "rocm-stack:docker:GpuHost"]) == 129
+    assert len([r for r in by_group.resources if r["type"] == "rocm-stack:docker:GpuHost"]) == 9
     assert by_group.to_json() == by_hosts.to_json()
     assert rendered_files(by_group) == rendered_files(by_hosts)
 

@@ -411,7 +411,7 @@ def test_renaming_the_device_config_replaces_it_deleting_the_old_one_first():
     assert old["delete_before_replace"] is new["delete_before_replace"] is True
 
 
-def test_gpu_node_taints_are_tolerated_by_every_gpu_stack_daemon_set(plans):
+def test_gpu_node_taints_are_tolerated_by_every_gpu_stack_daemon_set(plans, prod_plan):
     """The operator sets no toleration unless the DeviceConfig gives one: `ds.Spec.Template.Spec.Tolerations =
     ...DevicePluginTolerations` else `= nil` (internal/plugin/plugin.go L272-276 @ v1.5.1; same in
     nodelabeller.go L240-243, metricsexporter.go L483-486); users asked for it in ROCm/gpu-operator#25 (device
@@ -423,7 +423,7 @@ def test_gpu_node_taints_are_tolerated_by_every_gpu_stack_daemon_set(plans):
     assert stack_file("prod")[P + "kubernetes"]["gpuNodeTaints"] == [
         {"key": "amd.com/gpu", "value": "present", "effect": "PreferNoSchedule"}
     ]
-    plan = synthesize("prod", stack_file("prod"))
+    plan = prod_plan
     spec = device_config(plan)["spec"]
     for path in (
         ("devicePlugin", "devicePluginTolerations"),

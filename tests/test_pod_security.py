@@ -55,8 +55,8 @@ def _inputs(plan: Plan, type_: str, name: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def prod() -> Plan:
-    return synthesize("prod", stack_file("prod"))
+def prod(prod_plan: Plan) -> Plan:
+    return prod_plan  # the session's synthesis of the committed prod stack
 
 
 def _pods(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
