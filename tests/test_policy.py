@@ -720,3 +720,20 @@ def test_prod_vllm_is_reachable_only_through_its_proxy(prod_env, prod_plan):
     # The proxy itself publishes: not a vLLM server.
     proxy = next(r for r in resources if r["type"] == CONTAINER and r["name"].endswith("-proxy"))
     assert proxy["inputs"]["ports"] and validate("prod-vllm-behind-proxy", CONTAINER, proxy["inputs"]) == []
+
+
+def test_the_pack_reads_an_unknown_tag_as_the_cli_does(tmp_path):
+    # go-yaml v3.0.1 resolve.go L127-130: a tag it cannot resolve leaves the plain text (decode.go L612), also on a
+    # mapping or a sequence; PyYAML's safe_load raised ConstructorError, a traceback out of the pack.
+    path = tmp_path / "Pulumi.prod.yaml"
+    path.write_text(
+        "config:\n  rocm-stack:token: !secret abc\n  rocm-stack:inference: !Ref [{name: a}]\n"
+        "  rocm-stack:kubernetes: !x {namespace: n}\n  rocm-stack:blob: !!binary aGk=\n"
+    )
+    assert pack.stack_file_config(path) == {
+        "rocm-stack:token": "abc",
+        "rocm-stack:inference": [{"name": "a"}],
+        "rocm-stack:kubernetes": {"namespace": "n"},
+        "rocm-stack:blob": b"hi",
+    }
+    assert pack.stack_file_config(tmp_path / "absent.yaml") == {}

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pulumi_policy import (
     EnforcementLevel,
     PolicyCustomTimeouts,
@@ -58,7 +57,7 @@ def engine_config(config: Mapping[str, Any]) -> dict[str, str]:
 def stack_environment(stack: str, project_dir: Path | None = None) -> Iterator[None]:
     """PULUMI_STACK and PULUMI_CONFIG as the CLI sets them, from the project's (default: the pack's) stack file."""
     path = stack_config_file(stack, project_dir or pack.PROJECT_DIR)
-    config = (yaml.safe_load(path.read_text()) or {}).get("config") or {} if path.is_file() else {}
+    config = pack.stack_file_config(path)
     saved = {k: os.environ.get(k) for k in ("PULUMI_STACK", "PULUMI_CONFIG")}
     os.environ.update(PULUMI_STACK=stack, PULUMI_CONFIG=json.dumps(engine_config(config)))
     try:

@@ -90,6 +90,30 @@ def enforcement_level(context: StackContext) -> EnforcementLevel:
     return EnforcementLevel.MANDATORY if context.prod else EnforcementLevel.ADVISORY
 
 
+class _CliLoader(yaml.SafeLoader):
+    """Reads a tag it does not know as its plain text, as the Pulumi CLI's yaml.v3 does (resolve.go L127-130 @ v3.0.1);
+    PyYAML's safe_load raises on one, which would end the pack in a traceback. Synth refuses such tags outright
+    (schema/stackfile.py); the pack only must not crash before the program's own refusal is seen."""
+
+
+def _untagged(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_CliLoader.add_multi_constructor("", _untagged)
+
+
+def stack_file_config(path: Path) -> dict[str, Any]:
+    """The `config:` of a stack file (its `secure:` values as written); empty when the file is absent."""
+    if not path.is_file():
+        return {}
+    return (yaml.load(path.read_text(), Loader=_CliLoader) or {}).get("config") or {}
+
+
 def stack_config_file(stack: str, project_dir: Path = PROJECT_DIR) -> Path:
     """`<stackConfigDir>/Pulumi.<stack>.yaml` of the project, where `pulumi config set` writes."""
     project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()) or {}
@@ -171,7 +195,7 @@ def _stack_file_config(args: StackValidationArgs, context: StackContext) -> tupl
     path = stack_config_file(context.stack, PROJECT_DIR)
     if not path.is_file():
         args.not_applicable(f"no stack config file {path.name} (config kept elsewhere, e.g. a Pulumi ESC environment)")
-    return path, (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    return path, stack_file_config(path)
 
 
 def _validate_remote_code(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -180,7 +204,7 @@ def _validate_remote_code(args: StackValidationArgs, report_violation: ReportVio
         args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
     # The opt-in is config: without a stack file none is given.
     path = stack_config_file(context.stack, PROJECT_DIR) if context.stack else None
-    config = (yaml.safe_load(path.read_text()) or {}).get("config") or {} if path and path.is_file() else {}
+    config = stack_file_config(path) if path else {}
     opted_in = rules.remote_code_opt_ins(config.get(f"{PROJECT}:inference", config.get("inference")))
     for r in args.resources:
         for message in rules.remote_code_problems(r.resource_type, r.props, opted_in):
@@ -199,7 +223,7 @@ def _validate_environment_credentials(args: StackValidationArgs, report_violatio
         engine = {}
     path = stack_config_file(context.stack, PROJECT_DIR) if context.stack else None
     if path is not None and path.is_file():
-        secrets = rules.secret_texts((yaml.safe_load(path.read_text()) or {}).get("config") or {}, engine)
+        secrets = rules.secret_texts(stack_file_config(path), engine)
     else:  # config kept elsewhere (a Pulumi ESC environment): any of its values may be a secret
         secrets = {v for v in engine.values() if isinstance(v, str)}
     for r in args.resources:
