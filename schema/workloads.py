@@ -21,7 +21,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import ByteSize, Field, model_validator
 
-from .base import ConfigModel, by_environment, environment_default
+from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import (
     MAX_BATCH,
     MAX_BYTES,
@@ -133,6 +133,13 @@ INFERENCE_ROCM_ENV: dict[str, str] = {
 }
 # Same guide: 112 RCCL channels on MI300X help only multi-GPU (tensor/pipeline/data-parallel) serving.
 MULTI_GPU_INFERENCE_ENV: dict[str, str] = {"NCCL_MIN_NCHANNELS": "112"}
+
+
+def _env_shown(env: dict[str, str]) -> str:
+    """A default environment map as the reference shows it."""
+    return ", ".join(f"`{name}={value}`" for name, value in env.items())
+
+
 # Same guide, "Data parallelism": "For ROCm, currently use VLLM_ALL2ALL_BACKEND="allgather_reducescatter" and
 # --disable-nccl-for-dp-synchronization with data parallelism."
 DATA_PARALLEL_INFERENCE_ENV: dict[str, str] = {"VLLM_ALL2ALL_BACKEND": "allgather_reducescatter"}
@@ -309,8 +316,11 @@ class TrainingKubernetes(ConfigModel):
         return data
 
     namespace: NamespaceName = "default"
+    """A built-in namespace or one declared in `kubernetes.namespaces`."""
     nodes: int = Field(1, ge=1, le=MAX_NODES)
+    """Pods of the job (one per node)."""
     gpus_per_node: GpuCount = 1
+    """GPUs (`gpuResource`) each pod requests."""
     gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
     """The extended resource each pod requests `gpusPerNode` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
@@ -324,6 +334,7 @@ class TrainingKubernetes(ConfigModel):
     hostNetwork are only added at `privileged`."""
     node_selector: Labels = {}
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
+    """Placement on GPU nodes (with nodeSelector)."""
     checkpoints: CheckpointStorage | None = Field(
         None,
         json_schema_extra=by_environment(
@@ -335,9 +346,12 @@ class TrainingKubernetes(ConfigModel):
     # one-node Job; restarts of the whole JobSet (failurePolicy.maxRestarts) for several nodes, each resuming
     # from the newest checkpoint.
     backoff_limit: int = Field(6, ge=0, le=MAX_RETRIES)
+    """Failures allowed (lost nodes not counted): pod retries of a one-node Job, whole-JobSet restarts otherwise."""
     active_deadline_seconds: int | None = Field(None, gt=0, le=MAX_DEADLINE_SECONDS)
+    """The run's deadline; unset: none."""
     queue_name: NamespaceName | None = None
-    """Kueue LocalQueue admitting the job (label `kueue.x-k8s.io/queue-name`); unset: no Kueue."""
+    """Kueue LocalQueue admitting the job (label `kueue.x-k8s.io/queue-name`; with `kubernetes.queues`, one declared
+    there for its namespace); unset: no Kueue."""
     network: TrainingNetwork | None = None
     """RDMA for RCCL between the pods (multi-node); unset: RCCL falls back to TCP sockets on the pod network."""
     termination_grace_period_seconds: TrainingGraceSeconds = DEFAULT_TRAINING_GRACE_SECONDS
@@ -364,12 +378,12 @@ class TrainingKubernetes(ConfigModel):
 
 
 class TrainingDocker(ConfigModel):
-    # `host/container` partitions; each runs its own single-node job (`torchrun --standalone`).
     partitions: list[PartitionRef] = Field(min_length=1, max_length=MAX_ITEMS)
-    # On each host, partition P of training T checkpoints into <checkpointDir>/<T>/<P>.
+    """`host/container` partitions; each runs its own single-node job (`torchrun --standalone`)."""
     checkpoint_dir: AbsolutePath = "/var/lib/rocm-stack/checkpoints"
-    # Docker's on-failure restart count.
+    """Host directory root: partition P of training T checkpoints into `<checkpointDir>/<T>/<P>`."""
     max_retries: int = Field(5, ge=0, le=MAX_RETRIES)
+    """Docker's on-failure restart count."""
     stop_grace_seconds: TrainingGraceSeconds = DEFAULT_TRAINING_GRACE_SECONDS
     """Seconds from SIGTERM to SIGKILL when the container stops (`docker stop`, a daemon shutdown, the delete
     before a `pulumi up` replaces it). programs/train.py finishes its step, checkpoints and exits: this must cover
@@ -404,21 +418,34 @@ class ElasticTraining(ConfigModel):
 
 class TrainingConfig(ConfigModel):
     name: WorkloadName
-    # A key of `rocm-stack:images`.
+    """Unique among all workloads."""
     image: str = "pytorch"
+    """A key of `rocm-stack:images`."""
     # Passed to programs/train.py as TRAIN_STEPS, BATCH_SIZE, CHECKPOINT_EVERY, CHECKPOINT_KEEP,
-    # TRAIN_PRECISION, TRAIN_ENTRYPOINT; `env` carries the program's other settings (TRAIN_LR, ...).
+    # TRAIN_PRECISION, TRAIN_ENTRYPOINT (CHECKPOINT_DIR and TRAIN_BACKEND=nccl are set by the stack).
     steps: int = Field(1000, ge=1, le=MAX_STEPS)
+    """TRAIN_STEPS."""
     batch_size: int = Field(32, ge=1, le=MAX_BATCH)
+    """BATCH_SIZE."""
     checkpoint_every: int = Field(100, ge=1, le=MAX_STEPS)
+    """CHECKPOINT_EVERY (steps)."""
     checkpoint_keep: int = Field(3, ge=1, le=MAX_ITEMS)
+    """CHECKPOINT_KEEP (newest checkpoints kept)."""
     precision: Literal["fp32", "bf16"] = "bf16"
+    """TRAIN_PRECISION."""
     entrypoint: EntryPoint | None = None
+    """TRAIN_ENTRYPOINT; unset: programs/train.py's synthetic model."""
     env: Annotated[dict[EnvName, EnvValue], Field(max_length=MAX_ITEMS)] = {}
-    # Merged over TRAINING_RCCL_ENV; `null` removes a default.
-    rccl_env: Annotated[dict[EnvName, EnvValue | None], Field(max_length=MAX_ITEMS)] = {}
-    # /dev/shm: RCCL and DataLoader workers exchange tensors through it.
+    """More program settings (TRAIN_LR, ...) or your own variables."""
+    rccl_env: Annotated[
+        dict[EnvName, EnvValue | None],
+        Field(max_length=MAX_ITEMS, json_schema_extra=shown_default(_env_shown(TRAINING_RCCL_ENV))),
+    ] = {}
+    """RCCL/NCCL variables, merged over the default; `null` removes one."""
     shm_size: ShmSize = ByteSize(16 * 1024**3)
+    """/dev/shm, through which RCCL and DataLoader workers exchange tensors: a memory-backed emptyDir on
+    Kubernetes; on Docker `--shm-size` of the partition's private IPC namespace (ignored for a host's only
+    partition, which keeps host IPC)."""
     kubernetes: TrainingKubernetes | None = None
     docker: TrainingDocker | None = None
     elastic: ElasticTraining | None = None
@@ -463,15 +490,17 @@ class TrainingConfig(ConfigModel):
 
 class InferenceKubernetes(ConfigModel):
     namespace: NamespaceName = "default"
-    # None: 1 in dev, 2 in prod (a PodDisruptionBudget then keeps one serving during node drains).
-    replicas: int | None = Field(None, ge=1, le=MAX_PODS)
-    # GPUs per replica; None: tensorParallelSize. More than that adds vLLM data-parallel ranks.
-    gpus: GpuCount | None = None
+    """A built-in namespace or one declared in `kubernetes.namespaces`."""
+    replicas: int | None = Field(None, ge=1, le=MAX_PODS, json_schema_extra=by_environment(dev=1, prod=2))
+    """In prod a PodDisruptionBudget then keeps one serving during node drains."""
+    gpus: GpuCount | None = Field(None, json_schema_extra=shown_default("`tensorParallelSize`"))
+    """GPUs (`gpuResource`) per replica, a multiple of tensorParallelSize: more adds vLLM data-parallel ranks."""
     gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
     """The extended resource each replica requests `gpus` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
     node_selector: Labels = {}
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
+    """Placement on GPU nodes (with nodeSelector)."""
     model_cache: ModelCacheStorage | None = Field(
         None,
         json_schema_extra=by_environment(
@@ -481,14 +510,17 @@ class InferenceKubernetes(ConfigModel):
     )
     """The Hugging Face cache the replicas download into (`HF_HOME`)."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    """The API's Service."""
     allow_load_balancer: bool = False
+    """Prod's explicit opt-in to `serviceType: LoadBalancer`, which publishes the API outside the cluster."""
     clients: list[Labels] | None = Field(None, min_length=1, max_length=MAX_ITEMS)
     """Label sets of the pods (in the server's namespace) allowed to reach the API, e.g. the proxy or router:
     `[{app.kubernetes.io/name: router}]`. Unset: every pod of the namespace. The monitoring namespace always
     reaches it (metrics); a NodePort or LoadBalancer Service is reachable from anywhere."""
-    """Prod's explicit opt-in to `serviceType: LoadBalancer`, which publishes the API outside the cluster."""
-    # PodDisruptionBudget minAvailable; None: replicas - 1 in prod (no PDB when that is 0), none in dev.
-    min_available: int | None = Field(None, ge=1, le=MAX_PODS)
+    min_available: int | None = Field(
+        None, ge=1, le=MAX_PODS, json_schema_extra=shown_default("prod: `replicas - 1` (no PDB when 0); dev: no PDB")
+    )
+    """The PodDisruptionBudget's minAvailable."""
     cpu: CpuQuantity = "8"
     """CPU request = limit of each replica."""
     memory: Annotated[ByteSize, Field(le=MAX_BYTES)] = ByteSize(64 * 1024**3)
@@ -499,7 +531,8 @@ class InferenceKubernetes(ConfigModel):
     def effective_replicas(self, environment: str) -> int:
         if self.replicas is not None:
             return self.replicas
-        return 2 if environment == "prod" else 1
+        replicas: int = environment_default(InferenceKubernetes, "replicas", environment)
+        return replicas
 
     def effective_min_available(self, environment: str) -> int | None:
         if self.min_available is not None:
@@ -515,14 +548,14 @@ class InferenceKubernetes(ConfigModel):
 
 
 class InferenceDocker(ConfigModel):
-    # `host/container` partitions; each runs one vLLM server on the partition's GPUs. For dense models several
-    # single-GPU partitions usually serve more than one partition of as many GPUs (see the README).
+    # For dense models several single-GPU partitions usually serve more than one partition of as many GPUs (README).
     partitions: list[PartitionRef] = Field(min_length=1, max_length=MAX_ITEMS)
-    # Host port of the API; None: the same as `port`.
-    published_port: Port | None = None
-    # Host address the port is published on (127.0.0.1: only the host itself, behind its own proxy). In prod the
-    # API needs the key `rocm-stack:vllmApiKey` on any address.
+    """`host/container` partitions; each runs one vLLM server on the partition's GPUs."""
+    published_port: Port | None = Field(None, json_schema_extra=shown_default("`port`"))
+    """Host port of the API (published by the proxy when `vllmApiKey` is set)."""
     ip: IpAddress = "0.0.0.0"
+    """Host address the port is published on (127.0.0.1: only the host itself, behind its own proxy). In prod the
+    API needs the secret `vllmApiKey` on any address."""
     model_cache_dir: AbsolutePath = "/var/lib/rocm-stack/huggingface"
     """Host directory of the Hugging Face caches: partition P's server downloads into and loads from
     `<modelCacheDir>/<P>` alone, so no server can alter the weights another one loads."""
@@ -541,25 +574,39 @@ def model_cache_dir(placement: InferenceDocker, partition: str) -> str:
 
 class InferenceConfig(ConfigModel):
     name: WorkloadName
+    """Unique among all workloads."""
     model: ModelId
+    """Hugging Face repository id."""
     revision: str | None = None
     """A branch, tag or commit of the model repository (vLLM's `--revision`). Unset: the repository's default branch
     at each download, so a replica started later may load newer weights; pin a commit to serve the same weights
     everywhere. Recommended in prod, not required (a model repository is not an image: prod requires pinned
     images only)."""
-    # The model needs an accepted licence: the secret `huggingfaceToken` becomes required.
     gated: bool = False
+    """The model needs an accepted licence: the secret `huggingfaceToken` becomes required (`meta-llama/*` and
+    `google/gemma*` always count as gated)."""
     image: str = "vllm"
+    """A key of `rocm-stack:images`."""
     tensor_parallel_size: GpuCount = 1
     port: Port = 8000
     extra_args: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
+    """More `vllm serve` flags: not those derived from the keys here, no `--api-key`, no `--trust-remote-code`."""
     trust_remote_code: bool = False
     """Runs the model repository's own Python code (vLLM `--trust-remote-code`: custom architectures): code from
     the Hub with the server's GPUs, cache and API key. Off unless this says so; never as a raw flag in extraArgs."""
     env: Annotated[dict[EnvName, EnvValue], Field(max_length=MAX_ITEMS)] = {}
-    # Merged over INFERENCE_ROCM_ENV (+ MULTI_GPU_INFERENCE_ENV with more than one GPU); `null` removes one.
-    rocm_env: Annotated[dict[EnvName, EnvValue | None], Field(max_length=MAX_ITEMS)] = {}
+    rocm_env: Annotated[
+        dict[EnvName, EnvValue | None],
+        Field(
+            max_length=MAX_ITEMS,
+            json_schema_extra=shown_default(
+                f"{_env_shown(INFERENCE_ROCM_ENV)}; with more than one GPU also {_env_shown(MULTI_GPU_INFERENCE_ENV)}"
+            ),
+        ),
+    ] = {}
+    """ROCm/vLLM variables (AMD's MI300X advice, docs/workloads.md), merged over the default; `null` removes one."""
     shm_size: ShmSize = ByteSize(16 * 1024**3)
+    """/dev/shm of each server (as for training)."""
     startup_timeout_seconds: WaitSeconds = 1800
     """How long a server may take to download and load its model: the startup probe (Kubernetes) and the health
     check's start period (Docker), which `pulumi up` waits out (docs/workloads.md "Deadlines")."""

@@ -5,6 +5,7 @@ import pytest
 import schema
 from conftest import stack_file
 from tools import config_reference
+from schema.workloads import InferenceKubernetes
 from schema.project import ROOT
 
 
@@ -38,7 +39,7 @@ def test_configuration_md_key_table_is_generated_from_the_schema():
     """The table of docs/configuration.md said `gpus` is 1..16 while the schema took up to 64 (issue 24 item 10):
     it is now the schema's rows, as the reference's."""
     page = (ROOT / "docs" / "configuration.md").read_text()
-    assert page == config_reference.render_configuration(page), "run `rocm-stack config-reference --write`"
+    assert page == config_reference.render_tables(page), "run `rocm-stack config-reference --write`"
     table = config_reference.configuration_table()
     assert "| `hosts[].gpus` | integer (≥ 1, ≤ 64) | `1` |" in table
     assert schema.load("dev", {"rocm-stack:hosts": [{"name": "big", "gpus": 64}]}).hosts[0].gpus == 64
@@ -48,9 +49,43 @@ def test_check_reports_a_stale_configuration_table(tmp_path, monkeypatch, capsys
     page = tmp_path / "configuration.md"
     committed = (ROOT / "docs" / "configuration.md").read_text()
     page.write_text(committed.replace("| `hosts[].gpus` | integer (≥ 1, ≤ 64)", "| `hosts[].gpus` | integer (1..16)"))
-    monkeypatch.setattr(config_reference, "CONFIGURATION", page)
+    monkeypatch.setattr(config_reference, "TABLE_PAGES", [page])
     assert config_reference.main(["--check"]) == 1
     assert f"{page} is stale" in capsys.readouterr().err
+
+
+def test_workloads_md_key_tables_are_the_schemas_subtrees(tmp_path, monkeypatch, capsys):
+    """docs/workloads.md's hand-written tables had drifted from the schema (rcclEnv's default, issue 24 item 10)."""
+    page = ROOT / "docs" / "workloads.md"
+    committed = page.read_text()
+    assert committed == config_reference.render_tables(committed), "run `rocm-stack config-reference --write`"
+    for subtree in ("training[]", "inference[]"):
+        assert config_reference.subtree_table(subtree) in committed
+    assert "| `rcclEnv` | " in config_reference.subtree_table("training[]")
+    assert "| `kubernetes.replicas` | integer (≥ 1, ≤ 150000) | dev: `1`; prod: `2` |" in committed
+    stale = tmp_path / "workloads.md"
+    stale.write_text(
+        committed.replace(
+            "| `docker.maxRetries` | integer (≥ 0, ≤ 1000) | `5`", "| `docker.maxRetries` | integer | `3`"
+        )
+    )
+    monkeypatch.setattr(config_reference, "TABLE_PAGES", [stale])
+    assert config_reference.main(["--check"]) == 1
+    assert config_reference.main(["--write"]) == 0
+    assert stale.read_text() == committed
+    capsys.readouterr()
+
+
+def test_a_generated_table_without_its_end_marker_is_an_error():
+    page = config_reference.subtree_table("training[]").replace(config_reference._END, "")
+    with pytest.raises(ValueError, match="without its"):
+        config_reference.render_tables(page)
+
+
+def test_inference_replicas_default_is_the_one_the_loader_applies():
+    assert reference_row("inference[].kubernetes.replicas")[2] == "dev: `1`; prod: `2`"
+    for environment, replicas in (("dev", 1), ("prod", 2)):
+        assert InferenceKubernetes().effective_replicas(environment) == replicas
 
 
 def reference_row(key: str) -> list[str]:
