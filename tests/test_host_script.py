@@ -48,6 +48,8 @@ if [ -n "${DOCKER_PULL_HANGS:-}" ]; then case "$1 $2" in "image inspect") exit 1
 COMPARED = {
     "entrypoints",
     "networksAdvanced",
+    "networkMode",
+    "readOnly",
     "name",
     "image",
     "command",
@@ -123,6 +125,7 @@ def _create_parser() -> argparse.ArgumentParser:
     ):
         parser.add_argument(flag, action="append", default=[])
     parser.add_argument("--no-healthcheck", action="store_true")
+    parser.add_argument("--read-only", action="store_true")
     parser.add_argument("image")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser
@@ -170,8 +173,10 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
         # Config.Entrypoint (funcs.go L92-93): the CLI's --entrypoint takes one word, the rest goes before Cmd.
         "entrypoint": (i.get("entrypoints") or [None])[0],
         "command": [*i.get("entrypoints", [])[1:], *i.get("command", [])],
-        # networks_advanced: connected by name after create (funcs.go L463-500), the CLI's --network.
-        "network": (i.get("networksAdvanced") or [{}])[0].get("name"),
+        # networks_advanced: connected by name after create (funcs.go L463-500), the CLI's --network; network_mode:
+        # HostConfig.NetworkMode (funcs.go L398), the same flag.
+        "network": (i.get("networksAdvanced") or [{}])[0].get("name") or i.get("networkMode"),
+        "read_only": bool(i.get("readOnly")),  # HostConfig.ReadonlyRootfs (funcs.go L260), --read-only
         "device": [
             f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
             for d in i.get("devices", [])
@@ -274,15 +279,23 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
                 (upload,) = uploads
                 order.append(calls.index(upload))
                 archive = tarfile.open(fileobj=io.BytesIO(upload["stdin"]))
-                # The provider's tar entry per upload: the file's path, its content, mode 0644 (0744 executable).
+                # The provider's tar entry per upload: the file's path, its content, its `permissions`, else mode 0644
+                # (0744 executable).
                 assert {
                     m.name: (archive.extractfile(m).read().decode(), m.mode, m.uid) for m in archive.getmembers()
                 } == {
-                    u["file"].lstrip("/"): (upload_text(u), 0o744 if u.get("executable") else 0o644, 0)
+                    u["file"].lstrip("/"): (
+                        upload_text(u),
+                        int(u["permissions"], 8) if u.get("permissions") else 0o744 if u.get("executable") else 0o644,
+                        0,
+                    )
                     for u in inputs["uploads"]
                 }
             else:
                 assert not uploads
+            # A named volume is looked up (and created when missing) before the container that mounts it.
+            volumes = [v["volumeName"] for v in inputs.get("volumes", []) if v.get("volumeName")]
+            assert all(argvs.index(["volume", "inspect", v]) < order[0] for v in volumes), f"{host}/{name}"
             if inputs.get("start", True):
                 order.append(argvs.index(["start", *(["--attach"] if inputs.get("attach") else []), name]))
             assert order == sorted(order), f"{host}/{name}: {order}"

@@ -52,7 +52,7 @@ def _camel(name: str) -> str:
 def upstream_table(resource_file: str, top_type: str, nested_prefix: str) -> dict[str, Attribute]:
     """The input attributes of a TFD resource keyed by their Pulumi path: pulumi-docker's renames
     (bridge-metadata.json renamedProperties), otherwise the bridge's camelCase of the Terraform name."""
-    top = {tf: pulumi for pulumi, tf in RENAMES[top_type].items()}
+    top = {tf: pulumi for pulumi, tf in RENAMES.get(top_type, {}).items()}
     nested: dict[str, str] = {}
     for type_token, renames in RENAMES.items():
         if type_token.startswith(nested_prefix):

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from components.docker.checks import CHECK_LABEL
-from policy.rocm_policy.rules import PARTITION_LABEL
+from policy.rocm_policy.rules import MONITORING_LABEL, PARTITION_LABEL
 from tools.impact_rules import (
     DOCKER_LIVE_UPDATES,
     DOCKER_SCHEMAS,
@@ -233,6 +233,8 @@ def _container_role(resource: PlannedResource) -> str:
         return f"vLLM server `{workload}` on `{partition}`"
     if component == "rocm-stack:monitoring:DockerExporter":
         return f"the GPU metrics exporter on `{_host(resource)}`"
+    if labels.get(MONITORING_LABEL):
+        return f"the stack's {labels[MONITORING_LABEL]} on `{_host(resource)}`"
     if partition:
         return f"the shell of partition `{partition}`"
     return f"container `{resource.inputs.get('name', resource.name)}` on `{_host(resource)}`"
@@ -321,6 +323,8 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
         return f"pulls `{resource.inputs.get('name')}` on `{_host(resource)}`"
     if resource.type == VOLUME:
         if action is Action.DELETE:
+            if resource.retain_on_delete:
+                return f"forgets volume `{resource.inputs.get('name')}` on `{_host(resource)}`: retainOnDelete keeps it"
             return f"deletes volume `{resource.inputs.get('name')}` on `{_host(resource)}`"
         replaced = f", then deletes `{old.inputs.get('name')}` once no container uses it" if old and new else ""
         return f"creates volume `{resource.inputs.get('name')}` on `{_host(resource)}`{replaced}"
@@ -569,7 +573,11 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
                 type=old.type,
                 name=old.name,
                 action=Action.DELETE,
-                rules=["pulumi.urn", *(["tfd.container-delete"] if old.type == CONTAINER else [])],
+                rules=[
+                    "pulumi.urn",
+                    *(["tfd.container-delete"] if old.type == CONTAINER else []),
+                    *(["pulumi.retain-on-delete"] if old.retain_on_delete else []),
+                ],
                 meaning=_meaning(Action.DELETE, old, None)
                 + ("; it is protected: `pulumi up` stops with an error instead" if old.protect else ""),
                 stops_container=old.type == CONTAINER and not old.inputs.get("attach"),

@@ -347,6 +347,8 @@ _RENDERED_INPUTS = {
     "healthcheck",
     "uploads",
     "mustRun",
+    "readOnly",
+    "networkMode",
     "start",
     "stopSignal",
     "stopTimeout",
@@ -421,6 +423,10 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     if len(networks) > 1 or any(set(n) != {"name"} for n in networks):
         raise ValueError(f"docker/HOST.sh renders one network by name, not {networks} of container {i['name']!r}")
     args += [f"--network={n['name']}" for n in networks]
+    if "networkMode" in i:
+        args.append(f"--network={i['networkMode']}")
+    if i.get("readOnly"):
+        args.append("--read-only")
     # `--entrypoint` takes one word: the rest of the entrypoint goes before the command (the same argv runs).
     entrypoint = i.get("entrypoints", [])
     args += [f"--entrypoint={word}" for word in entrypoint[:1]]

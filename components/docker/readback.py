@@ -202,6 +202,8 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
         "set",
     ),
     "hostname": ReadBack('funcs.go L847: d.Set("hostname", container.Config.Hostname)'),
+    "networkMode": ReadBack('funcs.go L954: d.Set("network_mode", HostConfig.NetworkMode): "host" as sent'),
+    "readOnly": ReadBack('funcs.go L830: d.Set("read_only", HostConfig.ReadonlyRootfs)'),
     "envs": ReadBack(f"funcs.go L893-898 (issues #242, #269): {NOT_READ}; env is a Set (schema.go L590)", "set"),
     "labels": ReadBack(f"funcs.go L893-898: {NOT_READ}; labels is a Set (schema.go L833)", "set"),
     "volumes": ReadBack(f'funcs.go L882 ("// volumes"): {NOT_READ}; a Set (schema.go L434)', "set"),
