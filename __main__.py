@@ -4,7 +4,7 @@ import pulumi
 
 from schema import ConfigError, from_pulumi
 from schema.docker import host_images
-from schema.workloads import namespace_pod_security
+from schema.workloads import host_data_dirs, namespace_pod_security
 from components.docker.gpu_host import GpuHost, GpuHostArgs
 from components.k8s import build_kubernetes, gpu_stack_workloads
 from components.monitoring import (
@@ -15,7 +15,16 @@ from components.monitoring import (
     KubernetesMonitoring,
     KubernetesMonitoringArgs,
     declared_fleet,
+    exporter_address,
+    prometheus_scrape_config,
     prometheus_scrape_config_text,
+)
+from components.monitoring.docker_host import (
+    HostExporters,
+    HostExportersArgs,
+    MonitoringHost,
+    MonitoringHostArgs,
+    alert_destinations,
 )
 from components.workloads import build_workloads, host_checks, host_for_gpu_host
 
@@ -56,10 +65,41 @@ if monitoring is not None:
                 pull_timeout_seconds=host_config.docker.pull_timeout_seconds,
             ),
         )
-    pulumi.export(
-        "prometheusScrapeConfig",
-        prometheus_scrape_config_text(monitoring, declared_fleet(cfg), keyed=secrets.vllm_api_key is not None),
-    )
+        HostExporters(
+            host_config.name,
+            HostExportersArgs(
+                provider=hosts[host_config.name].provider,
+                logs=host_config.logs,
+                pull_timeout_seconds=host_config.docker.pull_timeout_seconds,
+                data_dirs=host_data_dirs(cfg, host_config.name),
+            ),
+        )
+    fleet = declared_fleet(cfg)
+    keyed = secrets.vllm_api_key is not None
+    pulumi.export("prometheusScrapeConfig", prometheus_scrape_config_text(monitoring, fleet, keyed=keyed))
+    if cfg.monitoring_host is not None:
+        monitoring_host = next(host for host in cfg.hosts if host.name == cfg.monitoring_host)
+        servers = MonitoringHost(
+            monitoring_host.name,
+            MonitoringHostArgs(
+                config=monitoring,
+                scrape_config=prometheus_scrape_config(monitoring, fleet, keyed),
+                fleet=fleet,
+                provider=hosts[monitoring_host.name].provider,
+                address=exporter_address(monitoring_host.docker.host),
+                logs=monitoring_host.logs,
+                pull_timeout_seconds=monitoring_host.docker.pull_timeout_seconds,
+                grafana_admin_password=secrets.grafana_admin_password,
+            ),
+        )
+        pulumi.export("monitoringUrls", servers.urls)
+        pulumi.export("alertDestinations", alert_destinations(monitoring.receivers))
+    elif cfg.hosts:
+        pulumi.export(
+            "alertDestinations",
+            "nowhere: no monitoring host (monitoring.host) evaluates the Docker hosts' alerts; set it, or give your "
+            "Prometheus the prometheusScrapeConfig output and `rocm-stack alerts`",
+        )
 
 kubernetes = None
 if cfg.kubernetes is not None:

@@ -33,6 +33,7 @@ SECRET_KEYS = {
     "registryPassword": "the password or token of `rocm-stack:registry`",
     "huggingfaceToken": "the Hugging Face token vLLM uses to download gated models",
     "vllmApiKey": "the API key vLLM requires on /v1 (Kubernetes and Docker inference; required in prod)",
+    "grafanaAdminPassword": "the password of Grafana's `admin` on the monitoring host (required in prod when it is on)",
 }
 
 
@@ -97,6 +98,13 @@ class StackConfig(ConfigModel):
         return {**DEFAULT_IMAGES, **images}
 
     @property
+    def monitoring_host(self) -> str | None:
+        """The Docker host running Prometheus, Alertmanager and Grafana (`monitoring.host`, or its default)."""
+        return self.monitoring.monitoring_host(
+            self.environment, self.kubernetes is not None, [host.name for host in self.hosts]
+        )
+
+    @property
     def security_profile(self) -> SecurityProfile:
         if self.security.profile is not None:
             return self.security.profile
@@ -127,6 +135,7 @@ class StackSecrets:
     registry_password: Any = None
     huggingface_token: Any = None
     vllm_api_key: Any = None
+    grafana_admin_password: Any = None
     # Other stack keys Pulumi holds as secrets (`hosts`, `training`, ...), without the namespace: a key with a
     # `secure:` value nested anywhere inside (`pulumi config set --path --secret`) arrives as one secret, since the
     # CLI marks only top-level keys (pulumi/pulumi sdk/go/common/resource/config/map.go SecureKeys), so every
@@ -452,6 +461,20 @@ def load(
     known = api_key is not None and not isinstance(api_key, dict) and api_key != SECRET_PLACEHOLDER
     if known and (problem := rules.api_key_problem(str(api_key))):
         problems.append(ConfigProblem("vllmApiKey", problem))
+    if (
+        cfg.environment == "prod"
+        and cfg.monitoring_host is not None
+        and f"{prefix}grafanaAdminPassword" not in secret_keys
+    ):
+        problems.append(
+            ConfigProblem(
+                "grafanaAdminPassword",
+                (
+                    f"the monitoring host '{cfg.monitoring_host}' runs Grafana, whose admin password prod requires; "
+                    "run `pulumi config set --secret grafanaAdminPassword <password>` (or set monitoring.host: false)"
+                ),
+            )
+        )
     if cfg.registry is not None and f"{prefix}registryPassword" not in secret_keys:
         problems.append(
             ConfigProblem(
@@ -499,6 +522,7 @@ def from_pulumi() -> tuple[StackConfig, StackSecrets]:
         registry_password=project_config.get_secret("registryPassword"),
         huggingface_token=project_config.get_secret("huggingfaceToken"),
         vllm_api_key=project_config.get_secret("vllmApiKey"),
+        grafana_admin_password=project_config.get_secret("grafanaAdminPassword"),
         secret_sections=frozenset(key[len(prefix) :] for key in secret_keys if key.startswith(prefix)),
     )
     return cfg, secrets

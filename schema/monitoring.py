@@ -6,8 +6,8 @@ this file only holds the numbers and switches an operator tunes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Annotated
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -16,7 +16,7 @@ from domain.gpus import MODELS, ModelName
 
 from .base import ConfigModel, matching
 from .bounds import MAX_FLOOR, MAX_ITEMS, MAX_WAIT_SECONDS
-from .types import Duration, Labels, Port, UnitDuration, duration_seconds
+from .types import DNS_LABEL, Duration, Labels, Port, RetentionSize, UnitDuration, duration_seconds
 from .docker import image_pin_problem
 
 Celsius = Annotated[float, Field(ge=30, le=125)]
@@ -135,6 +135,97 @@ class KubePrometheusStackConfig(ConfigModel):
     timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 900
 
 
+# Host ports of the exporters every Docker host runs, and of the monitoring host's servers (each upstream's default
+# listen port: node_exporter `--web.listen-address` :9100, cAdvisor `--port` 8080, Prometheus :9090, Alertmanager
+# :9093, Grafana `http_port` 3000). components/monitoring re-exports them; the schema checks them against the
+# partitions' published ports.
+NODE_EXPORTER_PORT = 9100
+CADVISOR_PORT = 8080
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+GRAFANA_PORT = 3000
+MONITORING_HOST_PORTS = {
+    PROMETHEUS_PORT: "Prometheus",
+    ALERTMANAGER_PORT: "Alertmanager",
+    GRAFANA_PORT: "Grafana",
+}
+EXPORTER_PORTS = {NODE_EXPORTER_PORT: "node-exporter", CADVISOR_PORT: "cAdvisor"}
+
+
+class Retention(ConfigModel):
+    """How long, and up to what size, Prometheus keeps samples on the monitoring host; whichever is reached first."""
+
+    time: Duration | None = "15d"
+    """Samples older than this are deleted (Prometheus's own default: 15d). null: by size only."""
+    size: RetentionSize | None = None
+    """The blocks' total size at which the oldest are deleted (e.g. 200GiB): set it below the volume's free space.
+    null: by time only."""
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> Retention:
+        if self.time is None and self.size is None:
+            raise ValueError(
+                "set time, size or both: without either Prometheus would keep samples until the disk fills"
+            )
+        return self
+
+    def flags(self) -> list[str]:
+        """Prometheus's command-line flags for this retention."""
+        flags = []
+        if self.time is not None:
+            flags.append(f"--storage.tsdb.retention.time={self.time}")
+        if self.size is not None:
+            flags.append(f"--storage.tsdb.retention.size={int(self.size) // 1024**2}MB")
+        return flags
+
+
+Url = Annotated[str, matching(r"https?://[^\s/?#]+[^\s]*", "an http:// or https:// URL")]
+HostPort = Annotated[str, matching(r"[^\s:]+:[0-9]{1,5}", "host:port, e.g. smtp.example.com:587")]
+Email = Annotated[str, matching(r"[^\s@,]+@[^\s@,]+", "an e-mail address")]
+# Alertmanager's receiver names are free text; here they are DNS labels, as they also name the routes.
+ReceiverName = Annotated[str, matching(DNS_LABEL, "lowercase letters, digits and '-', at most 63 characters")]
+
+
+class WebhookReceiver(ConfigModel):
+    """Alertmanager POSTs each notification as JSON to this URL (its `webhook_configs`)."""
+
+    url: Url
+
+
+class EmailReceiver(ConfigModel):
+    """Alertmanager mails each notification (its `email_configs`), through an SMTP relay that takes it without a login."""
+
+    to: Annotated[list[Email], Field(min_length=1, max_length=MAX_ITEMS)]
+    from_: Email = Field(alias="from")
+    smarthost: HostPort
+    """The SMTP relay, host:port."""
+    require_tls: bool = True
+    """STARTTLS required (Alertmanager's default)."""
+
+
+class Receiver(ConfigModel):
+    """One destination of the alerts: exactly one of `webhook` or `email`."""
+
+    name: ReceiverName
+    webhook: WebhookReceiver | None = None
+    email: EmailReceiver | None = None
+    severities: list[Literal["critical", "warning", "info"]] = []
+    """Only alerts of these severities (the rules' `severity` label); empty: every alert."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Receiver:
+        if (self.webhook is None) == (self.email is None):
+            raise ValueError(f"receiver '{self.name}' needs exactly one of webhook: {{url: ...}} or email: {{...}}")
+        return self
+
+    def destination(self) -> str:
+        kinds = f" ({'/'.join(self.severities)} only)" if self.severities else ""
+        if self.webhook is not None:
+            return f"{self.name}: webhook {self.webhook.url}{kinds}"
+        assert self.email is not None
+        return f"{self.name}: email to {', '.join(self.email.to)} via {self.email.smarthost}{kinds}"
+
+
 class MonitoringConfig(ConfigModel):
     enabled: bool = True
     # The rules cover every GPU model, each host's GPUs by their `gpu_model` label (domain/alerts.py MODEL_LABEL):
@@ -149,6 +240,15 @@ class MonitoringConfig(ConfigModel):
     grafana_dashboard: bool = True
     # Labels the cluster's Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: `release`).
     prometheus_selector_labels: Labels = {"release": "kube-prometheus-stack"}
+    host: str | bool | None = None
+    """The Docker host (a name in `hosts`) that runs Prometheus, Alertmanager and Grafana for the Docker hosts
+    (docs/monitoring.md, "The monitoring host"). true: the first host of `hosts`; false: none. Unset: the first
+    host in prod when the stack has no `kubernetes` layer, none otherwise. Moving it starts an empty history."""
+    retention: Retention = Retention()
+    """How long Prometheus on the monitoring host keeps samples."""
+    receivers: Annotated[list[Receiver], Field(max_length=MAX_ITEMS)] = []
+    """Where the monitoring host's Alertmanager sends alerts: every receiver gets every alert of its
+    `severities`. None: alerts go nowhere (only Alertmanager's own page lists them); the outputs say so."""
 
     @field_validator("exporter_image")
     @classmethod
@@ -183,13 +283,42 @@ class MonitoringConfig(ConfigModel):
             }
         )
 
+    def monitoring_host(self, environment: str, has_kubernetes: bool, hosts: Sequence[str]) -> str | None:
+        """The Docker host that runs the monitoring servers, or None. The default is the first host of `hosts`:
+        hosts are added at the end, so it does not move when the fleet grows."""
+        if not self.enabled or self.host is False or not hosts:
+            return None
+        if isinstance(self.host, str):
+            return self.host
+        if self.host is True or (environment == "prod" and not has_kubernetes):
+            return hosts[0]
+        return None
+
     def installs_kube_prometheus_stack(self, environment: str) -> bool:
         install = self.kube_prometheus_stack.install
         return environment == "dev" if install is None else install
 
 
+def host_problems(cfg: MonitoringConfig, hosts: Sequence[str]) -> Iterable[tuple[str, str]]:
+    """`monitoring.host` names a Docker host of the stack; receiver names are unique."""
+    if isinstance(cfg.host, str) and cfg.host not in hosts:
+        known = f"one of {sorted(hosts)}" if hosts else "none: the stack declares no Docker host"
+        yield (
+            "monitoring.host",
+            f"'{cfg.host}' is not a host of rocm-stack:hosts ({known}); name one of them, or set false for no "
+            "monitoring host",
+        )
+    seen: set[str] = set()
+    for index, receiver in enumerate(cfg.receivers):
+        if receiver.name in seen:
+            yield f"monitoring.receivers[{index}].name", f"'{receiver.name}' is already a receiver's name; rename one"
+        seen.add(receiver.name)
+
+
 def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] = ()) -> Iterable[tuple[str, str]]:
     """Cross-field checks; `host_gpu_models` is (host name, hosts[].gpuModel) for the Docker hosts."""
+    host_gpu_models = list(host_gpu_models)
+    yield from host_problems(cfg, [host for host, _ in host_gpu_models])
     thresholds = cfg.effective_thresholds()
     scrape = duration_seconds(cfg.scrape_interval)
     # increase(), changes(), rate() and deriv() need two samples inside their window (sustainedFor is the vLLM

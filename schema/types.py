@@ -93,6 +93,9 @@ def _cpu_numbers(value: str) -> str:
     return value
 
 
+# Prometheus's `--storage.tsdb.retention.size`, written in whole MB, which it reads as MiB (alecthomas/units
+# ParseBase2Bytes, what kingpin's BytesVar uses: "MB" = 2^20 bytes); less than 64 MiB would hold no block.
+RetentionSize = byte_size_at_least(64 * 1024**2, whole_mib=True)
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
 CpuList = Annotated[
     str,

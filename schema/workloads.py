@@ -75,6 +75,7 @@ from .kubernetes import (
     KubernetesConfig,
     NamespaceName,
 )
+from . import monitoring
 from .monitoring import MonitoringConfig
 
 
@@ -665,6 +666,9 @@ class _StackWithWorkloads(Protocol):
     def monitoring(self) -> MonitoringConfig: ...
 
     @property
+    def monitoring_host(self) -> str | None: ...
+
+    @property
     def gpu_fleet(self) -> GpuFleet | None: ...
 
     @property
@@ -1141,9 +1145,15 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     claimed_by: dict[tuple[str, str], str] = {}
     published: dict[tuple[str, int], str] = {}
     claimed = partitions_claimed(cfg)
+    monitoring_host = cfg.monitoring_host
     for h_index, host in enumerate(cfg.hosts):
-        if cfg.monitoring.enabled:  # every Docker host runs the metrics exporter on this host port
+        if cfg.monitoring.enabled:  # every Docker host runs the metrics exporters on these host ports
             published[(host.name, cfg.monitoring.exporter_port)] = "the GPU metrics exporter (monitoring.exporterPort)"
+            for number, what in monitoring.EXPORTER_PORTS.items():
+                published[(host.name, number)] = f"the stack's {what}"
+        if host.name == monitoring_host:
+            for number, what in monitoring.MONITORING_HOST_PORTS.items():
+                published[(host.name, number)] = f"{what} of the monitoring host (monitoring.host)"
         for c_index, c in enumerate(host.containers):
             for p_index, port in enumerate(c.ports if (host.name, c.name) not in claimed else ()):
                 # Without `external` Docker publishes on a free random host port, which clashes with nothing.
@@ -1399,3 +1409,16 @@ def _pool_problems(
                 "a multi-node job whose pods cannot all run would wait forever at its rendezvous"
             ),
         )
+
+
+def host_data_dirs(cfg: _StackWithWorkloads, host: str) -> list[str]:
+    """The host directories whose filesystems fill up under the workloads on `host`: the checkpoint roots of its
+    trainings and the model-cache roots of its vLLM servers (node-exporter reports their free space)."""
+    dirs = set()
+    for _, workloads in _by_kind(cfg):
+        for workload in workloads:
+            placement = workload.docker
+            if placement is None or not any(ref.split("/")[0] == host for ref in placement.partitions):
+                continue
+            dirs.add(placement.checkpoint_dir if isinstance(placement, TrainingDocker) else placement.model_cache_dir)
+    return sorted(dirs)

@@ -53,6 +53,9 @@ def test_the_default_graces_of_each_role(dev_plan: Plan, prod_plan: Plan):
         "workstation/train": _grace(300),
         "workstation/serve": _grace(120),
         "workstation-amd-device-metrics-exporter": _grace(EXPORTER_STOP_GRACE_SECONDS),
+        # node-exporter and cAdvisor keep no state: Docker's default.
+        "workstation-node-exporter": _grace(10),
+        "workstation-cadvisor": _grace(10),
     }
     # Training on gpu-node-1/2's train-a, vLLM on gpu-node-3/4's serve-b; the other two partitions keep their shells.
     assert _graces(prod_plan) == {
@@ -63,6 +66,11 @@ def test_the_default_graces_of_each_role(dev_plan: Plan, prod_plan: Plan):
         **{f"gpu-node-{n}-amd-device-metrics-exporter": _grace(10) for n in (1, 2, 3, 4)},
         # vLLM's proxy (nginx) finishes its requests in flight on SIGQUIT, within vLLM's grace.
         **{f"gpu-node-{n}-serve-b-proxy": (120, "SIGQUIT", 120) for n in (3, 4)},
+        **{f"gpu-node-{n}-{e}": _grace(10) for n in (1, 2, 3, 4) for e in ("node-exporter", "cadvisor")},
+        # Prometheus writes its head block and closes its TSDB on SIGTERM; Alertmanager and Grafana keep little.
+        "gpu-node-1-prometheus": _grace(120),
+        "gpu-node-1-alertmanager": _grace(10),
+        "gpu-node-1-grafana": _grace(10),
     }
     assert EXPORTER_STOP_GRACE_SECONDS == 10
 

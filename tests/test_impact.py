@@ -207,6 +207,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def box(*partitions: tuple[str, int]) -> dict[str, Any]:
     return {
         P + "environment": "prod",
+        # A Docker-only prod stack runs the monitoring host (on `box`), whose Grafana needs its password.
+        P + "grafanaAdminPassword": {"secure": "v1:REPLACE-ME"},
         P + "hosts": [
             {
                 "name": "box",

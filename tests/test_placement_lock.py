@@ -193,7 +193,8 @@ def test_lock_command_writes_keeps_prunes_and_relocks(tmp_path):
     shutil.copy(ROOT / RENDER_NODES, project / RENDER_NODES)
 
     def write_stack(*containers):
-        config = {P + "environment": "prod", **box(*containers, topology=TOPOLOGY)}
+        # No monitoring host: its Grafana would need the secret grafanaAdminPassword, beside the point here.
+        config = {P + "environment": "prod", P + "monitoring": {"host": False}, **box(*containers, topology=TOPOLOGY)}
         config[P + "hosts"][0].update(gpuModel="MI300X", renderNodes=RENDER_NODES)
         (project / "stacks" / "Pulumi.demo.yaml").write_text(yaml.safe_dump({"config": config}))
 

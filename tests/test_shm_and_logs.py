@@ -176,8 +176,12 @@ def test_log_rotation_and_memory_come_from_the_config():
         assert i["logOpts"] == {"max-file": "2", "max-size": "20m"}, name
         # The partition `train` and its GPU check: 48 GiB in the provider's MiB, no swap (memory_swap = memory),
         # which is also what the provider reads back (without it the daemon stores 2 x memory: a perpetual diff).
+        # The monitoring exporters have fixed limits of their own (components/monitoring/docker_host.py).
         limits = (i.get("memory"), i.get("memorySwap"))
-        assert limits == ((49152, 49152) if name == "train" or name.startswith("gpucheck-train-") else (None, None))
+        expected = {"rocm-stack-node-exporter": 128, "rocm-stack-cadvisor": 512}.get(name)
+        if name == "train" or name.startswith("gpucheck-train-"):
+            expected = 49152
+        assert limits == (expected, expected), name
     train = containers_of(plan, "workstation")["train"]
     assert {"--memory=49152m", "--memory-swap=49152m"} <= set(docker_create_args(train, {}))
 

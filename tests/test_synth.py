@@ -62,8 +62,9 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     assert "export DOCKER_HOST=ssh://deploy@gpu-node-2.example.internal" in lines
     runs = [shlex.split(line)[2:] for line in lines if line.startswith('by "$deadline" docker create ')]
     pulls = [line for line in lines if "docker pull" in line]
-    # The host preflight, a GPU check per partition, the two partitions and the metrics exporter.
-    assert len(runs) == 6 and len(pulls) == 4
+    # The host preflight, a GPU check per partition, the two partitions, the GPU metrics exporter, node-exporter and
+    # cAdvisor; the images of the training, the partitions' shells, the exporter, node-exporter and cAdvisor.
+    assert len(runs) == 8 and len(pulls) == 6
     train = next(r for r in runs if "--name=train-a" in r)
     # The flags of the ROCm docs' `docker run`, minus the debugging ones in prod.
     # ... with only the partition's render nodes (GPUs 4-7 of the saved MI300X map; "Restricting GPU access").

@@ -139,7 +139,7 @@ def prod_config() -> dict[str, Any]:
                 "gpus": 4,
                 "modelCache": {"type": "pvc", "storageClass": "cephfs", "size": "500Gi"},
             },
-            "docker": {"partitions": ["gpu-node-3/serve-b", "gpu-node-4/serve-b"], "publishedPort": 8080},
+            "docker": {"partitions": ["gpu-node-3/serve-b", "gpu-node-4/serve-b"], "publishedPort": 8001},
         }
     ]
     return config
@@ -1048,7 +1048,7 @@ def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     # prod's API key: the proxy publishes the port (tests/test_vllm_proxy.py), vLLM nothing (the pack's rule).
     assert "ports" not in i
     proxy = docker_container(prod, "gpu-node-3-serve-b-proxy")["inputs"]
-    assert proxy["ports"] == [{"internal": 8000, "external": 8080, "ip": "0.0.0.0", "protocol": "tcp"}]
+    assert proxy["ports"] == [{"internal": 8000, "external": 8001, "ip": "0.0.0.0", "protocol": "tcp"}]
     # prod's API key: `sh -c` reads the uploaded key file into VLLM_API_KEY, then execs `vllm serve`.
     assert i["command"][:2] == ["sh", "-c"] and i["command"][4:7] == [
         "vllm",
@@ -1301,8 +1301,8 @@ BAD = {
     "port-clash": (
         "prod",
         "hosts[2].containers[0].ports",
-        [{"internal": 9000, "external": 8080}],
-        "inference[0].docker.partitions[0]: host port 8080 of 'gpu-node-3' is already published",
+        [{"internal": 9000, "external": 8001}],
+        "inference[0].docker.partitions[0]: host port 8001 of 'gpu-node-3' is already published",
     ),
     "port-clash-with-exporter": (
         "prod",
@@ -1356,7 +1356,7 @@ def test_a_port_docker_publishes_on_a_random_host_port_clashes_with_no_workload(
     """`ports: [{internal: 8080}]` publishes on a free ephemeral host port, not on 8080."""
     config = _set(prod_config(), "hosts[2].containers[0].ports", [{"internal": 8080}])
     plan = synth("prod", config, TOKEN)
-    assert docker_container(plan, "gpu-node-3-serve-b-proxy")["inputs"]["ports"][0]["external"] == 8080
+    assert docker_container(plan, "gpu-node-3-serve-b-proxy")["inputs"]["ports"][0]["external"] == 8001
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@
 - `DockerExporter` (`rocm-stack:monitoring:DockerExporter`): the exporter container on one Docker GPU host.
 - `prometheus_scrape_config()`: the prometheus.yml `scrape_configs` of the Docker hosts (device metrics exporter,
   node-exporter, cAdvisor) and their vLLM servers, from `declared_fleet()` (what the stack declares of them).
+- docker_host.py: node-exporter and cAdvisor on every Docker host, and Prometheus, Alertmanager and Grafana on the
+  monitoring host (`monitoring.host`).
 
 The exporter runs with its built-in configuration (no MetricsFieldPrefix, port 5000 in the container), which
 is what the alert rules and the dashboard expect.
@@ -40,6 +42,10 @@ from domain.gpus import MODELS
 from schema import StackConfig
 from schema.docker import LogConfig, PortMapping
 from schema.workloads import InferenceConfig, partitions_claimed
+
+# The exporters' host ports on every Docker host, re-exported (one definition, which the schema checks against
+# the partitions' published ports).
+from schema.monitoring import CADVISOR_PORT as CADVISOR_PORT, NODE_EXPORTER_PORT as NODE_EXPORTER_PORT
 from schema.monitoring import MonitoringConfig
 from components.docker.deadlines import create_timeouts
 from components.docker.gpu_host import published, pulled_image
@@ -60,10 +66,6 @@ MONITORING_NAMESPACE = "monitoring"
 DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
 PROMETHEUS_RULE = "rocm-gpu-alerts"
 VLLM_SERVICE_MONITOR = "rocm-vllm"
-# node-exporter's and cAdvisor's default listen ports (node_exporter --web.listen-address ":9100"; cadvisor
-# --port 8080), published on every Docker host.
-NODE_EXPORTER_PORT = 9100
-CADVISOR_PORT = 8080
 # The file the monitoring host's Prometheus reads the vLLM scrape token from (vllm_metrics_token): the proxy in
 # front of a keyed vLLM on Docker lets /metrics pass with it, and nothing else.
 VLLM_METRICS_TOKEN_FILE = "/etc/prometheus/secrets/vllm-metrics-token"

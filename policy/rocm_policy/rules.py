@@ -244,10 +244,7 @@ def _cdi_devices(props: Mapping[str, Any]) -> list[str]:
 
 def partition_of(props: Mapping[str, Any]) -> str | None:
     """`host/container` of a GPU partition's container, from its label; None for any other container."""
-    for label in map(_mapping, _sequence(props.get("labels"))):
-        if label.get("label") == PARTITION_LABEL:
-            return str(label.get("value"))
-    return None
+    return _label(props, PARTITION_LABEL)
 
 
 def is_gpu_container(props: Mapping[str, Any]) -> bool:
@@ -500,12 +497,52 @@ def duplicate_endpoint_problems(endpoints: Mapping[str, str]) -> list[tuple[str,
     return problems
 
 
-def _volumes(props: Mapping[str, Any]) -> list[tuple[str, bool]]:
+def _volumes(props: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
     return [
-        (str(v.get("hostPath")), v.get("readOnly") is True)
+        (str(v.get("hostPath")), str(v.get("containerPath")), v.get("readOnly") is True)
         for v in map(_mapping, _sequence(props.get("volumes")))
         if v.get("hostPath")
     ]
+
+
+# The stack's own monitoring containers carry this label (value: node-exporter, cadvisor, prometheus, ...); a
+# partition never does (it carries PARTITION_LABEL; the stack config sets no container label).
+MONITORING_LABEL = "rocm-stack.monitoring"
+CADVISOR = "cadvisor"
+# What the stack's cAdvisor mounts (host path -> container path, read-only), the one exception to the rules above.
+# cAdvisor's documented `docker run` (google/cadvisor v0.52.1 docs/running.md L9-17) mounts /, /var/run, /sys and
+# /var/lib/docker; of those its Docker handler reads (v0.52.1 source):
+# - the cgroup files of each container under /sys (container/common: cgroup paths); /sys read-only is allowed anyway;
+# - the Docker API (container names, images, labels: container/docker/handler.go ContainerInspect L160), through the
+#   socket: root-equivalent on the host whatever the mount says (DOCKER_SOCKETS above), hence the exception;
+# - `<docker root>/image/<driver>/layerdb/mounts/<id>/mount-id` (handler.go L105, getRwLayerID): without it no
+#   container is watched at all. Only /var/lib/docker/image (layer metadata) is mounted, not the containers' own
+#   files under /var/lib/docker/overlay2 and /var/lib/docker/containers (their uploads, configs, environments):
+#   the disk-usage metrics that would read them are off (`--enable_metrics` without `disk`, handler.go L221).
+# Without /rootfs/proc cAdvisor takes itself for running in the host's namespaces (manager/manager.go L186), so
+# the paths are mounted where the host has them.
+CADVISOR_MOUNTS = {
+    "/sys": "/sys",
+    "/var/run/docker.sock": "/var/run/docker.sock",
+    "/var/lib/docker/image": "/var/lib/docker/image",
+}
+
+
+def _label(props: Mapping[str, Any], name: str) -> str | None:
+    for label in map(_mapping, _sequence(props.get("labels"))):
+        if label.get("label") == name:
+            return str(label.get("value"))
+    return None
+
+
+def _is_stack_cadvisor(props: Mapping[str, Any]) -> bool:
+    """The stack's own cAdvisor: labelled so, no partition, no device, not privileged."""
+    return (
+        _label(props, MONITORING_LABEL) == CADVISOR
+        and partition_of(props) is None
+        and not _devices(props)
+        and props.get("privileged") is not True
+    )
 
 
 def host_access_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
@@ -515,7 +552,12 @@ def host_access_problems(resource_type: str, props: Mapping[str, Any]) -> list[s
         return docker_provider_problems(resource_type, props)
     if resource_type != CONTAINER:
         return []
-    problems = [p for path, ro in _volumes(props) if (p := host_mount_problem(path, ro))]
+    exempt = CADVISOR_MOUNTS if _is_stack_cadvisor(props) else {}
+    problems = [
+        p
+        for path, inside, ro in _volumes(props)
+        if not (ro and exempt.get(path) == inside) and (p := host_mount_problem(path, ro))
+    ]
     problems += [p for host, inside in _devices(props) if (p := device_problem(host, inside))]
     ports = map(_mapping, _sequence(props.get("ports")))
     problems += [p for port in ports if (p := published_port_problem(port.get("internal"), port.get("external")))]

@@ -1,0 +1,430 @@
+"""Monitoring for Docker fleets: node-exporter and cAdvisor on every Docker host, and Prometheus, Alertmanager and
+Grafana on the monitoring host (`monitoring.host`), provisioned with the scrape configuration, alert rules and
+dashboard the rest of the stack generates (components/monitoring, domain/alerts.py, domain/dashboard.py).
+
+- `HostExporters` (`rocm-stack:monitoring:HostExporters`): node-exporter (the filesystems of the host's checkpoint
+  and model-cache directories, CPU, memory) and cAdvisor (each container's state and usage) on one host.
+- `MonitoringHost` (`rocm-stack:monitoring:MonitoringHost`): the three servers, each with a named volume.
+
+The servers use the host's network: Prometheus scrapes the targets of the generated configuration (the hosts'
+Docker endpoints' names, `localhost` for a local daemon) exactly as a Prometheus on that host would, and Grafana and
+Prometheus reach Alertmanager and Prometheus on localhost.
+
+Every configuration file is a Docker upload, which the provider cannot change in place (`uploads` is ForceNew,
+tools/impact_rules.py): a new rule file, dashboard, scrape target, receiver or retention replaces the container
+concerned, which starts on the new files; the volumes keep the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_docker as docker
+import yaml
+
+from domain.alerts import rules_file_text
+from domain.dashboard import DASHBOARD_UID, dashboard_json_text
+from domain.fleet import DeclaredHost
+from policy.rocm_policy.rules import CADVISOR, CADVISOR_MOUNTS, MONITORING_LABEL
+from schema.docker import LogConfig, PortMapping
+from schema.monitoring import (
+    ALERTMANAGER_PORT,
+    CADVISOR_PORT,
+    GRAFANA_PORT,
+    NODE_EXPORTER_PORT,
+    PROMETHEUS_PORT,
+    MonitoringConfig,
+    Receiver,
+)
+from components.docker.deadlines import create_timeouts
+from components.docker.environment import container_envs
+from components.docker.gpu_host import published, pulled_image
+from components.docker.logs import log_args
+from components.docker.stop import graceful_stop
+
+# Each image pinned by tag and digest. The digests are those public repositories pin for these tags (found in
+# several independent ones, e.g. docker-compose files pinning prom/prometheus:v3.5.0@sha256:63805e...); they were
+# not read from the registries here (no network): refresh them with `docker buildx imagetools inspect <tag>`.
+# Prometheus v3.5.0 is an LTS release (prometheus.io/docs/introduction/release-cycle).
+PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996"
+ALERTMANAGER_IMAGE = "prom/alertmanager:v0.28.1@sha256:27c475db5fb156cab31d5c18a4251ac7ed567746a2483ff264516437a39b15ba"
+GRAFANA_IMAGE = "grafana/grafana:12.1.1@sha256:a1701c2180249361737a99a01bc770db39381640e4d631825d38ff4535efa47d"
+NODE_EXPORTER_IMAGE = (
+    "prom/node-exporter:v1.9.1@sha256:d00a542e409ee618a4edc67da14dd48c5da66726bbd5537ab2af9c1dfc442c8a"
+)
+CADVISOR_IMAGE = (
+    "gcr.io/cadvisor/cadvisor:v0.52.1@sha256:f40e65878e25c2e78ea037f73a449527a0fb994e303dc3e34cb6b187b4b91435"
+)
+
+NODE_EXPORTER = "node-exporter"
+PROMETHEUS, ALERTMANAGER, GRAFANA = "prometheus", "alertmanager", "grafana"
+# Where each image keeps its configuration and data (the images' own defaults: prom/prometheus Dockerfile
+# `--config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path=/prometheus`, prom/alertmanager
+# `--storage.path=/alertmanager`, grafana/grafana GF_PATHS_DATA=/var/lib/grafana, GF_PATHS_PROVISIONING).
+PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
+PROMETHEUS_RULES = "/etc/prometheus/rules/rocm-gpu-alerts.rules.yml"
+PROMETHEUS_DATA = "/prometheus"
+ALERTMANAGER_CONFIG = "/etc/alertmanager/alertmanager.yml"
+ALERTMANAGER_DATA = "/alertmanager"
+GRAFANA_DATA = "/var/lib/grafana"
+GRAFANA_DATASOURCES = "/etc/grafana/provisioning/datasources/rocm-stack.yaml"
+GRAFANA_DASHBOARD_PROVIDERS = "/etc/grafana/provisioning/dashboards/rocm-stack.yaml"
+GRAFANA_DASHBOARDS = "/etc/grafana/dashboards"
+PROMETHEUS_DATASOURCE_UID = "rocm-stack-prometheus"
+# The receiver of alerts no configured receiver takes: none of its own (Alertmanager's route needs one).
+NOWHERE = "nowhere"
+
+# Memory limits (the provider's MiB; memory_swap equal: no swap, and what the provider reads back, see
+# components/docker/gpu_host.py _memory_args). Prometheus's head block holds ~2 h of every series in memory: a
+# fleet of tens of hosts (a few thousand series each) needs well under 4 GiB.
+MEMORY_MIB = {PROMETHEUS: 4096, ALERTMANAGER: 256, GRAFANA: 1024, NODE_EXPORTER: 128, CADVISOR: 512}
+# Prometheus writes its head block and closes the TSDB on SIGTERM; the others stop at once (Docker's default 10 s).
+STOP_GRACE_SECONDS = {PROMETHEUS: 120, ALERTMANAGER: 10, GRAFANA: 10, NODE_EXPORTER: 10, CADVISOR: 10}
+# Files the servers (not root in their images: nobody, grafana) read; none holds a secret.
+READABLE = "0444"
+
+
+def _limits(name: str) -> dict[str, Any]:
+    return {"memory": MEMORY_MIB[name], "memory_swap": MEMORY_MIB[name]}
+
+
+def _upload(path: str, content: str) -> docker.ContainerUploadArgs:
+    return docker.ContainerUploadArgs(file=path, content=content, permissions=READABLE)
+
+
+def _monitoring_label(name: str) -> list[docker.ContainerLabelArgs]:
+    return [docker.ContainerLabelArgs(label=MONITORING_LABEL, value=name)]
+
+
+# --- configuration files ------------------------------------------------------------------------------------------
+
+
+def prometheus_config(cfg: MonitoringConfig, scrape_config: Mapping[str, Any]) -> dict[str, Any]:
+    """prometheus.yml of the monitoring host: the stack's scrape configuration (`prometheus_scrape_config`, the same
+    the `prometheusScrapeConfig` output holds), the stack's rule file and the local Alertmanager."""
+    return {
+        "global": {"scrape_interval": cfg.scrape_interval, "evaluation_interval": cfg.scrape_interval},
+        "rule_files": [PROMETHEUS_RULES],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"localhost:{ALERTMANAGER_PORT}"]}]}]},
+        **scrape_config,
+    }
+
+
+def _receiver(receiver: Receiver) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": receiver.name}
+    if receiver.webhook is not None:
+        entry["webhook_configs"] = [{"url": receiver.webhook.url, "send_resolved": True}]
+    if receiver.email is not None:
+        email = receiver.email
+        entry["email_configs"] = [
+            {
+                "to": ", ".join(email.to),
+                "from": email.from_,
+                "smarthost": email.smarthost,
+                "require_tls": email.require_tls,
+                "send_resolved": True,
+            }
+        ]
+    return entry
+
+
+def alertmanager_config(receivers: Sequence[Receiver]) -> dict[str, Any]:
+    """alertmanager.yml: every receiver gets every alert of its severities (one route each, `continue` so the next
+    ones see it too); what no route takes goes to NOWHERE, a receiver without destinations."""
+    return {
+        "route": {
+            "receiver": NOWHERE,
+            "group_by": ["alertname", "host"],
+            "routes": [
+                {
+                    "receiver": r.name,
+                    **({"matchers": [f'severity=~"{"|".join(r.severities)}"']} if r.severities else {}),
+                    "continue": True,
+                }
+                for r in receivers
+            ],
+        },
+        "receivers": [{"name": NOWHERE}, *(_receiver(r) for r in receivers)],
+    }
+
+
+def alert_destinations(receivers: Sequence[Receiver]) -> str:
+    """Where alerts go, in words (the `alertDestinations` output)."""
+    if not receivers:
+        return "nowhere: no monitoring.receivers; alerts are listed only on Alertmanager's page"
+    return "; ".join(r.destination() for r in receivers)
+
+
+def grafana_datasources() -> dict[str, Any]:
+    """Grafana's datasource provisioning file (grafana.com/docs/grafana/latest/administration/provisioning/
+    #data-sources): the local Prometheus, the default, which the dashboard's `datasource` variable picks."""
+    return {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": "Prometheus",
+                "type": "prometheus",
+                "uid": PROMETHEUS_DATASOURCE_UID,
+                "access": "proxy",
+                "url": f"http://localhost:{PROMETHEUS_PORT}",
+                "isDefault": True,
+                "editable": False,
+            }
+        ],
+    }
+
+
+def grafana_dashboard_providers() -> dict[str, Any]:
+    """Grafana's dashboard provider (provisioning docs, #dashboards): the dashboards uploaded to GRAFANA_DASHBOARDS,
+    read-only in the UI (an edit there would be lost at the next `pulumi up`)."""
+    return {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "rocm-stack",
+                "type": "file",
+                "disableDeletion": True,
+                "allowUiUpdates": False,
+                "options": {"path": GRAFANA_DASHBOARDS},
+            }
+        ],
+    }
+
+
+def _yaml(data: Mapping[str, Any]) -> str:
+    return "# Rendered by rocm-stack (components/monitoring/docker_host.py).\n" + yaml.safe_dump(
+        dict(data), sort_keys=False
+    )
+
+
+# --- exporters on every Docker host -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostExportersArgs:
+    provider: docker.Provider
+    logs: LogConfig
+    pull_timeout_seconds: int
+    data_dirs: Sequence[str]
+    """Host directories whose filesystems node-exporter reports: the host's checkpoint and model-cache roots."""
+
+
+# node-exporter reads the mounts of its own container (`/proc/1/mountinfo`, PID 1 being itself), so each data
+# directory, bind-mounted at its host path, is reported with that path as `mountpoint` and its filesystem's sizes
+# (a bind mount's statfs is the filesystem's). The container's own files (/etc/hosts, ...) are left out.
+NODE_EXPORTER_COMMAND = ["--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|etc)($|/)"]
+
+
+class HostExporters(pulumi.ComponentResource):
+    """node-exporter and cAdvisor on one Docker host, named after the host (reordering hosts renames nothing)."""
+
+    containers: dict[str, docker.Container]
+
+    def __init__(self, host: str, args: HostExportersArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:monitoring:HostExporters", host, None, opts)
+        on_host = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        created = pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(custom_timeouts=create_timeouts()))
+        common: dict[str, Any] = {
+            **log_args(args.logs),
+            "restart": "unless-stopped",
+            "must_run": True,
+            # Nothing to write to: neither exporter keeps state.
+            "read_only": True,
+            "security_opts": ["no-new-privileges"],
+        }
+        node_image = pulled_image(f"{host}-{NODE_EXPORTER}", NODE_EXPORTER_IMAGE, args.pull_timeout_seconds, on_host)
+        cadvisor_image = pulled_image(f"{host}-{CADVISOR}", CADVISOR_IMAGE, args.pull_timeout_seconds, on_host)
+        self.containers = {
+            NODE_EXPORTER: docker.Container(
+                f"{host}-{NODE_EXPORTER}",
+                name=f"rocm-stack-{NODE_EXPORTER}",
+                image=node_image.image_id,
+                # Its metrics carry no host name: Prometheus's target labels do (the scrape configuration).
+                command=NODE_EXPORTER_COMMAND,
+                volumes=[
+                    docker.ContainerVolumeArgs(host_path=d, container_path=d, read_only=True)
+                    for d in sorted(set(args.data_dirs))
+                ]
+                or None,
+                ports=published([PortMapping(internal=NODE_EXPORTER_PORT, external=NODE_EXPORTER_PORT)]),
+                labels=_monitoring_label(NODE_EXPORTER),
+                capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
+                **_limits(NODE_EXPORTER),
+                **common,
+                **graceful_stop(STOP_GRACE_SECONDS[NODE_EXPORTER]),
+                opts=created,
+            ),
+            # Root in its image, which reading every container's cgroup files and the socket needs; nothing else.
+            CADVISOR: docker.Container(
+                f"{host}-{CADVISOR}",
+                name=f"rocm-stack-{CADVISOR}",
+                image=cadvisor_image.image_id,
+                command=[
+                    "--docker_only=true",
+                    # cgroup, not disk usage: that would need the containers' own files (policy CADVISOR_MOUNTS).
+                    "--enable_metrics=cpu,memory,network,diskIO",
+                    # Metric labels: name, image and the partition (not every label and environment variable).
+                    "--store_container_labels=false",
+                    "--whitelisted_container_labels=rocm-stack.partition",
+                ],
+                volumes=[
+                    docker.ContainerVolumeArgs(host_path=h, container_path=c, read_only=True)
+                    for h, c in sorted(CADVISOR_MOUNTS.items())
+                ],
+                ports=published([PortMapping(internal=CADVISOR_PORT, external=CADVISOR_PORT)]),
+                labels=_monitoring_label(CADVISOR),
+                **_limits(CADVISOR),
+                **common,
+                **graceful_stop(STOP_GRACE_SECONDS[CADVISOR]),
+                opts=created,
+            ),
+        }
+        self.register_outputs({"containers": {k: c.name for k, c in self.containers.items()}})
+
+
+# --- the monitoring host --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MonitoringHostArgs:
+    config: MonitoringConfig
+    scrape_config: Mapping[str, Any]
+    """prometheus_scrape_config(...) of the stack: what Prometheus scrapes."""
+    fleet: Sequence[DeclaredHost]
+    """declared_fleet(...) of the stack: the rules' declared GPU counts and partitions."""
+    provider: docker.Provider
+    address: str
+    """How users reach the host (its Docker endpoint's host name): the URLs in the outputs."""
+    logs: LogConfig
+    pull_timeout_seconds: int
+    grafana_admin_password: pulumi.Input[str] | None = None
+    """None: Grafana's own first-start default (dev only; prod requires the secret)."""
+
+
+class MonitoringHost(pulumi.ComponentResource):
+    """Prometheus, Alertmanager and Grafana on the monitoring host, each with a named volume that outlives its
+    container. The volumes are kept on the host when the monitoring host moves or the stack is destroyed
+    (retain_on_delete): the history stays where it was, and a new host starts empty."""
+
+    containers: dict[str, docker.Container]
+    volumes: dict[str, docker.Volume]
+    urls: dict[str, str]
+
+    def __init__(self, host: str, args: MonitoringHostArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:monitoring:MonitoringHost", host, None, opts)
+        cfg = args.config
+        on_host = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        created = pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(custom_timeouts=create_timeouts()))
+        self.volumes = {
+            name: docker.Volume(
+                f"{host}-{name}-data",
+                name=f"rocm-stack-{name}-data",
+                opts=pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(retain_on_delete=True)),
+            )
+            for name in (PROMETHEUS, ALERTMANAGER, GRAFANA)
+        }
+        images = {
+            name: pulled_image(f"{host}-{name}", image, args.pull_timeout_seconds, on_host)
+            for name, image in (
+                (PROMETHEUS, PROMETHEUS_IMAGE),
+                (ALERTMANAGER, ALERTMANAGER_IMAGE),
+                (GRAFANA, GRAFANA_IMAGE),
+            )
+        }
+
+        def server(name: str, data: str, **kwargs: Any) -> docker.Container:
+            return docker.Container(
+                f"{host}-{name}",
+                name=f"rocm-stack-{name}",
+                image=images[name].image_id,
+                network_mode="host",
+                volumes=[docker.ContainerVolumeArgs(volume_name=self.volumes[name].name, container_path=data)],
+                labels=_monitoring_label(name),
+                security_opts=["no-new-privileges"],
+                restart="unless-stopped",
+                must_run=True,
+                **log_args(args.logs),
+                **_limits(name),
+                **graceful_stop(STOP_GRACE_SECONDS[name]),
+                opts=created,
+                **kwargs,
+            )
+
+        self.containers = {
+            PROMETHEUS: server(
+                PROMETHEUS,
+                PROMETHEUS_DATA,
+                command=[
+                    f"--config.file={PROMETHEUS_CONFIG}",
+                    f"--storage.tsdb.path={PROMETHEUS_DATA}",
+                    *cfg.retention.flags(),
+                    f"--web.listen-address=:{PROMETHEUS_PORT}",
+                ],
+                uploads=[
+                    _upload(PROMETHEUS_CONFIG, _yaml(prometheus_config(cfg, args.scrape_config))),
+                    _upload(PROMETHEUS_RULES, rules_file_text(cfg, args.fleet)),
+                ],
+            ),
+            ALERTMANAGER: server(
+                ALERTMANAGER,
+                ALERTMANAGER_DATA,
+                command=[
+                    f"--config.file={ALERTMANAGER_CONFIG}",
+                    f"--storage.path={ALERTMANAGER_DATA}",
+                    f"--web.listen-address=:{ALERTMANAGER_PORT}",
+                    # One Alertmanager, no cluster: the gossip port (:9094 on every interface by default) stays shut.
+                    "--cluster.listen-address=",
+                ],
+                uploads=[_upload(ALERTMANAGER_CONFIG, _yaml(alertmanager_config(cfg.receivers)))],
+            ),
+            GRAFANA: server(GRAFANA, GRAFANA_DATA, **self._grafana(cfg, args.grafana_admin_password)),
+        }
+        self.urls = {
+            "prometheus": f"http://{args.address}:{PROMETHEUS_PORT}",
+            "alertmanager": f"http://{args.address}:{ALERTMANAGER_PORT}",
+            "grafana": f"http://{args.address}:{GRAFANA_PORT}/d/{DASHBOARD_UID}",
+        }
+        self.register_outputs({"urls": self.urls, "alertDestinations": alert_destinations(cfg.receivers)})
+
+    @staticmethod
+    def _grafana(cfg: MonitoringConfig, password: pulumi.Input[str] | None) -> dict[str, Any]:
+        """Grafana's arguments: the provisioning files, the dashboard and the admin password.
+
+        The password is an environment variable, not an upload: a secret upload would make the container's whole
+        `uploads` secret, and a dashboard change would no longer show in `pulumi preview` (the environment, three
+        fixed variables, is hidden instead). Grafana sets `admin_password` only when it creates its database
+        (grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#admin_password: "Set once on first-run"),
+        so a rotated secret would never reach a kept volume: every start first resets it with `grafana cli admin
+        reset-admin-password --password-from-stdin` (Grafana server CLI docs, "Reset admin password"), fed by the
+        shell's printf builtin (no command line holds it). On the very first start there is no database yet: the
+        reset fails, says so, and the server creates the admin with GF_SECURITY_ADMIN_PASSWORD."""
+        uploads = [
+            _upload(GRAFANA_DATASOURCES, _yaml(grafana_datasources())),
+            _upload(GRAFANA_DASHBOARD_PROVIDERS, _yaml(grafana_dashboard_providers())),
+        ]
+        if cfg.grafana_dashboard:
+            uploads.append(_upload(f"{GRAFANA_DASHBOARDS}/rocm-gpus.json", dashboard_json_text()))
+        env: dict[str, pulumi.Input[str]] = {
+            "GF_SERVER_HTTP_PORT": str(GRAFANA_PORT),
+            "GF_ANALYTICS_REPORTING_ENABLED": "false",
+        }
+        if password is None:
+            return {"uploads": uploads, "envs": container_envs(env, secret=False)}
+        env["GF_SECURITY_ADMIN_PASSWORD"] = password
+        return {
+            "uploads": uploads,
+            "envs": container_envs(env, secret=True),
+            "entrypoints": ["/bin/sh", "-c", GRAFANA_START],
+        }
+
+
+# The grafana/grafana image's entrypoint is /run.sh (its Dockerfile `ENTRYPOINT [ "/run.sh" ]`).
+GRAFANA_START = (
+    'printf %s "$GF_SECURITY_ADMIN_PASSWORD" | grafana cli --homepath /usr/share/grafana admin reset-admin-password '
+    "--password-from-stdin >/dev/null 2>&1 "
+    "|| echo 'rocm-stack: admin password not reset (no Grafana database yet: it is set when the database is "
+    "created)' >&2; exec /run.sh"
+)

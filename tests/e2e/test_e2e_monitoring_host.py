@@ -1,0 +1,163 @@
+"""The monitoring host's Prometheus and a host's node-exporter on the real daemon, from the prod plan's own inputs.
+
+Each container is created with the exact `docker create` argv that its docker/HOST.sh renders
+(tools.synth.docker_create_args), its uploads copied in as HOST.sh copies them (one root-owned tar, before the
+start), its named volume created as HOST.sh creates it. Changed: the image, a `docker import`ed stand-in holding this
+machine's binaries (Debian's prometheus 2.42 and prometheus-node-exporter 1.5.0, which `.ci/run` installs) at the
+paths the pinned images run them from (their entrypoints /bin/prometheus and /bin/node_exporter), since nothing can be
+pulled here; Prometheus's `--network=host` (the harness never shares the machine's ports: its loopback-only network
+namespace holds :9090 instead); node-exporter's data directory's host side (a temporary directory, not
+/var/lib/rocm-stack on this machine). Servers are reached with `docker exec` (the harness forwards no port).
+
+What this shows: node-exporter in its own mount namespace reports the bind-mounted checkpoint directory, by its
+container path, with its filesystem's size, and nothing of the container's own files; it runs with a read-only root,
+every capability dropped. Prometheus loads the uploaded configuration and the stack's rule file, keeps its data in the
+named volume, takes the retention flags, and has the generated scrape targets with their labels.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.monitoring.docker_host import NODE_EXPORTER_IMAGE, PROMETHEUS_IMAGE
+from conftest import CONTAINER
+from e2e.harness import Docker, _add_bytes, _add_entry, standin_rootfs
+from tools.synth import Plan, docker_create_args, synthesize
+
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+CHECKPOINTS = "/var/lib/rocm-stack/checkpoints"
+
+
+def with_binary(binary: str, at: str) -> bytes:
+    """The stand-in root filesystem (Python for `docker exec` probes) with `binary` at `at` (both Debian builds link
+    only libc, which the stand-in has) and prom/prometheus's data directory. It runs as root, the pinned images as
+    nobody (65534), which owns /prometheus there."""
+    buffer = io.BytesIO(standin_rootfs())
+    out = io.BytesIO()
+    with tarfile.open(fileobj=buffer) as source, tarfile.open(fileobj=out, mode="w") as tar:
+        for member in source.getmembers():
+            tar.addfile(member, source.extractfile(member) if member.isfile() else None)
+        _add_entry(tar, "/prometheus", tarfile.DIRTYPE, 0o777)
+        _add_bytes(tar, at, Path(binary).read_bytes(), 0o755)
+    return out.getvalue()
+
+
+def import_image(docker: Docker, reference: str, binary: str, at: str) -> None:
+    if not Path(binary).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{binary} is missing (Debian: prometheus, prometheus-node-exporter)")
+        pytest.skip(f"{binary} is not installed")
+    image = docker.out(
+        "import",
+        "--change",
+        "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+        "--change",
+        f'ENTRYPOINT ["{at}"]',
+        "-",
+        input=with_binary(binary, at),
+        timeout=300,
+    ).strip()
+    docker.run("tag", image, reference)
+
+
+def uploads_tar(uploads: list[dict[str, Any]]) -> bytes:
+    """The uploads as HOST.sh copies them: one tar, root-owned, each file with its declared mode."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for upload in uploads:
+            directory = os.path.dirname(upload["file"])
+            for depth in range(2, directory.count("/") + 2):
+                _add_entry(tar, "/".join(directory.split("/")[:depth]), tarfile.DIRTYPE)
+            _add_bytes(tar, upload["file"], upload["content"].encode(), int(upload["permissions"], 8))
+    return buffer.getvalue()
+
+
+def probe(docker: Docker, container: str, url: str, attempts: int = 60) -> str:
+    """`url` fetched inside the container (its loopback), retried while the server starts."""
+    script = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=5).read().decode())"
+    for _ in range(attempts):
+        result = docker.run("exec", container, "python3", "-c", script, check=False)
+        if result.returncode == 0:
+            return result.stdout.decode()
+        time.sleep(1)
+    raise AssertionError(f"{url} never answered in {container}: {docker.out('logs', container, check=False)}")
+
+
+@pytest.fixture(scope="module")
+def prod() -> Plan:
+    return synthesize("prod")
+
+
+def test_node_exporter_reports_the_checkpoint_filesystem_alone(docker: Docker, prod: Plan, tmp_path):
+    import_image(docker, NODE_EXPORTER_IMAGE, NODE_EXPORTER, "/bin/node_exporter")
+    inputs = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-node-exporter")["inputs"]))
+    assert [v["containerPath"] for v in inputs["volumes"]] == [CHECKPOINTS]
+    inputs["volumes"][0]["hostPath"] = str(tmp_path)
+    inputs["image"] = NODE_EXPORTER_IMAGE
+    name = inputs["name"]
+    try:
+        docker.run(*docker_create_args(inputs, {})[1:])
+        docker.run("start", name)
+        metrics = probe(docker, name, "http://127.0.0.1:9100/metrics")
+        sizes = {
+            line.split('mountpoint="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("node_filesystem_size_bytes{")
+        }
+        # Only the data directory: the container's overlay root is excluded by its type, /etc/hosts & co. by the
+        # mount-point pattern; its size is the host filesystem's (statvfs through the bind mount).
+        stat = os.statvfs(tmp_path)
+        assert sizes == {CHECKPOINTS: float(stat.f_blocks * stat.f_frsize)}, sizes
+        # Mounted read-only, as node-exporter reads it.
+        readonly = [line for line in metrics.splitlines() if line.startswith("node_filesystem_readonly{")]
+        assert len(readonly) == 1 and readonly[0].endswith(" 1"), readonly
+        state = docker.inspect(name)
+        assert state["State"]["Running"] and state["HostConfig"]["ReadonlyRootfs"]
+        assert state["HostConfig"]["CapDrop"] == ["ALL"]
+    finally:
+        docker.run("rm", "--force", name, check=False)
+
+
+def test_prometheus_starts_on_the_uploaded_config_rules_and_volume(docker: Docker, prod: Plan):
+    import_image(docker, PROMETHEUS_IMAGE, PROMETHEUS, "/bin/prometheus")
+    resource = prod.get(CONTAINER, "gpu-node-1-prometheus")
+    inputs = json.loads(json.dumps(resource["inputs"]))
+    assert inputs.pop("networkMode") == "host"
+    inputs["image"] = PROMETHEUS_IMAGE
+    name, volume = inputs["name"], inputs["volumes"][0]["volumeName"]
+    try:
+        docker.run("volume", "create", volume)
+        docker.run(*docker_create_args(inputs, {})[1:])
+        docker.run("cp", "-", f"{name}:/", input=uploads_tar(inputs["uploads"]))
+        docker.run("start", name)
+        rules = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/rules"))
+        groups = {g["name"] for g in rules["data"]["groups"]}
+        assert groups and all(
+            g["file"] == "/etc/prometheus/rules/rocm-gpu-alerts.rules.yml" for g in rules["data"]["groups"]
+        )
+        flags = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/status/flags"))["data"]
+        # prod's retention {time: 30d, size: 200GiB}, the size in MiB as "MB" (schema/types.py RetentionSize).
+        assert (flags["storage.tsdb.retention.time"], flags["storage.tsdb.retention.size"]) == ("30d", "204800MB")
+        targets = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
+        hosts = {t["labels"].get("host") for t in targets}
+        assert {"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"} <= hosts
+        # The TSDB is in the named volume: it outlives the container.
+        mounts = docker.inspect(name)["Mounts"]
+        assert [(m["Type"], m["Name"], m["Destination"]) for m in mounts] == [("volume", volume, "/prometheus")]
+        listing = "import os; print(os.listdir('/v'))"
+        assert "wal" in docker.out(
+            "run", "--rm", "-v", f"{volume}:/v", "--entrypoint", "python3", PROMETHEUS_IMAGE, "-c", listing
+        )
+    finally:
+        docker.run("rm", "--force", name, check=False)
+        docker.run("volume", "rm", volume, check=False)

@@ -1,0 +1,414 @@
+"""The monitoring host of Docker fleets (`monitoring.host`) and the exporters on every Docker host
+(components/monitoring/docker_host.py): the config it takes, the files it provisions checked by the real tools
+(promtool, amtool, prometheus), the policy's one exception for cAdvisor, and what a second `pulumi up` does after
+each day-2 change (the change-impact preview, tools/impact.py, whose rules tests/test_impact_rules.py pins to the
+providers' source).
+
+Upstream facts the tests rest on, with their sources:
+- Prometheus parses `--storage.tsdb.retention.size` with alecthomas/units ParseBase2Bytes ("MB" = 2^20 bytes) and
+  `--storage.tsdb.retention.time` as a model.Duration before it reads its configuration (checked on Debian's
+  prometheus 2.42 here: a bad value stops it with "Error parsing commandline arguments").
+- Grafana sets `admin_password` only when it creates its database ("Set once on first-run",
+  grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#admin_password): a rotation must reset it.
+- cAdvisor's Docker handler reads `<docker root>/image/<driver>/layerdb/mounts/<id>/mount-id` and fails the
+  container without it (google/cadvisor v0.52.1 container/docker/handler.go L105), reads disk usage only with the
+  `disk` metrics (L221), and takes the host's paths when /rootfs/proc is absent (manager/manager.go L186).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from components.monitoring import docker_host
+from components.monitoring.docker_host import (
+    ALERTMANAGER_CONFIG,
+    GRAFANA_DASHBOARDS,
+    PROMETHEUS_CONFIG,
+    PROMETHEUS_RULES,
+)
+from domain.dashboard import DASHBOARD_FILE
+from policy.rocm_policy import rules
+from schema import ConfigError, load
+from schema.monitoring import MonitoringConfig, Retention
+from tools.impact import ImpactReport, predict
+from tools.impact_rules import Action
+from tools.synth import Plan, synthesize
+from tools.synth_diff import SynthPlan
+from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, synth_with
+
+P = "rocm-stack:"
+VOLUME = "docker:index/volume:Volume"
+SERVERS = ("prometheus", "alertmanager", "grafana")
+
+
+def report_of(base: Plan, head: Plan) -> ImpactReport:
+    return predict(*(SynthPlan.model_validate(p.to_json()) for p in (base, head)))
+
+
+def actions(report: ImpactReport) -> dict[tuple[str, str], Action | None]:
+    return {(i.type, i.name): i.action for i in report.impacts}
+
+
+def upload(plan: Plan, container: str, path: str) -> str:
+    uploads = plan.get(CONTAINER, container)["inputs"]["uploads"]
+    return next(u["content"] for u in uploads if u["file"] == path)
+
+
+def refusal_of(stack: str, config: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as error:
+        load(stack, config)
+    return str(error.value)
+
+
+# --- the config ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "environment", "has_kubernetes", "expected"),
+    [
+        (None, "prod", False, "a"),  # on by default in a Docker-only prod stack, on the first host
+        (None, "prod", True, None),  # a Kubernetes stack has the cluster's Prometheus
+        (None, "dev", False, None),
+        (True, "dev", True, "a"),
+        ("b", "dev", False, "b"),
+        (False, "prod", False, None),
+    ],
+)
+def test_the_monitoring_host_by_default_and_by_choice(host, environment, has_kubernetes, expected):
+    assert MonitoringConfig(host=host).monitoring_host(environment, has_kubernetes, ["a", "b"]) == expected
+
+
+def test_an_unknown_host_is_refused_naming_the_key_and_the_fix():
+    message = refusal_of("dev", {P + "monitoring": {"host": "gpu-node-9"}})
+    assert message == (
+        "rocm-stack:monitoring.host: 'gpu-node-9' is not a host of rocm-stack:hosts (one of ['local']); name one "
+        "of them, or set false for no monitoring host"
+    )
+
+
+@pytest.mark.parametrize(
+    ("monitoring", "expected"),
+    [
+        ({"retention": {"time": None, "size": None}}, "rocm-stack:monitoring.retention: set time, size or both"),
+        ({"retention": {"size": "10MiB"}}, "rocm-stack:monitoring.retention.size: must be at least 64MiB"),
+        ({"receivers": [{"name": "x"}]}, "receiver 'x' needs exactly one of webhook"),
+        ({"receivers": [{"name": "x", "webhook": {"url": "ftp://h/x"}}]}, "expected an http:// or https:// URL"),
+        (
+            {"receivers": [{"name": "x", "email": {"to": ["a@b"], "from": "c@d", "smarthost": "mail"}}]},
+            "rocm-stack:monitoring.receivers[0].email.smarthost: expected host:port",
+        ),
+        (
+            {
+                "receivers": [
+                    {"name": "x", "webhook": {"url": "https://h"}},
+                    {"name": "x", "webhook": {"url": "https://i"}},
+                ]
+            },
+            "rocm-stack:monitoring.receivers[1].name: 'x' is already a receiver's name",
+        ),
+    ],
+)
+def test_bad_monitoring_config_is_refused_by_key(monitoring, expected):
+    assert expected in refusal_of("dev", {P + "monitoring": monitoring})
+
+
+def test_prod_with_the_host_on_needs_the_grafana_password():
+    message = refused(lambda: synth_with("prod", grafanaAdminPassword=None))
+    assert "rocm-stack:grafanaAdminPassword: the monitoring host 'gpu-node-1' runs Grafana" in message
+    assert "pulumi config set --secret grafanaAdminPassword" in message
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "owner"),
+    [
+        ("workstation", 8080, "the stack's cAdvisor"),
+        ("workstation", 9100, "the stack's node-exporter"),
+        ("workstation", 3000, "Grafana of the monitoring host (monitoring.host)"),
+    ],
+)
+def test_a_partition_port_taken_by_monitoring_is_refused(host, port, owner):
+    config = stack_file("dev")
+    config[P + "monitoring"] = {"host": host}
+    config[P + "hosts"][0]["containers"].append(
+        {"name": "web", "gpus": [1], "ports": [{"internal": 80, "external": port}]}
+    )
+    message = refusal_of("dev", config)
+    assert f"host port {port} of '{host}' is already published by {owner}" in message
+
+
+# --- the files, checked by the real tools --------------------------------------------------------------------------
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (Debian: prometheus, prometheus-alertmanager)")
+    return path
+
+
+def test_prometheus_loads_the_uploaded_config_and_rules(prod_plan, tmp_path):
+    """promtool checks the exact uploaded prometheus.yml with the uploaded rule file (its path moved under tmp)."""
+    rules_file = tmp_path / "rules.yml"
+    rules_file.write_text(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_RULES))
+    config = yaml.safe_load(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
+    assert config["rule_files"] == [PROMETHEUS_RULES]
+    config["rule_files"] = [str(rules_file)]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout and "rules found" in result.stdout
+
+
+def test_prometheus_scrapes_what_the_stack_generates(prod_plan):
+    """One generated scrape configuration: the monitoring host's is the `prometheusScrapeConfig` output."""
+    config = yaml.safe_load(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
+    assert config["scrape_configs"] == yaml.safe_load(prod_plan.outputs["prometheusScrapeConfig"])["scrape_configs"]
+    assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["localhost:9093"]}]}]}
+
+
+@pytest.mark.parametrize(
+    ("receivers", "routed"),
+    [("prod", {"warning": "oncall", "critical": "oncall,gpu-team"}), ("none", {"critical": "nowhere"})],
+)
+def test_alertmanager_accepts_the_uploaded_config_and_routes_by_severity(prod_plan, receivers, routed, tmp_path):
+    """amtool checks the exact uploaded alertmanager.yml, then says which receivers an alert of each severity reaches."""
+    if receivers == "prod":
+        text = upload(prod_plan, "gpu-node-1-alertmanager", ALERTMANAGER_CONFIG)
+    else:
+        text = yaml.safe_dump(docker_host.alertmanager_config([]))
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(text)
+    result = subprocess.run([tool("amtool"), "check-config", str(config)], capture_output=True, text=True)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    for severity, receivers_reached in routed.items():
+        route = subprocess.run(
+            [
+                tool("amtool"),
+                "config",
+                "routes",
+                "test",
+                f"--config.file={config}",
+                f"severity={severity}",
+                "alertname=X",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert route.stdout.strip() == receivers_reached, route.stdout + route.stderr
+
+
+def test_the_outputs_say_where_alerts_go(prod_plan, dev_plan):
+    assert prod_plan.outputs["alertDestinations"] == (
+        "oncall: webhook https://alerts.example.internal/rocm-stack; gpu-team: email to gpu-team@example.internal via "
+        "smtp.example.internal:587 (critical only)"
+    )
+    assert prod_plan.outputs["monitoringUrls"] == {
+        "prometheus": "http://gpu-node-1.example.internal:9090",
+        "alertmanager": "http://gpu-node-1.example.internal:9093",
+        "grafana": "http://gpu-node-1.example.internal:3000/d/rocm-stack-gpus",
+    }
+    assert dev_plan.outputs["alertDestinations"].startswith("nowhere: no monitoring host")
+    assert docker_host.alert_destinations([]).startswith("nowhere: no monitoring.receivers")
+
+
+@pytest.mark.parametrize(
+    "retention", [Retention(), Retention(time="30d", size="200GiB"), Retention(time=None, size="1TiB")]
+)
+def test_prometheus_parses_the_retention_flags(retention, tmp_path):
+    """The real binary parses its flags before it reads the configuration: a missing one proves them accepted."""
+    result = subprocess.run(
+        [
+            tool("prometheus"),
+            f"--config.file={tmp_path}/absent.yml",
+            f"--storage.tsdb.path={tmp_path}",
+            *retention.flags(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    output = result.stdout + result.stderr
+    assert "Error parsing commandline arguments" not in output and "Error loading config" in output
+
+
+def test_grafana_gets_the_committed_dashboard_and_the_local_prometheus(prod_plan):
+    dashboard = upload(prod_plan, "gpu-node-1-grafana", f"{GRAFANA_DASHBOARDS}/rocm-gpus.json")
+    assert dashboard == DASHBOARD_FILE.read_text()
+    # The dashboard's panels use its `datasource` variable of type prometheus, which Grafana sets to the default
+    # datasource of that type: the provisioned one.
+    assert {"name": "datasource", "type": "datasource", "query": "prometheus"}.items() <= next(
+        v for v in json.loads(dashboard)["templating"]["list"] if v["name"] == "datasource"
+    ).items()
+    grafana = prod_plan.get(CONTAINER, "gpu-node-1-grafana")["inputs"]
+    # The password is in the (secret) environment, so the uploads stay visible to `pulumi preview`.
+    assert grafana["envs"] == "[secret]" and "[secret]" not in json.dumps(grafana["uploads"])
+
+
+# --- containers ----------------------------------------------------------------------------------------------------
+
+
+def test_every_docker_host_runs_both_exporters_pinned_and_the_servers_only_on_the_monitoring_host(prod_plan):
+    hosts = ["gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"]
+    names = {c["name"] for c in prod_plan.of_type(CONTAINER)}
+    assert all(f"{h}-{e}" in names for h in hosts for e in ("node-exporter", "cadvisor"))
+    assert {n for n in names if n.endswith(SERVERS)} == {f"gpu-node-1-{s}" for s in SERVERS}
+    images = {r["inputs"]["name"] for r in prod_plan.of_type(REMOTE_IMAGE)}
+    pinned = [docker_host.PROMETHEUS_IMAGE, docker_host.ALERTMANAGER_IMAGE, docker_host.GRAFANA_IMAGE]
+    pinned += [docker_host.NODE_EXPORTER_IMAGE, docker_host.CADVISOR_IMAGE]
+    assert set(pinned) <= images and all("@sha256:" in ref and rules.unpinned_reason(ref) is None for ref in pinned)
+    assert {v["inputs"]["name"] for v in prod_plan.of_type(VOLUME)} == {f"rocm-stack-{s}-data" for s in SERVERS}
+    assert all(v["retain_on_delete"] for v in prod_plan.of_type(VOLUME))
+
+
+def test_node_exporter_sees_the_checkpoint_and_model_cache_filesystems_read_only(prod_plan):
+    node_1 = prod_plan.get(CONTAINER, "gpu-node-1-node-exporter")["inputs"]
+    assert node_1["volumes"] == [
+        {
+            "hostPath": "/var/lib/rocm-stack/checkpoints",
+            "containerPath": "/var/lib/rocm-stack/checkpoints",
+            "readOnly": True,
+        }
+    ]
+    node_3 = prod_plan.get(CONTAINER, "gpu-node-3-node-exporter")["inputs"]
+    assert [v["hostPath"] for v in node_3["volumes"]] == ["/var/lib/rocm-stack/huggingface"]
+    assert node_1["readOnly"] and node_1["capabilities"] == {"drops": ["ALL"]} and "devices" not in node_1
+
+
+def test_cadvisor_mounts_exactly_the_policys_set_read_only(prod_plan):
+    cadvisor = prod_plan.get(CONTAINER, "gpu-node-2-cadvisor")["inputs"]
+    assert {v["hostPath"]: v["containerPath"] for v in cadvisor["volumes"]} == rules.CADVISOR_MOUNTS
+    assert all(v["readOnly"] for v in cadvisor["volumes"]) and not cadvisor.get("privileged")
+    assert "--enable_metrics=cpu,memory,network,diskIO" in cadvisor["command"]  # no `disk`: see the module doc
+
+
+# --- the policy's one exception ------------------------------------------------------------------------------------
+
+
+def cadvisor_props(prod_plan: Plan, **changes: Any) -> dict[str, Any]:
+    props = json.loads(json.dumps(prod_plan.get(CONTAINER, "gpu-node-1-cadvisor")["inputs"]))
+    props.update(changes)
+    return props
+
+
+def test_the_stacks_cadvisor_passes_and_nothing_else_does(prod_plan):
+    assert rules.host_access_problems(CONTAINER, cadvisor_props(prod_plan)) == []
+    mounts = cadvisor_props(prod_plan)["volumes"]
+    # The same mounts on a partition, or unlabelled, or on a labelled node-exporter: refused.
+    partition = [{"label": rules.PARTITION_LABEL, "value": "gpu-node-1/train-a"}, *cadvisor_props(prod_plan)["labels"]]
+    for props in (
+        cadvisor_props(prod_plan, labels=partition),
+        cadvisor_props(prod_plan, labels=[]),
+        cadvisor_props(prod_plan, labels=[{"label": rules.MONITORING_LABEL, "value": "node-exporter"}]),
+        cadvisor_props(prod_plan, privileged=True),
+    ):
+        assert any("Docker socket" in p for p in rules.host_access_problems(CONTAINER, props))
+    # Writable, moved, or one more system path: refused.
+    writable = [{**m, "readOnly": False} if m["hostPath"] == "/var/lib/docker/image" else m for m in mounts]
+    moved = [{**m, "containerPath": "/x"} if m["hostPath"] == "/var/lib/docker/image" else m for m in mounts]
+    for volumes in (
+        writable,
+        moved,
+        [*mounts, {"hostPath": "/var/lib/docker", "containerPath": "/d", "readOnly": True}],
+    ):
+        assert rules.host_access_problems(CONTAINER, cadvisor_props(prod_plan, volumes=volumes))
+
+
+def test_a_partition_still_cannot_mount_the_docker_socket():
+    config = stack_file("dev")
+    config[P + "hosts"][0]["containers"][0]["volumes"] = [
+        {"hostPath": "/var/run/docker.sock", "containerPath": "/var/run/docker.sock", "readOnly": True}
+    ]
+    config[P + "environment"] = "prod"
+    assert "is or holds the Docker socket" in refusal_of("prod-x", config)
+
+
+# --- day 2: what the second `pulumi up` does -------------------------------------------------------------------------
+
+
+def monitoring_only(report: ImpactReport) -> set[str]:
+    return {i.name for i in report.impacts}
+
+
+def test_a_rule_change_restarts_prometheus_alone_on_its_new_rule_file(prod_plan):
+    config = stack_file("prod")
+    config[P + "monitoring"]["thresholds"] = {"gpuTemperatureCelsius": 90}
+    report = report_of(prod_plan, synthesize("prod", config))
+    prometheus = next(i for i in report.impacts if i.name == "gpu-node-1-prometheus")
+    # `uploads` is ForceNew (TFD): the container is replaced and the new one starts reading the new rule file; the
+    # volume keeps the samples. Prometheus is stopped with its grace (SIGTERM, 120 s: it writes its head block).
+    assert prometheus.action is Action.DELETE_REPLACE and prometheus.replaced_by[0][0].startswith("uploads")
+    assert prometheus.meaning == (
+        "replaces the stack's prometheus on `gpu-node-1`: it stops (SIGTERM, grace 120 s, then killed) and starts again"
+    )
+    # The Kubernetes PrometheusRule changes with it (one rule definition); no other Docker container is touched.
+    docker_changes = {i.name for i in report.impacts if i.type.startswith("docker:")}
+    assert docker_changes == {"gpu-node-1-prometheus"}
+
+
+def test_a_dashboard_change_restarts_grafana_alone(prod_plan, monkeypatch):
+    monkeypatch.setattr(docker_host, "dashboard_json_text", lambda: DASHBOARD_FILE.read_text().replace("GPU", "Gpu"))
+    report = report_of(prod_plan, synthesize("prod"))
+    assert {i.name: i.action for i in report.impacts} == {"gpu-node-1-grafana": Action.DELETE_REPLACE}
+
+
+def test_a_retention_change_restarts_prometheus_with_its_samples_kept(prod_plan):
+    config = stack_file("prod")
+    config[P + "monitoring"]["retention"] = {"time": "90d"}
+    report = report_of(prod_plan, synthesize("prod", config))
+    assert {i.name: i.action for i in report.impacts} == {"gpu-node-1-prometheus": Action.DELETE_REPLACE}
+    assert report.impacts[0].replaced_by == [("command", "tfbridge.force-new")]
+
+
+def test_a_password_rotation_is_invisible_offline_and_replaces_grafana(prod_plan):
+    rotated = synthesize("prod", secrets={P + "grafanaAdminPassword": "rotated"})
+    report = report_of(prod_plan, rotated)
+    assert report.impacts == []
+    grafana = next(s for s in report.secrets if s.name == "gpu-node-1-grafana")
+    # envs is ForceNew: the new container's start resets the stored password (docker_host.GRAFANA_START).
+    assert grafana.paths == ["envs"] and grafana.if_rotated is Action.DELETE_REPLACE
+    assert "reset-admin-password --password-from-stdin" in docker_host.GRAFANA_START
+
+
+def test_moving_the_monitoring_host_starts_empty_and_keeps_the_old_history_on_the_old_host(prod_plan):
+    config = stack_file("prod")
+    config[P + "monitoring"]["host"] = "gpu-node-2"
+    report = report_of(prod_plan, synthesize("prod", config))
+    by = {(i.name, i.action) for i in report.impacts}
+    for server in SERVERS:
+        assert (f"gpu-node-1-{server}", Action.DELETE) in by and (f"gpu-node-2-{server}", Action.CREATE) in by
+        assert (f"gpu-node-1-{server}-data", Action.DELETE) in by and (f"gpu-node-2-{server}-data", Action.CREATE) in by
+    old_volume = next(i for i in report.impacts if i.name == "gpu-node-1-prometheus-data")
+    assert old_volume.meaning == (
+        "forgets volume `rocm-stack-prometheus-data` on `gpu-node-1`: retainOnDelete keeps it, and its data, on the host"
+    )
+    assert "pulumi.retain-on-delete" in old_volume.rules
+    # What is lost on the new host: the samples, silences and Grafana's own state (the dashboard is provisioned).
+    new_volume = next(i for i in report.impacts if i.name == "gpu-node-2-prometheus-data")
+    assert new_volume.meaning == "creates volume `rocm-stack-prometheus-data` on `gpu-node-2`, empty"
+    # The exporters stay where they are.
+    assert not any("exporter" in i.name or "cadvisor" in i.name for i in report.impacts)
+
+
+def test_adding_a_docker_host_adds_its_exporters_and_a_target_without_touching_the_others(prod_plan):
+    config = stack_file("prod")
+    new_host = json.loads(json.dumps(config[P + "hosts"][3]))
+    new_host["name"], new_host["docker"]["host"] = "gpu-node-5", "ssh://deploy@gpu-node-5.example.internal"
+    new_host["containers"] = [{"name": "spare", "gpus": list(range(8))}]
+    config[P + "hosts"].append(new_host)
+    head = synthesize("prod", config)
+    report = report_of(prod_plan, head)
+    changed = {i.name: i.action for i in report.impacts if i.action is not Action.CREATE}
+    # Only Prometheus, whose scrape configuration gains the new host's target, restarts.
+    assert changed == {"gpu-node-1-prometheus": Action.DELETE_REPLACE}
+    created = {i.name for i in report.impacts if i.action is Action.CREATE}
+    assert {"gpu-node-5-node-exporter", "gpu-node-5-cadvisor"} <= created
+    scrape = yaml.safe_load(upload(head, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
+    assert "gpu-node-5.example.internal" in json.dumps(scrape["scrape_configs"])
