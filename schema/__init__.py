@@ -376,6 +376,9 @@ def load(
         data["environment"] = rules.environment_of(stack, configured)
     if "hosts" not in data and "kubernetes" in data:
         data["hosts"] = []  # the default local Docker host is for a stack that declares neither layer
+    if "hosts" not in data and "hostGroups" not in data and isinstance(data.get("monitoring", {}), dict):
+        # That implicit host is no fleet: the monitoring host's default (prod) leaves it out; `host` set wins.
+        data["monitoring"] = {"host": False, **data.get("monitoring", {})}
     # Groups become plain host entries before anything is checked: every host rule applies to their members,
     # and `refusal` says where a member's value was written.
     hosts, origins, member_problems = groups.expand(data.get("hosts"), data.get("hostGroups"))

@@ -243,7 +243,7 @@ class MonitoringConfig(ConfigModel):
     host: str | bool | None = None
     """The Docker host (a name in `hosts`) that runs Prometheus, Alertmanager and Grafana for the Docker hosts
     (docs/monitoring.md, "The monitoring host"). true: the first host of `hosts`; false: none. Unset: the first
-    host in prod when the stack has no `kubernetes` layer, none otherwise. Moving it starts an empty history."""
+    host in prod when the stack declares its `hosts` (or `hostGroups`) and no `kubernetes` layer, none otherwise. Moving it starts an empty history."""
     retention: Retention = Retention()
     """How long Prometheus on the monitoring host keeps samples."""
     receivers: Annotated[list[Receiver], Field(max_length=MAX_ITEMS)] = []

@@ -355,6 +355,7 @@ def test_what_pulumi_config_set_path_secret_writes_is_accepted(tmp_path, capsys)
         "      docker: {host: 'ssh://deploy@box.example.internal'}\n      gpuAccess: all\n"
         "      containers:\n        - name: shell\n          env:\n            API_KEY:\n"
         "              secure: v1:AAAAencrypted\n"
+        "  rocm-stack:grafanaAdminPassword:\n    secure: v1:AAAAencrypted\n"
     )
     code, err, out = run(tmp_path, text, stack="prod", capsys=capsys)
     assert code == 0, err

@@ -103,10 +103,10 @@ REFUSED = {
     "duplicate published port": (
         "dev",
         hosts(
-            {"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080}]},
-            {"name": "b", "gpus": [1], "ports": [{"internal": 81, "external": 8080}]},
+            {"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8090}]},
+            {"name": "b", "gpus": [1], "ports": [{"internal": 81, "external": 8090}]},
         ),
-        "hosts[0].containers[1].ports[0].external: host port 8080 of 'h1' is already "
+        "hosts[0].containers[1].ports[0].external: host port 8090 of 'h1' is already "
         "published by container 'a'; choose another external port",
     ),
     "port on the exporter's": (
@@ -192,7 +192,7 @@ def test_published_port_on_another_address_is_no_clash():
     # Docker binds 127.0.0.1:8080 and 10.0.0.1:8080 separately; only 0.0.0.0 takes every address. The check
     # compares host ports only, which is stricter: two containers on one host port are refused whatever the ip.
     config = hosts(
-        {"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8080, "ip": "127.0.0.1"}]},
+        {"name": "a", "gpus": [0], "ports": [{"internal": 80, "external": 8090, "ip": "127.0.0.1"}]},
         {"name": "b", "gpus": [1], "ports": [{"internal": 80}]},
     )
     assert load("dev", config).hosts[0].containers[0].ports[0].ip == "127.0.0.1"

@@ -156,12 +156,21 @@ def test_adding_a_host_keeps_existing_resources(prod_plan):
     )
     after = _identity(synthesize("prod", config))
     before = _identity(prod_plan)
-    assert {urn: after[urn] for urn in before} == before
+    # The monitoring host's Prometheus gains the new host's scrape targets (its uploaded prometheus.yml).
+    prometheus = next(urn for urn in before if urn.endswith("::gpu-node-1-prometheus") and "container" in urn)
+    assert {k for k in before[prometheus] if after[prometheus][k] != before[prometheus][k]} == {"uploads"}
+    assert {urn: after[urn] for urn in before if urn != prometheus} == {
+        urn: inputs for urn, inputs in before.items() if urn != prometheus
+    }
     added = sorted(urn.rsplit("::", 1)[1] for urn in set(after) - set(before))
     # GpuHost: component, provider, image, the check programs' volume, preflight, GPU check, container; its metrics
-    # exporter: component, image, container.
-    assert added == ["gpu-node-0"] * 3 + ["gpu-node-0-amd-device-metrics-exporter"] * 2 + [
+    # exporter: component, image, container; its node-exporter and cAdvisor: component, an image and a container each.
+    assert added == ["gpu-node-0"] * 4 + ["gpu-node-0-amd-device-metrics-exporter"] * 2 + [
+        "gpu-node-0-cadvisor",
+        "gpu-node-0-cadvisor",
         "gpu-node-0-check-programs",
+        "gpu-node-0-node-exporter",
+        "gpu-node-0-node-exporter",
         "gpu-node-0-preflight",
         "gpu-node-0-pytorch",
         "gpu-node-0-train-a",

@@ -242,6 +242,7 @@ def test_the_placement_lock_holds_group_members(tmp_path):
             P + "environment": "prod",
             P + "security": {"profile": "hardened"},
             P + "hostGroups": [{"template": TEMPLATE, "namePattern": "node-{index}", "count": count}],
+            P + "monitoring": {"host": False},  # no Grafana, whose password is beside the point
         }
 
     def write(count: int) -> None:

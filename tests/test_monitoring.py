@@ -204,7 +204,9 @@ def test_reordering_hosts_renames_no_exporter_resource(prod_docker: Plan) -> Non
             if "monitoring" in r["type"] or r["name"].endswith("amd-device-metrics-exporter")
         }
 
-    assert names(reordered) == names(prod_docker) and len(names(prod_docker)) == 3 * len(hosts)
+    # Per host: the GPU exporter's component, image and container, and the HostExporters component; the
+    # MonitoringHost component (their children are named after their hosts too: tests/test_docker_hosts.py).
+    assert names(reordered) == names(prod_docker) and len(names(prod_docker)) == 4 * len(hosts) + 1
 
 
 def test_disabled_monitoring_declares_nothing() -> None:
