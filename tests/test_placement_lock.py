@@ -259,6 +259,7 @@ def test_prod_lock_refuses_a_placement_the_search_could_not_prove_optimal(tmp_pa
         "".join(f"/sys/class/kfd/kfd/topology/nodes/{g + 1}/properties:drm_render_minor {128 + g}\n" for g in range(24))
     )
     config[P + "hosts"][0].update(gpus=24, gpuAccess="renderNodes", renderNodes=str(render))
+    config[P + "monitoring"] = {"host": False}  # no Grafana, whose password is beside the point
     with pytest.raises(ConfigError) as refused:
         load("prod", config, lock=PlacementLock(), place_unlocked=True)
     assert (

@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 
-from components.monitoring.docker_host import NODE_EXPORTER_IMAGE, PROMETHEUS_IMAGE
 from conftest import CONTAINER
 from e2e.harness import Docker, _add_bytes, _add_entry, standin_rootfs
 from tools.synth import Plan, docker_create_args, synthesize
@@ -36,6 +35,9 @@ from tools.synth import Plan, docker_create_args, synthesize
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 CHECKPOINTS = "/var/lib/rocm-stack/checkpoints"
+# Docker refuses a tag with a digest: the stand-ins get tags of their own (the argv's image is swapped for them).
+NODE_EXPORTER_IMAGE = "rocm-stack-e2e/node-exporter:standin"
+PROMETHEUS_IMAGE = "rocm-stack-e2e/prometheus:standin"
 
 
 def with_binary(binary: str, at: str) -> bytes:
@@ -146,8 +148,9 @@ def test_prometheus_starts_on_the_uploaded_config_rules_and_volume(docker: Docke
             g["file"] == "/etc/prometheus/rules/rocm-gpu-alerts.rules.yml" for g in rules["data"]["groups"]
         )
         flags = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/status/flags"))["data"]
-        # prod's retention {time: 30d, size: 200GiB}, the size in MiB as "MB" (schema/types.py RetentionSize).
-        assert (flags["storage.tsdb.retention.time"], flags["storage.tsdb.retention.size"]) == ("30d", "204800MB")
+        # prod's retention {time: 30d, size: 200GiB}, passed as 204800MB and read back as 200GiB: "MB" is MiB.
+        assert "--storage.tsdb.retention.size=204800MB" in inputs["command"]
+        assert (flags["storage.tsdb.retention.time"], flags["storage.tsdb.retention.size"]) == ("30d", "200GiB")
         targets = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
         hosts = {t["labels"].get("host") for t in targets}
         assert {"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"} <= hosts
