@@ -209,7 +209,7 @@ class Receiver(ConfigModel):
     name: ReceiverName
     webhook: WebhookReceiver | None = None
     email: EmailReceiver | None = None
-    severities: list[Literal["critical", "warning", "info"]] = []
+    severities: Annotated[list[Literal["critical", "warning", "info"]], Field(max_length=MAX_ITEMS)] = []
     """Only alerts of these severities (the rules' `severity` label); empty: every alert."""
 
     @model_validator(mode="after")

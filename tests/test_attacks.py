@@ -193,6 +193,7 @@ def test_the_remote_code_opt_in_is_per_inference_workload(tmp_path, monkeypatch)
     trusted.update(extraArgs=[], trustRemoteCode=True)
     other.update(name="other", docker={"partitions": ["gpu-node-1/serve-b"], "publishedPort": 8001})
     spec["config"]["rocm-stack:inference"].append(other)
+    spec["config"]["rocm-stack:monitoring"] = {"host": False}  # no Grafana, whose password is beside the point
     (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": spec["config"]}))
     config = read_config(tmp_path / "stacks" / "Pulumi.prod.yaml", "rocm-stack")
     with pytest.raises(ProgramRefused) as refused:

@@ -324,7 +324,7 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
     if resource.type == VOLUME:
         if action is Action.DELETE:
             if resource.retain_on_delete:
-                return f"forgets volume `{resource.inputs.get('name')}` on `{_host(resource)}`: retainOnDelete keeps it"
+                return f"forgets volume `{resource.inputs.get('name')}` on `{_host(resource)}`: retainOnDelete keeps it, and its data, on the host"
             return f"deletes volume `{resource.inputs.get('name')}` on `{_host(resource)}`"
         replaced = f", then deletes `{old.inputs.get('name')}` once no container uses it" if old and new else ""
         return f"creates volume `{resource.inputs.get('name')}` on `{_host(resource)}`{replaced}"
