@@ -29,6 +29,10 @@ LIMIT_BYTES = 32 * 1024  # per host of the prod shape (issue 26)
 PARTITION_LIMIT_BYTES = 8 * 1024
 WIDE_PATTERN = "wide-{index:04d}"
 GPU_HOST = "rocm-stack:docker:GpuHost"
+HOST_EXPORTERS = "rocm-stack:monitoring:HostExporters"  # node-exporter and cAdvisor, named after their host
+# The monitoring host's Prometheus, Alertmanager and Grafana (one host per stack, not a per-host cost): counted apart.
+MONITORING_HOST = "rocm-stack:monitoring:MonitoringHost"
+SERVERS = "monitoring servers"
 DOCKER_PROVIDER = "pulumi:providers:docker"
 
 
@@ -39,13 +43,16 @@ def record_bytes(record: Mapping[str, Any]) -> int:
 
 
 def host_bytes(plan: Mapping[str, Any]) -> dict[str, int]:
-    """Host name -> the plan.json bytes of its Docker provider, its GpuHost and everything on its daemon."""
+    """Host name -> the plan.json bytes of its Docker provider, its GpuHost and everything on its daemon; the
+    monitoring host's servers under SERVERS instead of their host."""
     providers = {r["urn"]: r["name"] for r in plan["resources"] if r["type"] == DOCKER_PROVIDER}
     sizes: dict[str, int] = defaultdict(int)
     for record in plan["resources"]:
         host = providers.get(record["urn"]) or providers.get(record.get("provider") or "")
-        if record["type"] == GPU_HOST:
+        if record["type"] in (GPU_HOST, HOST_EXPORTERS):
             host = record["name"]
+        if MONITORING_HOST in (record["type"], (record.get("parent") or "").rsplit("::", 1)[0].rsplit("$", 1)[-1]):
+            host = SERVERS
         if host is not None:
             sizes[host] += record_bytes(record)
     return dict(sizes)
@@ -85,7 +92,9 @@ def measure(work: Path, hosts: int = 3, partitions: int = 8) -> dict[str, Any]:
     ):
         plan = synthesize(fleet.STACK, project_dir=fleet.our_project(work / label, config))
         plans[label] = (len(plan.text().encode()), host_bytes(plan.to_json()))
-    (one_total, _), (more_total, per_host) = plans["one"], plans["more"]
+    (one_total, one_hosts), (more_total, per_host) = plans["one"], plans["more"]
+    # The monitoring host's Prometheus config and rules list every host's targets and declared GPUs.
+    servers_growth = per_host.get(SERVERS, 0) - one_hosts.get(SERVERS, 0)
     generated = [fleet.name(len(fleet.template_config()[fleet.HOSTS]) + i) for i in range(1 + hosts)]
     wide = [WIDE_PATTERN.format(index=i) for i in range(hosts)]
     return summary(
@@ -95,7 +104,12 @@ def measure(work: Path, hosts: int = 3, partitions: int = 8) -> dict[str, Any]:
             "partitions": partitions,
             "prod_hosts": {h: per_host[h] for h in fleet_prod_hosts()},
             # Everything the new hosts added to the file beyond their own records.
-            "outside_per_host": (more_total - one_total - sum(per_host[h] for h in generated[1:] + wide)) / (2 * hosts),
+            "monitoring_servers": per_host.get(SERVERS, 0),
+            "monitoring_per_host": servers_growth / (2 * hosts),
+            "outside_per_host": (
+                more_total - one_total - servers_growth - sum(per_host[h] for h in generated[1:] + wide)
+            )
+            / (2 * hosts),
         }
     )
 
@@ -115,11 +129,12 @@ def from_plan_file(plan_file: Path) -> dict[str, Any]:
     per_host = host_bytes(json.loads(plan_file.read_text()))
     prod = fleet_prod_hosts()
     return {
-        "per_host": statistics.median(b for h, b in per_host.items() if h not in prod)
-        if len(per_host) > len(prod)
+        "per_host": statistics.median(b for h, b in per_host.items() if h not in (*prod, SERVERS))
+        if len(set(per_host) - {SERVERS}) > len(prod)
         else None,
         "prod_hosts": {h: per_host[h] for h in prod if h in per_host},
-        "hosts": len(per_host),
+        "monitoring_servers": per_host.get(SERVERS, 0),
+        "hosts": len(per_host) - (SERVERS in per_host),
     }
 
 
@@ -133,6 +148,11 @@ def line(result: Mapping[str, Any]) -> str:
     if "per_partition" in result:
         parts.append(f"{result['per_partition'] / 1024:.1f} KiB per extra partition")
         parts.append(f"{result['outside_per_host']:.0f} B per host outside its own records")
+    if result.get("monitoring_servers"):
+        parts.append(
+            f"the monitoring host's servers {result['monitoring_servers'] / 1024:.1f} KiB apart"
+            + (f" (+{result['monitoring_per_host']:.0f} B per host)" if "monitoring_per_host" in result else "")
+        )
     return "state bytes per host: " + "; ".join(parts) + f" (target <= {LIMIT_BYTES // 1024} KiB)"
 
 
