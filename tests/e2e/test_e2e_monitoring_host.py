@@ -151,8 +151,13 @@ def test_prometheus_starts_on_the_uploaded_config_rules_and_volume(docker: Docke
         # prod's retention {time: 30d, size: 200GiB}, passed as 204800MB and read back as 200GiB: "MB" is MiB.
         assert "--storage.tsdb.retention.size=204800MB" in inputs["command"]
         assert (flags["storage.tsdb.retention.time"], flags["storage.tsdb.retention.size"]) == ("30d", "200GiB")
-        targets = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
-        hosts = {t["labels"].get("host") for t in targets}
+        # Static targets reach the scrape manager through discovery's throttled updates (every 5 s): wait for them.
+        for _ in range(30):
+            targets = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
+            hosts = {t["labels"].get("host") for t in targets}
+            if hosts:
+                break
+            time.sleep(1)
         assert {"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"} <= hosts
         # The TSDB is in the named volume: it outlives the container.
         mounts = docker.inspect(name)["Mounts"]
