@@ -47,7 +47,8 @@ def on_hosts(plan: Plan) -> dict[str, dict[str, list[dict[str, Any]]]]:
 
 def test_each_host_gets_the_check_programs_once_and_every_check_reads_them_from_there(prod_plan):
     for host, resources in on_hosts(prod_plan).items():
-        (volume,) = resources[VOLUME]
+        # (the monitoring host has its servers' data volumes besides)
+        (volume,) = [v for v in resources[VOLUME] if v["name"] == f"{host}-check-programs"]
         name = volume["inputs"]["name"]
         checks_here = [c for c in resources[CONTAINER] if c in check_containers(prod_plan)]
         (preflight,) = [c for c in checks_here if c["name"].endswith("-preflight")]
