@@ -15,8 +15,8 @@ def measured(tmp_path_factory):
 
 def test_a_host_of_the_prod_shape_costs_at_most_32_kib(measured):
     assert measured["per_host"] <= state.LIMIT_BYTES, state.line(measured)
-    # prod's own hosts, with their training and vLLM containers (programs by reference too)
-    assert max(measured["prod_hosts"].values()) <= state.LIMIT_BYTES, state.line(measured)
+    # prod's own hosts, with their training and vLLM containers (programs by reference too): one partition more
+    assert max(measured["prod_hosts"].values()) <= state.PROD_HOST_LIMIT_BYTES, state.line(measured)
 
 
 def test_a_partition_adds_its_containers_not_a_copy_of_the_programs(measured):
