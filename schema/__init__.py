@@ -474,7 +474,7 @@ def load(
                 "grafanaAdminPassword",
                 (
                     f"the monitoring host '{cfg.monitoring_host}' runs Grafana, whose admin password prod requires; "
-                    "run `pulumi config set --secret grafanaAdminPassword <password>` (or set monitoring.host: false)"
+                    f"run {set_secret('grafanaAdminPassword', '<password>')} (or set monitoring.host: false)"
                 ),
             )
         )

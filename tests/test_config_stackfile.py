@@ -364,8 +364,8 @@ def test_what_pulumi_config_set_path_secret_writes_is_accepted(tmp_path, capsys)
 
 def test_a_plain_credential_in_prod_names_the_fix(tmp_path, capsys):
     text = (
-        "config:\n  rocm-stack:environment: prod\n  rocm-stack:hosts:\n    - name: box\n"
-        "      docker: {host: 'ssh://deploy@box.example.internal'}\n      gpuAccess: all\n"
+        "config:\n  rocm-stack:environment: prod\n  rocm-stack:monitoring: {host: false}\n  rocm-stack:hosts:\n"
+        "    - name: box\n      docker: {host: 'ssh://deploy@box.example.internal'}\n      gpuAccess: all\n"
         "      containers:\n        - name: shell\n          env: {API_KEY: abc123}\n"
     )
     code, err, _ = run(tmp_path, text, stack="prod", capsys=capsys)
