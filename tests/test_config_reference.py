@@ -1,10 +1,14 @@
 """docs/config-reference.md is generated from the schema's field docstrings and must match it."""
 
+from typing import Any
+
 import pytest
+import yaml
 
 import schema
 from conftest import stack_file
 from tools import config_reference
+from schema.kubernetes import DEV_UPGRADE_POLICY, DriverUpgradePolicy
 from schema.workloads import InferenceKubernetes
 from schema.project import ROOT
 
@@ -126,3 +130,30 @@ def test_revision_is_documented_as_recommended_in_prod_not_enforced(prod_plan):
     for page in ("workloads.md", "config-reference.md"):
         text = " ".join((ROOT / "docs" / page).read_text().split()).lower()
         assert "pin a commit in prod" not in text and "recommended in prod, not required" in text
+
+
+def test_the_driver_upgrade_policy_table_states_the_schemas_defaults():
+    """docs/kubernetes.md compares prod's and dev's driver upgrade policies side by side, which a one-default
+    generated table cannot show: each cell is checked against DriverUpgradePolicy() (prod) and DEV_UPGRADE_POLICY
+    (dev), so the table cannot drift from the schema (issue 24 item 10). A dev cell of a policy lists what differs."""
+    page = (ROOT / "docs" / "kubernetes.md").read_text()
+    head = "| key | prod default (also what any explicit `upgradePolicy` starts from) | dev default"
+    table = page[page.index(head) :].split("\n\n")[0].splitlines()[2:]
+
+    def value(cell: str) -> Any:
+        text = cell.split(" (")[0].replace("`", "").strip()
+        return yaml.safe_load("{" + text + "}" if ": " in text else text)
+
+    prod = DriverUpgradePolicy().model_dump(by_alias=True)
+    dev = DEV_UPGRADE_POLICY.model_dump(by_alias=True)
+    shown = {}
+    for row in table:
+        key, prod_cell, dev_cell = (c.strip() for c in row.strip("|").split("|"))
+        shown[key.strip("`")] = (value(prod_cell), value(dev_cell))
+    assert set(shown) == set(prod), "every field of driver.upgradePolicy has its row"
+    for key, (prod_shown, dev_shown) in shown.items():
+        assert prod_shown == prod[key], key
+        if isinstance(dev[key], dict):
+            assert dev_shown == {k: v for k, v in dev[key].items() if v != prod[key][k]}, key
+        else:
+            assert dev_shown == dev[key], key
