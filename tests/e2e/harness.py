@@ -386,12 +386,17 @@ def make_gpu_nodes(root: Path, gpus: int, minors: tuple[int, ...] = ()) -> GpuNo
 
 
 def on_test_host(plan: Any, docker_host: str, dev_root: Path) -> Any:
-    """The plan with only two things changed: every Docker provider's host is `docker_host`, and every
-    device host path /dev/X is `dev_root`/X (the stand-in nodes; a host whose `devicePaths` point at them
-    already keeps its paths). Everything else is what the program declared."""
+    """The plan with only three things changed: every Docker provider's host is `docker_host`, every device host
+    path /dev/X is `dev_root`/X (the stand-in nodes; a host whose `devicePaths` point at them already keeps its
+    paths), and the hosts' node-exporter and cAdvisor are left out (below). Everything else is what the program
+    declared."""
     from tools.synth import Plan
 
-    resources = copy.deepcopy(plan.resources)
+    # Every host's node-exporter and cAdvisor (HostExporters) are left out: they are pinned by digest, which Docker
+    # refuses as a tag for a stand-in, and cAdvisor reads the host's own /var/lib/docker; test_e2e_monitoring_host
+    # runs them from the plan's own argv with the real binaries.
+    exporters = {r["urn"] for r in plan.resources if r["type"] == "rocm-stack:monitoring:HostExporters"}
+    resources = copy.deepcopy([r for r in plan.resources if r["urn"] not in exporters and r["parent"] not in exporters])
     for resource in resources:
         inputs = resource["inputs"]
         if resource["type"] == "pulumi:providers:docker":
