@@ -365,10 +365,11 @@ def _mutable_config_maps(plan: SynthPlan) -> frozenset[str]:
 def _changed(
     old: PlannedResource, new: PlannedResource, paths: tuple[str, ...], mutable_config_maps: frozenset[str]
 ) -> Impact | None:
-    """None when only the engine's bookkeeping changed (protect, dependsOn): no provider call."""
+    """None when only the engine's bookkeeping (protect, dependsOn) or ignored paths changed: no provider call."""
     replaced_by: list[Reason] = []
     updated: list[Reason] = []
     unknown: list[str] = []
+    ignored = False
     for path in paths:
         if path == "parent":
             if old.urn in {alias.urn for alias in new.aliases}:
@@ -376,13 +377,15 @@ def _changed(
             replaced_by.append((path, "pulumi.urn"))
         elif path in ("protect", "retain_on_delete", "depends_on"):
             continue  # the engine's own bookkeeping: no provider call
+        elif any(_matches(path, [p]) for p in new.ignore_changes):
+            ignored = True  # reset to the state's value before the diff: no change of its own
         else:
             rule = _input_rule(new, path, mutable_config_maps)
             if rule is None:
                 unknown.append(path)
             else:
                 (replaced_by if rule[0] else updated).append((path, rule[1]))
-    rules = sorted({rule for _, rule in replaced_by + updated})
+    rules = sorted({rule for _, rule in replaced_by + updated} | ({"pulumi.ignore-changes"} if ignored else set()))
     if unknown:
         return Impact(
             type=new.type,
@@ -418,6 +421,8 @@ def _changed(
             runs_check=_runs_check(action, new),
         )
     meaning, how = _update_meaning(new, updated)
+    if new.ignore_changes and new.type.startswith("kubernetes:") and new.type != HELM_RELEASE:
+        how.append("k8s.ssa-ignore-changes")  # the ignored paths keep their live values
     return Impact(
         type=new.type,
         name=new.name,

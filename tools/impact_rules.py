@@ -47,6 +47,12 @@ RULES: dict[str, Rule] = {
         "the resource option replaceOnChanges: a change under one of its paths is a replacement",
         "pulumi/pulumi pkg/resource/deploy/step_generator.go applyReplaceOnChanges",
     ),
+    "pulumi.ignore-changes": Rule(
+        "the resource option ignoreChanges: before the provider's diff the engine resets each listed path of the new "
+        "inputs to the state's value, so a change there alone calls no provider",
+        "pulumi/pulumi pkg/resource/deploy/step_generator.go L1267 (processIgnoreChanges before Diff), "
+        "processIgnoreChanges L3028-3046 (`path.Reset(oldInputs, ignoredInputs)`) @ v3.259.0",
+    ),
     "pulumi.protect": Rule(
         "a protected resource is never deleted: its replacement or delete stops `pulumi up` with an error",
         "pulumi/pulumi pkg/resource/deploy/step_generator.go (protect check before a delete or replace)",
@@ -161,6 +167,14 @@ RULES: dict[str, Rule] = {
         "provider.go (*kubeProvider).Check L1246-1274, Diff L1645-1657 (never delete-before-replace when autonamed) "
         "@ v4.32.0; pulumi/pulumi pkg/resource/deploy/step_generator.go L2004-2024 (Check again on replace, without the old inputs), "
         "L2033-2035 (CreateBeforeDelete: create, update the dependents, then delete) @ v3.259.0",
+    ),
+    "k8s.ssa-ignore-changes": Rule(
+        "an update of an object with ignoreChanges: the server-side apply drops an ignored field that another field "
+        "manager owns and Pulumi does not (the HPA's `kube-controller-manager` after a scale), else sends the live "
+        "object's value of it, so the apply changes neither the value nor its owner",
+        "pulumi/pulumi-kubernetes provider/pkg/await/await.go ssaUpdate L653 (handleSSAIgnoreFields before the "
+        "apply), handleSSAIgnoreFields L716-800 (`theirFields.Has(pe) && !ourFields.Has(pe)` L763: "
+        "RemoveNestedField; else NestedFieldCopy of the live value L786)",
     ),
     "k8s.delete-before-replace": Rule(
         "an object replaced under the same name and namespace is deleted first",

@@ -3,7 +3,8 @@
     rocm-stack synth --stack dev [--out out/dev]
 
 writes `plan.json` (every resource with its type, name, parent, inputs as the provider receives them,
-protect, retain_on_delete, delete_before_replace, replace_on_changes, depends_on, custom_timeouts and aliases (old
+protect, retain_on_delete, delete_before_replace, replace_on_changes, ignore_changes, depends_on, custom_timeouts and
+aliases (old
 URNs it is found by, with their parents); secrets as "[secret]"), `manifests/` (one YAML per Kubernetes object), `helm/RELEASE.yaml` (one
 per Helm release), `docker/HOST.sh` (a runnable script of the docker commands that create and start the host's
 containers) and `monitoring/prometheus.yml` (the scrape config of the Docker hosts' metrics exporters).
@@ -189,6 +190,7 @@ def _mock_engine(
                         "retain_on_delete": bool(request.retainOnDelete),
                         "delete_before_replace": bool(request.deleteBeforeReplace),
                         "replace_on_changes": sorted(request.replaceOnChanges),
+                        "ignore_changes": sorted(request.ignoreChanges),
                         "depends_on": sorted(request.dependencies),
                         # Set ones only, as the program gave them (Go duration strings: "2140s").
                         "custom_timeouts": {

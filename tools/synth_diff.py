@@ -47,6 +47,7 @@ class PlannedResource(BaseModel):
     retain_on_delete: bool = False  # a delete only forgets it: the object stays
     delete_before_replace: bool = False
     replace_on_changes: list[str] = Field(default_factory=list)
+    ignore_changes: list[str] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
     aliases: list[PlannedAlias] = Field(default_factory=list)
 
