@@ -22,6 +22,7 @@ from schema.types import GpuIndex, LabelKey, Labels, LabelValue, Name, Port, Tai
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 from schema.queues import QueuesConfig
+from schema.autoscaling import KedaConfig
 
 CERT_MANAGER_REPOSITORY = "https://charts.jetstack.io"
 # A supported line: "All cert-manager releases are supported at least until the release of a second subsequent
@@ -502,6 +503,8 @@ class KubernetesConfig(ConfigModel):
     device_plugin: StandaloneDevicePluginConfig = StandaloneDevicePluginConfig()
     job_set: JobSetConfig = JobSetConfig()
     """The JobSet controller multi-node training needs; installed only when such a training exists."""
+    keda: KedaConfig = KedaConfig()
+    """KEDA, installed when an inference workload autoscales (`inference[].kubernetes.autoscaling`)."""
     queues: QueuesConfig | None = None
     """GPU quotas through Kueue (docs/workloads.md, Queues and quotas): ResourceFlavors per GPU family, ClusterQueues
     with quotas and cohorts, LocalQueues per namespace, PriorityClasses for training and serving."""

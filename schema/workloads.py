@@ -52,6 +52,7 @@ from .types import (
     _human_bytes,
 )
 from .base import matching as _matching
+from .autoscaling import InferenceAutoscaling, autoscaling_problems, stack_autoscaling_problems
 from .checks import ChecksConfig
 from .stackfile import set_secret
 from domain.gpus import MODELS
@@ -528,12 +529,24 @@ class InferenceKubernetes(ConfigModel):
     """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
     pod_security: PodSecurityLevel = "privileged"
     """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
+    autoscaling: InferenceAutoscaling | None = None
+    """Replicas between minReplicas and maxReplicas by vLLM's queue (a KEDA ScaledObject; docs/workloads.md,
+    Inference that scales); instead of `replicas`."""
 
     def effective_replicas(self, environment: str) -> int:
+        """The replicas always running: `replicas`, or the autoscaler's minimum (the Deployment's initial count)."""
+        if self.autoscaling is not None:
+            return self.autoscaling.effective_min_replicas(environment)
         if self.replicas is not None:
             return self.replicas
         replicas: int = environment_default(InferenceKubernetes, "replicas", environment)
         return replicas
+
+    def most_replicas(self, environment: str) -> int:
+        """The replicas there may be: the autoscaler's maximum, else the fixed count."""
+        if self.autoscaling is not None:
+            return self.autoscaling.max_replicas
+        return self.effective_replicas(environment)
 
     def effective_min_available(self, environment: str) -> int | None:
         if self.min_available is not None:
@@ -778,6 +791,7 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
         yield from _training_problems(cfg, training, f"training[{index}]")
     for index, inference in enumerate(cfg.inference):
         yield from _inference_problems(cfg, inference, f"inference[{index}]")
+    yield from stack_autoscaling_problems(cfg)
     yield from _partition_problems(cfg)
     if cfg.environment == "prod":
         yield from _host_access_problems(cfg)
@@ -1062,23 +1076,26 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
                 f"of {tp} (the quotient becomes vLLM's data-parallel size)"
             ),
         )
+    yield from autoscaling_problems(cfg, k8s, k_at)
     replicas = k8s.effective_replicas(cfg.environment)
+    most = k8s.most_replicas(cfg.environment)
     cache = k8s.effective_model_cache(cfg.environment)
-    if isinstance(cache, PvcStorage) and cache.access_mode != "ReadWriteMany" and replicas > 1:
+    if isinstance(cache, PvcStorage) and cache.access_mode != "ReadWriteMany" and most > 1:
         yield (
             f"{k_at}.modelCache.accessMode",
             (
-                f"{cache.access_mode} cannot be shared by {replicas} replicas on "
+                f"{cache.access_mode} cannot be shared by {most} replicas on "
                 "different nodes; use ReadWriteMany or an emptyDir per replica"
             ),
         )
     min_available = k8s.effective_min_available(cfg.environment)
     if min_available is not None and min_available >= replicas:
+        fewest = "replicas" if k8s.autoscaling is None else "autoscaling.minReplicas (the count it scales down to)"
         yield (
             f"{k_at}.minAvailable",
             (
                 f"{min_available} of {replicas} replica(s) must stay up, so no pod can ever be evicted and node drains "
-                "(GPU driver upgrades) block; use at most replicas - 1"
+                f"(GPU driver upgrades) block; use at most {replicas - 1}, {fewest} - 1"
             ),
         )
     if min_available is not None:
@@ -1375,13 +1392,16 @@ def _pool_problems(
         k8s = inference.kubernetes
         if k8s is None or k8s.gpu_resource != resource:
             continue
-        replicas = k8s.effective_replicas(cfg.environment)
+        replicas = k8s.most_replicas(cfg.environment)
+        at = f"inference[{index}].kubernetes." + ("replicas" if k8s.autoscaling is None else "autoscaling.maxReplicas")
         # With a budget the replicas are spread one per node (topologySpreadConstraints, DoNotSchedule).
         if k8s.effective_min_available(cfg.environment) is not None and replicas > nodes:
-            yield (
-                f"inference[{index}].kubernetes.replicas",
-                (f"{replicas} replicas are spread one per node, but {holder} {has} {nodes}: some never start"),
-            )
+            yield at, f"{replicas} replicas are spread one per node, but {holder} {has} {nodes}: some never start"
+        gpus = k8s.gpus or inference.tensor_parallel_size
+        # Beyond the minimum (counted with every other workload below) a burst takes free GPUs or, with queues,
+        # preempts training pods (serving's PriorityClass); more than the whole fleet can never run.
+        if k8s.autoscaling is not None and replicas * gpus > capacity:
+            yield at, f"{replicas} replicas x {gpus} {unit} exceed the {capacity} {unit} of {holder}: lower it"
     for at, pods, gpus_at, gpus, _ in demands:
         if gpus > largest:
             yield gpus_at, (f"{gpus} {unit} per pod, but {holder} nodes have {largest}: the pod can never be scheduled")

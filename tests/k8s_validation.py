@@ -267,7 +267,8 @@ SERVICE_MONITOR_SUBSET = strict_structural_schema(
 
 def stack_crds() -> CrdSchemas:
     """Schemas of every custom resource kind the program declares: the vendored CRDs of the GPU Operator,
-    JobSet, Kueue (ResourceFlavor, ClusterQueue, LocalQueue) and the Prometheus Operator's PrometheusRule, and the ServiceMonitor subset above."""
+    JobSet, Kueue (ResourceFlavor, ClusterQueue, LocalQueue), KEDA (ScaledObject) and the Prometheus Operator's
+    PrometheusRule, and the ServiceMonitor subset above."""
     data = Path(__file__).parent / "data"
     crds = CrdSchemas.from_files(
         data / "kubernetes" / "deviceconfig-crd.yaml",
@@ -277,6 +278,7 @@ def stack_crds() -> CrdSchemas:
             for kind in ("resourceflavors", "clusterqueues", "localqueues")
         ),
         data / "monitoring" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
+        data / "kubernetes" / "keda.sh_scaledobjects.yaml",
     )
     crds.schemas[("monitoring.coreos.com/v1", "ServiceMonitor")] = SERVICE_MONITOR_SUBSET
     return crds

@@ -214,6 +214,7 @@ def test_dev_device_config_waits_for_the_kube_prometheus_stack_it_installs(dev_p
 def test_the_check_follows_what_the_device_config_asks_for(monitoring, service_monitor, checked):
     config = stack_file("prod")
     config["rocm-stack:monitoring"] = monitoring
+    config["rocm-stack:inference"][0]["kubernetes"].pop("autoscaling")  # it reads vLLM's queue from Prometheus
     exporter = config["rocm-stack:kubernetes"]["gpuOperator"]["deviceConfig"].setdefault("metricsExporter", {})
     exporter["serviceMonitor"] = {"enable": service_monitor}
     plan = synthesize("prod", config)

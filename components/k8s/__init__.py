@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .device_plugin import DevicePlugin
     from .gpu_operator import GpuOperator
     from .jobset import JobSetController
+    from .keda import Keda
     from .kueue import Kueue
 
 
@@ -41,6 +42,8 @@ class KubernetesLayer:
     job_set: JobSetController | None = None
     # Kueue and the queues (`kubernetes.queues`): queued workloads wait for its release, whose webhook suspends them.
     kueue: Kueue | None = None
+    # KEDA when an inference workload autoscales and the stack installs it: ScaledObjects wait for its CRDs.
+    keda: Keda | None = None
     # The extended resource both modes expose: request it in pod limits (`amd.com/gpu: 1`).
     gpu_resource_name: str = GPU_RESOURCE_NAME
     # What brings the Prometheus Operator CRDs: the stack's kube-prometheus-stack release, else the deploy-time
@@ -97,9 +100,11 @@ def build_kubernetes(
     monitoring: MonitoringConfig | None = None,
     needs_job_set: bool = False,
     pod_security: Mapping[str, str] | None = None,
+    needs_keda: bool = False,
 ) -> KubernetesLayer:
     """`monitoring`: the enabled monitoring section (the DeviceConfig's ServiceMonitor, kube-prometheus-stack).
     `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it).
+    `needs_keda`: an inference workload autoscales (KEDA installed then, unless `keda.install` says otherwise).
     `pod_security`: owned namespace -> its Pod Security level (schema.workloads.namespace_pod_security)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment, pod_security=pod_security or {}))
     prometheus_operator: list[pulumi.Resource] = []
@@ -137,6 +142,19 @@ def build_kubernetes(
                 namespace_name=cluster.namespace_name,
             ),
         )
+    keda = None
+    if config.keda.installed(needs_keda):
+        from .keda import Keda, KedaArgs
+
+        keda = Keda(
+            "keda",
+            KedaArgs(
+                config=config.keda,
+                environment=environment,
+                provider=cluster.provider,
+                namespace=cluster.namespace_name(config.keda.namespace),
+            ),
+        )
     # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
     if config.mode == "device-plugin":
         from .device_plugin import DevicePlugin, DevicePluginArgs
@@ -156,6 +174,7 @@ def build_kubernetes(
             device_plugin=device_plugin,
             job_set=job_set,
             kueue=kueue,
+            keda=keda,
             prometheus_operator=prometheus_operator,
         )
 
@@ -198,5 +217,6 @@ def build_kubernetes(
         gpu_operator=gpu_operator,
         job_set=job_set,
         kueue=kueue,
+        keda=keda,
         prometheus_operator=prometheus_operator,
     )

@@ -46,7 +46,7 @@ from schema.workloads import InferenceConfig, partitions_claimed
 # The exporters' host ports on every Docker host, re-exported (one definition, which the schema checks against
 # the partitions' published ports).
 from schema.monitoring import CADVISOR_PORT as CADVISOR_PORT, NODE_EXPORTER_PORT as NODE_EXPORTER_PORT
-from schema.monitoring import MonitoringConfig
+from schema.monitoring import PROMETHEUS_PORT, MonitoringConfig
 from components.docker.deadlines import create_timeouts
 from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
@@ -143,6 +143,14 @@ def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
             }
         },
     }
+
+
+def kube_prometheus_stack_url() -> str:
+    """The in-cluster address of the Prometheus of the stack's kube-prometheus-stack: the chart's Service
+    `{{ template "kube-prometheus-stack.fullname" . }}-prometheus` (templates/prometheus/service.yaml L6), where
+    fullname is the release name when it contains the chart's name (_helpers.tpl L14-25), on
+    `prometheus.service.port` 9090 (values.yaml L3780; prometheus-community/helm-charts @ cf408a29, chart 88.5.3)."""
+    return f"http://{KUBE_PROMETHEUS_STACK_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}"
 
 
 def kube_prometheus_stack(

@@ -19,13 +19,14 @@ from schema import StackConfig, StackSecrets
 from schema.docker import HostConfig, host_images, image_for
 from schema.gpu_nodes import pod_floors
 from schema.queues import SERVING_PRIORITY_CLASS, TRAINING_PRIORITY_CLASS
-from schema.workloads import kubernetes_gfx, partitions_claimed
+from schema.workloads import InferenceKubernetes, kubernetes_gfx, partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
 from .gpu_check import GpuCheckArgs
 
 if TYPE_CHECKING:
     from components.docker.gpu_host import GpuHost
+    from .autoscaling import AutoscalerArgs
     from .inference import DockerVllm, VllmServer
     from components.k8s import KubernetesLayer
     from .training import DockerTraining, TrainingJob
@@ -55,6 +56,22 @@ class Workloads:
                 for name, server, d in _pairs(self.vllm_servers, self.docker_vllm)
             },
         }
+
+
+def _autoscaler(cfg: StackConfig, served: InferenceKubernetes, kubernetes: KubernetesLayer) -> AutoscalerArgs | None:
+    """The ScaledObject's settings of an autoscaled workload: the Prometheus KEDA queries (problems() requires one)."""
+    if served.autoscaling is None:
+        return None
+    from components.monitoring import kube_prometheus_stack_url
+    from .autoscaling import AutoscalerArgs
+
+    assert cfg.kubernetes is not None
+    return AutoscalerArgs(
+        scaling=served.autoscaling,
+        environment=cfg.environment,
+        prometheus_url=cfg.kubernetes.keda.prometheus_url or kube_prometheus_stack_url(),
+        keda_ready=[kubernetes.keda] if kubernetes.keda is not None else [],
+    )
 
 
 def _pairs(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -186,6 +203,7 @@ def build_workloads(
                         gpu_check=_gpu_check(cfg, inference.kubernetes.gpu_resource, files),
                         start_seconds=inference.replica_start_seconds(cfg.checks),
                         priority_class=SERVING_PRIORITY_CLASS if kubernetes.kueue is not None else None,
+                        autoscaler=_autoscaler(cfg, inference.kubernetes, kubernetes),
                     ),
                 )
             if inference.docker is not None:

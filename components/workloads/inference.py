@@ -25,6 +25,7 @@ from components.docker.logs import log_args
 from components.docker.readback import seconds
 from components.monitoring import MONITORING_NAMESPACE
 from . import proxy
+from .autoscaling import AutoscalerArgs, scaled_object
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
@@ -52,6 +53,9 @@ SERVICE_TARGET_PORT = "http"
 DOCKER_TOKEN_FILE = "/run/secrets/huggingface-token"
 DOCKER_API_KEY_FILE = "/run/secrets/vllm-api-key"
 HEALTH_PATH = "/health"
+# pulumi-kubernetes' annotation that forces a server-side apply over other field managers' conflicting fields.
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
+REPLICAS_PATH = "spec.replicas"
 # Lists the served model, so it answers only once the model is loaded. vLLM's API key guards every path under
 # /v1 and nothing else (vllm/entrypoints/openai/api_server.py build_app: `if token := envs.VLLM_API_KEY or
 # args.api_key:` ... `if not url_path.startswith("/v1"): return await call_next(request)` ... `"Bearer " + token`).
@@ -127,6 +131,8 @@ class VllmServerArgs:
     """Where the Prometheus that scrapes vLLM's /metrics runs: its pods reach the API port."""
     priority_class: str | None = None
     """The pods' PriorityClass (`kubernetes.queues`: serving's, above training's); None: the cluster's default."""
+    autoscaler: AutoscalerArgs | None = None
+    """`kubernetes.autoscaling`: a KEDA ScaledObject sets the replicas; None: `replicas` does."""
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -155,6 +161,8 @@ class VllmServer(pulumi.ComponentResource):
     disruption_budget: policy_v1.PodDisruptionBudget | None
     # programs/gpucheck.py for the pods' check (None without it).
     program: core_v1.ConfigMap | None
+    # KEDA's ScaledObject when the replicas follow the queue (autoscaling.py).
+    scaler: pulumi.CustomResource | None
 
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:workloads:VllmServer", name, None, opts)
@@ -292,7 +300,8 @@ class VllmServer(pulumi.ComponentResource):
         # replica starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
         start_minutes = math.ceil(args.start_seconds / 60)
         rollout_timeouts = pulumi.CustomTimeouts(
-            create=f"{start_minutes + 10}m", update=f"{replicas * start_minutes + 10}m"
+            create=f"{start_minutes + 10}m",
+            update=f"{k8s.most_replicas(args.environment) * start_minutes + 10}m",
         )
         min_available = k8s.effective_min_available(args.environment)
         # maxSkew 1 over hostnames; DoNotSchedule with a budget (config checks replicas <= gpuFleet.nodes),
@@ -306,7 +315,16 @@ class VllmServer(pulumi.ComponentResource):
         )
         self.deployment = apps_v1.Deployment(
             name,
-            metadata=metadata(name),
+            metadata=meta_v1.ObjectMetaArgs(
+                name=name,
+                namespace=args.namespace,
+                labels=labels,
+                # Pulumi takes back the fields it declares from other field managers instead of failing the apply
+                # with a conflict: spec.replicas after autoscaling is turned off, which the HPA's writes through the
+                # scale subresource left to "kube-controller-manager" (pulumi/pulumi-kubernetes#2491); the provider
+                # forces its server-side apply on this annotation (provider/pkg/await/await.go patchForce).
+                annotations={PATCH_FORCE_ANNOTATION: "true"},
+            ),
             spec=apps_v1.DeploymentSpecArgs(
                 replicas=replicas,
                 selector=meta_v1.LabelSelectorArgs(match_labels=labels),
@@ -333,7 +351,14 @@ class VllmServer(pulumi.ComponentResource):
                 ),
             ),
             opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(depends_on=list(args.gpu_ready), custom_timeouts=rollout_timeouts)
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=list(args.gpu_ready),
+                    custom_timeouts=rollout_timeouts,
+                    # The autoscaler's count stays: the engine resets spec.replicas to the state's value before the
+                    # diff, and the provider's apply drops it or sends the live count (autoscaling.py).
+                    ignore_changes=[REPLICAS_PATH] if args.autoscaler is not None else None,
+                ),
             ),
         )
         self.service = core_v1.Service(
@@ -373,6 +398,17 @@ class VllmServer(pulumi.ComponentResource):
             ],
             child,
         )
+        self.scaler = None
+        if args.autoscaler is not None:
+            self.scaler = scaled_object(
+                name,
+                args.autoscaler,
+                self.deployment.metadata.name,
+                self.service.metadata.name,
+                args.namespace,
+                labels,
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.deployment])),
+            )
         self.disruption_budget = None
         if min_available is not None:
             self.disruption_budget = policy_v1.PodDisruptionBudget(

@@ -1,0 +1,55 @@
+"""KEDA (kedacore/keda) from its pinned Helm chart: it runs the ScaledObjects of autoscaled vLLM Deployments
+(components/workloads/autoscaling.py), creating and feeding one HPA per ScaledObject.
+
+The chart renders its CRDs from templates/crds/ (keda/templates/crds/crd-scaledobjects.yaml @ v2.20.2, `{{- if
+.Values.crds.install }}`, true by default), not crds/, which Helm never upgrades: Helm applies them with every install
+and upgrade, so a new chart version upgrades them, as with Kueue. The release is protected in prod: uninstalling it
+would delete the CRDs and with them every ScaledObject (and so every HPA KEDA made).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_kubernetes import Provider
+from pulumi_kubernetes.helm import v3 as helm_v3
+
+from schema.autoscaling import KEDA_CHART, KEDA_REPOSITORY, KedaConfig
+from components.k8s.helm import pinned_release
+
+RELEASE_NAME = "keda"
+
+
+@dataclass(frozen=True)
+class KedaArgs:
+    config: KedaConfig
+    environment: str
+    provider: Provider
+    namespace: pulumi.Input[str]
+    """Created by the release if missing (createNamespace)."""
+
+
+class Keda(pulumi.ComponentResource):
+    release: helm_v3.Release
+
+    def __init__(self, name: str, args: KedaArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:k8s:Keda", name, None, opts)
+        config = args.config
+        # KEDA serves the cluster's one external-metrics APIService (v1beta1.external.metrics.k8s.io): one release
+        # per cluster, named after the chart as the production stack's install command names it.
+        self.release = pinned_release(
+            name,
+            release_name=RELEASE_NAME,
+            chart=KEDA_CHART,
+            version=config.chart_version,
+            repository=KEDA_REPOSITORY,
+            namespace=args.namespace,
+            values={},
+            timeout_seconds=config.timeout_seconds,
+            environment=args.environment,
+            parent=self,
+            provider=args.provider,
+            create_namespace=True,
+        )
+        self.register_outputs({"release": self.release.name, "version": self.release.version})
