@@ -17,22 +17,19 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import subprocess
 import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.workloads.autoscaling import QUEUE_METRIC
 from conftest import stack_file
-from e2e.test_e2e_prometheus import PROMETHEUS, Prometheus, _free_port, _Handler, _Server
+from e2e.test_e2e_prometheus import PROMETHEUS, _Handler, _Server, running_prometheus
 from tools.synth import manifest_of, synthesize
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)")
@@ -139,41 +136,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Sca
             "job": "vllm",
         }
         targets.append({"targets": [f"127.0.0.1:{server.server_port}"], "labels": labels})
-    (tmp / "prometheus.yml").write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s"},
-                "scrape_configs": [{"job_name": "vllm", "static_configs": targets}],
-            }
-        )
-    )
-    port = _free_port()
-    assert PROMETHEUS is not None
-    process = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp / "prometheus.log").open("w"),
-    )
-    prometheus = Prometheus(port)
+    settings = {
+        "global": {"scrape_interval": "1s"},
+        "scrape_configs": [{"job_name": "vllm", "static_configs": targets}],
+    }
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                prometheus.get("status/buildinfo")
-                break
-            except OSError:
-                assert process.poll() is None, Path(tmp / "prometheus.log").read_text()
-                assert time.monotonic() < deadline, "prometheus did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", scaler, pods
+        with running_prometheus(tmp, settings) as (_, prometheus):
+            yield prometheus.base.removesuffix("/api/v1/"), scaler, pods
     finally:
-        process.terminate()
-        process.wait(10)
         for pod in pods.values():
             assert pod.server is not None
             pod.server.shutdown()

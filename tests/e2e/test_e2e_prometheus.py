@@ -20,6 +20,7 @@ Stand-in formats (what each serves, and where its shape comes from):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -242,6 +243,39 @@ class Prometheus:
             time.sleep(0.2)
 
 
+@contextlib.contextmanager
+def running_prometheus(tmp: Path, settings: dict[str, Any]) -> Iterator[tuple[subprocess.Popen[bytes], Prometheus]]:
+    """The real Prometheus on a free loopback port with `settings` as its configuration, once it answers."""
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    port = _free_port()
+    assert PROMETHEUS is not None
+    process = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / "prometheus.log").open("w"),
+    )
+    prometheus = Prometheus(port)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                prometheus.get("status/buildinfo")
+                break
+            except OSError:
+                assert process.poll() is None, (tmp / "prometheus.log").read_text()
+                assert time.monotonic() < deadline, "prometheus did not start"
+                time.sleep(0.1)
+        yield process, prometheus
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Fleet, dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("prometheus")
@@ -284,51 +318,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheu
             if "for" in rule:
                 rule["for"] = SCALED_FOR
     (tmp / "rules.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
-    (tmp / "prometheus.yml").write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(tmp / "rules.yml")],
-                **config,
-            },
-            sort_keys=False,
-        )
-    )
-    port = _free_port()
-    assert PROMETHEUS is not None
-    process = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp / "prometheus.log").open("w"),
-    )
-
-    def scraped() -> None:
-        while process.poll() is None:
-            with state.lock:
-                state.scrapes += 1
-            time.sleep(1)
-
-    threading.Thread(target=scraped, daemon=True).start()
-    prometheus = Prometheus(port)
+    settings = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(tmp / "rules.yml")],
+        **config,
+    }
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                prometheus.get("status/buildinfo")
-                break
-            except OSError:
-                assert process.poll() is None, (tmp / "prometheus.log").read_text()
-                assert time.monotonic() < deadline, "prometheus did not start"
-                time.sleep(0.1)
-        yield prometheus, state, {"generated": generated, "rules": rules_text, "loaded": rules, "fleet": fleet}
+        with running_prometheus(tmp, settings) as (process, prometheus):
+
+            def scraped() -> None:
+                while process.poll() is None:
+                    with state.lock:
+                        state.scrapes += 1
+                    time.sleep(1)
+
+            threading.Thread(target=scraped, daemon=True).start()
+            yield prometheus, state, {"generated": generated, "rules": rules_text, "loaded": rules, "fleet": fleet}
     finally:
-        process.terminate()
-        process.wait(10)
         for s in servers:
             s.shutdown()
             s.server_close()
