@@ -31,6 +31,9 @@ KEDA_API_VERSION = "keda.sh/v1alpha1"
 # The chart's ScaledObject CRD bounds the HPA's stabilizationWindowSeconds to 0..3600 (keda/templates/crds/
 # crd-scaledobjects.yaml @ v2.20.2, `maximum: 3600`, `minimum: 0`; the HPA's own API allows the same hour).
 MAX_STABILIZATION_SECONDS = 3600
+# A stopping vLLM replica's grace (`inference[].kubernetes.terminationGracePeriodSeconds`): an hour outlasts any one
+# request; more is a typo that would hold a node drain or a rollout for as long.
+MAX_DRAIN_SECONDS = 3600
 
 
 class KedaConfig(ConfigModel):

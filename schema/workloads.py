@@ -52,7 +52,12 @@ from .types import (
     _human_bytes,
 )
 from .base import matching as _matching
-from .autoscaling import InferenceAutoscaling, autoscaling_problems, stack_autoscaling_problems
+from .autoscaling import (
+    MAX_DRAIN_SECONDS,
+    InferenceAutoscaling,
+    autoscaling_problems,
+    stack_autoscaling_problems,
+)
 from .checks import ChecksConfig
 from .stackfile import set_secret
 from domain.gpus import MODELS
@@ -529,6 +534,10 @@ class InferenceKubernetes(ConfigModel):
     """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
     pod_security: PodSecurityLevel = "privileged"
     """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
+    termination_grace_period_seconds: int = Field(120, ge=30, le=MAX_DRAIN_SECONDS)
+    """Seconds a stopping replica (scale-down, rolling update, drain) gets: its preStop hook waits until vLLM has no
+    request running or waiting (at most this less 10 s), then vLLM gets SIGTERM (vLLM 0.11.2 cuts what is still in
+    flight); the proxy sidecar stops after vLLM. Size it from the longest generation you serve."""
     autoscaling: InferenceAutoscaling | None = None
     """Replicas between minReplicas and maxReplicas by vLLM's queue (a KEDA ScaledObject; docs/workloads.md,
     Inference that scales); instead of `replicas`."""
@@ -1098,31 +1107,46 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
                 f"(GPU driver upgrades) block; use at most {replicas - 1}, {fewest} - 1"
             ),
         )
-    if min_available is not None:
-        yield from _drain_problems(cfg, inference, at)
+    yield from _drain_problems(cfg, inference, at, budget=min_available is not None)
 
 
-def _drain_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
+def _drain_problems(
+    cfg: _StackWithWorkloads, inference: InferenceConfig, at: str, budget: bool
+) -> Iterable[tuple[str, str]]:
     """A drain evicts a vLLM pod only once the budget allows it, i.e. after the replacement of the previously
-    evicted replica has started (up to its GPU check plus startupTimeoutSeconds). The GPU Operator drains with the kubectl drain
-    helper, whose PDB refusals are retried until `nodeDrainPolicy.timeoutSeconds` (0 = forever)
-    (internal/controllers/upgrademgr.go L787-818 @ v1.5.1); a timed-out node is Drain-Failed, which uses up
-    maxUnavailableNodes and halts the fleet's driver rollout (L630-650, L892-897)."""
+    evicted replica has started (up to its GPU check plus startupTimeoutSeconds), and the evicted pod then finishes
+    its requests (up to its grace). The GPU Operator drains with the kubectl drain helper, whose PDB refusals are
+    retried until `nodeDrainPolicy.timeoutSeconds` (0 = forever) (internal/controllers/upgrademgr.go L787-818
+    @ v1.5.1); a timed-out node is Drain-Failed, which uses up maxUnavailableNodes and halts the fleet's driver
+    rollout (L630-650, L892-897). The eviction's grace is `nodeDrainPolicy.gracePeriodSeconds` (-1: the pod's own)."""
     k8s = cfg.kubernetes
-    if k8s is None or k8s.mode != "operator":
+    served = inference.kubernetes
+    if k8s is None or k8s.mode != "operator" or served is None:
         return
     driver = k8s.gpu_operator.device_config.driver
     policy = driver.effective_upgrade_policy(cfg.environment)
-    timeout = policy.node_drain_policy.timeout_seconds
-    start = inference.replica_start_seconds(cfg.checks)
-    if driver.enable and policy.enable and 0 < timeout < start:
+    if not (driver.enable and policy.enable):
+        return
+    drain = policy.node_drain_policy
+    path = "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy"
+    grace = served.termination_grace_period_seconds
+    if 0 <= drain.grace_period_seconds < grace:
         yield (
-            "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
+            f"{path}.gracePeriodSeconds",
+            f"{drain.grace_period_seconds}s cuts the {grace}s vLLM pods of inference '{inference.name}' get to finish "
+            f"their requests ({at}.kubernetes.terminationGracePeriodSeconds): use -1 (each pod's own) or at least "
+            f"{grace}",
+        )
+    start = inference.replica_start_seconds(cfg.checks) + grace
+    if budget and 0 < drain.timeout_seconds < start:
+        yield (
+            f"{path}.timeoutSeconds",
             (
-                f"{timeout}s is shorter than the {start}s a replica of inference '{inference.name}' may take to "
-                f"start (its GPU check, checks.timeoutSeconds, then {at}.startupTimeoutSeconds), and its disruption "
-                "budget holds each eviction until the previous replica is back: a drain would fail and halt the "
-                f"driver rollout; use at least {start}"
+                f"{drain.timeout_seconds}s is shorter than the {start}s a replica of inference '{inference.name}' may "
+                f"take to stop and start again (its grace, {at}.kubernetes.terminationGracePeriodSeconds, its GPU "
+                f"check, checks.timeoutSeconds, then {at}.startupTimeoutSeconds), and its disruption budget holds "
+                f"each eviction until the previous replica is back: a drain would fail and halt the driver rollout; "
+                f"use at least {start}"
             ),
         )
 

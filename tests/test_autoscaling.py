@@ -213,6 +213,27 @@ def test_the_deployment_leaves_its_replicas_to_the_autoscaler(prod):
     assert 'AnnotationPatchForce        = AnnotationPrefix + "patchForce"' in lines(annotations, 38, 38)
 
 
+def test_a_stopping_replica_drains_before_vllm_gets_sigterm(prod):
+    """vLLM 0.11.2 cancels its server task on SIGTERM (vllm/entrypoints/launcher.py L84-95 of the vllm==0.11.2 wheel:
+    `signal_handler` -> `server_task.cancel()` for SIGINT and SIGTERM), cutting requests in flight; so the vLLM
+    container's preStop waits for vLLM's own gauges to reach 0 within the grace less the exit margin, and the proxy
+    sidecar's preStop waits for vLLM to stop answering (the hooks run for real: tests/e2e/test_e2e_autoscaling.py).
+    The kubelet counts the hook against the pod's grace (core/v1 Lifecycle.preStop: "The Pod's termination grace
+    period countdown begins before the PreStop hook is executed")."""
+    pod = one(prod, DEPLOYMENT, "llama")["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 120
+    containers = {c["name"]: c for c in pod["containers"]}
+    python, flag, script = containers["vllm"]["lifecycle"]["preStop"]["exec"]["command"]
+    assert (python, flag) == ("python3", "-c")
+    assert "end = time.monotonic() + 110" in script and 'urlopen("http://127.0.0.1:8000/metrics"' in script
+    assert containers["proxy"]["lifecycle"]["preStop"]["exec"]["command"] == [
+        "/bin/sh",
+        "-c",
+        "while wget -q -O /dev/null -T 2 http://127.0.0.1:8000/health; do sleep 1; done",
+    ]
+    compile(script, "preStop", "exec")
+
+
 def test_a_deployment_without_autoscaling_keeps_its_replicas_declared(prod):
     config = stack_file("prod")
     config[P + "inference"][0]["kubernetes"].pop("autoscaling")
@@ -283,6 +304,10 @@ def autoscaling(config: dict[str, Any]) -> dict[str, Any]:
             "monitoring.enabled: inference autoscaling reads vLLM's queue from the cluster's Prometheus",
         ),
         (lambda c: autoscaling(c).update(targetQueueLength=0), "autoscaling.targetQueueLength: must be at least 1"),
+        (
+            lambda c: c[P + "inference"][0]["kubernetes"].update(terminationGracePeriodSeconds=20),
+            "kubernetes.terminationGracePeriodSeconds: must be at least 30",
+        ),
         (
             lambda c: autoscaling(c).update(scaleDownStabilizationSeconds=3601),
             "scaleDownStabilizationSeconds: must be at most 3600",

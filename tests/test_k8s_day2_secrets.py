@@ -90,12 +90,12 @@ def test_a_rotated_secret_replaces_its_auto_named_secret_and_rolls_the_vllm_pods
 def test_the_roll_replaces_one_replica_at_a_time_and_pulumi_up_waits_for_it(prod_plan):
     """What the roll stops: maxSurge 0, maxUnavailable 1 (one of the 2 to 4 autoscaled prod replicas at a time, no
     extra GPUs needed); `pulumi up` waits for the rollout up to the update timeout (the most replicas there may be,
-    maxReplicas 4, x (GPU check + startup) + 10 min, tests/test_workloads.py), and deletes
+    maxReplicas 4, x (GPU check + startup + the old pod's drain grace) + 10 min, tests/test_workloads.py), and deletes
     the old Secret only after it (rule k8s.autoname), so an old pod restarting meanwhile still finds its Secret."""
     deployment = prod_plan.get(DEPLOYMENT, "llama")
     spec = deployment["inputs"]["spec"]
     assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
-    assert spec["replicas"] == 2 and deployment["custom_timeouts"]["update"] == "190m"
+    assert spec["replicas"] == 2 and deployment["custom_timeouts"]["update"] == "198m"
 
 
 def test_docker_vllm_servers_are_replaced_on_rotation_the_key_being_an_uploaded_file(prod_plan):

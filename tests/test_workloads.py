@@ -996,8 +996,8 @@ def _run_models_check(code: str) -> None:
 
 
 def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch):
-    """2 replicas replaced one at a time, each allowed its GPU check (checks.timeoutSeconds, 900 s) and 1800 s to
-    start: an update may take 2 x 45 min."""
+    """2 replicas replaced one at a time, each allowed its old pod's drain (terminationGracePeriodSeconds 120 s), its
+    GPU check (checks.timeoutSeconds, 900 s) and 1800 s to start: an update may take 2 x 47 min."""
     import components.workloads.inference
 
     timeouts: dict[str, Any] = {}
@@ -1009,7 +1009,7 @@ def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch
 
     monkeypatch.setattr(components.workloads.inference.apps_v1, "Deployment", recording)
     synth("prod", prod_config(), TOKEN)
-    assert (timeouts["llama"].create, timeouts["llama"].update) == ("55m", "100m")
+    assert (timeouts["llama"].create, timeouts["llama"].update) == ("55m", "104m")
 
 
 def test_vllm_service_and_model_cache(prod, dev):
@@ -1178,16 +1178,25 @@ BAD = {
         "prod",
         "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
         300,
-        "nodeDrainPolicy.timeoutSeconds: 300s is shorter than the 2700s a replica of inference 'llama' may take to "
-        "start (its GPU check, checks.timeoutSeconds, then inference[0].startupTimeoutSeconds)",
+        "nodeDrainPolicy.timeoutSeconds: 300s is shorter than the 2820s a replica of inference 'llama' may take to "
+        "stop and start again (its grace, inference[0].kubernetes.terminationGracePeriodSeconds, its GPU check, "
+        "checks.timeoutSeconds, then inference[0].startupTimeoutSeconds)",
     ),
     # The GPU check runs as an init container before vLLM (components/workloads/gpu_check.py): a replica back
-    # from eviction first spends up to checks.timeoutSeconds (900) there, then startupTimeoutSeconds (1800).
+    # from eviction first spends up to checks.timeoutSeconds (900) there, then startupTimeoutSeconds (1800); the
+    # evicted one first finishes its requests (terminationGracePeriodSeconds, 120).
     "drain-shorter-than-vllm-check-and-start": (
         "prod",
         "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.timeoutSeconds",
-        2400,
-        "nodeDrainPolicy.timeoutSeconds: 2400s is shorter than the 2700s",
+        2700,
+        "nodeDrainPolicy.timeoutSeconds: 2700s is shorter than the 2820s",
+    ),
+    "drain-grace-cuts-vllm-requests": (
+        "prod",
+        "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy.gracePeriodSeconds",
+        60,
+        "nodeDrainPolicy.gracePeriodSeconds: 60s cuts the 120s vLLM pods of inference 'llama' get to finish their "
+        "requests (inference[0].kubernetes.terminationGracePeriodSeconds): use -1",
     ),
     "spread-replicas-exceed-nodes": (
         "prod",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.autoscaling import KEDA_API_VERSION, InferenceAutoscaling
@@ -34,6 +35,56 @@ POLLING_SECONDS = 15
 # After the stabilization window, one replica leaves per minute at most: a replica that leaves takes minutes to load
 # its model again should the queue come back.
 SCALE_DOWN_PODS, SCALE_DOWN_PERIOD_SECONDS = 1, 60
+
+
+# A stopping vLLM pod (scale-down, rolling update, drain) first lets the Service forget it: the EndpointSlice controller
+# marks it terminating and kube-proxy stops sending it new connections, while requests already routed to it arrive
+# and are counted with the rest.
+DRAIN_SETTLE_SECONDS = 5
+# What the drain leaves of the pod's grace for vLLM's exit after SIGTERM.
+EXIT_MARGIN_SECONDS = 10
+# vLLM 0.11.2 cancels its server task on SIGTERM (vllm/entrypoints/launcher.py serve_http L84-95: `signal_handler`
+# -> `server_task.cancel()`, "prevents the uvicorn signal handler to exit early"): requests in flight are cut, it does
+# not drain. So its preStop hook waits, before the kubelet sends SIGTERM, until vLLM's own gauges show no request
+# running or waiting (or the grace less EXIT_MARGIN_SECONDS is spent, or vLLM no longer answers). /metrics needs no
+# key (vLLM's key guards /v1 paths only). The kubelet counts the hook against terminationGracePeriodSeconds (core/v1
+# Lifecycle.preStop: "The Pod's termination grace period countdown begins before the PreStop hook is executed").
+DRAIN_SCRIPT = """\
+import time, urllib.request
+end = time.monotonic() + {seconds}
+time.sleep({settle})
+while time.monotonic() < end:
+    try:
+        text = urllib.request.urlopen("http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        break
+    busy = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(("vllm:num_requests_running{{", "vllm:num_requests_waiting{{"))
+    )
+    if not busy:
+        break
+    time.sleep(1)
+"""
+
+
+def drain_hook(port: int, grace_seconds: int) -> core_v1.LifecycleArgs:
+    """The vLLM container's preStop: wait for its requests to finish (DRAIN_SCRIPT), within the grace."""
+    script = DRAIN_SCRIPT.format(port=port, settle=DRAIN_SETTLE_SECONDS, seconds=grace_seconds - EXIT_MARGIN_SECONDS)
+    return core_v1.LifecycleArgs(
+        pre_stop=core_v1.LifecycleHandlerArgs(exec_=core_v1.ExecActionArgs(command=["python3", "-c", script]))
+    )
+
+
+def proxy_drain_hook(vllm_port: int) -> core_v1.LifecycleArgs:
+    """The nginx sidecar's preStop: it gets SIGTERM (nginx's fast shutdown, which drops connections) only once vLLM,
+    which its requests go to, stops answering, i.e. after vLLM drained and exited; busybox sh and wget of the
+    alpine image."""
+    wait = f"while wget -q -O /dev/null -T 2 http://127.0.0.1:{vllm_port}/health; do sleep 1; done"
+    return core_v1.LifecycleArgs(
+        pre_stop=core_v1.LifecycleHandlerArgs(exec_=core_v1.ExecActionArgs(command=["/bin/sh", "-c", wait]))
+    )
 
 
 def queue_query(namespace: str, service: str) -> str:

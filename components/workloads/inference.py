@@ -25,7 +25,7 @@ from components.docker.logs import log_args
 from components.docker.readback import seconds
 from components.monitoring import MONITORING_NAMESPACE
 from . import proxy
-from .autoscaling import AutoscalerArgs, scaled_object
+from .autoscaling import AutoscalerArgs, drain_hook, proxy_drain_hook, scaled_object
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
@@ -87,7 +87,9 @@ def pod_proxy_port(inference: InferenceConfig) -> int:
     return proxy.POD_PORT if inference.port != proxy.POD_PORT else proxy.POD_PORT + 1
 
 
-def _proxy_container(name: str, port: int, volumes: Sequence[core_v1.VolumeMountArgs]) -> core_v1.ContainerArgs:
+def _proxy_container(
+    name: str, port: int, vllm_port: int, volumes: Sequence[core_v1.VolumeMountArgs]
+) -> core_v1.ContainerArgs:
     """The nginx sidecar: the pod's only listener on the pod network. Its master starts as root to read the key
     file (0400) and drops its worker to nginx's user: CHOWN, SETUID and SETGID are all it keeps; it writes only its
     runtime emptyDir."""
@@ -104,6 +106,7 @@ def _proxy_container(name: str, port: int, volumes: Sequence[core_v1.VolumeMount
             capabilities=core_v1.CapabilitiesArgs(drop=["ALL"], add=["CHOWN", "SETUID", "SETGID"]),
         ),
         volume_mounts=list(volumes),
+        lifecycle=proxy_drain_hook(vllm_port),
     )
 
 
@@ -282,6 +285,7 @@ class VllmServer(pulumi.ComponentResource):
             ),
             readiness_probe=models,
             liveness_probe=health(PROBE_PERIOD_SECONDS, 3),
+            lifecycle=drain_hook(inference.port, k8s.termination_grace_period_seconds),
             volume_mounts=[
                 core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
                 core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
@@ -293,15 +297,17 @@ class VllmServer(pulumi.ComponentResource):
                 core_v1.VolumeMountArgs(name="proxy-config", mount_path=proxy.CONFIG_DIR, read_only=True),
                 core_v1.VolumeMountArgs(name="proxy-runtime", mount_path=proxy.RUNTIME_DIR),
             ]
-            containers.append(_proxy_container("proxy", port, mounts))
+            containers.append(_proxy_container("proxy", port, inference.port, mounts))
         # `pulumi up` waits for the rollout (pulumi-kubernetes' Deployment awaiter: the new ReplicaSet's pods ready,
         # the Deployment Available), so a pod failing its GPU check fails `pulumi up`, and the next `pulumi up`
         # awaits it again (docs/operations.md): one pod's start (check, download and load) on create, where every
         # replica starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
         start_minutes = math.ceil(args.start_seconds / 60)
+        # An update also waits for each old pod's drain (its grace) before the next one goes.
+        stop_minutes = math.ceil(k8s.termination_grace_period_seconds / 60)
         rollout_timeouts = pulumi.CustomTimeouts(
             create=f"{start_minutes + 10}m",
-            update=f"{k8s.most_replicas(args.environment) * start_minutes + 10}m",
+            update=f"{k8s.most_replicas(args.environment) * (start_minutes + stop_minutes) + 10}m",
         )
         min_available = k8s.effective_min_available(args.environment)
         # maxSkew 1 over hostnames; DoNotSchedule with a budget (config checks replicas <= gpuFleet.nodes),
@@ -338,6 +344,7 @@ class VllmServer(pulumi.ComponentResource):
                         # vLLM reads VLLM_* variables; Kubernetes' service links would inject some
                         # (VLLM_PORT for a Service named vllm, per vLLM's environment-variable docs).
                         enable_service_links=False,
+                        termination_grace_period_seconds=k8s.termination_grace_period_seconds,
                         security_context=POD_SECURITY,
                         automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
                         priority_class_name=args.priority_class,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -27,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from components.workloads.autoscaling import QUEUE_METRIC
+from components.workloads.autoscaling import DRAIN_SETTLE_SECONDS, QUEUE_METRIC
 from conftest import stack_file
-from e2e.test_e2e_prometheus import PROMETHEUS, _Handler, _Server, running_prometheus
+from e2e.test_e2e_prometheus import PROMETHEUS, _free_port, _Handler, _Server, running_prometheus
 from tools.synth import manifest_of, synthesize
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)")
@@ -211,3 +212,45 @@ def test_the_scaled_objects_query_returns_the_workloads_queue_and_drives_a_burst
     for pod in serving:
         pod.set(0)
     assert desired(4, settled(base, scaler, 0.0), scaler) == scaler.least == 2
+
+
+def pre_stop(plan: Any, container: str) -> list[str]:
+    deployment = manifest_of(plan.get("kubernetes:apps/v1:Deployment", "llama"))
+    [found] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == container]
+    return list(found["lifecycle"]["preStop"]["exec"]["command"])
+
+
+def test_a_stopping_replica_finishes_its_requests_before_vllm_gets_sigterm() -> None:
+    """The vLLM container's exact preStop hook, run against a stand-in vLLM on the pod's port: it waits while a
+    request runs or waits (vLLM 0.11.2 would cut it on SIGTERM), returns within a poll once both gauges are 0. The
+    proxy sidecar's hook (its `sh -c` loop; the image's busybox wget takes the same -q -O -T) returns once vLLM
+    stops answering, so nginx's SIGTERM comes after vLLM's drain."""
+    port = _free_port()
+    config = stack_file("prod")
+    config["rocm-stack:inference"][0]["port"] = port
+    config["rocm-stack:inference"][0]["kubernetes"]["terminationGracePeriodSeconds"] = 60
+    plan = synthesize("prod", config)
+    pod = Pod("ml", "llama", "llama-0", {"0": (1, 2)})
+    server = _Server(("127.0.0.1", port), _Handler)
+    server.render, server.token = (lambda: exposition(pod.engines)), None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        hook = subprocess.Popen(pre_stop(plan, "vllm"))
+        time.sleep(DRAIN_SETTLE_SECONDS + 2)
+        assert hook.poll() is None, "the hook returned while requests were in flight"
+        pod.engines = {"0": (1, 0)}
+        time.sleep(2)
+        assert hook.poll() is None, "the hook returned while a request was running"
+        pod.engines = {"0": (0, 0)}
+        idle = time.monotonic()
+        assert hook.wait(timeout=10) == 0
+        assert time.monotonic() - idle < 3
+        proxy = subprocess.Popen(pre_stop(plan, "proxy"))
+        time.sleep(2)
+        assert proxy.poll() is None, "the proxy's hook returned while vLLM answered"
+    finally:
+        server.shutdown()
+        server.server_close()
+    gone = time.monotonic()
+    assert proxy.wait(timeout=10) == 0
+    assert time.monotonic() - gone < 4
