@@ -80,6 +80,7 @@ from .kubernetes import (
     GpuNodeTaint,
     KubernetesConfig,
     NamespaceName,
+    NodeDrainPolicy,
 )
 from . import monitoring
 from .monitoring import MonitoringConfig
@@ -1110,6 +1111,27 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
     yield from _drain_problems(cfg, inference, at, budget=min_available is not None)
 
 
+DRAIN_POLICY_KEY = "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy"
+
+
+def _driver_drain(cfg: _StackWithWorkloads) -> NodeDrainPolicy | None:
+    """The node drain policy of the GPU Operator's driver rollouts, when the stack's operator rolls drivers."""
+    if cfg.kubernetes is None or cfg.kubernetes.mode != "operator":
+        return None
+    driver = cfg.kubernetes.gpu_operator.device_config.driver
+    policy = driver.effective_upgrade_policy(cfg.environment)
+    return policy.node_drain_policy if driver.enable and policy.enable else None
+
+
+def _grace_cut(drain: NodeDrainPolicy, grace: int, what: str) -> Iterable[tuple[str, str]]:
+    """A drain's eviction grace (`gracePeriodSeconds`, -1: the pod's own) below the `grace` seconds that `what`."""
+    if 0 <= drain.grace_period_seconds < grace:
+        yield (
+            f"{DRAIN_POLICY_KEY}.gracePeriodSeconds",
+            f"{drain.grace_period_seconds}s cuts the {grace}s {what}: use -1 (each pod's own grace) or at least {grace}",
+        )
+
+
 def _drain_problems(
     cfg: _StackWithWorkloads, inference: InferenceConfig, at: str, budget: bool
 ) -> Iterable[tuple[str, str]]:
@@ -1119,28 +1141,20 @@ def _drain_problems(
     retried until `nodeDrainPolicy.timeoutSeconds` (0 = forever) (internal/controllers/upgrademgr.go L787-818
     @ v1.5.1); a timed-out node is Drain-Failed, which uses up maxUnavailableNodes and halts the fleet's driver
     rollout (L630-650, L892-897). The eviction's grace is `nodeDrainPolicy.gracePeriodSeconds` (-1: the pod's own)."""
-    k8s = cfg.kubernetes
-    served = inference.kubernetes
-    if k8s is None or k8s.mode != "operator" or served is None:
+    drain = _driver_drain(cfg)
+    if drain is None or inference.kubernetes is None:
         return
-    driver = k8s.gpu_operator.device_config.driver
-    policy = driver.effective_upgrade_policy(cfg.environment)
-    if not (driver.enable and policy.enable):
-        return
-    drain = policy.node_drain_policy
-    path = "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy"
-    grace = served.termination_grace_period_seconds
-    if 0 <= drain.grace_period_seconds < grace:
-        yield (
-            f"{path}.gracePeriodSeconds",
-            f"{drain.grace_period_seconds}s cuts the {grace}s vLLM pods of inference '{inference.name}' get to finish "
-            f"their requests ({at}.kubernetes.terminationGracePeriodSeconds): use -1 (each pod's own) or at least "
-            f"{grace}",
-        )
+    grace = inference.kubernetes.termination_grace_period_seconds
+    yield from _grace_cut(
+        drain,
+        grace,
+        f"vLLM pods of inference '{inference.name}' get to finish their requests "
+        f"({at}.kubernetes.terminationGracePeriodSeconds)",
+    )
     start = inference.replica_start_seconds(cfg.checks) + grace
     if budget and 0 < drain.timeout_seconds < start:
         yield (
-            f"{path}.timeoutSeconds",
+            f"{DRAIN_POLICY_KEY}.timeoutSeconds",
             (
                 f"{drain.timeout_seconds}s is shorter than the {start}s a replica of inference '{inference.name}' may "
                 f"take to stop and start again (its grace, {at}.kubernetes.terminationGracePeriodSeconds, its GPU "
@@ -1156,25 +1170,17 @@ def _training_drain_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes, 
     own) and fails the node's drain when they are not gone within `timeoutSeconds`: the kubectl drain helper waits
     for the deletion under the same global timeout (upgrademgr.go L787-818 @ v1.5.1; k8s.io/kubectl pkg/drain
     drain.go evictPods, waitForDelete with globalTimeout). Either cutting the pods' grace stops the checkpoint."""
-    if cfg.kubernetes is None or cfg.kubernetes.mode != "operator":
+    drain = _driver_drain(cfg)
+    if drain is None:
         return
-    driver = cfg.kubernetes.gpu_operator.device_config.driver
-    policy = driver.effective_upgrade_policy(cfg.environment)
-    if not (driver.enable and policy.enable):
-        return
-    drain = policy.node_drain_policy
-    path = "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy"
     grace = k8s.termination_grace_period_seconds
-    if 0 <= drain.grace_period_seconds < grace:
-        yield (
-            f"{path}.gracePeriodSeconds",
-            f"{drain.grace_period_seconds}s cuts the {grace}s training pods get to checkpoint on SIGTERM "
-            f"({at}.terminationGracePeriodSeconds): use -1 (each pod's own grace) or at least {grace}",
-        )
+    yield from _grace_cut(
+        drain, grace, f"training pods get to checkpoint on SIGTERM ({at}.terminationGracePeriodSeconds)"
+    )
     evicted_within = drain.grace_period_seconds if drain.grace_period_seconds >= 0 else grace
     if 0 < drain.timeout_seconds <= evicted_within:
         yield (
-            f"{path}.timeoutSeconds",
+            f"{DRAIN_POLICY_KEY}.timeoutSeconds",
             f"{drain.timeout_seconds}s does not outlast the {evicted_within}s an evicted training pod may take to "
             f"checkpoint and exit ({at}.terminationGracePeriodSeconds): the drain would fail (Drain-Failed) and halt "
             f"the driver rollout; use more than {evicted_within}",
