@@ -229,7 +229,7 @@ def test_a_stopping_replica_drains_before_vllm_gets_sigterm(prod):
     assert containers["proxy"]["lifecycle"]["preStop"]["exec"]["command"] == [
         "/bin/sh",
         "-c",
-        "while wget -q -O /dev/null -T 2 http://127.0.0.1:8000/health; do sleep 1; done",
+        "while wget -q -O /dev/null http://127.0.0.1:8000/health; do sleep 1; done",
     ]
     compile(script, "preStop", "exec")
 

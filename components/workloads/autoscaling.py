@@ -79,9 +79,9 @@ def drain_hook(port: int, grace_seconds: int) -> core_v1.LifecycleArgs:
 
 def proxy_drain_hook(vllm_port: int) -> core_v1.LifecycleArgs:
     """The nginx sidecar's preStop: it gets SIGTERM (nginx's fast shutdown, which drops connections) only once vLLM,
-    which its requests go to, stops answering, i.e. after vLLM drained and exited; busybox sh and wget of the
-    alpine image."""
-    wait = f"while wget -q -O /dev/null -T 2 http://127.0.0.1:{vllm_port}/health; do sleep 1; done"
+    which its requests go to, stops answering, i.e. after vLLM drained and exited; the alpine image's busybox sh and
+    wget (no -T: not every busybox build has it; a hung vLLM holds the hook until the grace ends, as it should)."""
+    wait = f"while wget -q -O /dev/null http://127.0.0.1:{vllm_port}/health; do sleep 1; done"
     return core_v1.LifecycleArgs(
         pre_stop=core_v1.LifecycleHandlerArgs(exec_=core_v1.ExecActionArgs(command=["/bin/sh", "-c", wait]))
     )

@@ -17,6 +17,8 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
+import shutil
 import subprocess
 import threading
 import time
@@ -24,6 +26,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +36,7 @@ from conftest import stack_file
 from e2e.test_e2e_prometheus import PROMETHEUS, _free_port, _Handler, _Server, running_prometheus
 from tools.synth import manifest_of, synthesize
 
+BUSYBOX = shutil.which("busybox")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)")
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -220,11 +224,13 @@ def pre_stop(plan: Any, container: str) -> list[str]:
     return list(found["lifecycle"]["preStop"]["exec"]["command"])
 
 
-def test_a_stopping_replica_finishes_its_requests_before_vllm_gets_sigterm() -> None:
+def test_a_stopping_replica_finishes_its_requests_before_vllm_gets_sigterm(tmp_path: Path) -> None:
     """The vLLM container's exact preStop hook, run against a stand-in vLLM on the pod's port: it waits while a
     request runs or waits (vLLM 0.11.2 would cut it on SIGTERM), returns within a poll once both gauges are 0. The
-    proxy sidecar's hook (its `sh -c` loop; the image's busybox wget takes the same -q -O -T) returns once vLLM
-    stops answering, so nginx's SIGTERM comes after vLLM's drain."""
+    proxy sidecar's hook (its `sh -c` loop, with busybox's wget applet as in the nginx alpine image; Debian package
+    `busybox`) returns once vLLM stops answering, so nginx's SIGTERM comes after vLLM's drain."""
+    if BUSYBOX is None:
+        pytest.fail("busybox is not installed (apt-get install busybox)")
     port = _free_port()
     config = stack_file("prod")
     config["rocm-stack:inference"][0]["port"] = port
@@ -245,7 +251,11 @@ def test_a_stopping_replica_finishes_its_requests_before_vllm_gets_sigterm() -> 
         idle = time.monotonic()
         assert hook.wait(timeout=10) == 0
         assert time.monotonic() - idle < 3
-        proxy = subprocess.Popen(pre_stop(plan, "proxy"))
+        applets = tmp_path / "bin"
+        applets.mkdir()
+        (applets / "wget").symlink_to(BUSYBOX)
+        path = f"{applets}:{os.environ['PATH']}"
+        proxy = subprocess.Popen(pre_stop(plan, "proxy"), env={**os.environ, "PATH": path})
         time.sleep(2)
         assert proxy.poll() is None, "the proxy's hook returned while vLLM answered"
     finally:
