@@ -27,6 +27,7 @@ from components.monitoring.docker_host import (
     alert_destinations,
 )
 from components.workloads import build_workloads, host_checks, host_for_gpu_host
+from components.workloads.proxy import secret_metrics_token
 
 try:
     cfg, secrets = from_pulumi()
@@ -90,6 +91,7 @@ if monitoring is not None:
                 logs=monitoring_host.logs,
                 pull_timeout_seconds=monitoring_host.docker.pull_timeout_seconds,
                 grafana_admin_password=secrets.grafana_admin_password,
+                vllm_metrics_token=secret_metrics_token(secrets.vllm_api_key) if keyed else None,
             ),
         )
         pulumi.export("monitoringUrls", servers.urls)

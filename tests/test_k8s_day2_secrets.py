@@ -102,10 +102,12 @@ def test_docker_vllm_servers_are_replaced_on_rotation_the_key_being_an_uploaded_
     """On Docker the key is an uploaded file (`uploads`, ForceNew in terraform-provider-docker v4.5.0
     resource_docker_container.go), not an environment variable: a rotation replaces each server container (the
     provider deletes a container before replacing it), stopping it; and so is its proxy's key file
-    (components/workloads/proxy.py), so the proxy is replaced too. Nothing to add there."""
+    (components/workloads/proxy.py), so the proxy is replaced too, and the monitoring host's scrape-token writer
+    (its scrape token follows the key; tests/test_monitoring_host.py says why Prometheus itself is not replaced)."""
     report = report_of(prod_plan, prod_plan)
     served = {s.name: s for s in report.secrets if s.type == CONTAINER and s.name != "gpu-node-1-grafana"}
     assert sorted(served) == [
+        "gpu-node-1-prometheus-token",
         "gpu-node-3-serve-b",
         "gpu-node-3-serve-b-proxy",
         "gpu-node-4-serve-b",
@@ -114,7 +116,7 @@ def test_docker_vllm_servers_are_replaced_on_rotation_the_key_being_an_uploaded_
     assert DOCKER_CONTAINER["uploads"].force_new
     for name, rotation in served.items():
         assert rotation == SecretInput(type=CONTAINER, name=name, paths=["uploads"], if_rotated=Action.DELETE_REPLACE)
-        envs = prod_plan.get(CONTAINER, name)["inputs"].get("envs", [])
+        envs = prod_plan.get(CONTAINER, name)["inputs"].get("envs") or []
         assert not any(e.startswith(("VLLM_API_KEY=", "HF_TOKEN=")) for e in envs)
 
 

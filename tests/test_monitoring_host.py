@@ -11,15 +11,21 @@ Upstream facts the tests rest on, with their sources:
 - Grafana sets `admin_password` only when it creates its database ("Set once on first-run",
   grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#admin_password): a rotation must reset it.
 - cAdvisor's Docker handler reads `<docker root>/image/<driver>/layerdb/mounts/<id>/mount-id` and fails the
-  container without it (google/cadvisor v0.52.1 container/docker/handler.go L105), reads disk usage only with the
-  `disk` metrics (L221), and takes the host's paths when /rootfs/proc is absent (manager/manager.go L186).
+  container without it (google/cadvisor v0.55.1, the pinned image, container/docker/handler.go L114), reads disk
+  usage only with the `disk` metrics (L248), and takes the host's paths when /rootfs/proc is absent
+  (manager/manager.go L188). `container_health_state` exists from v0.54.0 (read from the mirror below).
+- Prometheus reads an `authorization.credentials_file` on every scrape (prometheus/common, read from the mirror
+  below at the version the pinned Prometheus's go.mod requires).
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
+import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -160,8 +166,8 @@ def test_prometheus_loads_the_uploaded_config_and_rules(prod_plan, tmp_path):
     config = yaml.safe_load(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
     assert config["rule_files"] == [PROMETHEUS_RULES]
     config["rule_files"] = [str(rules_file)]
-    # prod is keyed: the vLLM job reads its scrape token from VLLM_METRICS_TOKEN_FILE, which promtool opens (the
-    # monitoring host does not provide that file yet: docs/monitoring.md).
+    # prod is keyed: the vLLM job reads its scrape token from VLLM_METRICS_TOKEN_FILE, which promtool opens (on the
+    # host: the token's volume, tests below).
     (vllm,) = [job for job in config["scrape_configs"] if job["job_name"] == VLLM_JOB]
     assert vllm["authorization"]["credentials_file"] == VLLM_METRICS_TOKEN_FILE
     (tmp_path / "token").write_text("token")
@@ -420,3 +426,107 @@ def test_adding_a_docker_host_adds_its_exporters_and_a_target_without_touching_t
     assert {"gpu-node-5-node-exporter", "gpu-node-5-cadvisor"} <= created
     scrape = yaml.safe_load(upload(head, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
     assert "gpu-node-5.example.internal" in json.dumps(scrape["scrape_configs"])
+
+
+# --- the vLLM scrape token: its own volume, written by a one-shot container -----------------------------------------
+
+PROMETHEUS_MIRROR = Path("/work/.mirror/prometheus+prometheus/repo")
+COMMON_MIRROR = Path("/work/.mirror/prometheus+common/repo")
+CADVISOR_MIRROR = Path("/work/.mirror/google+cadvisor/repo")
+TOKEN_WRITER = "gpu-node-1-prometheus-token"
+
+
+def mirror_show(mirror: Path, rev: str, path: str) -> list[str]:
+    """The lines of `path` at `rev` in a fetched mirror (skips where the mirror is absent)."""
+    if not mirror.exists():
+        pytest.skip(f"{mirror} absent")
+    return subprocess.run(
+        ["git", "-C", str(mirror), "show", f"{rev}:{path}"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+
+
+def image_tag(reference: str) -> str:
+    return reference.split("@")[0].rsplit(":", 1)[1]
+
+
+def test_prometheus_reads_the_credentials_file_on_every_scrape():
+    """Why a rotated token needs no Prometheus restart: the pinned Prometheus's go.mod requires prometheus/common
+    v0.65.0, whose http_config.go makes a credentials_file a FileSecret (L786) and whose authorization round tripper
+    fetches it on every request (L813, L821), a fetch being an os.ReadFile (L745-746)."""
+    go_mod = mirror_show(PROMETHEUS_MIRROR, image_tag(docker_host.PROMETHEUS_IMAGE), "go.mod")
+    (common,) = [line.split()[1] for line in go_mod if line.split()[:1] == ["github.com/prometheus/common"]]
+    assert common == "v0.65.0"
+    source = mirror_show(COMMON_MIRROR, common, "config/http_config.go")
+    assert source[785].strip() == "return NewFileSecret(file), nil"
+    assert source[744].startswith("func (s *FileSecret) Fetch(") and "os.ReadFile(s.file)" in source[745]
+    assert source[812].startswith("func (rt *authorizationCredentialsRoundTripper) RoundTrip(req *http.Request)")
+    assert "rt.authCredentials.Fetch(req.Context())" in source[820]
+
+
+def test_the_token_is_the_writers_one_secret_upload_in_a_volume_prometheus_mounts_read_only(prod_plan):
+    writer = prod_plan.get(CONTAINER, TOKEN_WRITER)["inputs"]
+    prometheus = prod_plan.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]
+    (volume,) = writer["volumes"]
+    secrets = posixpath.dirname(VLLM_METRICS_TOKEN_FILE)
+    assert volume == {"volumeName": "rocm-stack-prometheus-token", "containerPath": secrets}
+    assert {**volume, "readOnly": True} in prometheus["volumes"]
+    # The writer's uploads are secret; Prometheus's (its config and rules) stay visible to `pulumi preview`.
+    assert writer["uploads"] == "[secret]" and all(isinstance(u["content"], str) for u in prometheus["uploads"])
+    assert "test -s " + VLLM_METRICS_TOKEN_FILE in writer["entrypoints"][-1]
+    assert writer["networkMode"] == "none" and writer["capabilities"] == {"drops": ["ALL"]}
+    assert writer["attach"] and writer["restart"] == "no" and not writer["mustRun"]
+    # Nothing waits for the writer: Prometheus reads the file per scrape, not at its start.
+    depends_on = prod_plan.get(CONTAINER, "gpu-node-1-prometheus")["depends_on"]
+    assert not any(d.endswith(f"Container::{TOKEN_WRITER}") for d in depends_on)
+
+
+def test_without_an_api_key_there_is_no_token():
+    plan = synth_with("dev", monitoring={"host": "workstation"})  # dev has no vllmApiKey (prod requires one)
+    assert not [r for r in plan.resources if "prometheus-token" in r["name"]]
+    prometheus = plan.get(CONTAINER, "workstation-prometheus")["inputs"]
+    assert [v["containerPath"] for v in prometheus["volumes"]] == ["/prometheus"]
+    config = yaml.safe_load(upload(plan, "workstation-prometheus", PROMETHEUS_CONFIG))
+    assert not any("authorization" in job for job in config["scrape_configs"])
+
+
+def test_a_key_rotation_replaces_the_token_writer_alone_and_prometheus_keeps_running(prod_plan):
+    """A rotated vllmApiKey is invisible offline; the report's secret inputs say what it does: the writer (its
+    `uploads`, ForceNew) is deleted and created again, which rewrites the file in the volume; Prometheus holds no
+    secret, so nothing of it changes (the e2e test_e2e_monitoring_host shows the running one taking the new token)."""
+    rotated = synthesize("prod", secrets={P + "vllmApiKey": "rotated-key"})
+    report = report_of(prod_plan, rotated)
+    assert report.impacts == []
+    by_name = {s.name: s for s in report.secrets}
+    writer = by_name[TOKEN_WRITER]
+    assert (writer.paths, writer.if_rotated, writer.then) == (["uploads"], Action.DELETE_REPLACE, [])
+    assert not any(
+        name.startswith("gpu-node-1-") and name != TOKEN_WRITER and "grafana" not in name for name in by_name
+    )
+
+
+def test_the_first_up_with_the_token_volume_restarts_prometheus_once(prod_plan):
+    """From a stack of before this change (no token volume and writer): the writer and its volume are created and
+    Prometheus is replaced once, for its new mount (`volumes`, ForceNew)."""
+    before = json.loads(json.dumps(prod_plan.to_json()))
+    before["resources"] = [r for r in before["resources"] if "prometheus-token" not in r["name"]]
+    for resource in before["resources"]:
+        if resource["name"] == "gpu-node-1-prometheus" and resource["type"] == CONTAINER:
+            resource["inputs"]["volumes"] = resource["inputs"]["volumes"][:1]
+            resource["depends_on"] = [d for d in resource["depends_on"] if "prometheus-token" not in d]
+    report = predict(SynthPlan.model_validate(before), SynthPlan.model_validate(prod_plan.to_json()))
+    assert {(i.name, i.action) for i in report.impacts} == {
+        ("gpu-node-1-prometheus-token", Action.CREATE),
+        (TOKEN_WRITER, Action.CREATE),
+        ("gpu-node-1-prometheus", Action.DELETE_REPLACE),
+    }
+
+
+def test_the_pinned_cadvisor_reports_container_health():
+    """ContainerUnhealthy reads `container_health_state`, which cAdvisor exports from v0.54.0 (metrics/prometheus.go;
+    v0.52.1, the previous pin, has none): the pinned image's version has it, with 0 for starting or unhealthy."""
+    tag = image_tag(docker_host.CADVISOR_IMAGE)
+    assert tuple(int(n) for n in tag.removeprefix("v").split(".")) >= (0, 54, 0)
+    source = "\n".join(mirror_show(CADVISOR_MIRROR, tag, "metrics/prometheus.go"))
+    assert 'name:      "container_health_state"' in source
+    assert re.search(r'case "healthy":\s+value = 1\s+case "": // if container has no health check defined', source)
+    assert "container_health_state" not in "\n".join(mirror_show(CADVISOR_MIRROR, "v0.52.1", "metrics/prometheus.go"))

@@ -4,7 +4,8 @@ dashboard the rest of the stack generates (components/monitoring, domain/alerts.
 
 - `HostExporters` (`rocm-stack:monitoring:HostExporters`): node-exporter (the filesystems of the host's checkpoint
   and model-cache directories, CPU, memory) and cAdvisor (each container's state and usage) on one host.
-- `MonitoringHost` (`rocm-stack:monitoring:MonitoringHost`): the three servers, each with a named volume.
+- `MonitoringHost` (`rocm-stack:monitoring:MonitoringHost`): the three servers, each with a named volume, and, when
+  a vLLM API key is set, the vLLM scrape token in a volume of its own (below).
 
 The servers use the host's network: Prometheus scrapes the targets of the generated configuration (the hosts'
 Docker endpoints' names, `localhost` for a local daemon) exactly as a Prometheus on that host would, and Grafana and
@@ -13,11 +14,25 @@ Prometheus reach Alertmanager and Prometheus on localhost.
 Every configuration file is a Docker upload, which the provider cannot change in place (`uploads` is ForceNew,
 tools/impact_rules.py): a new rule file, dashboard, scrape target, receiver or retention replaces the container
 concerned, which starts on the new files; the volumes keep the data.
+
+The vLLM scrape token (components/workloads/proxy.py `metrics_token`) is no upload of Prometheus: a secret upload
+would make its whole `uploads` secret, hiding every rule and scrape change from `pulumi preview`, and a key rotation
+would restart Prometheus. It is the one upload of a one-shot container (`rocm-stack-prometheus-token`) whose only
+mount is a volume of its own (`rocm-stack-prometheus-token`): Docker copies an upload through the container's
+volume mounts (moby v20.10.24 daemon/archive.go L276-281 containerExtractToDir mounts them; v28.5.2
+daemon/containerfs_linux.go L56-87 openContainerFS), so the file lands in the volume, which Prometheus mounts
+read-only where its `credentials_file` points (VLLM_METRICS_TOKEN_FILE). Prometheus reads that file on every
+scrape (prometheus/common config/http_config.go: v0.65.0, which Prometheus v3.5.0's go.mod requires, L636 toSecret
+-> L786 FileSecret, whose Fetch L745-746 `os.ReadFile` runs in every RoundTrip L813-821; v0.39.0, Debian's
+prometheus 2.42, L541-542 and L620-622 "This file is read for every request"). So a rotated key replaces the
+one-shot container alone (its `uploads`, ForceNew), which rewrites the file, and the running Prometheus sends the
+new token from its next scrape on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +59,7 @@ from components.docker.environment import container_envs
 from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
 from components.docker.stop import graceful_stop
+from components.monitoring import VLLM_METRICS_TOKEN_FILE
 
 # Each image pinned by tag and digest. The digests are those public repositories pin for these tags (found in
 # several independent ones, e.g. docker-compose files pinning prom/prometheus:v3.5.0@sha256:63805e...); they were
@@ -55,12 +71,19 @@ GRAFANA_IMAGE = "grafana/grafana:12.1.1@sha256:a1701c2180249361737a99a01bc770db3
 NODE_EXPORTER_IMAGE = (
     "prom/node-exporter:v1.9.1@sha256:d00a542e409ee618a4edc67da14dd48c5da66726bbd5537ab2af9c1dfc442c8a"
 )
+# cAdvisor >= v0.54.0, the first with `container_health_state` (ContainerUnhealthy reads it; google/cadvisor v0.54.0
+# metrics/prometheus.go L139). gcr.io/cadvisor/cadvisor publishes up to v0.55.1 (no v0.53.0/v0.54.0 tags there; later
+# releases only on ghcr.io/google/cadvisor). This index digest is the one independent public deployments pin for
+# v0.55.1 (found in seven unrelated repositories by exact search; one notes it as the multi-arch manifest list read
+# from gcr.io's tags/list); not read from the registry here.
 CADVISOR_IMAGE = (
-    "gcr.io/cadvisor/cadvisor:v0.52.1@sha256:f40e65878e25c2e78ea037f73a449527a0fb994e303dc3e34cb6b187b4b91435"
+    "gcr.io/cadvisor/cadvisor:v0.55.1@sha256:3de2bd5203120b866d74a9b283b2ffb8ec382fbf9dc321814700c6ea6f44ec57"
 )
 
 NODE_EXPORTER = "node-exporter"
 PROMETHEUS, ALERTMANAGER, GRAFANA = "prometheus", "alertmanager", "grafana"
+# The one-shot container and the volume that hold the vLLM scrape token for Prometheus.
+PROMETHEUS_TOKEN = "prometheus-token"
 # Where each image keeps its configuration and data (the images' own defaults: prom/prometheus Dockerfile
 # `--config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path=/prometheus`, prom/alertmanager
 # `--storage.path=/alertmanager`, grafana/grafana GF_PATHS_DATA=/var/lib/grafana, GF_PATHS_PROVISIONING).
@@ -73,6 +96,8 @@ GRAFANA_DATA = "/var/lib/grafana"
 GRAFANA_DATASOURCES = "/etc/grafana/provisioning/datasources/rocm-stack.yaml"
 GRAFANA_DASHBOARD_PROVIDERS = "/etc/grafana/provisioning/dashboards/rocm-stack.yaml"
 GRAFANA_DASHBOARDS = "/etc/grafana/dashboards"
+# Where the scrape token's volume is mounted, in the one-shot container and (read-only) in Prometheus.
+PROMETHEUS_SECRETS = posixpath.dirname(VLLM_METRICS_TOKEN_FILE)
 PROMETHEUS_DATASOURCE_UID = "rocm-stack-prometheus"
 # The receiver of alerts no configured receiver takes: none of its own (Alertmanager's route needs one).
 NOWHERE = "nowhere"
@@ -80,10 +105,19 @@ NOWHERE = "nowhere"
 # Memory limits (the provider's MiB; memory_swap equal: no swap, and what the provider reads back, see
 # components/docker/gpu_host.py _memory_args). Prometheus's head block holds ~2 h of every series in memory: a
 # fleet of tens of hosts (a few thousand series each) needs well under 4 GiB.
-MEMORY_MIB = {PROMETHEUS: 4096, ALERTMANAGER: 256, GRAFANA: 1024, NODE_EXPORTER: 128, CADVISOR: 512}
+MEMORY_MIB = {
+    PROMETHEUS: 4096,
+    ALERTMANAGER: 256,
+    GRAFANA: 1024,
+    NODE_EXPORTER: 128,
+    CADVISOR: 512,
+    PROMETHEUS_TOKEN: 16,
+}
 # Prometheus writes its head block and closes the TSDB on SIGTERM; the others stop at once (Docker's default 10 s).
 STOP_GRACE_SECONDS = {PROMETHEUS: 120, ALERTMANAGER: 10, GRAFANA: 10, NODE_EXPORTER: 10, CADVISOR: 10}
-# Files the servers (not root in their images: nobody, grafana) read; none holds a secret.
+# Files the servers (not root in their images: nobody, grafana) read. The scrape token too: prom/prometheus runs as
+# nobody (its Dockerfile @ v3.5.0 L19 `USER nobody`) and Docker's copy makes the file root's; only the token's
+# one-shot container and Prometheus mount its volume.
 READABLE = "0444"
 
 
@@ -302,6 +336,9 @@ class MonitoringHostArgs:
     pull_timeout_seconds: int
     grafana_admin_password: pulumi.Input[str] | None = None
     """None: Grafana's own first-start default (dev only; prod requires the secret)."""
+    vllm_metrics_token: pulumi.Input[str] | None = None
+    """The vLLM scrape token (proxy.secret_metrics_token of the API key) where the stack has a key: the `vllm` job
+    of `scrape_config` reads it from VLLM_METRICS_TOKEN_FILE."""
 
 
 class MonitoringHost(pulumi.ComponentResource):
@@ -312,6 +349,7 @@ class MonitoringHost(pulumi.ComponentResource):
     containers: dict[str, docker.Container]
     volumes: dict[str, docker.Volume]
     urls: dict[str, str]
+    token_writer: docker.Container | None = None
 
     def __init__(self, host: str, args: MonitoringHostArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:monitoring:MonitoringHost", host, None, opts)
@@ -335,13 +373,25 @@ class MonitoringHost(pulumi.ComponentResource):
             )
         }
 
-        def server(name: str, data: str, **kwargs: Any) -> docker.Container:
+        prometheus_volumes = []
+        if args.vllm_metrics_token is not None:
+            token = self._token(host, args, images[PROMETHEUS].image_id, on_host, created)
+            prometheus_volumes.append(
+                docker.ContainerVolumeArgs(volume_name=token.name, container_path=PROMETHEUS_SECRETS, read_only=True)
+            )
+
+        def server(
+            name: str, data: str, volumes: Sequence[docker.ContainerVolumeArgs] = (), **kwargs: Any
+        ) -> docker.Container:
             return docker.Container(
                 f"{host}-{name}",
                 name=f"rocm-stack-{name}",
                 image=images[name].image_id,
                 network_mode="host",
-                volumes=[docker.ContainerVolumeArgs(volume_name=self.volumes[name].name, container_path=data)],
+                volumes=[
+                    docker.ContainerVolumeArgs(volume_name=self.volumes[name].name, container_path=data),
+                    *volumes,
+                ],
                 labels=_monitoring_label(name),
                 security_opts=["no-new-privileges"],
                 restart="unless-stopped",
@@ -357,6 +407,7 @@ class MonitoringHost(pulumi.ComponentResource):
             PROMETHEUS: server(
                 PROMETHEUS,
                 PROMETHEUS_DATA,
+                prometheus_volumes,
                 command=[
                     f"--config.file={PROMETHEUS_CONFIG}",
                     f"--storage.tsdb.path={PROMETHEUS_DATA}",
@@ -388,6 +439,48 @@ class MonitoringHost(pulumi.ComponentResource):
             "grafana": f"http://{args.address}:{GRAFANA_PORT}/d/{DASHBOARD_UID}",
         }
         self.register_outputs({"urls": self.urls, "alertDestinations": alert_destinations(cfg.receivers)})
+
+    def _token(
+        self,
+        host: str,
+        args: MonitoringHostArgs,
+        image: pulumi.Input[str],
+        on_host: pulumi.ResourceOptions,
+        created: pulumi.ResourceOptions,
+    ) -> docker.Volume:
+        """The scrape token's volume, filled by a one-shot container (module docstring). Nothing waits for it: until
+        the file is there Prometheus's vLLM scrapes fail (the file is read per scrape, not at start)."""
+        assert args.vllm_metrics_token is not None
+        volume = docker.Volume(f"{host}-{PROMETHEUS_TOKEN}", name=f"rocm-stack-{PROMETHEUS_TOKEN}", opts=on_host)
+        self.token_writer = docker.Container(
+            f"{host}-{PROMETHEUS_TOKEN}",
+            name=f"rocm-stack-{PROMETHEUS_TOKEN}",
+            image=image,
+            # prom/prometheus is built on busybox (its Dockerfile @ v3.5.0 L3): a shell to check the file is there.
+            # Its exit code (the provider's `exit_code`, `docker ps -a`) says whether the token is in place.
+            entrypoints=["/bin/sh", "-c", f"test -s {VLLM_METRICS_TOKEN_FILE}"],
+            uploads=[
+                docker.ContainerUploadArgs(
+                    file=VLLM_METRICS_TOKEN_FILE,
+                    content=pulumi.Output.secret(args.vllm_metrics_token),
+                    permissions=READABLE,
+                )
+            ],
+            volumes=[docker.ContainerVolumeArgs(volume_name=volume.name, container_path=PROMETHEUS_SECRETS)],
+            network_mode="none",
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
+            security_opts=["no-new-privileges"],
+            labels=_monitoring_label(PROMETHEUS_TOKEN),
+            restart="no",
+            must_run=False,
+            # The provider waits for it to exit (it checks one file).
+            attach=True,
+            **log_args(args.logs),
+            **_limits(PROMETHEUS_TOKEN),
+            # A rotation replaces it under the same name: the old one goes first.
+            opts=pulumi.ResourceOptions.merge(created, pulumi.ResourceOptions(delete_before_replace=True)),
+        )
+        return volume
 
     @staticmethod
     def _grafana(cfg: MonitoringConfig, password: pulumi.Input[str] | None) -> dict[str, Any]:

@@ -510,17 +510,19 @@ def _volumes(props: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
 MONITORING_LABEL = "rocm-stack.monitoring"
 CADVISOR = "cadvisor"
 # What the stack's cAdvisor mounts (host path -> container path, read-only), the one exception to the rules above.
-# cAdvisor's documented `docker run` (google/cadvisor v0.52.1 docs/running.md L9-17) mounts /, /var/run, /sys and
-# /var/lib/docker; of those its Docker handler reads (v0.52.1 source):
+# cAdvisor's documented `docker run` (google/cadvisor v0.55.1 docs/running.md L9-17) mounts /, /var/run, /sys and
+# /var/lib/docker; of those its Docker handler reads (v0.55.1 source, the pinned image's):
 # - the cgroup files of each container under /sys (container/common: cgroup paths); /sys read-only is allowed anyway;
-# - the Docker API (container names, images, labels: container/docker/handler.go ContainerInspect L160), through the
+# - the Docker API (container names, images, labels: container/docker/handler.go ContainerInspect L188), through the
 #   socket: root-equivalent on the host whatever the mount says (DOCKER_SOCKETS above), hence the exception;
-# - `<docker root>/image/<driver>/layerdb/mounts/<id>/mount-id` (handler.go L105, getRwLayerID): without it no
+# - `<docker root>/image/<driver>/layerdb/mounts/<id>/mount-id` (handler.go L114, getRwLayerID): without it no
 #   container is watched at all. Only /var/lib/docker/image (layer metadata) is mounted, not the containers' own
 #   files under /var/lib/docker/overlay2 and /var/lib/docker/containers (their uploads, configs, environments):
-#   the disk-usage metrics that would read them are off (`--enable_metrics` without `disk`, handler.go L221).
-# Without /rootfs/proc cAdvisor takes itself for running in the host's namespaces (manager/manager.go L186), so
+#   the disk-usage metrics that would read them are off (`--enable_metrics` without `disk`, handler.go L248).
+# Without /rootfs/proc cAdvisor takes itself for running in the host's namespaces (manager/manager.go L188), so
 # the paths are mounted where the host has them.
+# A daemon on the containerd image store (Docker 29's default `overlayfs` driver) is read through containerd's socket
+# instead of layerdb (handler.go L161-171, factory.go L357): not mounted, so such hosts are not watched yet.
 CADVISOR_MOUNTS = {
     "/sys": "/sys",
     "/var/run/docker.sock": "/var/run/docker.sock",

@@ -12,7 +12,9 @@ namespace holds :9090 instead); node-exporter's data directory's host side (a te
 What this shows: node-exporter in its own mount namespace reports the bind-mounted checkpoint directory, by its
 container path, with its filesystem's size, and nothing of the container's own files; it runs with a read-only root,
 every capability dropped. Prometheus loads the uploaded configuration and the stack's rule file, keeps its data in the
-named volume, takes the retention flags, and has the generated scrape targets with their labels.
+named volume, takes the retention flags, and has the generated scrape targets with their labels. With a vLLM API key,
+the scrape token reaches Prometheus through its own volume, written by the one-shot token container's upload, and a
+rotated key reaches the running Prometheus (same process) at its next scrape.
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import CONTAINER
+from components.monitoring import VLLM_METRICS_TOKEN_FILE
+from components.monitoring import docker_host
+from components.workloads.proxy import metrics_token
 from e2e.harness import Docker, _add_bytes, _add_entry, standin_rootfs
-from tools.synth import Plan, docker_create_args, synthesize
+from tools.synth import SECRET, Plan, docker_create_args, synthesize
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -160,12 +166,123 @@ def test_prometheus_starts_on_the_uploaded_config_rules_and_volume(docker: Docke
             time.sleep(1)
         assert {"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"} <= hosts
         # The TSDB is in the named volume: it outlives the container.
+        # (beside it the scrape token's volume, read-only: the test below)
         mounts = docker.inspect(name)["Mounts"]
-        assert [(m["Type"], m["Name"], m["Destination"]) for m in mounts] == [("volume", volume, "/prometheus")]
+        assert sorted((m["Type"], m["Name"], m["Destination"]) for m in mounts) == [
+            ("volume", volume, "/prometheus"),
+            ("volume", "rocm-stack-prometheus-token", os.path.dirname(VLLM_METRICS_TOKEN_FILE)),
+        ]
         listing = "import os; print(os.listdir('/v'))"
         assert "wal" in docker.out(
             "run", "--rm", "-v", f"{volume}:/v", "--entrypoint", "python3", PROMETHEUS_IMAGE, "-c", listing
         )
     finally:
         docker.run("rm", "--force", name, check=False)
-        docker.run("volume", "rm", volume, check=False)
+        docker.run("volume", "rm", volume, "rocm-stack-prometheus-token", check=False)
+
+
+# A stand-in for the authenticating proxy in front of a keyed vLLM (components/workloads/proxy.py, run for real in
+# tests/test_vllm_proxy.py): /metrics only with `Bearer <the scrape token of the current key>`, which it reads from
+# /tmp/accepted (the test rewrites it to rotate the key, as the proxy's replacement does). It runs in Prometheus's
+# container, whose loopback is the only network the private daemon gives it.
+PROXY_STANDIN = """
+import http.server
+class Proxy(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        accepted = "Bearer " + open("/tmp/accepted").read().strip()
+        ok = self.path == "/metrics" and self.headers.get("Authorization") == accepted
+        body = b'vllm:num_requests_waiting{model_name="m"} 0\\n' if ok else b""
+        self.send_response(200 if ok else 401)
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 8000), Proxy).serve_forever()
+"""
+
+
+def vllm_target(docker: Docker, name: str) -> dict[str, Any]:
+    targets = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
+    # None until discovery hands the static target to the scrape manager (throttled: every 5 s)
+    vllm = [t for t in targets if t["labels"]["job"] == "vllm"]
+    assert len(vllm) <= 1, vllm
+    return dict(vllm[0]) if vllm else {"health": None}
+
+
+def await_health(docker: Docker, name: str, health: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    target = vllm_target(docker, name)
+    while target["health"] != health:
+        assert time.monotonic() < deadline, (health, target, docker.out("logs", name, check=False))
+        time.sleep(0.5)
+        target = vllm_target(docker, name)
+    return target
+
+
+def test_the_scrape_token_reaches_prometheus_through_its_volume_and_a_rotation_needs_no_restart(
+    docker: Docker, prod: Plan
+):
+    import_image(docker, PROMETHEUS_IMAGE, PROMETHEUS, "/bin/prometheus")
+    writer = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-prometheus-token")["inputs"]))
+    server = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]))
+    # The token is the writer's one upload, hidden from the plan (a secret); Prometheus's files stay visible.
+    assert writer["uploads"] == SECRET and server["uploads"] != SECRET
+    (token_volume,) = writer["volumes"]
+    assert token_volume["containerPath"] == os.path.dirname(VLLM_METRICS_TOKEN_FILE)
+    assert {**token_volume, "readOnly": True} in server["volumes"]
+    assert server.pop("networkMode") == "host"
+    writer["image"] = server["image"] = PROMETHEUS_IMAGE
+    # The uploaded prometheus.yml, its vLLM job alone (the other targets are unreachable here) pointed at the proxy
+    # stand-in and scraped every second; its authorization, the credentials file, as generated.
+    config_upload = next(u for u in server["uploads"] if u["file"] == docker_host.PROMETHEUS_CONFIG)
+    config = yaml.safe_load(config_upload["content"])
+    (vllm,) = [job for job in config["scrape_configs"] if job["job_name"] == "vllm"]
+    assert vllm["authorization"] == {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}
+    vllm["scrape_interval"] = "1s"
+    vllm["static_configs"] = [{"targets": ["127.0.0.1:8000"], "labels": vllm["static_configs"][0]["labels"]}]
+    config["scrape_configs"] = [vllm]
+    config_upload["content"] = yaml.safe_dump(config)
+    volumes = [server["volumes"][0]["volumeName"], token_volume["volumeName"]]
+
+    def write_token(key: str) -> None:
+        """What `pulumi up` does with the writer on a rotation: deletes it, creates the new one, uploads the token
+        (in the shape docker_host declares it) and waits for it to exit."""
+        docker.run("rm", "--force", writer["name"], check=False)
+        docker.run(*docker_create_args(writer, {})[1:])
+        upload = {"file": VLLM_METRICS_TOKEN_FILE, "content": metrics_token(key), "permissions": docker_host.READABLE}
+        docker.run("cp", "-", f"{writer['name']}:/", input=uploads_tar([upload]))
+        docker.run("start", "--attach", writer["name"])
+        assert docker.inspect(writer["name"])["State"]["ExitCode"] == 0
+
+    def accept(key: str) -> None:
+        script = f"open('/tmp/accepted', 'w').write({metrics_token(key)!r})"
+        docker.run("exec", server["name"], "python3", "-c", script)
+
+    try:
+        for volume in volumes:
+            docker.run("volume", "create", volume)
+        write_token("first-key")
+        docker.run(*docker_create_args(server, {})[1:])
+        docker.run("cp", "-", f"{server['name']}:/", input=uploads_tar(server["uploads"]))
+        docker.run("start", server["name"])
+        accept("first-key")
+        docker.run("exec", "--detach", server["name"], "python3", "-c", PROXY_STANDIN)
+        await_health(docker, server["name"], "up")
+        mounted = {m["Destination"]: m for m in docker.inspect(server["name"])["Mounts"]}
+        assert mounted[os.path.dirname(VLLM_METRICS_TOKEN_FILE)]["RW"] is False
+        mode = f"import os; print(oct(os.stat({VLLM_METRICS_TOKEN_FILE!r}).st_mode & 0o777))"
+        assert docker.out("exec", server["name"], "python3", "-c", mode).strip() == "0o444"
+        started = docker.inspect(server["name"])["State"]
+
+        # The key is rotated: the proxy takes the new token at once (replaced), the target goes down with a 401 ...
+        accept("second-key")
+        down = await_health(docker, server["name"], "down")
+        assert "401" in down["lastError"], down
+        # ... until the writer's replacement puts the new token into the volume: up again, same Prometheus process.
+        write_token("second-key")
+        await_health(docker, server["name"], "up")
+        state = docker.inspect(server["name"])["State"]
+        assert (state["Pid"], state["StartedAt"], state["Running"]) == (started["Pid"], started["StartedAt"], True)
+    finally:
+        docker.run("rm", "--force", server["name"], writer["name"], check=False)
+        docker.run("volume", "rm", *volumes, check=False)
