@@ -157,8 +157,10 @@ def test_api_key_rotation_is_invisible_offline_and_said_so(prod_plan):
     assert report.impacts == []
     secrets = {s.name: s for s in report.secrets}
     served = [c["name"] for c in prod_plan.of_type(CONTAINER) if c["inputs"].get("uploads") == "[secret]"]
-    # Each vLLM server and its proxy (components/workloads/proxy.py) hold the key as a file.
+    # Each vLLM server and its proxy (components/workloads/proxy.py) hold the key as a file, and the monitoring
+    # host's scrape-token writer its token (tests/test_monitoring_host.py).
     assert sorted(served) == [
+        "gpu-node-1-prometheus-token",
         "gpu-node-3-serve-b",
         "gpu-node-3-serve-b-proxy",
         "gpu-node-4-serve-b",

@@ -474,7 +474,7 @@ def test_the_token_is_the_writers_one_secret_upload_in_a_volume_prometheus_mount
     assert writer["uploads"] == "[secret]" and all(isinstance(u["content"], str) for u in prometheus["uploads"])
     assert "test -s " + VLLM_METRICS_TOKEN_FILE in writer["entrypoints"][-1]
     assert writer["networkMode"] == "none" and writer["capabilities"] == {"drops": ["ALL"]}
-    assert writer["attach"] and writer["restart"] == "no" and not writer["mustRun"]
+    assert writer["restart"] == "no" and not writer["mustRun"] and not writer.get("attach")
     # Nothing waits for the writer: Prometheus reads the file per scrape, not at its start.
     depends_on = prod_plan.get(CONTAINER, "gpu-node-1-prometheus")["depends_on"]
     assert not any(d.endswith(f"Container::{TOKEN_WRITER}") for d in depends_on)

@@ -114,7 +114,14 @@ MEMORY_MIB = {
     PROMETHEUS_TOKEN: 16,
 }
 # Prometheus writes its head block and closes the TSDB on SIGTERM; the others stop at once (Docker's default 10 s).
-STOP_GRACE_SECONDS = {PROMETHEUS: 120, ALERTMANAGER: 10, GRAFANA: 10, NODE_EXPORTER: 10, CADVISOR: 10}
+STOP_GRACE_SECONDS = {
+    PROMETHEUS: 120,
+    ALERTMANAGER: 10,
+    GRAFANA: 10,
+    NODE_EXPORTER: 10,
+    CADVISOR: 10,
+    PROMETHEUS_TOKEN: 10,
+}
 # Files the servers (not root in their images: nobody, grafana) read. The scrape token too: prom/prometheus runs as
 # nobody (its Dockerfile @ v3.5.0 L19 `USER nobody`) and Docker's copy makes the file root's; only the token's
 # one-shot container and Prometheus mount its volume.
@@ -471,12 +478,12 @@ class MonitoringHost(pulumi.ComponentResource):
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
             security_opts=["no-new-privileges"],
             labels=_monitoring_label(PROMETHEUS_TOKEN),
+            # It exits at once; not `attach`ed (that marks the host checks, whose failure stops `pulumi up`).
             restart="no",
             must_run=False,
-            # The provider waits for it to exit (it checks one file).
-            attach=True,
             **log_args(args.logs),
             **_limits(PROMETHEUS_TOKEN),
+            **graceful_stop(STOP_GRACE_SECONDS[PROMETHEUS_TOKEN]),
             # A rotation replaces it under the same name: the old one goes first.
             opts=pulumi.ResourceOptions.merge(created, pulumi.ResourceOptions(delete_before_replace=True)),
         )
