@@ -115,6 +115,28 @@ JOBSET_IMAGE_REPOSITORY = "registry.k8s.io/jobset/jobset"
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 JOBSET_CRD_URL = "https://raw.githubusercontent.com/kubernetes-sigs/jobset/v{version}/charts/jobset/crds/jobset.x-k8s.io_jobsets.yaml"
 
+# LeaderWorkerSet (kubernetes-sigs/lws v0.10.0): multi-node vLLM replicas, a leader pod and its workers created,
+# restarted and rolled as one group. Install command of its docs (site/content/en/docs/installation/_index.md L59-65
+# @ v0.10.0): `helm install lws oci://registry.k8s.io/lws/charts/lws --version=0.10.0 --namespace lws-system
+# --create-namespace`. The chart's values say `tag: main` (staging); the release packaging rewrites them to
+# registry.k8s.io/lws/lws:<tag> (hack/push-chart.sh L34-49): pinned here explicitly, as for JobSet.
+LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
+LWS_CHART_VERSION = "0.10.0"
+LWS_IMAGE_REPOSITORY = "registry.k8s.io/lws/lws"
+# Since chart 0.8.0 its CRDs are in crds/, which Helm never upgrades (charts/lws/README.md "Upgrading the chart" @
+# v0.10.0: "Apply the CRDs explicitly before upgrading"): the stack declares all three itself. The manager always
+# runs the DisaggregatedSet controller too (cmd/main.go L207-214 @ v0.10.0), which needs its CRDs.
+LWS_CRD = "leaderworkersets.leaderworkerset.x-k8s.io"
+LWS_CRD_FILES = (
+    "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    "disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
+    "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
+)
+LWS_CRD_URL = "https://raw.githubusercontent.com/kubernetes-sigs/lws/v{version}/charts/lws/crds/{file}"
+# The release's namespace (created by Helm when missing): fixed, the CRD file names the webhook Service there
+# (charts/lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml `namespace: lws-system` @ v0.10.0).
+LWS_NAMESPACE = "lws-system"
+
 # Namespaces Kubernetes itself creates: the stack may deploy into them but never owns (creates/protects) them.
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 
@@ -447,6 +469,31 @@ class JobSetConfig(ConfigModel):
         }
 
 
+class LeaderWorkerSetConfig(ConfigModel):
+    """The LeaderWorkerSet controller, needed by multi-node inference (installed only when one exists)."""
+
+    install: bool = True
+    """False: the cluster already runs LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)."""
+    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.10.0")] = LWS_CHART_VERSION
+    """Version of the chart oci://registry.k8s.io/lws/charts/lws (its image is pinned to the same)."""
+    timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
+
+    def crd_urls(self) -> dict[str, str]:
+        """CRD file name -> its URL in this chart version (LWS_CRD_URL)."""
+        return {file: LWS_CRD_URL.format(version=self.chart_version, file=file) for file in LWS_CRD_FILES}
+
+    def chart_values(self) -> dict[str, object]:
+        return {
+            "image": {
+                "manager": {
+                    "repository": LWS_IMAGE_REPOSITORY,
+                    "tag": f"v{self.chart_version}",
+                    "pullPolicy": "IfNotPresent",
+                }
+            }
+        }
+
+
 class PartitionProfile(ConfigModel):
     """A Device Config Manager profile (`gpu-config-profiles.<name>` of its config.json): the GPUs of a node in one
     compute and memory partition mode. A node takes it once labelled `dcm.amd.com/gpu-config-profile=<name>`."""
@@ -505,6 +552,8 @@ class KubernetesConfig(ConfigModel):
     """The JobSet controller multi-node training needs; installed only when such a training exists."""
     keda: KedaConfig = KedaConfig()
     """KEDA, installed when an inference workload autoscales (`inference[].kubernetes.autoscaling`)."""
+    leader_worker_set: LeaderWorkerSetConfig = LeaderWorkerSetConfig()
+    """The LeaderWorkerSet controller multi-node inference needs; installed only when such an inference exists."""
     queues: QueuesConfig | None = None
     """GPU quotas through Kueue (docs/workloads.md, Queues and quotas): ResourceFlavors per GPU family, ClusterQueues
     with quotas and cohorts, LocalQueues per namespace, PriorityClasses for training and serving."""

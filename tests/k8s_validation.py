@@ -139,6 +139,20 @@ def validate_object(
                 None,
                 kubernetes_version,
             )
+        # A LeaderWorkerSet embeds core/v1 pod templates: checked against the built-in PodTemplate schema too.
+        templates = obj.get("spec", {}).get("leaderWorkerTemplate", {}) if kind == "LeaderWorkerSet" else {}
+        for role in ("leaderTemplate", "workerTemplate"):
+            if role in templates:
+                validate_object(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "PodTemplate",
+                        "metadata": {"name": role.lower()},
+                        "template": templates[role],
+                    },
+                    None,
+                    kubernetes_version,
+                )
         # CRD schemas leave metadata to the API server's ObjectMeta: check it as that of a built-in object.
         obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj.get("metadata", {})}
     try:
@@ -267,8 +281,8 @@ SERVICE_MONITOR_SUBSET = strict_structural_schema(
 
 def stack_crds() -> CrdSchemas:
     """Schemas of every custom resource kind the program declares: the vendored CRDs of the GPU Operator,
-    JobSet, Kueue (ResourceFlavor, ClusterQueue, LocalQueue), KEDA (ScaledObject) and the Prometheus Operator's
-    PrometheusRule, and the ServiceMonitor subset above."""
+    JobSet, Kueue (ResourceFlavor, ClusterQueue, LocalQueue), KEDA (ScaledObject), LeaderWorkerSet and the Prometheus
+    Operator's PrometheusRule, and the ServiceMonitor subset above."""
     data = Path(__file__).parent / "data"
     crds = CrdSchemas.from_files(
         data / "kubernetes" / "deviceconfig-crd.yaml",
@@ -277,6 +291,7 @@ def stack_crds() -> CrdSchemas:
             data / "kubernetes" / f"kueue.x-k8s.io_{kind}.yaml"
             for kind in ("resourceflavors", "clusterqueues", "localqueues")
         ),
+        data / "kubernetes" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
         data / "monitoring" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
         data / "kubernetes" / "keda.sh_scaledobjects.yaml",
     )

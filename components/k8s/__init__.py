@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pulumi
 
 from domain.alerts import GpuStackWorkloads
-from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, KubernetesConfig
+from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, LWS_NAMESPACE, KubernetesConfig
 from schema.monitoring import MonitoringConfig
 
 from .cluster import Cluster, ClusterArgs
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .jobset import JobSetController
     from .keda import Keda
     from .kueue import Kueue
+    from .lws import LeaderWorkerSetController
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class KubernetesLayer:
     device_plugin: DevicePlugin | None = None
     # The JobSet controller when the stack installs it (multi-node training needs JobSet).
     job_set: JobSetController | None = None
+    # The LeaderWorkerSet controller when the stack installs it (multi-node inference needs it).
+    leader_worker_set: LeaderWorkerSetController | None = None
     # Kueue and the queues (`kubernetes.queues`): queued workloads wait for its release, whose webhook suspends them.
     kueue: Kueue | None = None
     # KEDA when an inference workload autoscales and the stack installs it: ScaledObjects wait for its CRDs.
@@ -99,12 +102,14 @@ def build_kubernetes(
     environment: str,
     monitoring: MonitoringConfig | None = None,
     needs_job_set: bool = False,
+    needs_leader_worker_set: bool = False,
     pod_security: Mapping[str, str] | None = None,
     needs_keda: bool = False,
 ) -> KubernetesLayer:
     """`monitoring`: the enabled monitoring section (the DeviceConfig's ServiceMonitor, kube-prometheus-stack).
     `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it).
     `needs_keda`: an inference workload autoscales (KEDA installed then, unless `keda.install` says otherwise).
+    `needs_leader_worker_set`: an inference runs as a LeaderWorkerSet (unless `leaderWorkerSet.install` is off).
     `pod_security`: owned namespace -> its Pod Security level (schema.workloads.namespace_pod_security)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment, pod_security=pod_security or {}))
     prometheus_operator: list[pulumi.Resource] = []
@@ -115,20 +120,21 @@ def build_kubernetes(
             monitoring, environment, cluster.provider, cluster.namespace_name(MONITORING_NAMESPACE)
         )
         prometheus_operator = [release] if release is not None else []
+    from .helm import CrdChartArgs
+
+    def chart_args(namespace: str) -> CrdChartArgs:
+        return CrdChartArgs(environment, cluster.provider, cluster.namespace_name(namespace), config.provider)
+
     job_set = None
     if needs_job_set and config.job_set.install:
-        from .jobset import JobSetController, JobSetControllerArgs
+        from .jobset import JobSetController
 
-        job_set = JobSetController(
-            "jobset",
-            JobSetControllerArgs(
-                config=config.job_set,
-                environment=environment,
-                provider=cluster.provider,
-                namespace=cluster.namespace_name(config.job_set.namespace),
-                cluster=config.provider,
-            ),
-        )
+        job_set = JobSetController("jobset", config.job_set, chart_args(config.job_set.namespace))
+    leader_worker_set = None
+    if needs_leader_worker_set and config.leader_worker_set.install:
+        from .lws import LeaderWorkerSetController
+
+        leader_worker_set = LeaderWorkerSetController("lws", config.leader_worker_set, chart_args(LWS_NAMESPACE))
     kueue = None
     if config.queues is not None:
         from .kueue import Kueue, KueueArgs
@@ -173,6 +179,7 @@ def build_kubernetes(
             gpu_ready=[device_plugin],
             device_plugin=device_plugin,
             job_set=job_set,
+            leader_worker_set=leader_worker_set,
             kueue=kueue,
             keda=keda,
             prometheus_operator=prometheus_operator,
@@ -216,6 +223,7 @@ def build_kubernetes(
         cert_manager=cert_manager,
         gpu_operator=gpu_operator,
         job_set=job_set,
+        leader_worker_set=leader_worker_set,
         kueue=kueue,
         keda=keda,
         prometheus_operator=prometheus_operator,
