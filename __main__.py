@@ -111,6 +111,7 @@ if cfg.kubernetes is not None:
         monitoring=monitoring,
         needs_job_set=any(t.kubernetes is not None and t.kubernetes.uses_job_set for t in cfg.training),
         needs_keda=any(i.kubernetes is not None and i.kubernetes.autoscaling is not None for i in cfg.inference),
+        needs_leader_worker_set=any(i.kubernetes is not None and i.kubernetes.multi_node for i in cfg.inference),
         pod_security=namespace_pod_security(
             cfg,
             privileged=[MONITORING_NAMESPACE] if cfg.monitoring.installs_kube_prometheus_stack(cfg.environment) else [],

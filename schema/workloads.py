@@ -60,7 +60,7 @@ from .autoscaling import (
 )
 from .checks import ChecksConfig
 from .stackfile import set_secret
-from domain.gpus import MODELS
+from domain.gpus import MAX_GPUS_PER_HOST, MODELS
 from policy.rocm_policy import rules
 
 from .docker import (
@@ -157,7 +157,26 @@ DATA_PARALLEL_VLLM_FLAGS = ("--disable-nccl-for-dp-synchronization",)
 KNOWN_GATED_MODEL_PREFIXES = ("meta-llama/", "google/gemma")
 
 # Flags the VllmServer derives from config; giving them in extraArgs too would contradict it.
-VLLM_MANAGED_FLAGS = ("--host", "--port", "--tensor-parallel-size", "-tp", "--data-parallel-size", "-dp", "--revision")
+VLLM_MANAGED_FLAGS = (
+    "--host",
+    "--port",
+    "--tensor-parallel-size",
+    "-tp",
+    "--pipeline-parallel-size",
+    "-pp",
+    "--data-parallel-size",
+    "-dp",
+    "--revision",
+    # vLLM's multi-node launch (multinode.py), vllm/engine/arg_utils.py L757-760 @ v0.11.2, cli_args.py L258.
+    "--distributed-executor-backend",
+    "--nnodes",
+    "-n",
+    "--node-rank",
+    "-r",
+    "--master-addr",
+    "--master-port",
+    "--headless",
+)
 # Environment variables the components set from other keys.
 TRAINING_MANAGED_ENV = (
     "CHECKPOINT_DIR",
@@ -501,8 +520,15 @@ class InferenceKubernetes(ConfigModel):
     """A built-in namespace or one declared in `kubernetes.namespaces`."""
     replicas: int | None = Field(None, ge=1, le=MAX_PODS, json_schema_extra=by_environment(dev=1, prod=2))
     """In prod a PodDisruptionBudget then keeps one serving during node drains."""
-    gpus: GpuCount | None = Field(None, json_schema_extra=shown_default("`tensorParallelSize`"))
-    """GPUs (`gpuResource`) per replica, a multiple of tensorParallelSize: more adds vLLM data-parallel ranks."""
+    nodes: int = Field(1, ge=1, le=MAX_NODES)
+    """Pods of one replica, one per node (like `training[].kubernetes.nodes`): more than 1 serves a model too large for
+    one node as a LeaderWorkerSet group, vLLM's leader and `nodes - 1` workers; tensorParallelSize x
+    pipelineParallelSize must then be nodes x gpus."""
+    gpus: GpuCount | None = Field(
+        None, json_schema_extra=shown_default("`tensorParallelSize x pipelineParallelSize / nodes`")
+    )
+    """GPUs (`gpuResource`) per pod, a multiple of tensorParallelSize x pipelineParallelSize on one node: more adds
+    vLLM data-parallel ranks."""
     gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
     """The extended resource each replica requests `gpus` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
@@ -542,6 +568,10 @@ class InferenceKubernetes(ConfigModel):
     autoscaling: InferenceAutoscaling | None = None
     """Replicas between minReplicas and maxReplicas by vLLM's queue (a KEDA ScaledObject; docs/workloads.md,
     Inference that scales); instead of `replicas`."""
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodes > 1
 
     def effective_replicas(self, environment: str) -> int:
         """The replicas always running: `replicas`, or the autoscaler's minimum (the Deployment's initial count)."""
@@ -612,6 +642,10 @@ class InferenceConfig(ConfigModel):
     image: str = "vllm"
     """A key of `rocm-stack:images`."""
     tensor_parallel_size: GpuCount = 1
+    pipeline_parallel_size: int = Field(1, ge=1, le=MAX_NODES * MAX_GPUS_PER_HOST)
+    """vLLM's pipeline stages (`--pipeline-parallel-size`), each on tensorParallelSize GPUs; across the pods of a
+    multi-node replica (`kubernetes.nodes`) usually one stage per node. A stage needs a GPU: at most every GPU of the
+    largest group."""
     port: Port = 8000
     extra_args: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
     """More `vllm serve` flags: not those derived from the keys here, no `--api-key`, no `--trust-remote-code`."""
@@ -646,8 +680,19 @@ class InferenceConfig(ConfigModel):
         are on), then the model's download and load."""
         return (checks.timeout_seconds if checks.enable else 0) + self.startup_timeout_seconds
 
+    @property
+    def world_size(self) -> int:
+        """GPUs of one model copy: vLLM's world size TP x PP (vllm/config/parallel.py L225-226 @ v0.11.2)."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def pod_gpus(self) -> int:
+        """GPUs of each Kubernetes pod: `kubernetes.gpus`, else one model copy spread over the replica's nodes."""
+        k8s = self.kubernetes
+        assert k8s is not None
+        return k8s.gpus or max(1, self.world_size // k8s.nodes)
+
     def data_parallel_size(self, gpus: int) -> int:
-        return max(1, gpus // self.tensor_parallel_size)
+        return max(1, gpus // self.world_size)
 
     def server_env(self, gpus: int) -> dict[str, str]:
         defaults = {
@@ -661,6 +706,8 @@ class InferenceConfig(ConfigModel):
         """`vllm serve` arguments after the model: TP ranks per replica, the remaining factor as data parallel.
         `host`: the address it listens on (127.0.0.1 behind a proxy in its pod)."""
         args = ["--host", host, "--port", str(self.port), "--tensor-parallel-size", str(self.tensor_parallel_size)]
+        if self.pipeline_parallel_size > 1:
+            args += ["--pipeline-parallel-size", str(self.pipeline_parallel_size)]
         if self.data_parallel_size(gpus) > 1:
             args += ["--data-parallel-size", str(self.data_parallel_size(gpus)), *DATA_PARALLEL_VLLM_FLAGS]
         if self.revision is not None:
@@ -1070,32 +1117,34 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
                 f"{at}.extraArgs[{index}]",
                 (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; set those keys instead"),
             )
-    tp = inference.tensor_parallel_size
     k8s = inference.kubernetes
     if k8s is None:
         return
     k_at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, k_at)
     yield from _security_problems(cfg, k8s, k_at)
-    gpus = k8s.gpus or tp
-    if gpus % tp:
+    gpus, world = inference.pod_gpus(), inference.world_size
+    if k8s.multi_node:
+        yield from _multi_node_problems(inference, k_at)
+    elif gpus % world:
         yield (
             f"{k_at}.gpus",
             (
-                f"tensorParallelSize {tp} does not divide the {gpus} GPUs of a replica; use a multiple "
-                f"of {tp} (the quotient becomes vLLM's data-parallel size)"
+                f"{_world(inference)} does not divide the {gpus} GPUs of a replica; use a multiple "
+                f"of {world} (the quotient becomes vLLM's data-parallel size)"
             ),
         )
     yield from autoscaling_problems(cfg, k8s, k_at)
     replicas = k8s.effective_replicas(cfg.environment)
     most = k8s.most_replicas(cfg.environment)
     cache = k8s.effective_model_cache(cfg.environment)
-    if isinstance(cache, PvcStorage) and cache.access_mode != "ReadWriteMany" and most > 1:
+    pods = most * k8s.nodes
+    if isinstance(cache, PvcStorage) and cache.access_mode != "ReadWriteMany" and pods > 1:
         yield (
             f"{k_at}.modelCache.accessMode",
             (
-                f"{cache.access_mode} cannot be shared by {most} replicas on "
-                "different nodes; use ReadWriteMany or an emptyDir per replica"
+                f"{cache.access_mode} cannot be shared by {pods} pods on "
+                "different nodes; use ReadWriteMany or an emptyDir per pod"
             ),
         )
     min_available = k8s.effective_min_available(cfg.environment)
@@ -1109,6 +1158,36 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
             ),
         )
     yield from _drain_problems(cfg, inference, at, budget=min_available is not None)
+
+
+def _world(inference: InferenceConfig) -> str:
+    tp, pp = inference.tensor_parallel_size, inference.pipeline_parallel_size
+    return f"tensorParallelSize {tp}" if pp == 1 else f"tensorParallelSize {tp} x pipelineParallelSize {pp}"
+
+
+def _multi_node_problems(inference: InferenceConfig, k_at: str) -> Iterable[tuple[str, str]]:
+    """A multi-node replica is one model copy over its pods: vLLM's multi-node launch splits the world size TP x PP
+    evenly over `--nnodes` (vllm/engine/arg_utils.py L1466-1478 @ v0.11.2: `local_world_size = world_size //
+    self.nnodes`, asserting divisibility), so every pod's GPUs are world / nodes, with no data parallelism."""
+    k8s = inference.kubernetes
+    assert k8s is not None
+    gpus, world, nodes = inference.pod_gpus(), inference.world_size, k8s.nodes
+    if gpus * nodes != world:
+        key = f"{k_at}.gpus" if k8s.gpus is not None else f"{k_at}.nodes"
+        yield (
+            key,
+            (
+                f"{nodes} nodes x {gpus} GPUs is {gpus * nodes} GPUs per replica, but {_world(inference)} is a model "
+                f"copy of {world}: a multi-node replica runs exactly one copy; make tensorParallelSize x "
+                f"pipelineParallelSize equal nodes x gpus (e.g. pipelineParallelSize {nodes} with tensorParallelSize "
+                "the GPUs of a node)"
+            ),
+        )
+    if inference.docker is not None:
+        yield (
+            f"{k_at}.nodes",
+            "a Docker partition runs on one host: serve the multi-node replica on Kubernetes only, or remove nodes",
+        )
 
 
 DRAIN_POLICY_KEY = "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.nodeDrainPolicy"
@@ -1264,9 +1343,8 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                     )
                 if isinstance(workload, InferenceConfig):
                     gpus = partition_size(host, container)
-                    tp = workload.tensor_parallel_size
-                    if gpus % tp:
-                        yield at, (f"tensorParallelSize {tp} does not divide the {gpus} GPU(s) of partition '{ref}'")
+                    if gpus % workload.world_size:
+                        yield at, (f"{_world(workload)} does not divide the {gpus} GPU(s) of partition '{ref}'")
                     api_port = workload.docker.published_port or workload.port
                     if (host.name, api_port) in published:
                         yield (
@@ -1365,13 +1443,13 @@ def _fleet_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                 f"inference[{index}].kubernetes.gpus"
                 if served.gpus is not None
                 else f"inference[{index}].tensorParallelSize"
-            )  # the GPUs of a replica default to TP
+            )  # the GPUs of a pod default to TP x PP over the replica's nodes
             demands.append(
                 (
                     f"inference[{index}].kubernetes",
-                    served.effective_replicas(cfg.environment),
+                    served.effective_replicas(cfg.environment) * served.nodes,
                     gpus_at,
-                    served.gpus or inference.tensor_parallel_size,
+                    inference.pod_gpus(),
                     served.gpu_resource,
                 )
             )
@@ -1424,10 +1502,10 @@ def _pool_problems(
             continue
         replicas = k8s.most_replicas(cfg.environment)
         at = f"inference[{index}].kubernetes." + ("replicas" if k8s.autoscaling is None else "autoscaling.maxReplicas")
-        # With a budget the replicas are spread one per node (topologySpreadConstraints, DoNotSchedule).
-        if k8s.effective_min_available(cfg.environment) is not None and replicas > nodes:
+        # With a budget a Deployment's replicas are spread one per node (topologySpreadConstraints, DoNotSchedule).
+        if not k8s.multi_node and k8s.effective_min_available(cfg.environment) is not None and replicas > nodes:
             yield at, f"{replicas} replicas are spread one per node, but {holder} {has} {nodes}: some never start"
-        gpus = k8s.gpus or inference.tensor_parallel_size
+        gpus = inference.pod_gpus() * k8s.nodes
         # Beyond the minimum (counted with every other workload below) a burst takes free GPUs or, with queues,
         # preempts training pods (serving's PriorityClass); more than the whole fleet can never run.
         if k8s.autoscaling is not None and replicas * gpus > capacity:

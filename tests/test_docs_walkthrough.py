@@ -128,7 +128,11 @@ def test_the_multi_node_example_without_checkpoints_in_dev_names_the_setting_and
     gives the setting to write, and written as given it synthesizes (issue 24 item 3)."""
     from tools.synth import ProgramRefused
 
-    (example,) = [s for s in STACK_SNIPPETS if s.doc == "docs/workloads.md" and "nodes: 2" in s.text]
+    (example,) = [
+        s
+        for s in STACK_SNIPPETS
+        if s.doc == "docs/workloads.md" and "rocm-stack:training" in s.text and "nodes: 2" in s.text
+    ]
     assert environments(example) == ["dev", "prod"]
     (tmp_path / "Pulumi.docs.yaml").write_text(example.text + "\n")
     config = read_config(tmp_path / "Pulumi.docs.yaml", "rocm-stack")

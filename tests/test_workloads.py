@@ -1003,11 +1003,12 @@ def test_vllm_rollout_timeouts_allow_one_start_per_replica_on_update(monkeypatch
     timeouts: dict[str, Any] = {}
     real = components.workloads.inference.apps_v1.Deployment
 
-    def recording(name: str, *args: Any, opts: Any = None, **kwargs: Any) -> Any:
-        timeouts[name] = opts.custom_timeouts
-        return real(name, *args, opts=opts, **kwargs)
+    class Recording(real):  # a class still: VllmServer's annotations name it (`apps_v1.Deployment | None`)
+        def __init__(self, name: str, *args: Any, opts: Any = None, **kwargs: Any) -> None:
+            timeouts[name] = opts.custom_timeouts
+            super().__init__(name, *args, opts=opts, **kwargs)
 
-    monkeypatch.setattr(components.workloads.inference.apps_v1, "Deployment", recording)
+    monkeypatch.setattr(components.workloads.inference.apps_v1, "Deployment", Recording)
     synth("prod", prod_config(), TOKEN)
     assert (timeouts["llama"].create, timeouts["llama"].update) == ("55m", "104m")
 

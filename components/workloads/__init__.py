@@ -204,6 +204,9 @@ def build_workloads(
                         start_seconds=inference.replica_start_seconds(cfg.checks),
                         priority_class=SERVING_PRIORITY_CLASS if kubernetes.kueue is not None else None,
                         autoscaler=_autoscaler(cfg, inference.kubernetes, kubernetes),
+                        leader_worker_set_controller=kubernetes.leader_worker_set.release
+                        if kubernetes.leader_worker_set is not None
+                        else None,
                     ),
                 )
             if inference.docker is not None:

@@ -105,13 +105,14 @@ class AutoscalerArgs:
 def scaled_object(
     name: str,
     args: AutoscalerArgs,
-    deployment: pulumi.Input[str],
+    target: Mapping[str, str],
     service: pulumi.Input[str],
     namespace: pulumi.Input[str],
     labels: Mapping[str, str],
     opts: pulumi.ResourceOptions,
 ) -> CustomResource:
-    """The ScaledObject scaling Deployment `deployment` on the queue of Service `service`'s pods.
+    """The ScaledObject scaling `target` (a scaleTargetRef: the Deployment, or a multi-node server's
+    LeaderWorkerSet) on the queue of Service `service`'s pods.
 
     Scale-down: KEDA's `cooldownPeriod` applies only to scaling to zero or to idleReplicaCount
     (pkg/scaling/executor/scale_scaledobjects.go L98-101 @ v2.20.2), which minReplicas >= 1 excludes; between
@@ -127,7 +128,7 @@ def scaled_object(
         kind="ScaledObject",
         metadata=meta_v1.ObjectMetaArgs(name=name, namespace=namespace, labels=dict(labels)),
         spec={
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+            "scaleTargetRef": dict(target),
             "minReplicaCount": scaling.effective_min_replicas(args.environment),
             "maxReplicaCount": scaling.max_replicas,
             "pollingInterval": POLLING_SECONDS,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pulumi
 import pulumi_docker as docker
 from pulumi_kubernetes import Provider
+from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps import v1 as apps_v1
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
@@ -24,7 +26,7 @@ from components.docker.deadlines import create_timeouts
 from components.docker.logs import log_args
 from components.docker.readback import seconds
 from components.monitoring import MONITORING_NAMESPACE
-from . import proxy
+from . import multinode, proxy
 from .autoscaling import AutoscalerArgs, drain_hook, proxy_drain_hook, scaled_object
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
@@ -136,10 +138,13 @@ class VllmServerArgs:
     """The pods' PriorityClass (`kubernetes.queues`: serving's, above training's); None: the cluster's default."""
     autoscaler: AutoscalerArgs | None = None
     """`kubernetes.autoscaling`: a KEDA ScaledObject sets the replicas; None: `replicas` does."""
+    leader_worker_set_controller: pulumi.Resource | None = None
+    """The LeaderWorkerSet release a multi-node server's LeaderWorkerSet waits for (its CRD and webhooks)."""
 
 
 class VllmServer(pulumi.ComponentResource):
-    """A Deployment serving one model, its Service, the token Secret, the model cache and (prod) a PDB.
+    """A Deployment serving one model (a LeaderWorkerSet of multi-node groups with `nodes` > 1, multinode.py), its
+    Service, the token Secret, the model cache and (prod) a PDB.
 
     With an API key the pod's port is an nginx sidecar's (proxy.py) and vLLM listens on 127.0.0.1: no other pod
     reaches vLLM but through the key check. The kubelet probes /health through the sidecar (it forwards exactly
@@ -152,8 +157,14 @@ class VllmServer(pulumi.ComponentResource):
     over nodes, strictly where a budget exists (one node's drain or failure never takes every replica).
     """
 
-    deployment: apps_v1.Deployment
+    # One of the two: the Deployment of a one-node server, the LeaderWorkerSet of a multi-node one (multinode.py).
+    deployment: apps_v1.Deployment | None
+    leader_worker_set: CustomResource | None
     service: core_v1.Service
+    # The labels of the pods serving the API (the leaders of a multi-node server's groups).
+    api_selector: dict[str, str]
+    # `scaleTargetRef` of the workload (apiVersion, kind, name) for an autoscaler.
+    scale_target_ref: dict[str, str]
     token: core_v1.Secret | None
     api_key: core_v1.Secret | None
     # The proxy's nginx.conf (content-named, immutable: a new configuration rolls the pods); None without a key.
@@ -171,7 +182,7 @@ class VllmServer(pulumi.ComponentResource):
         super().__init__("rocm-stack:workloads:VllmServer", name, None, opts)
         inference, k8s = args.inference, args.inference.kubernetes
         assert k8s is not None, "VllmServer needs inference.kubernetes"
-        gpus = k8s.gpus or inference.tensor_parallel_size
+        gpus = inference.pod_gpus()
         replicas = k8s.effective_replicas(args.environment)
         labels = labels_of(name, "vllm")
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
@@ -185,6 +196,8 @@ class VllmServer(pulumi.ComponentResource):
         )
         env = env_vars(server_env, self.env_secret)
         env.append(core_v1.EnvVarArgs(name="HF_HOME", value=MODEL_CACHE_MOUNT))
+        if k8s.multi_node:
+            env += multinode.group_env()
         # Auto-named (pods.auto_named_secret): a rotated token or key is a new Secret, and the pods roll onto it.
         self.token = None
         if args.huggingface_token is not None:
@@ -271,10 +284,15 @@ class VllmServer(pulumi.ComponentResource):
                     name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(name=self.program.metadata.name)
                 )
             )
+        serve = serve_command(inference, gpus, "127.0.0.1" if proxied else "0.0.0.0")
+        model_volumes = [
+            core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+            core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
+        ]
         server = core_v1.ContainerArgs(
             name="vllm",
             image=args.image,
-            command=serve_command(inference, gpus, "127.0.0.1" if proxied else "0.0.0.0"),
+            command=multinode.leader_command(serve, k8s.nodes) if k8s.multi_node else serve,
             env=env,
             ports=None if proxied else [core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
             resources=resources,
@@ -286,10 +304,7 @@ class VllmServer(pulumi.ComponentResource):
             readiness_probe=models,
             liveness_probe=health(PROBE_PERIOD_SECONDS, 3),
             lifecycle=drain_hook(inference.port, k8s.termination_grace_period_seconds),
-            volume_mounts=[
-                core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
-                core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
-            ],
+            volume_mounts=model_volumes,
         )
         containers = [server]
         if proxied:
@@ -299,9 +314,10 @@ class VllmServer(pulumi.ComponentResource):
             ]
             containers.append(_proxy_container("proxy", port, inference.port, mounts))
         # `pulumi up` waits for the rollout (pulumi-kubernetes' Deployment awaiter: the new ReplicaSet's pods ready,
-        # the Deployment Available), so a pod failing its GPU check fails `pulumi up`, and the next `pulumi up`
-        # awaits it again (docs/operations.md): one pod's start (check, download and load) on create, where every
-        # replica starts at once; an update replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
+        # the Deployment Available; a LeaderWorkerSet's Available condition, multinode.WAIT_FOR), so a pod failing
+        # its GPU check fails `pulumi up`, and the next `pulumi up` awaits it again (docs/operations.md): one pod's
+        # (group's) start (check, download and load) on create, where every replica starts at once; an update
+        # replaces the replicas one after another (maxSurge 0, maxUnavailable 1).
         start_minutes = math.ceil(args.start_seconds / 60)
         # An update also waits for each old pod's drain (its grace) before the next one goes.
         stop_minutes = math.ceil(k8s.termination_grace_period_seconds / 60)
@@ -309,65 +325,119 @@ class VllmServer(pulumi.ComponentResource):
             create=f"{start_minutes + 10}m",
             update=f"{k8s.most_replicas(args.environment) * (start_minutes + stop_minutes) + 10}m",
         )
-        min_available = k8s.effective_min_available(args.environment)
-        # maxSkew 1 over hostnames; DoNotSchedule with a budget (config checks replicas <= gpuFleet.nodes),
-        # else only preferred ("ScheduleAnyway ... giving higher precedence to topologies that would help reduce
-        # the skew", core/v1 TopologySpreadConstraint).
-        spread = core_v1.TopologySpreadConstraintArgs(
-            max_skew=1,
-            topology_key="kubernetes.io/hostname",
-            when_unsatisfiable="DoNotSchedule" if min_available is not None else "ScheduleAnyway",
-            label_selector=meta_v1.LabelSelectorArgs(match_labels=labels),
-        )
-        self.deployment = apps_v1.Deployment(
-            name,
-            metadata=meta_v1.ObjectMetaArgs(
-                name=name,
-                namespace=args.namespace,
-                labels=labels,
-                # Pulumi takes back the fields it declares from other field managers instead of failing the apply
-                # with a conflict: spec.replicas after autoscaling is turned off, which the HPA's writes through the
-                # scale subresource left to "kube-controller-manager" (pulumi/pulumi-kubernetes#2491); the provider
-                # forces its server-side apply on this annotation (provider/pkg/await/await.go patchForce).
-                annotations={PATCH_FORCE_ANNOTATION: "true"},
+        # Pulumi takes back the fields it declares from other field managers instead of failing the apply with a
+        # conflict: spec.replicas after autoscaling is turned off, which the HPA's writes through the scale
+        # subresource left to "kube-controller-manager" (pulumi/pulumi-kubernetes#2491); the provider forces its
+        # server-side apply on this annotation (provider/pkg/await/await.go patchForce).
+        workload_annotations = {PATCH_FORCE_ANNOTATION: "true"}
+        workload_opts = pulumi.ResourceOptions.merge(
+            child,
+            pulumi.ResourceOptions(
+                custom_timeouts=rollout_timeouts,
+                # The autoscaler's count stays: the engine resets spec.replicas to the state's value before the
+                # diff, and the provider's apply drops it or sends the live count (autoscaling.py).
+                ignore_changes=[REPLICAS_PATH] if args.autoscaler is not None else None,
             ),
-            spec=apps_v1.DeploymentSpecArgs(
-                replicas=replicas,
-                selector=meta_v1.LabelSelectorArgs(match_labels=labels),
-                strategy=apps_v1.DeploymentStrategyArgs(
-                    type="RollingUpdate",
-                    rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
+        )
+        min_available = k8s.effective_min_available(args.environment)
+        volumes = [shm_volume(inference.shm_size), cache_volume, *program_volumes]
+
+        def template(
+            containers: list[core_v1.ContainerArgs],
+            volumes: list[core_v1.VolumeArgs],
+            spread: list[core_v1.TopologySpreadConstraintArgs] | None = None,
+        ) -> core_v1.PodTemplateSpecArgs:
+            return core_v1.PodTemplateSpecArgs(
+                metadata=meta_v1.ObjectMetaArgs(labels=labels),
+                spec=core_v1.PodSpecArgs(
+                    # vLLM reads VLLM_* variables; Kubernetes' service links would inject some
+                    # (VLLM_PORT for a Service named vllm, per vLLM's environment-variable docs).
+                    enable_service_links=False,
+                    termination_grace_period_seconds=k8s.termination_grace_period_seconds,
+                    security_context=POD_SECURITY,
+                    automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+                    priority_class_name=args.priority_class,
+                    node_selector=k8s.node_selector or None,
+                    tolerations=tolerations_of(k8s.tolerations),
+                    topology_spread_constraints=spread,
+                    init_containers=init_containers or None,
+                    containers=containers,
+                    volumes=volumes,
                 ),
-                template=core_v1.PodTemplateSpecArgs(
-                    metadata=meta_v1.ObjectMetaArgs(labels=labels),
-                    spec=core_v1.PodSpecArgs(
-                        # vLLM reads VLLM_* variables; Kubernetes' service links would inject some
-                        # (VLLM_PORT for a Service named vllm, per vLLM's environment-variable docs).
-                        enable_service_links=False,
-                        termination_grace_period_seconds=k8s.termination_grace_period_seconds,
-                        security_context=POD_SECURITY,
-                        automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
-                        priority_class_name=args.priority_class,
-                        node_selector=k8s.node_selector or None,
-                        tolerations=tolerations_of(k8s.tolerations),
-                        topology_spread_constraints=[spread],
-                        init_containers=init_containers or None,
-                        containers=containers,
-                        volumes=[shm_volume(inference.shm_size), cache_volume, *program_volumes, *proxy_volumes],
+            )
+
+        self.deployment, self.leader_worker_set = None, None
+        if k8s.multi_node:
+            # The workers: vLLM's headless ranks, nothing listening for clients (no probes, no proxy).
+            worker = core_v1.ContainerArgs(
+                name="vllm",
+                image=args.image,
+                command=multinode.worker_command(serve, k8s.nodes),
+                env=env,
+                resources=resources,
+                security_context=security_context(k8s.pod_security),
+                # Its ranks serve the leader's requests: it stops only once the leader has drained and exited.
+                lifecycle=multinode.worker_drain_hook(port),
+                volume_mounts=model_volumes,
+            )
+            self.leader_worker_set = CustomResource(
+                name,
+                api_version=multinode.LWS_API_VERSION,
+                kind=multinode.LWS_KIND,
+                metadata=meta_v1.ObjectMetaArgs(
+                    name=name,
+                    namespace=args.namespace,
+                    labels=labels,
+                    annotations={**workload_annotations, **multinode.WAIT_FOR},
+                ),
+                spec=multinode.leader_worker_set_spec(
+                    replicas, k8s.nodes, template(containers, [*volumes, *proxy_volumes]), template([worker], volumes)
+                ),
+                opts=pulumi.ResourceOptions.merge(
+                    workload_opts,
+                    pulumi.ResourceOptions(
+                        depends_on=[*args.gpu_ready, *filter(None, [args.leader_worker_set_controller])]
                     ),
                 ),
-            ),
-            opts=pulumi.ResourceOptions.merge(
-                child,
-                pulumi.ResourceOptions(
-                    depends_on=list(args.gpu_ready),
-                    custom_timeouts=rollout_timeouts,
-                    # The autoscaler's count stays: the engine resets spec.replicas to the state's value before the
-                    # diff, and the provider's apply drops it or sends the live count (autoscaling.py).
-                    ignore_changes=[REPLICAS_PATH] if args.autoscaler is not None else None,
+            )
+        else:
+            # maxSkew 1 over hostnames; DoNotSchedule with a budget (config checks replicas <= gpuFleet.nodes),
+            # else only preferred ("ScheduleAnyway ... giving higher precedence to topologies that would help reduce
+            # the skew", core/v1 TopologySpreadConstraint).
+            spread = core_v1.TopologySpreadConstraintArgs(
+                max_skew=1,
+                topology_key="kubernetes.io/hostname",
+                when_unsatisfiable="DoNotSchedule" if min_available is not None else "ScheduleAnyway",
+                label_selector=meta_v1.LabelSelectorArgs(match_labels=labels),
+            )
+            self.deployment = apps_v1.Deployment(
+                name,
+                metadata=meta_v1.ObjectMetaArgs(
+                    name=name, namespace=args.namespace, labels=labels, annotations=workload_annotations
                 ),
-            ),
-        )
+                spec=apps_v1.DeploymentSpecArgs(
+                    replicas=replicas,
+                    selector=meta_v1.LabelSelectorArgs(match_labels=labels),
+                    strategy=apps_v1.DeploymentStrategyArgs(
+                        type="RollingUpdate",
+                        rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
+                    ),
+                    template=template(containers, [*volumes, *proxy_volumes], [spread]),
+                ),
+                opts=pulumi.ResourceOptions.merge(
+                    workload_opts, pulumi.ResourceOptions(depends_on=list(args.gpu_ready))
+                ),
+            )
+        # The API is the leaders' (a multi-node group's workers serve no client): what the Service, and anything
+        # that finds the API's pods itself (a router), selects.
+        self.api_selector = multinode.leader_selector(labels) if k8s.multi_node else labels
+        # What an autoscaler scales through its scale subresource: the Deployment's pods, or the LeaderWorkerSet's
+        # groups (its CRD's `scale`: .spec.replicas, selector .status.hpaPodSelector, the leaders).
+        self.scale_target_ref = {
+            "apiVersion": multinode.LWS_API_VERSION if k8s.multi_node else "apps/v1",
+            "kind": multinode.LWS_KIND if k8s.multi_node else "Deployment",
+            "name": name,
+        }
         self.service = core_v1.Service(
             f"{name}-service",
             metadata=meta_v1.ObjectMetaArgs(
@@ -379,7 +449,7 @@ class VllmServer(pulumi.ComponentResource):
             ),
             spec=core_v1.ServiceSpecArgs(
                 type=k8s.service_type,
-                selector=labels,
+                selector=self.api_selector,
                 ports=[core_v1.ServicePortArgs(name="http", port=inference.port, target_port=SERVICE_TARGET_PORT)],
             ),
             opts=child,
@@ -391,30 +461,34 @@ class VllmServer(pulumi.ComponentResource):
             networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=client))
             for client in k8s.clients or [{}]
         ]
-        self.network_policy = ingress_policy(
-            f"{name}-ingress",
-            metadata(name),
-            labels,
-            [
+        rules = [
+            networking_v1.NetworkPolicyIngressRuleArgs(
+                from_=None if k8s.service_type != "ClusterIP" else [*clients, namespace_peer(args.metrics_namespace)],
+                ports=api,
+            )
+        ]
+        if k8s.multi_node:
+            # The pods of a group reach each other on every port: the torch.distributed store on --master-port,
+            # ZeroMQ queues and RCCL on ephemeral ones (as a multi-node training's pods).
+            rules.append(
                 networking_v1.NetworkPolicyIngressRuleArgs(
-                    from_=None
-                    if k8s.service_type != "ClusterIP"
-                    else [*clients, namespace_peer(args.metrics_namespace)],
-                    ports=api,
+                    from_=[
+                        networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=labels))
+                    ]
                 )
-            ],
-            child,
-        )
+            )
+        self.network_policy = ingress_policy(f"{name}-ingress", metadata(name), labels, rules, child)
         self.scaler = None
         if args.autoscaler is not None:
+            workload: pulumi.Resource = self.leader_worker_set or cast(apps_v1.Deployment, self.deployment)
             self.scaler = scaled_object(
                 name,
                 args.autoscaler,
-                self.deployment.metadata.name,
+                self.scale_target_ref,
                 self.service.metadata.name,
                 args.namespace,
                 labels,
-                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.deployment])),
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[workload])),
             )
         self.disruption_budget = None
         if min_available is not None:
@@ -422,14 +496,21 @@ class VllmServer(pulumi.ComponentResource):
                 f"{name}-pdb",
                 metadata=metadata(name),
                 spec=policy_v1.PodDisruptionBudgetSpecArgs(
-                    min_available=min_available,
+                    # A group is down as soon as one of its pods is (RecreateGroupOnPodRestart): at most `replicas -
+                    # minAvailable` pods of all groups may be unavailable, so at most as many groups. maxUnavailable
+                    # needs pods of a controller with a scale (kubernetes.io/docs/tasks/run-application/configure-pdb/,
+                    # "Arbitrary workloads and arbitrary selectors"): a group's pods are its StatefulSets' (the
+                    # leaders' and one of workers per group, lws pod_controller.go L386 @ v0.10.0).
+                    max_unavailable=replicas - min_available if k8s.multi_node else None,
+                    min_available=None if k8s.multi_node else min_available,
                     selector=meta_v1.LabelSelectorArgs(match_labels=labels),
                 ),
                 opts=child,
             )
         self.register_outputs(
             {
-                "deployment": self.deployment.metadata.name,
+                "deployment": self.deployment.metadata.name if self.deployment is not None else None,
+                "leaderWorkerSet": name if self.leader_worker_set is not None else None,
                 "service": self.service.metadata.name,
                 "url": pulumi.Output.concat(
                     "http://",
