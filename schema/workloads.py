@@ -296,11 +296,11 @@ class RdmaResource(ConfigModel):
 
 
 class TrainingNetwork(ConfigModel):
-    """RDMA for RCCL between the pods of a multi-node training. Without it RCCL uses its socket (TCP) transport
-    over the pod network."""
+    """RDMA for RCCL between the pods of a multi-node training or vLLM replica. Without it RCCL uses its socket (TCP)
+    transport over the pod network."""
 
     rdma: RdmaResource
-    """The RDMA resource every training pod requests."""
+    """The RDMA resource every pod requests."""
     host_network: bool = False
     """The pods use the node's network namespace (its RDMA NICs directly); needs podSecurity privileged."""
     networks: str | None = None
@@ -561,6 +561,9 @@ class InferenceKubernetes(ConfigModel):
     """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
     pod_security: PodSecurityLevel = "privileged"
     """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
+    network: TrainingNetwork | None = None
+    """RDMA for RCCL between the pods of a multi-node replica (`nodes` > 1), as for a training's; unset: RCCL falls
+    back to TCP sockets on the pod network."""
     termination_grace_period_seconds: int = Field(120, ge=30, le=MAX_DRAIN_SECONDS)
     """Seconds a stopping replica (scale-down, rolling update, drain) gets: its preStop hook waits until vLLM has no
     request running or waiting (at most this less 10 s), then vLLM gets SIGTERM (vLLM 0.11.2 cuts what is still in
@@ -972,7 +975,7 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
 
 def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
     managed: tuple[str, ...] = TRAINING_MANAGED_ENV if isinstance(workload, TrainingConfig) else INFERENCE_MANAGED_ENV
-    if isinstance(workload, TrainingConfig) and workload.kubernetes and workload.kubernetes.network:
+    if workload.kubernetes and workload.kubernetes.network:
         managed += NETWORK_MANAGED_ENV
     if isinstance(workload, TrainingConfig):
         managed += (TORCHRUN_SHUTDOWN_ENV,)
@@ -1063,22 +1066,7 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
     yield from _security_problems(cfg, k8s, at)
     yield from _training_drain_problems(cfg, k8s, at)
     yield from _queue_problems(cfg, k8s, at)
-    network = k8s.network
-    if network is not None:
-        if k8s.nodes == 1:
-            yield f"{at}.network", "a one-node training has no traffic between pods; remove it or raise nodes"
-        if network.host_network and network.networks is not None:
-            yield f"{at}.network.networks", "a hostNetwork pod has no secondary networks; set one of the two"
-        if k8s.pod_security != "privileged":
-            # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT;
-            # hostNetwork disallowed (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
-            yield (
-                f"{at}.podSecurity",
-                (
-                    f"'{k8s.pod_security}' forbids IPC_LOCK (RDMA memory registration) and "
-                    "hostNetwork, which `network` needs; run it in a privileged namespace"
-                ),
-            )
+    yield from _network_problems(k8s, at, "training")
     storage = k8s.effective_checkpoints(training.name, cfg.environment)
     if isinstance(storage, HostPathStorage):
         if cfg.environment == "prod":
@@ -1108,6 +1096,26 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
         )
 
 
+def _network_problems(k8s: TrainingKubernetes | InferenceKubernetes, at: str, what: str) -> Iterable[tuple[str, str]]:
+    network = k8s.network
+    if network is None:
+        return
+    if k8s.nodes == 1:
+        yield f"{at}.network", f"a one-node {what} has no traffic between pods; remove it or raise nodes"
+    if network.host_network and network.networks is not None:
+        yield f"{at}.network.networks", "a hostNetwork pod has no secondary networks; set one of the two"
+    if k8s.pod_security != "privileged":
+        # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT;
+        # hostNetwork disallowed (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
+        yield (
+            f"{at}.podSecurity",
+            (
+                f"'{k8s.pod_security}' forbids IPC_LOCK (RDMA memory registration) and "
+                "hostNetwork, which `network` needs; run it in a privileged namespace"
+            ),
+        )
+
+
 def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
     for index, arg in enumerate(inference.extra_args):
         flag = arg.split("=", 1)[0]
@@ -1123,6 +1131,7 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
     k_at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, k_at)
     yield from _security_problems(cfg, k8s, k_at)
+    yield from _network_problems(k8s, k_at, "vLLM replica")
     gpus, world = inference.pod_gpus(), inference.world_size
     if k8s.multi_node:
         yield from _multi_node_problems(inference, k_at)

@@ -462,3 +462,38 @@ def test_a_worker_stops_only_after_its_leader_stopped_answering(plan: Plan):
         assert worker.wait(timeout=10) == 0
     finally:
         worker.kill()
+
+
+def test_rdma_between_the_pods_of_a_group_as_for_a_training():
+    """`network` as on a multi-node training (docs/workloads.md, RDMA between training nodes): the RDMA resource,
+    IPC_LOCK, the Multus annotation and RCCL's variables on the leader and on every worker."""
+    network = {"rdma": {"resource": "rdma/hca_shared_devices_a"}, "networks": "rdma-net", "interface": "net1"}
+    plan = synthesize("prod", config_with({**BIG, "kubernetes": {**BIG["kubernetes"], "network": network}}))
+    template = lws_manifest(plan)["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        assert template[role]["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "rdma-net"}
+        vllm = containers(plan, role)["vllm"]
+        assert vllm["resources"]["limits"]["rdma/hca_shared_devices_a"] == "1"
+        assert "IPC_LOCK" in vllm["securityContext"]["capabilities"]["add"]
+        env = {e["name"]: e.get("value") for e in vllm["env"]}
+        assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "net1"
+    assert validate_object(lws_manifest(plan), CRDS) is None
+
+
+@pytest.mark.parametrize(
+    "change, key, words",
+    [
+        (
+            {"pipelineParallelSize": 1, "kubernetes": {**BIG["kubernetes"], "nodes": 1}},
+            "inference[1].kubernetes.network",
+            "a one-node vLLM replica has no traffic between pods",
+        ),
+        ({"rocmEnv": {"NCCL_SOCKET_IFNAME": "eth0"}}, "inference[1].rocmEnv.NCCL_SOCKET_IFNAME", "is set by"),
+    ],
+)
+def test_network_refusals_name_the_key(change, key, words):
+    network = {"rdma": {"resource": "rdma/hca_shared_devices_a"}, "interface": "net1"}
+    big = {**BIG, **change}
+    big["kubernetes"] = {**big["kubernetes"], "network": network}
+    message = refused(lambda: synthesize("prod", config_with(big)))
+    assert key in message and words in message

@@ -41,6 +41,7 @@ from .pods import (
     pod_resources,
     secret_env_var,
     program_config_map,
+    rccl_pod,
     security_context,
     shm_volume,
     storage_volume,
@@ -190,7 +191,9 @@ class VllmServer(pulumi.ComponentResource):
         def metadata(object_name: str) -> meta_v1.ObjectMetaArgs:
             return meta_v1.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)
 
-        server_env = inference.server_env(gpus)
+        # RDMA between a group's pods (`network`: multi-node only): the resource, IPC_LOCK, RCCL's variables.
+        rccl = rccl_pod(k8s.network)
+        server_env = inference.server_env(gpus) | (rccl.env or {})
         self.env_secret = (
             env_secret(f"{name}-env", server_env, args.namespace, labels, child) if args.secret_env else None
         )
@@ -272,7 +275,9 @@ class VllmServer(pulumi.ComponentResource):
             failure_threshold=3,
         )
 
-        resources = pod_resources(k8s.gpu_resource, gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size))
+        resources = pod_resources(
+            k8s.gpu_resource, gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size), rccl.resources
+        )
         self.program = None
         init_containers, program_volumes = [], []
         if args.gpu_check is not None:
@@ -296,7 +301,7 @@ class VllmServer(pulumi.ComponentResource):
             env=env,
             ports=None if proxied else [core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
             resources=resources,
-            security_context=security_context(k8s.pod_security),
+            security_context=security_context(k8s.pod_security, ipc_lock=rccl.ipc_lock),
             # Liveness and readiness only start once the model is loaded and /health answered.
             startup_probe=health(
                 PROBE_PERIOD_SECONDS, math.ceil(inference.startup_timeout_seconds / PROBE_PERIOD_SECONDS)
@@ -348,7 +353,7 @@ class VllmServer(pulumi.ComponentResource):
             spread: list[core_v1.TopologySpreadConstraintArgs] | None = None,
         ) -> core_v1.PodTemplateSpecArgs:
             return core_v1.PodTemplateSpecArgs(
-                metadata=meta_v1.ObjectMetaArgs(labels=labels),
+                metadata=meta_v1.ObjectMetaArgs(labels=labels, annotations=rccl.annotations),
                 spec=core_v1.PodSpecArgs(
                     # vLLM reads VLLM_* variables; Kubernetes' service links would inject some
                     # (VLLM_PORT for a Service named vllm, per vLLM's environment-variable docs).
@@ -356,6 +361,8 @@ class VllmServer(pulumi.ComponentResource):
                     termination_grace_period_seconds=k8s.termination_grace_period_seconds,
                     security_context=POD_SECURITY,
                     automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
+                    host_network=rccl.host_network,
+                    dns_policy=rccl.dns_policy,
                     priority_class_name=args.priority_class,
                     node_selector=k8s.node_selector or None,
                     tolerations=tolerations_of(k8s.tolerations),
@@ -375,7 +382,7 @@ class VllmServer(pulumi.ComponentResource):
                 command=multinode.worker_command(serve, k8s.nodes),
                 env=env,
                 resources=resources,
-                security_context=security_context(k8s.pod_security),
+                security_context=security_context(k8s.pod_security, ipc_lock=rccl.ipc_lock),
                 # Its ranks serve the leader's requests: it stops only once the leader has drained and exited.
                 lifecycle=multinode.worker_drain_hook(port),
                 volume_mounts=model_volumes,

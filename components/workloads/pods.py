@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_kubernetes.core import v1 as core_v1
@@ -10,9 +11,11 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.networking import v1 as networking_v1
 
 from components.docker.programs import program_digest
-from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration
+from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration, TrainingNetwork
 
 MIB = 1024 * 1024
+# Multus attaches the secondary networks named in this pod annotation.
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 # Where a pod finds programs/*.py (the image contract of programs/: their parent directory is on sys.path).
 PROGRAM_DIR = "/opt/rocm-stack/programs"
 
@@ -220,4 +223,31 @@ def namespace_peer(namespace: str) -> networking_v1.NetworkPolicyPeerArgs:
     """Every pod of a namespace, by the label the API server sets on each (kubernetes.io/metadata.name, since 1.22)."""
     return networking_v1.NetworkPolicyPeerArgs(
         namespace_selector=meta_v1.LabelSelectorArgs(match_labels={"kubernetes.io/metadata.name": namespace})
+    )
+
+
+@dataclass(frozen=True)
+class RcclPod:
+    """What `network` (RDMA for RCCL between the pods of a multi-node training or vLLM replica) adds to each pod: the
+    RDMA resource, IPC_LOCK (security_context), the Multus annotation or the node's network (a hostNetwork pod still
+    resolves pod names through cluster DNS with ClusterFirstWithHostNet), and RCCL's variables."""
+
+    resources: dict[str, int] | None = None
+    ipc_lock: bool = False
+    annotations: dict[str, str] | None = None
+    host_network: bool | None = None
+    dns_policy: str | None = None
+    env: dict[str, str] | None = None
+
+
+def rccl_pod(network: TrainingNetwork | None) -> RcclPod:
+    if network is None:
+        return RcclPod()
+    return RcclPod(
+        resources={network.rdma.resource: network.rdma.count},
+        ipc_lock=True,
+        annotations={MULTUS_NETWORKS_ANNOTATION: network.networks} if network.networks is not None else None,
+        host_network=network.host_network or None,
+        dns_policy="ClusterFirstWithHostNet" if network.host_network else None,
+        env=network.env(),
     )

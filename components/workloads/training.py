@@ -39,6 +39,7 @@ from .pods import (
     pod_resources,
     program_config_map,
     program_digest,
+    rccl_pod,
     security_context,
     shm_volume,
     storage_volume,
@@ -83,8 +84,6 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # waitFor: pulumi-kubernetes 4.18.0 CHANGELOG ("the resource will be considered ready when any value exists at
 # the given path"). The SDK pins provider plugin 4.34.2.
 AWAIT_CREATION = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
-# Multus attaches the secondary networks named in this pod annotation.
-MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
 
 def program_files(source: Path = PROGRAM_SOURCE) -> dict[str, str]:
@@ -288,8 +287,7 @@ class TrainingJob(pulumi.ComponentResource):
 
         # torchrun waits this long for its workers to checkpoint after forwarding SIGTERM (schema/workloads.py).
         env_map = training.program_env(CHECKPOINT_MOUNT) | {TORCHRUN_SHUTDOWN_ENV: str(k8s.torchrun_shutdown_seconds)}
-        if k8s.network is not None:
-            env_map |= k8s.network.env()
+        env_map |= rccl_pod(k8s.network).env or {}
         if training.elastic is not None:
             env_map |= ELASTIC_ENV
         self.env_secret = env_secret(f"{name}-env", env_map, args.namespace, labels, child) if args.secret_env else None
@@ -541,15 +539,10 @@ class TrainingJob(pulumi.ComponentResource):
         gpu_check: GpuCheckArgs | None,
         priority_class: str | None,
     ) -> core_v1.PodTemplateSpecArgs:
-        network = k8s.network
+        rccl = rccl_pod(k8s.network)
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
         resources = pod_resources(
-            k8s.gpu_resource,
-            k8s.gpus_per_node,
-            k8s.cpu,
-            int(k8s.memory),
-            int(training.shm_size),
-            {network.rdma.resource: network.rdma.count} if network is not None else None,
+            k8s.gpu_resource, k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(training.shm_size), rccl.resources
         )
         elastic = training.elastic
         static = k8s.uses_job_set and elastic is None
@@ -568,7 +561,7 @@ class TrainingJob(pulumi.ComponentResource):
             env=[*env, node_rank_env()] if static else env,
             ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)] if static else None,
             resources=resources,
-            security_context=security_context(k8s.pod_security, ipc_lock=network is not None),
+            security_context=security_context(k8s.pod_security, ipc_lock=rccl.ipc_lock),
             volume_mounts=[
                 program_mount,
                 core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
@@ -590,10 +583,7 @@ class TrainingJob(pulumi.ComponentResource):
             security_context=security_context("baseline"),
             volume_mounts=[program_mount],
         )
-        annotations = {"rocm-stack/program-sha256": program_digest(files)}
-        if network is not None and network.networks is not None:
-            annotations[MULTUS_NETWORKS_ANNOTATION] = network.networks
-        host_network = network is not None and network.host_network
+        annotations = {"rocm-stack/program-sha256": program_digest(files), **(rccl.annotations or {})}
         return core_v1.PodTemplateSpecArgs(
             # A new program version replaces the job; the run resumes from its checkpoints.
             metadata=meta_v1.ObjectMetaArgs(labels=labels, annotations=annotations),
@@ -605,9 +595,8 @@ class TrainingJob(pulumi.ComponentResource):
                 enable_service_links=False,
                 security_context=POD_SECURITY,
                 automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
-                host_network=host_network or None,
-                # A hostNetwork pod still resolves the JobSet's pod names through cluster DNS.
-                dns_policy="ClusterFirstWithHostNet" if host_network else None,
+                host_network=rccl.host_network,
+                dns_policy=rccl.dns_policy,
                 node_selector=k8s.node_selector or None,
                 tolerations=tolerations_of(k8s.tolerations),
                 # The settings first: a bad TRAIN_* value fails the run before any GPU work.
