@@ -124,14 +124,17 @@ LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
 LWS_CHART_VERSION = "0.10.0"
 LWS_IMAGE_REPOSITORY = "registry.k8s.io/lws/lws"
 # Since chart 0.8.0 its CRDs are in crds/, which Helm never upgrades (charts/lws/README.md "Upgrading the chart" @
-# v0.10.0: "Apply the CRDs explicitly before upgrading"): the stack declares all three itself. The manager always
-# runs the DisaggregatedSet controller too (cmd/main.go L207-214 @ v0.10.0), which needs its CRDs.
+# v0.10.0: "Apply the CRDs explicitly before upgrading"): the stack declares every one itself. The manager always
+# runs the DisaggregatedSet controller too (cmd/main.go L207-214 @ v0.10.0), which needs its CRDs. The files of
+# charts/lws/crds/ at each tag the stack knows: 0.9.0 added DisaggregatedSet, 0.10.0 its role scaler.
 LWS_CRD = "leaderworkersets.leaderworkerset.x-k8s.io"
-LWS_CRD_FILES = (
-    "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-    "disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
-    "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
-)
+_LWS, _DS = "leaderworkerset.x-k8s.io_leaderworkersets.yaml", "disaggregatedset.x-k8s.io_disaggregatedsets.yaml"
+LWS_CRD_FILES_BY_VERSION = {
+    "0.8.0": (_LWS,),
+    "0.9.0": (_LWS, _DS),
+    "0.10.0": (_LWS, _DS, "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml"),
+}
+LWS_CRD_FILES = LWS_CRD_FILES_BY_VERSION[LWS_CHART_VERSION]
 LWS_CRD_URL = "https://raw.githubusercontent.com/kubernetes-sigs/lws/v{version}/charts/lws/crds/{file}"
 # The release's namespace (created by Helm when missing): fixed, the CRD file names the webhook Service there
 # (charts/lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml `namespace: lws-system` @ v0.10.0).
@@ -475,12 +478,26 @@ class LeaderWorkerSetConfig(ConfigModel):
     install: bool = True
     """False: the cluster already runs LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)."""
     chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.10.0")] = LWS_CHART_VERSION
-    """Version of the chart oci://registry.k8s.io/lws/charts/lws (its image is pinned to the same)."""
+    """Version of the chart oci://registry.k8s.io/lws/charts/lws (its image is pinned to the same): one whose CRD
+    files the stack knows (0.8.0, 0.9.0, 0.10.0)."""
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
+
+    @field_validator("chart_version")
+    @classmethod
+    def _known_crds(cls, version: str) -> str:
+        if version not in LWS_CRD_FILES_BY_VERSION:
+            known = ", ".join(LWS_CRD_FILES_BY_VERSION)
+            raise ValueError(
+                f"the stack applies the CRDs of the LeaderWorkerSet charts it knows ({known}): another version's "
+                "crds/ may differ (0.9.0 and 0.10.0 each added one); use one of those, or list its files in "
+                "schema/kubernetes.py LWS_CRD_FILES_BY_VERSION"
+            )
+        return version
 
     def crd_urls(self) -> dict[str, str]:
         """CRD file name -> its URL in this chart version (LWS_CRD_URL)."""
-        return {file: LWS_CRD_URL.format(version=self.chart_version, file=file) for file in LWS_CRD_FILES}
+        files = LWS_CRD_FILES_BY_VERSION[self.chart_version]
+        return {file: LWS_CRD_URL.format(version=self.chart_version, file=file) for file in files}
 
     def chart_values(self) -> dict[str, object]:
         return {

@@ -23,7 +23,14 @@ import yaml
 
 from components.workloads import multinode
 from components.workloads.inference import PATCH_FORCE_ANNOTATION, REPLICAS_PATH
-from schema.kubernetes import LWS_CHART_VERSION, LWS_CRD, LWS_CRD_FILES, LWS_CRD_URL, LWS_NAMESPACE
+from schema.kubernetes import (
+    LWS_CHART_VERSION,
+    LWS_CRD,
+    LWS_CRD_FILES,
+    LWS_CRD_FILES_BY_VERSION,
+    LWS_CRD_URL,
+    LWS_NAMESPACE,
+)
 from tools.impact import Impact, predict
 from tools.impact_rules import K8S_FORCE_NEW, Action
 from tools.synth import Plan, manifest_of, synthesize
@@ -60,10 +67,10 @@ BIG = {
 }
 
 
-def subprocess_tree(folder: str) -> list[str]:
-    """File names under `folder` at the tag (git ls-tree of the mirror)."""
-    LWS.read("Makefile")  # skips where the mirror lacks the tag
-    git = ["git", f"--git-dir={MIRRORS / 'kubernetes-sigs+lws' / 'repo'}", "ls-tree", "--name-only", LWS.commit, folder]
+def tree_at(commit: str, folder: str) -> list[str]:
+    """File names under `folder` at `commit` of the lws mirror (git ls-tree)."""
+    Upstream("kubernetes-sigs/lws", commit).read("Makefile")  # skips where the mirror lacks the commit
+    git = ["git", f"--git-dir={MIRRORS / 'kubernetes-sigs+lws' / 'repo'}", "ls-tree", "--name-only", commit, folder]
     return [Path(line).name for line in subprocess.run(git, capture_output=True, check=True, text=True).stdout.split()]
 
 
@@ -116,7 +123,7 @@ def test_helm_would_never_upgrade_the_crds_and_the_manager_needs_all_three():
     readme = LWS.read("charts/lws/README.md").decode()
     assert "Helm installs the\nfiles in that directory only during the initial `helm install`" in readme
     # The chart's crds/ holds exactly the three files the stack applies.
-    listed = subprocess_tree("charts/lws/crds/")
+    listed = tree_at(LWS.commit, "charts/lws/crds/")
     assert sorted(listed) == sorted(LWS_CRD_FILES)
     main = lines("cmd/main.go", 207, 214)
     assert "DisaggregatedSetReconciler" in main and "os.Exit(1)" in main
@@ -497,3 +504,33 @@ def test_network_refusals_name_the_key(change, key, words):
     big["kubernetes"] = {**big["kubernetes"], "network": network}
     message = refused(lambda: synthesize("prod", config_with(big)))
     assert key in message and words in message
+
+
+def test_the_crd_files_of_every_known_chart_version_are_its_crds_folder():
+    for version, files in LWS_CRD_FILES_BY_VERSION.items():
+        tag = subprocess.run(
+            ["git", f"--git-dir={MIRRORS / 'kubernetes-sigs+lws' / 'repo'}", "rev-parse", f"v{version}^{{commit}}"],
+            capture_output=True,
+            text=True,
+        )
+        if tag.returncode:
+            pytest.skip(f"needs kubernetes-sigs/lws v{version} in {MIRRORS}")
+        assert sorted(tree_at(tag.stdout.strip(), "charts/lws/crds/")) == sorted(files)
+    message = refused(lambda: synthesize("prod", config_with(chartVersion="0.7.0")))
+    assert "kubernetes.leaderWorkerSet.chartVersion" in message and "0.8.0, 0.9.0, 0.10.0" in message
+
+
+def test_scenario_chart_bump_updates_the_release_and_crds_in_place_and_adds_the_new_one(plan: Plan):
+    """0.9.0 -> 0.10.0: the two CRDs of both versions keep their URN (same ConfigFile, same object names) and are
+    patched in place; 0.10.0's new one is created; the release is upgraded; no LeaderWorkerSet or pod is touched."""
+    impacts = report(synthesize("prod", config_with(chartVersion="0.9.0")), plan)
+    assert {key: i.action for key, i in impacts.items()} == {
+        (RELEASE, "lws"): Action.UPDATE,
+        (CONFIG_FILE, "lws-crds-leaderworkersets"): Action.UPDATE,
+        (CONFIG_FILE, "lws-crds-disaggregatedsets"): Action.UPDATE,
+        (CONFIG_FILE, "lws-crds-disaggregatedsetrolescalers"): Action.CREATE,
+    }
+    assert impacts[(RELEASE, "lws")].updated == [
+        ("values.image.manager.tag", "k8s.update"),
+        ("version", "k8s.update"),
+    ]
