@@ -495,12 +495,10 @@ class MonitoringHost(pulumi.ComponentResource):
 
         The password is an environment variable, not an upload: a secret upload would make the container's whole
         `uploads` secret, and a dashboard change would no longer show in `pulumi preview` (the environment, three
-        fixed variables, is hidden instead). Grafana sets `admin_password` only when it creates its database
-        (grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#admin_password: "Set once on first-run"),
-        so a rotated secret would never reach a kept volume: every start first resets it with `grafana cli admin
-        reset-admin-password --password-from-stdin` (Grafana server CLI docs, "Reset admin password"), fed by the
-        shell's printf builtin (no command line holds it). On the very first start there is no database yet: the
-        reset fails, says so, and the server creates the admin with GF_SECURITY_ADMIN_PASSWORD."""
+        fixed variables, is hidden instead). Grafana uses `admin_password` only when it creates the admin user, on a
+        database without users (pkg/services/sqlstore/sqlstore.go ensureMainOrgAndAdminUser: `if stats.Count > 0
+        { return nil }`; conf/defaults.ini: "can be changed before first start of grafana"), so a rotated secret
+        would never reach a kept volume: GRAFANA_START resets it with the CLI on every start that finds a database."""
         uploads = [
             _upload(GRAFANA_DATASOURCES, _yaml(grafana_datasources())),
             _upload(GRAFANA_DASHBOARD_PROVIDERS, _yaml(grafana_dashboard_providers())),
@@ -521,10 +519,16 @@ class MonitoringHost(pulumi.ComponentResource):
         }
 
 
-# The grafana/grafana image's entrypoint is /run.sh (its Dockerfile `ENTRYPOINT [ "/run.sh" ]`).
+# The grafana/grafana image's entrypoint is /run.sh (its Dockerfile `ENTRYPOINT [ "/run.sh" ]`), which it sets
+# GF_PATHS_DATA=/var/lib/grafana and GF_PATHS_HOME=/usr/share/grafana for; the SQLite database is
+# `<paths.data>/grafana.db` (conf/defaults.ini [database] `path = grafana.db`, "relative to data_path"). With a
+# database, `grafana cli admin reset-admin-password --password-from-stdin` sets the admin's (user id 1) password to
+# the first line of its stdin (pkg/cmd/grafana-cli/commands/reset_password_command.go), fed by the shell's printf
+# builtin (no command line holds it); a failure (a password Grafana finds too short) stops the start, loudly, rather
+# than leave the old password valid. Without one (the first start) the server creates the admin with
+# GF_SECURITY_ADMIN_PASSWORD.
 GRAFANA_START = (
-    'printf %s "$GF_SECURITY_ADMIN_PASSWORD" | grafana cli --homepath /usr/share/grafana admin reset-admin-password '
-    "--password-from-stdin >/dev/null 2>&1 "
-    "|| echo 'rocm-stack: admin password not reset (no Grafana database yet: it is set when the database is "
-    "created)' >&2; exec /run.sh"
+    'if [ -e "$GF_PATHS_DATA/grafana.db" ]; then printf %s "$GF_SECURITY_ADMIN_PASSWORD" | grafana cli --homepath '
+    '"$GF_PATHS_HOME" admin reset-admin-password --password-from-stdin || { echo "rocm-stack: the Grafana admin '
+    'password was not reset to grafanaAdminPassword" >&2; exit 1; }; fi; exec /run.sh'
 )

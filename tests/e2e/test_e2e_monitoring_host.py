@@ -14,7 +14,9 @@ container path, with its filesystem's size, and nothing of the container's own f
 every capability dropped. Prometheus loads the uploaded configuration and the stack's rule file, keeps its data in the
 named volume, takes the retention flags, and has the generated scrape targets with their labels. With a vLLM API key,
 the scrape token reaches Prometheus through its own volume, written by the one-shot token container's upload, and a
-rotated key reaches the running Prometheus (same process) at its next scrape.
+rotated key reaches the running Prometheus (same process) at its next scrape. Grafana's start (the plan's
+entrypoint, against stand-ins of the image's /run.sh and `grafana` CLI) resets the stored admin password whenever its
+volume holds a database.
 """
 
 from __future__ import annotations
@@ -286,3 +288,96 @@ def test_the_scrape_token_reaches_prometheus_through_its_volume_and_a_rotation_n
     finally:
         docker.run("rm", "--force", server["name"], writer["name"], check=False)
         docker.run("volume", "rm", *volumes, check=False)
+
+
+GRAFANA_IMAGE = "rocm-stack-e2e/grafana:standin"
+# Stand-ins for the grafana/grafana image's parts GRAFANA_START uses: its entrypoint /run.sh (here: creates the
+# database with the admin password it is given, as Grafana's first start does, counts its starts, and serves
+# nothing) and the `grafana` CLI (records its arguments and stdin; fails when told to, as on a too-short password).
+GRAFANA_RUN = """#!/bin/sh
+[ -e "$GF_PATHS_DATA/grafana.db" ] || printf %s "$GF_SECURITY_ADMIN_PASSWORD" > "$GF_PATHS_DATA/grafana.db"
+echo started >> "$GF_PATHS_DATA/starts"
+exec python3 -c 'import time; time.sleep(3600)'
+"""
+GRAFANA_CLI = """#!/bin/sh
+echo "$@" > "$GF_PATHS_DATA/cli-args"
+python3 -c 'import sys; sys.stdout.write(sys.stdin.read())' > "$GF_PATHS_DATA/cli-stdin"
+[ ! -e "$GF_PATHS_DATA/cli-fails" ]
+"""
+
+
+def test_grafana_resets_the_stored_admin_password_on_every_start_with_a_database(docker: Docker, prod: Plan):
+    """The plan's Grafana entrypoint (GRAFANA_START) in a container on the real daemon, on its named volume: the
+    first start leaves the admin password to the server; a start after a rotation (a new container, the volume
+    kept) feeds the new password to the CLI's stdin, exactly; a failed reset stops the start."""
+    buffer, out = io.BytesIO(standin_rootfs()), io.BytesIO()
+    with tarfile.open(fileobj=buffer) as source, tarfile.open(fileobj=out, mode="w") as tar:
+        for member in source.getmembers():
+            tar.addfile(member, source.extractfile(member) if member.isfile() else None)
+        _add_entry(tar, "/var/lib/grafana", tarfile.DIRTYPE, 0o777)
+        _add_bytes(tar, "/run.sh", GRAFANA_RUN.encode(), 0o755)
+        _add_bytes(tar, "/usr/local/bin/grafana", GRAFANA_CLI.encode(), 0o755)
+    paths = ["GF_PATHS_DATA=/var/lib/grafana", "GF_PATHS_HOME=/usr/share/grafana"]
+    changes = [arg for env in ["PATH=/usr/local/bin:/usr/bin:/bin", *paths] for arg in ("--change", f"ENV {env}")]
+    image = docker.out("import", *changes, "-", input=out.getvalue(), timeout=300).strip()
+    docker.run("tag", image, GRAFANA_IMAGE)
+
+    inputs = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-grafana")["inputs"]))
+    assert inputs["envs"] == SECRET and inputs["entrypoints"] == ["/bin/sh", "-c", docker_host.GRAFANA_START]
+    assert inputs.pop("networkMode") == "host"
+    inputs.pop("uploads")  # provisioning files: tests/test_monitoring_host.py
+    inputs["image"] = GRAFANA_IMAGE
+    name, volume = inputs["name"], inputs["volumes"][0]["volumeName"]
+
+    def start(password: str, starts: int) -> dict[str, Any]:
+        """A new container (envs are ForceNew: a rotation replaces it) on the kept volume; its state once the server
+        has started `starts` times in all, or once it has exited."""
+        docker.run("rm", "--force", name, check=False)
+        inputs["envs"] = ["GF_SERVER_HTTP_PORT=3000", f"GF_SECURITY_ADMIN_PASSWORD={password}"]
+        docker.run(*docker_create_args(inputs, {})[1:])
+        docker.run("start", name)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = docker.inspect(name)["State"]
+            # An exit under `restart: unless-stopped` shows as Restarting (Running stays true).
+            if state["Restarting"] or not state["Running"] or (read("starts") or "").count("started") == starts:
+                return dict(state)
+            time.sleep(0.5)
+        raise AssertionError(f"{name}: neither started nor exited: {docker.out('logs', name, check=False)}")
+
+    def read(path: str) -> str | None:
+        script = f"import os; p = '/v/{path}'; print(open(p).read() if os.path.exists(p) else '<absent>', end='')"
+        text = docker.out("run", "--rm", "-v", f"{volume}:/v", "--entrypoint", "python3", GRAFANA_IMAGE, "-c", script)
+        return None if text == "<absent>" else text
+
+    try:
+        docker.run("volume", "create", volume)
+        # First start: no database, no reset; the server creates the admin with the environment's password.
+        assert not start("first-password", 1)["Restarting"]
+        assert (read("cli-args"), read("grafana.db"), read("starts")) == (None, "first-password", "started\n")
+        # The password rotated: the new container resets the stored one through the CLI, then the server starts.
+        assert not start("rotated-password", 2)["Restarting"]
+        assert (
+            read("cli-args") == "cli --homepath /usr/share/grafana admin reset-admin-password --password-from-stdin\n"
+        )
+        assert read("cli-stdin") == "rotated-password"  # one line, no newline: what the CLI's scanner reads
+        assert read("starts") == "started\n" * 2
+        # A reset that fails stops the start: the old password never stays valid silently.
+        docker.run(
+            "run",
+            "--rm",
+            "-v",
+            f"{volume}:/v",
+            "--entrypoint",
+            "python3",
+            GRAFANA_IMAGE,
+            "-c",
+            "open('/v/cli-fails', 'w')",
+        )
+        state = start("x", 3)
+        assert state["Restarting"] and state["ExitCode"] == 1, state
+        assert "was not reset to grafanaAdminPassword" in docker.run("logs", name).stderr.decode()
+        assert read("starts") == "started\n" * 2
+    finally:
+        docker.run("rm", "--force", name, check=False)
+        docker.run("volume", "rm", volume, check=False)
