@@ -69,6 +69,7 @@ RULES_FILE = ROOT / "monitoring" / "rules" / "gpu-alerts.rules.yml"
 NODE_EXPORTER_JOB = "node-exporter"
 CADVISOR_JOB = "cadvisor"
 VLLM_JOB = "vllm"
+VLLM_ROUTER_JOB = "vllm-router"
 # Declared state, recorded from the stack config (declared_rules): value = GPUs the host should report, and one
 # series per partition container (labels host, name, workload) whose value is its start grace in seconds.
 DECLARED_GPUS = "rocm_stack_host_gpus_declared"

@@ -115,6 +115,17 @@ def image_pin_problem(ref: str) -> str | None:
     return f"'{ref}' is not pinned: it {reason}; use an explicit version tag or an @sha256 digest" if reason else None
 
 
+def _always_pinned(value: str) -> str:
+    problem = image_pin_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# An image reference pinned in every environment (a version tag or a digest, image_pin_problem).
+PinnedImage = Annotated[str, AfterValidator(_always_pinned)]
+
+
 # An image for every GPU family, or one per LLVM target: AMD publishes separate vLLM images for gfx942 (MI300X/MI325X)
 # and gfx950 (MI350X/MI355X), e.g. rocm/vllm:rocm7.12.0_gfx94X-dcgpu_... and rocm/vllm:rocm7.12.0_gfx950-dcgpu_...
 # (rocm.docs.amd.com/en/7.12.0-preview/rocm-for-ai/vllm.html, "Pull the ROCm vLLM Docker image" per device).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from domain.gpus import MODELS, ModelName
@@ -17,7 +17,7 @@ from domain.gpus import MODELS, ModelName
 from .base import ConfigModel, matching
 from .bounds import MAX_FLOOR, MAX_ITEMS, MAX_WAIT_SECONDS
 from .types import DNS_LABEL, Duration, Labels, Port, RetentionSize, UnitDuration, duration_seconds
-from .docker import image_pin_problem
+from .docker import PinnedImage
 
 Celsius = Annotated[float, Field(ge=30, le=125)]
 Watts = Annotated[float, Field(gt=0, le=3000)]
@@ -232,7 +232,8 @@ class MonitoringConfig(ConfigModel):
     # `thresholds` tunes them all, `modelThresholds.<model>` one model's board figures.
     thresholds: ThresholdOverrides = ThresholdOverrides()
     model_thresholds: Annotated[dict[ModelName, ModelThresholdOverrides], Field(max_length=MAX_ITEMS)] = {}
-    exporter_image: str = DEFAULT_EXPORTER_IMAGE
+    # Always pinned, in every environment: the metric set (and so the alerts) changes between exporter releases.
+    exporter_image: PinnedImage = DEFAULT_EXPORTER_IMAGE
     # Upstream's ServerPort default; on Docker hosts this is the published host port.
     exporter_port: Port = 5000
     scrape_interval: UnitDuration = "30s"
@@ -249,15 +250,6 @@ class MonitoringConfig(ConfigModel):
     receivers: Annotated[list[Receiver], Field(max_length=MAX_ITEMS)] = []
     """Where the monitoring host's Alertmanager sends alerts: every receiver gets every alert of its
     `severities`. None: alerts go nowhere (only Alertmanager's own page lists them); the outputs say so."""
-
-    @field_validator("exporter_image")
-    @classmethod
-    def _pinned(cls, value: str) -> str:
-        # Always pinned, in every environment: the metric set (and so the alerts) changes between exporter releases.
-        problem = image_pin_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -69,6 +69,7 @@ from .docker import (
     HostConfig,
     ImageRef,
     IpAddress,
+    PinnedImage,
     host_gfx,
     image_for,
     no_image_problem,
@@ -515,6 +516,42 @@ class TrainingConfig(ConfigModel):
         return {**env, **merged_env(TRAINING_RCCL_ENV, self.rccl_env), **self.env}
 
 
+# The vLLM production-stack router (github.com/vllm-project/production-stack, chart vllm-stack 0.1.12, tag
+# vllm-stack-0.1.12 = 66b60661): the image its chart runs (helm/values.yaml routerSpec.repository
+# "lmcache/lmstack-router", tagged v<chart version> by .github/workflows/helm-release.yml). That tag is rewritten on
+# every chart change of main, so the digest decides: the one owariband/vtc-infer records for
+# lmcache/lmstack-router:v0.1.12 (docs/upstream.md @ 78a05858, "Router manifest digest"), not read from the
+# registry here (no network); refresh with `docker buildx imagetools inspect lmcache/lmstack-router:v0.1.12`.
+ROUTER_IMAGE = "lmcache/lmstack-router:v0.1.12@sha256:d8cfaf022f0179ba3f9d2bbcb95c602bd639b700f7a6ac409626758d1a366483"
+# The router's `--routing-logic` choices this stack offers (src/vllm_router/parsers/parser.py @ vllm-stack-0.1.12;
+# kvaware needs an LMCache controller and the disaggregated ones prefill/decode pools, which the stack does not run).
+RoutingLogic = Literal["session", "prefixaware", "roundrobin"]
+# An HTTP header name (RFC 9110 token), lower-case: Starlette looks headers up case-insensitively.
+HeaderName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+
+
+class InferenceRouter(ConfigModel):
+    """The router in front of the replicas: the workload's one entry point (docs/workloads.md "Router")."""
+
+    routing_logic: RoutingLogic = "session"
+    """session: a request carrying the `sessionKey` header goes to the replica its session hashes to (a multi-turn
+    chat finds its earlier turns in that replica's prefix cache), one without it to the least busy replica;
+    prefixaware: to the replica that served the longest matching prompt prefix; roundrobin: in turn."""
+    session_key: HeaderName = "x-session-id"
+    """The request header (or JSON body field) naming a session, for `routingLogic: session`."""
+    replicas: int | None = Field(None, ge=1, le=MAX_PODS, json_schema_extra=by_environment(dev=1, prod=2))
+    """Router pods (each discovers every replica itself; sessions hash alike on every router pod)."""
+    # Always pinned: the stack passes the router flags of one release (components/workloads/router.py).
+    image: PinnedImage = ROUTER_IMAGE
+    """The router image (production-stack's `lmcache/lmstack-router`), pinned in every environment."""
+
+    def effective_replicas(self, environment: str) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        replicas: int = environment_default(InferenceRouter, "replicas", environment)
+        return replicas
+
+
 class InferenceKubernetes(ConfigModel):
     namespace: NamespaceName = "default"
     """A built-in namespace or one declared in `kubernetes.namespaces`."""
@@ -544,13 +581,14 @@ class InferenceKubernetes(ConfigModel):
     )
     """The Hugging Face cache the replicas download into (`HF_HOME`)."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
-    """The API's Service."""
+    """The API's Service: the router's when `router` is set (the replicas' own Service is then ClusterIP)."""
     allow_load_balancer: bool = False
     """Prod's explicit opt-in to `serviceType: LoadBalancer`, which publishes the API outside the cluster."""
     clients: list[Labels] | None = Field(None, min_length=1, max_length=MAX_ITEMS)
-    """Label sets of the pods (in the server's namespace) allowed to reach the API, e.g. the proxy or router:
-    `[{app.kubernetes.io/name: router}]`. Unset: every pod of the namespace. The monitoring namespace always
-    reaches it (metrics); a NodePort or LoadBalancer Service is reachable from anywhere."""
+    """Label sets of the pods (in the server's namespace) allowed to reach the API (the router's with `router`),
+    e.g. `[{app.kubernetes.io/name: my-app}]`. Unset: every pod of the namespace. The monitoring namespace always
+    reaches it (metrics); a NodePort or LoadBalancer Service is reachable from anywhere. With `router` the
+    replicas are reachable from the router and the monitoring namespace only."""
     min_available: int | None = Field(
         None, ge=1, le=MAX_PODS, json_schema_extra=shown_default("prod: `replicas - 1` (no PDB when 0); dev: no PDB")
     )
@@ -571,6 +609,10 @@ class InferenceKubernetes(ConfigModel):
     autoscaling: InferenceAutoscaling | None = None
     """Replicas between minReplicas and maxReplicas by vLLM's queue (a KEDA ScaledObject; docs/workloads.md,
     Inference that scales); instead of `replicas`."""
+    router: InferenceRouter | None = None
+    """The vLLM production-stack router in front of the replicas (`{}` for its defaults), then the one entry point:
+    its Service `<name>-router` takes `serviceType`, it checks `vllmApiKey` and routes by `routingLogic`. Unset:
+    clients reach the replicas through the Service `<name>`."""
 
     @property
     def multi_node(self) -> bool:

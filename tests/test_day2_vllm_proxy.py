@@ -84,11 +84,14 @@ def test_first_up_replaces_each_docker_vllm_and_rolls_the_pods_once(prod_plan):
 def test_a_key_rotation_still_replaces_the_proxies_and_rolls_the_sidecars(prod_plan):
     """After the change the key is in each proxy's uploaded map file (ForceNew `uploads`: the proxy is replaced,
     nginx reads the new key at start) and in the pod's auto-named Secret, which the sidecar mounts: its new name
-    rolls the pods (tests/test_k8s_day2_secrets.py)."""
+    rolls the pods (tests/test_k8s_day2_secrets.py): the replicas' and the router's, whose sidecar and
+    VLLM_API_KEY read the same Secret."""
     report = report_of(prod_plan.to_json(), prod_plan.to_json())
     rotations = {s.name: s for s in report.secrets}
     for server in SERVERS:
         assert rotations[f"{server}-proxy"].paths == ["uploads"]
         assert rotations[f"{server}-proxy"].if_rotated is Action.DELETE_REPLACE
-    [roll] = rotations["llama-api-key"].then
-    assert any(".projected.sources[1].secret.name" in path for path, _ in roll.updated)
+    rolls = {roll.name: roll for roll in rotations["llama-api-key"].then}
+    assert set(rolls) == {"llama", "llama-router"}
+    for roll in rolls.values():
+        assert any(".projected.sources[1].secret.name" in path for path, _ in roll.updated)

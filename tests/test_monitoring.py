@@ -290,7 +290,10 @@ def test_prod_uses_the_clusters_prometheus_unless_told_otherwise() -> None:
 
 
 def test_operator_mode_leaves_the_exporter_to_the_device_config(dev_operator: Plan) -> None:
-    assert [m["name"] for m in dev_operator.of_type(SERVICE_MONITOR)] == ["monitoring-rocm-vllm"]
+    assert [m["name"] for m in dev_operator.of_type(SERVICE_MONITOR)] == [
+        "monitoring-rocm-vllm",
+        "monitoring-rocm-vllm-router",
+    ]
     assert not [d for d in dev_operator.of_type(DAEMON_SET) if "metrics-exporter" in d["name"]]
 
 

@@ -89,11 +89,12 @@ def test_each_owned_namespace_enforces_the_level_its_pods_need(prod):
 
 def test_every_workload_container_is_hardened(prod):
     pods = _pods(prod)
-    # llm-pretrain's workers, llm-finetune's rendezvous store and workers, the vLLM Deployment
-    assert len(pods) == 4
+    # llm-pretrain's workers, llm-finetune's rendezvous store and workers, the vLLM and the router Deployments
+    assert len(pods) == 5
     for where, spec in pods:
         assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
-        assert spec["automountServiceAccountToken"] is False
+        # The router alone watches pods, as an account of its own (tests/test_router.py).
+        assert spec["automountServiceAccountToken"] is (spec.get("serviceAccountName") == "llama-router")
         for container in (*spec.get("initContainers", []), *spec["containers"]):
             assert container["securityContext"]["allowPrivilegeEscalation"] is False, (where, container["name"])
 
@@ -110,14 +111,21 @@ def test_vllm_accepts_only_its_clients_and_monitoring(prod):
         for c in deployment["template"]["spec"]["containers"]
         if any(p.get("name") == "http" for p in c.get("ports", []))
     }  # the named port exists in the pod
-    assert rule["from"] == [
-        {"podSelector": {"matchLabels": {}}},
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
-    ]
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    # prod routes: the replicas take the router's pods and monitoring only, the router the clients.
+    router = _inputs(prod, DEPLOYMENT, "llama-router")["spec"]["template"]["metadata"]["labels"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": router}}, monitoring]
+    [rule] = _inputs(prod, NETWORK_POLICY, "llama-router-ingress")["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {}}}, monitoring]
     config = stack_file("prod")
-    config["rocm-stack:inference"][0]["kubernetes"]["clients"] = [{"app.kubernetes.io/name": "router"}]
+    config["rocm-stack:inference"][0]["kubernetes"]["clients"] = [{"app.kubernetes.io/name": "chat"}]
+    plan = synthesize("prod", config)
+    [rule] = _inputs(plan, NETWORK_POLICY, "llama-router-ingress")["spec"]["ingress"]
+    assert rule["from"][0] == {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "chat"}}}
+    # Without the router the clients reach the replicas themselves.
+    del config["rocm-stack:inference"][0]["kubernetes"]["router"]
     [rule] = _inputs(synthesize("prod", config), NETWORK_POLICY, "llama-ingress")["spec"]["ingress"]
-    assert rule["from"][0] == {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "router"}}}
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "chat"}}}, monitoring]
 
 
 def test_training_pods_accept_only_each_other(prod):

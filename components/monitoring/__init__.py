@@ -34,6 +34,7 @@ from domain.alerts import (
     MODEL_LABEL,
     NODE_EXPORTER_JOB,
     VLLM_JOB,
+    VLLM_ROUTER_JOB,
     GpuStackWorkloads,
     prometheus_rule_spec,
 )
@@ -66,6 +67,7 @@ MONITORING_NAMESPACE = "monitoring"
 DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
 PROMETHEUS_RULE = "rocm-gpu-alerts"
 VLLM_SERVICE_MONITOR = "rocm-vllm"
+ROUTER_SERVICE_MONITOR = "rocm-vllm-router"
 # The file the monitoring host's Prometheus reads the vLLM scrape token from (vllm_metrics_token): the proxy in
 # front of a keyed vLLM on Docker lets /metrics pass with it, and nothing else.
 VLLM_METRICS_TOKEN_FILE = "/etc/prometheus/secrets/vllm-metrics-token"
@@ -207,6 +209,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
     dashboard: pulumi.CustomResource | None
     service_monitor: pulumi.CustomResource | None
     vllm_monitor: pulumi.CustomResource
+    router_monitor: pulumi.CustomResource
 
     def __init__(self, name: str, args: KubernetesMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(self.TYPE, name, None, opts)
@@ -237,28 +240,38 @@ class KubernetesMonitoring(pulumi.ComponentResource):
         )
 
         # vLLM's Prometheus endpoint (/metrics, which the pods' key-checking proxy leaves open: proxy.POD_OPEN_PATHS)
-        # on every rocm-stack vLLM Service: the dashboard's vLLM row reads it.
+        # on every rocm-stack vLLM Service: the dashboard's vLLM row reads it. The routers' (router.py) under a job
+        # of their own: a router exports vllm:num_requests_waiting and vllm:num_requests_running per backend too
+        # (production-stack src/vllm_router/services/metrics_service/__init__.py L5-9 @ vllm-stack-0.1.12), which
+        # the vLLM alerts and queue-length queries must not count twice (they select job="vllm").
         from components.workloads.pods import app_labels
+        from components.workloads.router import ROUTER_APP
 
-        self.vllm_monitor = CustomResource(
-            f"{name}-{VLLM_SERVICE_MONITOR}",
-            api_version="monitoring.coreos.com/v1",
-            kind="ServiceMonitor",
-            metadata=meta_v1.ObjectMetaArgs(name=VLLM_SERVICE_MONITOR, namespace=args.namespace, labels=selectable),
-            spec={
-                "selector": {"matchLabels": app_labels("vllm")},
-                "namespaceSelector": {"any": True},
-                "endpoints": [
-                    {
-                        "port": "http",
-                        "path": "/metrics",
-                        "interval": cfg.scrape_interval,
-                        # The job the vLLM alert rules select, as on Docker hosts.
-                        "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": VLLM_JOB}],
-                    }
-                ],
-            },
-            opts=after_operator,
+        self.vllm_monitor, self.router_monitor = (
+            CustomResource(
+                f"{name}-{monitor}",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata=meta_v1.ObjectMetaArgs(name=monitor, namespace=args.namespace, labels=selectable),
+                spec={
+                    "selector": {"matchLabels": app_labels(app)},
+                    "namespaceSelector": {"any": True},
+                    "endpoints": [
+                        {
+                            "port": "http",
+                            "path": "/metrics",
+                            "interval": cfg.scrape_interval,
+                            # The job the alert rules select, as on Docker hosts.
+                            "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": job}],
+                        }
+                    ],
+                },
+                opts=after_operator,
+            )
+            for monitor, app, job in (
+                (VLLM_SERVICE_MONITOR, "vllm", VLLM_JOB),
+                (ROUTER_SERVICE_MONITOR, ROUTER_APP, VLLM_ROUTER_JOB),
+            )
         )
 
         self.dashboard = None

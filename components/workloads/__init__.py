@@ -48,7 +48,8 @@ class Workloads:
             },
             "inference": {
                 name: {
-                    "kubernetes": server.service.metadata.name if server else None,
+                    # The entry point: the router's Service where there is one.
+                    "kubernetes": server.entry.metadata.name if server else None,
                     # Auto-named: a rotated key is a new Secret; clients in the cluster read its current name here.
                     "apiKeySecret": server.api_key.metadata.name if server and server.api_key else None,
                     "docker": sorted(d.containers) if d else [],

@@ -17,7 +17,6 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.networking import v1 as networking_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
-from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
 from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
 from schema.workloads import InferenceConfig, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
@@ -30,17 +29,21 @@ from . import multinode, proxy
 from .autoscaling import AutoscalerArgs, drain_hook, proxy_drain_hook, scaled_object
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
+    API_KEY_KEY,
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
     POD_SECURITY,
+    api_ingress,
+    api_service,
     auto_named_secret,
     env_secret,
     env_vars,
     ingress_policy,
     labels_of,
-    namespace_peer,
     pod_resources,
     secret_env_var,
     program_config_map,
+    proxy_container,
+    proxy_pod_volumes,
     rccl_pod,
     security_context,
     shm_volume,
@@ -48,11 +51,11 @@ from .pods import (
     tolerations_of,
 )
 
+from .router import VllmRouter, VllmRouterArgs
+
 # The image runs as root; Hugging Face downloads land in HF_HOME, which the model cache volume backs.
 MODEL_CACHE_MOUNT = "/root/.cache/huggingface"
 TOKEN_KEY = "token"
-# The pod port the Service sends to (the NetworkPolicy opens this one).
-SERVICE_TARGET_PORT = "http"
 DOCKER_TOKEN_FILE = "/run/secrets/huggingface-token"
 DOCKER_API_KEY_FILE = "/run/secrets/vllm-api-key"
 HEALTH_PATH = "/health"
@@ -64,7 +67,6 @@ REPLICAS_PATH = "spec.replicas"
 # args.api_key:` ... `if not url_path.startswith("/v1"): return await call_next(request)` ... `"Bearer " + token`).
 MODELS_PATH = "/v1/models"
 PROBE_PERIOD_SECONDS = 10
-API_KEY_KEY = "api-key"
 # The readiness probe with an API key: an httpGet probe's headers are literal (the key would sit in the
 # Deployment spec), so the container's own VLLM_API_KEY is read by a small Python check instead.
 MODELS_CHECK = (
@@ -82,35 +84,11 @@ def serve_command(inference: InferenceConfig, gpus: int, host: str = "0.0.0.0") 
 
 # nginx's graceful shutdown (nginx.org/en/docs/control.html: "QUIT graceful shutdown"; TERM, INT: "fast shutdown").
 PROXY_STOP_SIGNAL = "SIGQUIT"
-PROXY_RESOURCES = {"cpu": "500m", "memory": "128Mi"}
 
 
 def pod_proxy_port(inference: InferenceConfig) -> int:
     """The proxy's port in a vLLM pod, beside vLLM's own."""
     return proxy.POD_PORT if inference.port != proxy.POD_PORT else proxy.POD_PORT + 1
-
-
-def _proxy_container(
-    name: str, port: int, vllm_port: int, volumes: Sequence[core_v1.VolumeMountArgs]
-) -> core_v1.ContainerArgs:
-    """The nginx sidecar: the pod's only listener on the pod network. Its master starts as root to read the key
-    file (0400) and drops its worker to nginx's user: CHOWN, SETUID and SETGID are all it keeps; it writes only its
-    runtime emptyDir."""
-    return core_v1.ContainerArgs(
-        name=name,
-        image=PROXY_IMAGE,
-        command=proxy.proxy_command(),
-        ports=[core_v1.ContainerPortArgs(name="http", container_port=port)],
-        # Requests = limits: the pod stays Guaranteed (its GPU container's QoS, pods.pod_resources).
-        resources=core_v1.ResourceRequirementsArgs(requests=PROXY_RESOURCES, limits=PROXY_RESOURCES),
-        security_context=core_v1.SecurityContextArgs(
-            allow_privilege_escalation=False,
-            read_only_root_filesystem=True,
-            capabilities=core_v1.CapabilitiesArgs(drop=["ALL"], add=["CHOWN", "SETUID", "SETGID"]),
-        ),
-        volume_mounts=list(volumes),
-        lifecycle=proxy_drain_hook(vllm_port),
-    )
 
 
 @dataclass(frozen=True)
@@ -174,6 +152,9 @@ class VllmServer(pulumi.ComponentResource):
     # The environment as a Secret when `inference` is a secret stack key (pods.env_secret).
     env_secret: core_v1.Secret | None
     disruption_budget: policy_v1.PodDisruptionBudget | None
+    # The router in front of the replicas (`kubernetes.router`), and the Service clients use: its or the replicas'.
+    router: VllmRouter | None
+    entry: core_v1.Service
     # programs/gpucheck.py for the pods' check (None without it).
     program: core_v1.ConfigMap | None
     # KEDA's ScaledObject when the replicas follow the queue (autoscaling.py).
@@ -226,29 +207,7 @@ class VllmServer(pulumi.ComponentResource):
             self.proxy_config = program_config_map(
                 f"{name}-proxy", {proxy.CONFIG_FILE: config}, args.namespace, labels, child
             )
-            proxy_volumes = [
-                core_v1.VolumeArgs(
-                    name="proxy-config",
-                    projected=core_v1.ProjectedVolumeSourceArgs(
-                        default_mode=0o400,
-                        sources=[
-                            core_v1.VolumeProjectionArgs(
-                                config_map=core_v1.ConfigMapProjectionArgs(
-                                    name=self.proxy_config.metadata.name,
-                                    items=[core_v1.KeyToPathArgs(key=proxy.CONFIG_FILE, path=proxy.CONFIG_FILE)],
-                                )
-                            ),
-                            core_v1.VolumeProjectionArgs(
-                                secret=core_v1.SecretProjectionArgs(
-                                    name=self.api_key.metadata.name,
-                                    items=[core_v1.KeyToPathArgs(key=proxy.API_KEY_MAP, path=proxy.API_KEY_MAP)],
-                                )
-                            ),
-                        ],
-                    ),
-                ),
-                core_v1.VolumeArgs(name="proxy-runtime", empty_dir=core_v1.EmptyDirVolumeSourceArgs(size_limit="1Gi")),
-            ]
+            proxy_volumes = proxy_pod_volumes(self.proxy_config, self.api_key)
 
         cache = k8s.effective_model_cache(args.environment)
         cache_volume, self.cache_claim = storage_volume(
@@ -313,11 +272,7 @@ class VllmServer(pulumi.ComponentResource):
         )
         containers = [server]
         if proxied:
-            mounts = [
-                core_v1.VolumeMountArgs(name="proxy-config", mount_path=proxy.CONFIG_DIR, read_only=True),
-                core_v1.VolumeMountArgs(name="proxy-runtime", mount_path=proxy.RUNTIME_DIR),
-            ]
-            containers.append(_proxy_container("proxy", port, inference.port, mounts))
+            containers.append(proxy_container(port, proxy_drain_hook(inference.port)))
         # `pulumi up` waits for the rollout (pulumi-kubernetes' Deployment awaiter: the new ReplicaSet's pods ready,
         # the Deployment Available; a LeaderWorkerSet's Available condition, multinode.WAIT_FOR), so a pod failing
         # its GPU check fails `pulumi up`, and the next `pulumi up` awaits it again (docs/operations.md): one pod's
@@ -445,34 +400,43 @@ class VllmServer(pulumi.ComponentResource):
             "kind": multinode.LWS_KIND if k8s.multi_node else "Deployment",
             "name": name,
         }
-        self.service = core_v1.Service(
+        # With a router, it is the entry point (router.py): the replicas' Service stays in the cluster (the
+        # ServiceMonitor scrapes through it) and only the router and the monitoring namespace reach the API port.
+        routed = k8s.router is not None
+        self.service = api_service(
             f"{name}-service",
-            metadata=meta_v1.ObjectMetaArgs(
-                name=name,
-                namespace=args.namespace,
-                labels=labels,
-                # The config's opt-in, where the pack sees it (prod refuses a LoadBalancer without it).
-                annotations={LOAD_BALANCER_OPT_IN: "true"} if k8s.allow_load_balancer else None,
-            ),
-            spec=core_v1.ServiceSpecArgs(
-                type=k8s.service_type,
-                selector=self.api_selector,
-                ports=[core_v1.ServicePortArgs(name="http", port=inference.port, target_port=SERVICE_TARGET_PORT)],
-            ),
-            opts=child,
+            metadata(name),
+            self.api_selector,
+            "ClusterIP" if routed else k8s.service_type,
+            k8s.allow_load_balancer and not routed,
+            inference.port,
+            child,
         )
-        # The API port (the Service's target) from the clients the config names, from the monitoring namespace
-        # (metrics on the same port) and, where the Service publishes it beyond the cluster, from anywhere.
-        api = [networking_v1.NetworkPolicyPortArgs(port=SERVICE_TARGET_PORT, protocol="TCP")]
-        clients = [
-            networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=client))
-            for client in k8s.clients or [{}]
-        ]
-        rules = [
-            networking_v1.NetworkPolicyIngressRuleArgs(
-                from_=None if k8s.service_type != "ClusterIP" else [*clients, namespace_peer(args.metrics_namespace)],
-                ports=api,
+        self.router = None
+        if k8s.router is not None:
+            self.router = VllmRouter(
+                f"{name}-router",
+                VllmRouterArgs(
+                    router=k8s.router,
+                    environment=args.environment,
+                    provider=args.provider,
+                    namespace=args.namespace,
+                    workload=name,
+                    backend_labels=self.api_selector,
+                    backend_port=port,
+                    api_key=self.api_key,
+                    service_type=k8s.service_type,
+                    allow_load_balancer=k8s.allow_load_balancer,
+                    port=inference.port,
+                    clients=k8s.clients,
+                    metrics_namespace=args.metrics_namespace,
+                ),
+                pulumi.ResourceOptions(parent=self),
             )
+        rules = [
+            api_ingress("ClusterIP", [self.router.labels], args.metrics_namespace)
+            if self.router is not None
+            else api_ingress(k8s.service_type, k8s.clients, args.metrics_namespace)
         ]
         if k8s.multi_node:
             # The pods of a group reach each other on every port: the torch.distributed store on --master-port,
@@ -514,16 +478,17 @@ class VllmServer(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        self.entry = self.router.service if self.router is not None else self.service
         self.register_outputs(
             {
                 "deployment": self.deployment.metadata.name if self.deployment is not None else None,
                 "leaderWorkerSet": name if self.leader_worker_set is not None else None,
-                "service": self.service.metadata.name,
+                "service": self.entry.metadata.name,
                 "url": pulumi.Output.concat(
                     "http://",
-                    self.service.metadata.name,
+                    self.entry.metadata.name,
                     ".",
-                    self.service.metadata.namespace,
+                    self.entry.metadata.namespace,
                     ".svc:",
                     str(inference.port),
                     "/v1",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -11,11 +11,19 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.networking import v1 as networking_v1
 
 from components.docker.programs import program_digest
+from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
+from schema.docker import PROXY_IMAGE
 from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration, TrainingNetwork
+from . import proxy
 
 MIB = 1024 * 1024
 # Multus attaches the secondary networks named in this pod annotation.
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+# The pod port an API Service sends to (the NetworkPolicy opens this one).
+SERVICE_TARGET_PORT = "http"
+# The key Secret's entries: the key itself (VLLM_API_KEY) beside the proxy's map file (proxy.API_KEY_MAP).
+API_KEY_KEY = "api-key"
+PROXY_RESOURCES = {"cpu": "500m", "memory": "128Mi"}
 # Where a pod finds programs/*.py (the image contract of programs/: their parent directory is on sys.path).
 PROGRAM_DIR = "/opt/rocm-stack/programs"
 
@@ -250,4 +258,101 @@ def rccl_pod(network: TrainingNetwork | None) -> RcclPod:
         host_network=network.host_network or None,
         dns_policy="ClusterFirstWithHostNet" if network.host_network else None,
         env=network.env(),
+    )
+
+
+def proxy_container(port: int, lifecycle: core_v1.LifecycleArgs) -> core_v1.ContainerArgs:
+    """The nginx sidecar: the pod's only listener on the pod network. Its master starts as root to read the key
+    file (0400) and drops its worker to nginx's user: CHOWN, SETUID and SETGID are all it keeps; it writes only its
+    runtime emptyDir. Its volumes: proxy_pod_volumes."""
+    return core_v1.ContainerArgs(
+        name="proxy",
+        image=PROXY_IMAGE,
+        command=proxy.proxy_command(),
+        ports=[core_v1.ContainerPortArgs(name="http", container_port=port)],
+        # Requests = limits: the pod stays Guaranteed (its GPU container's QoS, pods.pod_resources).
+        resources=core_v1.ResourceRequirementsArgs(requests=PROXY_RESOURCES, limits=PROXY_RESOURCES),
+        security_context=core_v1.SecurityContextArgs(
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            capabilities=core_v1.CapabilitiesArgs(drop=["ALL"], add=["CHOWN", "SETUID", "SETGID"]),
+        ),
+        volume_mounts=[
+            core_v1.VolumeMountArgs(name="proxy-config", mount_path=proxy.CONFIG_DIR, read_only=True),
+            core_v1.VolumeMountArgs(name="proxy-runtime", mount_path=proxy.RUNTIME_DIR),
+        ],
+        # Its preStop (autoscaling.proxy_drain_hook) holds nginx until the server behind it has stopped.
+        lifecycle=lifecycle,
+    )
+
+
+def proxy_pod_volumes(config: core_v1.ConfigMap, api_key: core_v1.Secret) -> list[core_v1.VolumeArgs]:
+    """The sidecar's configuration with the key map of `api_key` (0400, one projected volume) and its runtime
+    emptyDir."""
+    return [
+        core_v1.VolumeArgs(
+            name="proxy-config",
+            projected=core_v1.ProjectedVolumeSourceArgs(
+                default_mode=0o400,
+                sources=[
+                    core_v1.VolumeProjectionArgs(
+                        config_map=core_v1.ConfigMapProjectionArgs(
+                            name=config.metadata.name,
+                            items=[core_v1.KeyToPathArgs(key=proxy.CONFIG_FILE, path=proxy.CONFIG_FILE)],
+                        )
+                    ),
+                    core_v1.VolumeProjectionArgs(
+                        secret=core_v1.SecretProjectionArgs(
+                            name=api_key.metadata.name,
+                            items=[core_v1.KeyToPathArgs(key=proxy.API_KEY_MAP, path=proxy.API_KEY_MAP)],
+                        )
+                    ),
+                ],
+            ),
+        ),
+        core_v1.VolumeArgs(name="proxy-runtime", empty_dir=core_v1.EmptyDirVolumeSourceArgs(size_limit="1Gi")),
+    ]
+
+
+def api_ingress(
+    service_type: str, clients: Sequence[Mapping[str, str]] | None, metrics_namespace: str
+) -> networking_v1.NetworkPolicyIngressRuleArgs:
+    """Who reaches a pod's API port (the Service's target): the pods of `clients` (label sets; None: every pod of the
+    namespace) and the monitoring namespace (metrics on the same port), or anyone where the Service publishes it
+    beyond the cluster (NodePort, LoadBalancer)."""
+    peers = [
+        networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=dict(client)))
+        for client in clients or [{}]
+    ]
+    return networking_v1.NetworkPolicyIngressRuleArgs(
+        from_=None if service_type != "ClusterIP" else [*peers, namespace_peer(metrics_namespace)],
+        ports=[networking_v1.NetworkPolicyPortArgs(port=SERVICE_TARGET_PORT, protocol="TCP")],
+    )
+
+
+def api_service(
+    resource_name: str,
+    metadata: meta_v1.ObjectMetaArgs,
+    selector: Mapping[str, str],
+    service_type: str,
+    allow_load_balancer: bool,
+    port: int,
+    opts: pulumi.ResourceOptions,
+) -> core_v1.Service:
+    """The API's Service: `port` to the pods' `http` port."""
+    return core_v1.Service(
+        resource_name,
+        metadata=meta_v1.ObjectMetaArgs(
+            name=metadata.name,
+            namespace=metadata.namespace,
+            labels=metadata.labels,
+            # The config's opt-in, where the pack sees it (prod refuses a LoadBalancer without it).
+            annotations={LOAD_BALANCER_OPT_IN: "true"} if allow_load_balancer else None,
+        ),
+        spec=core_v1.ServiceSpecArgs(
+            type=service_type,
+            selector=dict(selector),
+            ports=[core_v1.ServicePortArgs(name="http", port=port, target_port=SERVICE_TARGET_PORT)],
+        ),
+        opts=opts,
     )

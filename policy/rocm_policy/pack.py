@@ -179,12 +179,21 @@ def _validate_one_entry_per_machine(args: StackValidationArgs, report_violation:
         report_violation(message, providers.get(host))
 
 
-def _validate_network_isolation(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+def _prod_resources(args: StackValidationArgs) -> list[rules.Declared]:
+    """The plan's resources for a prod-only stack rule (not applicable elsewhere)."""
     context = _stack_context(args)
     if not context.prod:
         args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
-    declared = [rules.Declared(r.resource_type, r.name, r.props, bool(r.opts.protect), r.urn) for r in args.resources]
-    for message, urn in rules.unisolated_workloads(declared):
+    return [rules.Declared(r.resource_type, r.name, r.props, bool(r.opts.protect), r.urn) for r in args.resources]
+
+
+def _validate_token_holders(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for message, urn in rules.token_holder_problems(_prod_resources(args)):
+        report_violation(message, urn)
+
+
+def _validate_network_isolation(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for message, urn in rules.unisolated_workloads(_prod_resources(args)):
         report_violation(message, urn)
 
 
@@ -268,7 +277,8 @@ POLICIES = [
     ),
     _resource_policy(
         "prod-pod-hardening",
-        "In prod every workload pod runs a seccomp profile, without privilege escalation or a service-account token.",
+        "In prod every workload pod runs a seccomp profile, without privilege escalation or, under the default "
+        "service account, a service-account token.",
         rules.pod_hardening_problems,
         prod_only=True,
     ),
@@ -340,6 +350,12 @@ POLICIES = [
         "one-host-entry-per-machine",
         "In prod no two Docker hosts reach the same machine (each would hand out the same GPUs).",
         _validate_one_entry_per_machine,
+    ),
+    _stack_policy(
+        "prod-service-account-tokens-read-only",
+        "In prod a pod mounts a service-account token only as an account of the stack's own that may only read "
+        "(get, list, watch) through the stack's Roles.",
+        _validate_token_holders,
     ),
     _stack_policy(
         "prod-workloads-network-isolated",

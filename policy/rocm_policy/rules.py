@@ -709,14 +709,14 @@ def pod_host_access_problems(resource_type: str, props: Mapping[str, Any]) -> li
 def pod_hardening_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Every prod pod but a DaemonSet's (see pod_host_access_problems) runs a seccomp profile (RuntimeDefault or a
     Localhost one: the kubelet's default is Unconfined), no container may escalate privileges (setuid binaries,
-    file capabilities), and no service-account token is mounted (none of the stack's workloads calls the API
-    server; a pod that must sets it true and is refused here until it is reviewed)."""
+    file capabilities), and no service-account token is mounted unless the pod runs as an account of its own
+    (token_holder_problems then checks what that account may do)."""
     if resource_type == DAEMON_SET:
         return []
     problems = []
     for pod, spec in pod_specs(resource_type, props):
         pod_seccomp = _dig(spec, ("securityContext", "seccompProfile", "type"))
-        if spec.get("automountServiceAccountToken") is not False:
+        if spec.get("automountServiceAccountToken") is not False and _service_account(spec) == "default":
             problems.append(f"{pod}pod mounts a service-account token: set automountServiceAccountToken: false")
         for container in _containers(spec):
             where = f"{pod}container '{container.get('name')}'"
@@ -725,6 +725,70 @@ def pod_hardening_problems(resource_type: str, props: Mapping[str, Any]) -> list
                 problems.append(f"{where} runs without a seccomp profile: set seccompProfile RuntimeDefault")
             if context.get("allowPrivilegeEscalation") is not False:
                 problems.append(f"{where} may escalate privileges: set allowPrivilegeEscalation: false")
+    return problems
+
+
+def _service_account(spec: Mapping[str, Any]) -> str:
+    return str(spec.get("serviceAccountName") or "default")
+
+
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+CLUSTER_ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
+# What a token in a prod pod may be allowed to do: read (the router's pod discovery, components/workloads/router.py).
+READ_VERBS = frozenset({"get", "list", "watch"})
+
+
+def token_holder_problems(resources: Iterable[Declared]) -> list[tuple[str, str]]:
+    """(message, urn) for each prod pod template that mounts a service-account token without being a reviewed
+    reader: its account must be one the stack declares in the pod's namespace, bound by no ClusterRoleBinding, and
+    only by the stack's RoleBindings to the stack's Roles whose every rule reads (READ_VERBS)."""
+    resources = list(resources)
+
+    def key(props: Mapping[str, Any]) -> tuple[Any, Any]:
+        return _dig(props, ("metadata", "namespace")), _dig(props, ("metadata", "name"))
+
+    accounts = {key(r.props) for r in resources if r.type == SERVICE_ACCOUNT}
+    roles = {key(r.props): r.props for r in resources if r.type == ROLE}
+    bindings = [r for r in resources if r.type in (ROLE_BINDING, CLUSTER_ROLE_BINDING)]
+    problems = []
+    for r in resources:
+        namespace = _dig(r.props, ("metadata", "namespace"))
+        for where, spec in pod_specs(r.type, r.props):
+            if spec.get("automountServiceAccountToken") is False or _service_account(spec) == "default":
+                continue  # refused or fine by pod_hardening_problems
+            account = (namespace, _service_account(spec))
+            pods = f"the pods of {r.type.rsplit(':', 1)[-1]} '{r.name}'" + (f" ({where.strip()})" if where else "")
+            reasons = (
+                [] if account in accounts else [f"its ServiceAccount '{account[1]}' is not one the stack declares"]
+            )
+            for binding in bindings:
+                subjects = [_mapping(s) for s in _sequence(binding.props.get("subjects"))]
+                if not any(
+                    s.get("kind") == "ServiceAccount"
+                    and s.get("name") == account[1]
+                    and (s.get("namespace") or _dig(binding.props, ("metadata", "namespace"))) == namespace
+                    for s in subjects
+                ):
+                    continue
+                ref = _mapping(binding.props.get("roleRef"))
+                role = roles.get((namespace, ref.get("name"))) if binding.type == ROLE_BINDING else None
+                rules = [_mapping(rule) for rule in _sequence(role.get("rules"))] if role is not None else []
+                if (
+                    ref.get("kind") != "Role"
+                    or role is None
+                    or not all(set(_sequence(rule.get("verbs"))) <= READ_VERBS for rule in rules)
+                ):
+                    reasons.append(f"{binding.type.rsplit(':', 1)[-1]} '{binding.name}' grants more than reading")
+            if reasons:
+                problems.append(
+                    (
+                        f"{pods} mount a service-account token: " + "; ".join(reasons) + " (or set "
+                        "automountServiceAccountToken: false)",
+                        r.urn,
+                    )
+                )
     return problems
 
 
@@ -1161,13 +1225,23 @@ SECRET_IN_ARGUMENTS = (
 )
 
 
+# Flags whose name reads as a credential but whose value is a name: the vLLM production-stack router's
+# `--session-key` is the request header that names a session (src/vllm_router/parsers/parser.py @ vllm-stack-0.1.12:
+# "The key (in the header) to identify a session.").
+NOT_CREDENTIAL_FLAGS = frozenset({"--session-key"})
+
+
 def credential_flag_problem(arg: str) -> str | None:
     """Why a command-line argument is refused: a credential flag (`--api-key`, `--hf-token=...`). vLLM logs its
     non-default arguments at start-up (vllm-project/vllm vllm/entrypoints/utils.py log_non_default_args:
     `logger.info("non-default args: %s", non_default_args)`, unredacted before releases added
     redact_sensitive_args), and any process's arguments show in `ps` on the host and in the container's spec."""
     flag = arg.split("=", 1)[0]
-    if not flag.startswith("--") or not is_credential_key(flag[2:].replace("-", "_").upper()):
+    if (
+        not flag.startswith("--")
+        or flag in NOT_CREDENTIAL_FLAGS
+        or not is_credential_key(flag[2:].replace("-", "_").upper())
+    ):
         return None
     return (
         f"'{flag}' passes a credential on the command line, which the container's spec and `ps` show and vLLM logs "
