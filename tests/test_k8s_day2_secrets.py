@@ -68,7 +68,10 @@ def test_a_rotated_secret_replaces_its_auto_named_secret_and_rolls_the_vllm_pods
     secrets = {s.name: s for s in report.secrets}
     rotation = secrets[secret_name]
     assert (rotation.type, rotation.paths, rotation.if_rotated) == (SECRET, ["stringData"], Action.REPLACE)
-    [roll] = rotation.then
+    rolls = {roll.name: roll for roll in rotation.then}
+    # The key's Secret also gives the router its VLLM_API_KEY and key file (tests/test_router.py).
+    assert set(rolls) == ({"llama", "llama-router"} if variable == "VLLM_API_KEY" else {"llama"})
+    roll = rolls["llama"]
     assert (roll.type, roll.name, roll.action) == (DEPLOYMENT, "llama", Action.UPDATE)
     # The key's Secret also feeds the proxy sidecar's key file (a projected volume, components/workloads/proxy.py).
     env_path, *volume_paths = sorted(roll.updated, key=lambda u: not u[0].startswith("spec.template.spec.containers"))

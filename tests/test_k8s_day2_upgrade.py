@@ -173,7 +173,7 @@ def test_the_drain_evicts_so_vllms_budget_keeps_a_replica_serving(prod_plan):
     assert "k8s.io/kubectl v0.36.2" in OPERATOR.read("go.mod").decode()
     spec = manifest_of(only(prod_plan, DEVICE_CONFIG))["spec"]["driver"]["upgradePolicy"]
     assert spec["nodeDrainPolicy"]["timeoutSeconds"] == 3300 and spec["nodeDrainPolicy"]["gracePeriodSeconds"] == -1
-    deployment = manifest_of(only(prod_plan, DEPLOYMENT))["spec"]
+    deployment = manifest_of(prod_plan.get(DEPLOYMENT, "llama"))["spec"]
     [spread] = deployment["template"]["spec"]["topologySpreadConstraints"]
     assert deployment["replicas"] == 2
     assert (spread["topologyKey"], spread["maxSkew"], spread["whenUnsatisfiable"]) == (
@@ -181,7 +181,7 @@ def test_the_drain_evicts_so_vllms_budget_keeps_a_replica_serving(prod_plan):
         1,
         "DoNotSchedule",
     )
-    assert manifest_of(only(prod_plan, PDB))["spec"]["minAvailable"] == 1
+    assert manifest_of(prod_plan.get(PDB, "llama-pdb"))["spec"]["minAvailable"] == 1
 
 
 def test_training_pods_get_their_grace_to_checkpoint_when_drained(prod_plan):

@@ -121,7 +121,7 @@ def test_trainings_are_queued_whole_with_the_training_priority_and_vllm_outranks
         for replicated in jobset["spec"]["replicatedJobs"]:
             assert replicated["template"]["spec"]["template"]["spec"]["priorityClassName"] == TRAINING_PRIORITY_CLASS
         assert release["urn"] in prod.get(JOBSET, name)["depends_on"]
-    [deployment] = [manifest_of(r) for r in prod.of_type("kubernetes:apps/v1:Deployment")]
+    deployment = manifest_of(prod.get("kubernetes:apps/v1:Deployment", "llama"))
     assert deployment["spec"]["template"]["spec"]["priorityClassName"] == SERVING_PRIORITY_CLASS
 
 

@@ -225,6 +225,12 @@ class VllmRouter(pulumi.ComponentResource):
             spec=apps_v1.DeploymentSpecArgs(
                 replicas=replicas,
                 selector=meta_v1.LabelSelectorArgs(match_labels=labels),
+                # A new router pod is ready before an old one goes: the entry point stays up through a roll (no GPUs
+                # to wait for, unlike the replicas' maxSurge 0).
+                strategy=apps_v1.DeploymentStrategyArgs(
+                    type="RollingUpdate",
+                    rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=1, max_unavailable=0),
+                ),
                 template=core_v1.PodTemplateSpecArgs(
                     metadata=meta_v1.ObjectMetaArgs(labels=labels),
                     spec=core_v1.PodSpecArgs(
