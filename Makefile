@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK ?= dev
 OUT ?= out/$(STACK)
 
-.PHONY: venv lint synth lock test e2e bench clean verify
+.PHONY: venv lint synth lock test e2e bench clean verify router-venv
 
 # `pip install -e .` puts the `rocm-stack` command in the venv; the targets below run `python -m tools.cli`, i.e.
 # this checkout's code whatever checkout an editable install points at.
@@ -44,6 +44,16 @@ lint: venv
 test: venv lint
 	$(BIN)/python -m pytest -q -n auto --durations=10 tests
 
+# The vLLM production-stack router's own environment for tests/e2e/test_e2e_router.py (which skips without it):
+# Python >= 3.12 (its pyproject.toml) with its pinned requirements at the tag the stack deploys, read from the
+# mirror that the session tool `fetch github:vllm-project/production-stack` brings.
+ROUTER_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python) python3.12)
+ROUTER_MIRROR ?= /work/.mirror/vllm-project+production-stack/repo
+router-venv:
+	$(ROUTER_PYTHON) -m venv .venv-router
+	git -C $(ROUTER_MIRROR) show vllm-stack-0.1.12:src/vllm_router/requirements.txt > .venv-router/requirements.txt
+	.venv-router/bin/pip install --quiet -r .venv-router/requirements.txt
+
 # The end-to-end tests alone (also part of `make test`): a real Docker daemon, as root (tests/e2e/harness.py).
 e2e: venv
 	$(BIN)/python -m pytest -q --durations=0 tests/e2e
@@ -53,4 +63,4 @@ bench: venv
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf out .pytest_cache
+	rm -rf out .pytest_cache .venv-router

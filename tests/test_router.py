@@ -132,6 +132,7 @@ def test_the_routers_own_parser_takes_the_flags_the_stack_passes(prod):
     assert parsed.service_discovery == "k8s" and parsed.k8s_service_discovery_type == "pod-ip"
     assert parsed.routing_logic == "session" and parsed.session_key == "x-session-id"
     assert parsed.k8s_port == 8080 and parsed.port == router.ROUTER_PORT
+    assert parsed.k8s_watcher_timeout_seconds == router.WATCH_TIMEOUT_SECONDS
     assert 'if args.routing_logic == "session" and args.session_key is None:' in upstream("parsers/parser.py")
     for logic in ("prefixaware", "roundrobin"):
         other = router_container(synthesize("prod", prod_with(routingLogic=logic)))["args"]
@@ -181,6 +182,8 @@ def test_the_roles_verbs_are_the_api_calls_of_its_discovery():
         ("routers/routing_logic.py", 107, 115, "val = request.headers.get(session_key)"),
         ("routers/routing_logic.py", 198, 249, "url = self.hash_ring.get_node(session_id)"),
         ("services/metrics_service/__init__.py", 5, 9, '"vllm:num_requests_waiting"'),
+        ("app.py", 138, 138, "service_discovery.close()"),
+        ("service_discovery.py", 841, 847, "self.watcher_thread.join()"),
     ],
 )
 def test_the_cited_lines_say_what_the_stack_relies_on(path, first, last, text):

@@ -45,6 +45,7 @@ from .pods import (
     proxy_container,
     proxy_pod_volumes,
     rccl_pod,
+    rolling_update,
     security_context,
     shm_volume,
     storage_volume,
@@ -380,10 +381,7 @@ class VllmServer(pulumi.ComponentResource):
                 spec=apps_v1.DeploymentSpecArgs(
                     replicas=replicas,
                     selector=meta_v1.LabelSelectorArgs(match_labels=labels),
-                    strategy=apps_v1.DeploymentStrategyArgs(
-                        type="RollingUpdate",
-                        rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=1),
-                    ),
+                    strategy=rolling_update(max_surge=0, max_unavailable=1),
                     template=template(containers, [*volumes, *proxy_volumes], [spread]),
                 ),
                 opts=pulumi.ResourceOptions.merge(

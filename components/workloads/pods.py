@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
+from pulumi_kubernetes.apps import v1 as apps_v1
 from pulumi_kubernetes.core import v1 as core_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.networking import v1 as networking_v1
@@ -355,4 +356,11 @@ def api_service(
             ports=[core_v1.ServicePortArgs(name="http", port=port, target_port=SERVICE_TARGET_PORT)],
         ),
         opts=opts,
+    )
+
+
+def rolling_update(max_surge: int, max_unavailable: int) -> apps_v1.DeploymentStrategyArgs:
+    return apps_v1.DeploymentStrategyArgs(
+        type="RollingUpdate",
+        rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=max_surge, max_unavailable=max_unavailable),
     )

@@ -55,6 +55,7 @@ from .pods import (
     program_config_map,
     proxy_container,
     proxy_pod_volumes,
+    rolling_update,
     secret_env_var,
 )
 
@@ -71,6 +72,12 @@ ROUTER_RESOURCES = core_v1.ResourceRequirementsArgs(
 # The image runs as root (docker/Dockerfile: no USER); the router needs no privilege, so any user will do.
 ROUTER_USER = 65532
 PROBE_PERIOD_SECONDS = 10
+# The API server ends the router's pod watch after this long (`--k8s-watcher-timeout-seconds`; the router's default
+# 0: never) and the router watches again. Its shutdown joins the watch thread (app.py lifespan L138 ->
+# service_discovery.py K8sPodIPServiceDiscovery.close L841-847 `self.watcher_thread.join()`), which only ends
+# between two streams: without a timeout a stopping router waits for SIGKILL (the 30 s grace), measured in
+# tests/e2e/test_e2e_router.py.
+WATCH_TIMEOUT_SECONDS = 10
 
 
 def selector_text(labels: Mapping[str, str]) -> str:
@@ -101,6 +108,8 @@ def router_args(
         selector_text(backend_labels),
         "--k8s-port",
         str(backend_port),
+        "--k8s-watcher-timeout-seconds",
+        str(WATCH_TIMEOUT_SECONDS),
         "--routing-logic",
         router.routing_logic,
     ]
@@ -227,10 +236,7 @@ class VllmRouter(pulumi.ComponentResource):
                 selector=meta_v1.LabelSelectorArgs(match_labels=labels),
                 # A new router pod is ready before an old one goes: the entry point stays up through a roll (no GPUs
                 # to wait for, unlike the replicas' maxSurge 0).
-                strategy=apps_v1.DeploymentStrategyArgs(
-                    type="RollingUpdate",
-                    rolling_update=apps_v1.RollingUpdateDeploymentArgs(max_surge=1, max_unavailable=0),
-                ),
+                strategy=rolling_update(max_surge=1, max_unavailable=0),
                 template=core_v1.PodTemplateSpecArgs(
                     metadata=meta_v1.ObjectMetaArgs(labels=labels),
                     spec=core_v1.PodSpecArgs(
