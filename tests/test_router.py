@@ -347,6 +347,9 @@ def test_the_routers_metrics_are_a_job_of_their_own(prod):
     [endpoint] = monitor["endpoints"]
     assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
     assert endpoint["relabelings"][0]["replacement"] == "vllm-router"
+    # The autoscaler's query (components/workloads/autoscaling.py) selects the replicas' Service, not the router's.
+    [scaler] = prod.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")
+    assert 'service="llama"' in scaler["inputs"]["spec"]["triggers"][0]["metadata"]["query"]
     alerts = (Path(__file__).resolve().parents[1] / "monitoring/rules/gpu-alerts.rules.yml").read_text()
     uses = re.findall(r"vllm:num_requests_waiting(\{[^}]*\})?", alerts)
     assert uses and all('job="vllm"' in selector for selector in uses)
