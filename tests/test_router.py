@@ -420,3 +420,28 @@ def _router_names(plan: Plan) -> set[str]:
         for r in plan.resources
         if r["name"].startswith("llama-router") and r["type"].startswith("kubernetes:")
     }
+
+
+def test_a_multi_node_workload_is_routed_to_its_leaders():
+    """A LeaderWorkerSet's API is its leaders' (worker index 0, multinode.leader_selector): the router discovers
+    those pods only, on the leader's API port, and the group's NetworkPolicy still lets its pods reach each other."""
+    from test_multinode import BIG, NAME, config_with
+
+    routed = {**BIG, "kubernetes": {**BIG["kubernetes"], "router": {}}}
+    plan = synthesize("prod", config_with(routed))
+    args = [
+        c
+        for c in inputs(plan, DEPLOYMENT, f"{NAME}-router")["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "router"
+    ][0]["args"]
+    selector = dict(item.split("=", 1) for item in flag(args, "--k8s-label-selector").split(","))
+    assert selector["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    assert selector["app.kubernetes.io/instance"] == NAME
+    assert inputs(plan, SERVICE, f"{NAME}-service")["spec"]["selector"] == selector
+    leader = inputs(plan, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", NAME)["spec"]
+    ports = [
+        p for c in leader["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"] for p in c.get("ports", [])
+    ]
+    assert flag(args, "--k8s-port") == str(next(p["containerPort"] for p in ports if p["name"] == "http"))
+    rules = inputs(plan, NETWORK_POLICY, f"{NAME}-ingress")["spec"]["ingress"]
+    assert len(rules) == 2 and "ports" not in rules[1]
