@@ -351,6 +351,13 @@ def revision_fields() -> str:
     return patch
 
 
+def test_a_second_pulumi_up_of_an_unchanged_multi_node_stack_changes_nothing(plan: Plan):
+    """A preview right after a deploy predicts no step: the LeaderWorkerSet, its Service, budget and the controller's
+    CRDs are declared with the same inputs on every run (prod's own no-op check, tests/test_k8s_day2_gate.py, has no
+    multi-node workload). What LWS's webhook defaults on top is not seen here (no cluster)."""
+    assert report(plan, synthesize("prod", config_with())) == {}
+
+
 def test_scenario_image_bump_rolls_one_whole_group_at_a_time(plan: Plan):
     config = config_with()
     config[P + "images"]["vllm"] = "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210@sha256:" + "1" * 64
