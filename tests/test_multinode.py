@@ -37,7 +37,7 @@ from tools.impact_rules import K8S_FORCE_NEW, Action
 from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
 from conftest import refused, stack_file
-from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object
+from k8s_validation import ManifestInvalid, stack_crds, validate_all, validate_object, yaml_documents
 from upstream_go import MIRRORS, Upstream
 
 DATA = Path(__file__).parent / "data" / "kubernetes"
@@ -77,9 +77,9 @@ def tree_at(commit: str, folder: str) -> list[str]:
 
 @functools.cache
 def vendored_crd() -> dict[str, Any]:
-    """The vendored CRD, parsed once (1.3 MB: libyaml's loader where PyYAML has it)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load((DATA / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text(), Loader=loader)
+    """The vendored CRD, parsed once (1.3 MB)."""
+    [crd] = yaml_documents(DATA / "leaderworkerset.x-k8s.io_leaderworkersets.yaml")
+    return crd
 
 
 def lines(path: str, first: int, last: int) -> str:
