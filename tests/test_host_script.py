@@ -50,6 +50,7 @@ COMPARED = {
     "networksAdvanced",
     "networkMode",
     "readOnly",
+    "init",
     "name",
     "image",
     "command",
@@ -126,6 +127,7 @@ def _create_parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, action="append", default=[])
     parser.add_argument("--no-healthcheck", action="store_true")
     parser.add_argument("--read-only", action="store_true")
+    parser.add_argument("--init", action="store_true")
     parser.add_argument("image")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser
@@ -177,6 +179,7 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
         # HostConfig.NetworkMode (funcs.go L398), the same flag.
         "network": (i.get("networksAdvanced") or [{}])[0].get("name") or i.get("networkMode"),
         "read_only": bool(i.get("readOnly")),  # HostConfig.ReadonlyRootfs (funcs.go L260), --read-only
+        "init": bool(i.get("init")),  # HostConfig.Init (funcs.go L447-448), --init
         "device": [
             f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('permissions') or 'rwm'}"
             for d in i.get("devices", [])

@@ -70,3 +70,38 @@ def test_day2_a_shell_declared_without_a_command_is_replaced_once_and_its_check_
     for impact in impacts.values():
         assert impact.action is Action.DELETE_REPLACE and impact.replaced_by == [("command", "tfbridge.force-new")]
         assert impact.stops_container and not impact.runs_check
+
+
+def test_every_shell_runs_under_an_init_that_forwards_the_stop_signal(prod_plan):
+    """A shell is PID 1 of its container and `sleep` has no SIGTERM handler, so the kernel never delivers the stop
+    signal to it (pid_namespaces(7)): Docker's init (docker-init, tini) runs the command as its child and forwards
+    the signal (tests/e2e/test_e2e_shell.py measures the stop on a real daemon). A workload's container runs its own
+    signal-aware process as PID 1 (vLLM exec'd by its key wrapper, torchrun) and gets none."""
+    own_command = synthesize("dev", readme_stack(command=["python3", "-m", "http.server", "8080"]))
+    for plan in (synthesize("dev", readme_stack()), own_command, prod_plan):
+        for container in on_gpu_hosts(plan, CONTAINER):
+            assert container["inputs"].get("init") is True, container["name"]
+            # `init` is not ForceNew and the provider's update never applies it: replaceOnChanges does.
+            assert container["replace_on_changes"] == ["init"], container["name"]
+    workloads = [c for c in prod_plan.of_type(CONTAINER) if c["aliases"] and not c["inputs"].get("attach")]
+    assert workloads and not any(c["inputs"].get("init") for c in workloads)
+
+
+def test_day2_the_first_up_with_the_init_replaces_each_shell_once(prod_plan):
+    """Before, the shells had no `init`: the first `pulumi up` after it replaces each of them (the resource option
+    replaceOnChanges, rule pulumi.replace-on-changes), delete first; the old shell ignores SIGTERM and is killed at
+    the end of its 30 s grace, once. Nothing else changes (its GPU check's name hashes the partition's config)."""
+    head = prod_plan.to_json()
+    base = copy.deepcopy(head)
+    shell_names = set()
+    for resource in base["resources"]:
+        if resource["type"] == CONTAINER and resource["inputs"].pop("init", None):
+            resource["replace_on_changes"] = []
+            shell_names.add(resource["name"])
+    assert len(shell_names) == 4
+    impacts = by_name(report_of(base, head))
+    assert set(impacts) == {(CONTAINER, name) for name in shell_names}
+    for impact in impacts.values():
+        assert impact.action is Action.DELETE_REPLACE and impact.replaced_by == [("init", "pulumi.replace-on-changes")]
+        assert impact.stops_container and not impact.runs_check
+        assert impact.meaning.startswith("replaces the shell of partition") and "SIGTERM, grace 30 s" in impact.meaning

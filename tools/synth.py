@@ -350,6 +350,7 @@ _RENDERED_INPUTS = {
     "uploads",
     "mustRun",
     "readOnly",
+    "init",
     "networkMode",
     "start",
     "stopSignal",
@@ -429,6 +430,8 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
         args.append(f"--network={i['networkMode']}")
     if i.get("readOnly"):
         args.append("--read-only")
+    if i.get("init"):
+        args.append("--init")
     # `--entrypoint` takes one word: the rest of the entrypoint goes before the command (the same argv runs).
     entrypoint = i.get("entrypoints", [])
     args += [f"--entrypoint={word}" for word in entrypoint[:1]]

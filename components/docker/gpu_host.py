@@ -25,7 +25,7 @@ from .checks import HostChecksArgs, check_programs_volume, gpucheck_container, p
 from .deadlines import create_timeouts, pull_timeouts
 from .logs import log_args
 from .readback import as_stored
-from .stop import graceful_stop
+from .stop import INIT_REPLACES, graceful_stop, with_init
 
 
 @dataclass(frozen=True)
@@ -238,5 +238,6 @@ class GpuHost(pulumi.ComponentResource):
             restart=c.restart,
             must_run=True,
             **graceful_stop(c.stop_grace_seconds),
-            opts=opts,
+            **with_init(),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(replace_on_changes=list(INIT_REPLACES))),
         )

@@ -203,6 +203,7 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
     ),
     "hostname": ReadBack('funcs.go L847: d.Set("hostname", container.Config.Hostname)'),
     "networkMode": ReadBack('funcs.go L954: d.Set("network_mode", HostConfig.NetworkMode): "host" as sent'),
+    "init": ReadBack('funcs.go L864-868: d.Set("init", *HostConfig.Init), false when the daemon stores none'),
     "readOnly": ReadBack('funcs.go L830: d.Set("read_only", HostConfig.ReadonlyRootfs)'),
     "envs": ReadBack(f"funcs.go L893-898 (issues #242, #269): {NOT_READ}; env is a Set (schema.go L590)", "set"),
     "labels": ReadBack(f"funcs.go L893-898: {NOT_READ}; labels is a Set (schema.go L833)", "set"),

@@ -23,8 +23,23 @@ from __future__ import annotations
 from typing import Any
 
 STOP_SIGNAL = "SIGTERM"
+# A partition's shell (`sleep infinity`, or the partition's own `command`) is PID 1 of its container, and the kernel
+# delivers a signal to a PID namespace's init only where it has a handler (pid_namespaces(7): "the only signals that
+# can be sent to the init process are those for which the init process has established a signal handler"; SIGKILL
+# from the ancestor namespace always): `sleep` has none, so every stop waited out the grace and ended in SIGKILL
+# (exit 137). Docker's `init` runs docker-init (tini) as PID 1, which forwards the stop signal to the command and
+# exits with it (tests/e2e/test_e2e_shell.py measures both). `init` is not ForceNew (terraform-provider-docker
+# v4.5.0 resource_docker_container.go L1126-1131) and the provider's update never applies it (funcs.go L1016-1019):
+# the resource option replaceOnChanges makes a change of it replace the container, or a running shell would keep
+# PID 1 `sleep` while the state said otherwise (and the next refresh read `false` back: a diff on every preview).
+INIT_REPLACES = ("init",)
 
 
 def graceful_stop(grace_seconds: int) -> dict[str, Any]:
     """The docker.Container arguments of a container that gets `grace_seconds` from SIGTERM to SIGKILL."""
     return {"destroy_grace_seconds": grace_seconds, "stop_signal": STOP_SIGNAL, "stop_timeout": grace_seconds}
+
+
+def with_init() -> dict[str, Any]:
+    """The docker.Container argument of a container whose command is not a signal-aware PID 1 (see INIT_REPLACES)."""
+    return {"init": True}

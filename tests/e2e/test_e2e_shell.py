@@ -93,3 +93,46 @@ def test_a_shell_partition_stays_up_and_the_images_own_command_does_not(
     assert looping["Config"]["Cmd"] == ["bash"]
     assert looping["RestartCount"] >= 1 or looping["State"]["Restarting"], looping["State"]
     assert looping["State"]["ExitCode"] == 0
+
+
+def _stop_seconds(docker: Docker, argv: list[str], *stop: str) -> tuple[float, dict]:
+    """Creates and starts `argv`'s container, then times `docker stop` of it; its state after the stop."""
+    docker.run(*argv[1:])
+    name = next(a.split("=", 1)[1] for a in argv if a.startswith("--name="))
+    try:
+        docker.run("start", name)
+        time.sleep(1)
+        assert docker.inspect(name)["State"]["Running"]
+        started = time.monotonic()
+        docker.run("stop", *stop, name)
+        return time.monotonic() - started, docker.inspect(name)
+    finally:
+        docker.run("rm", "--force", name)
+
+
+def test_a_shell_stops_at_once_on_sigterm_under_the_init_and_sleep_as_pid_1_waits_for_sigkill(
+    docker: Docker, bash_image: str, tmp_path: Path
+):
+    """`docker stop` as `pulumi up`'s replace does it (the plan's --stop-timeout, its destroyGraceSeconds, 30 s):
+    under docker-init the shell ends on SIGTERM within a second, exit 143 (128 + 15: tini exits with the signal its
+    child died of). Before (no --init), `sleep infinity` is PID 1 without a SIGTERM handler: the kernel drops the
+    signal and the daemon kills it at the end of the timeout (exit 137), here a timeout of 3 s to keep the test short.
+    """
+    nodes = make_gpu_nodes(tmp_path, gpus=2)
+    plan = on_test_host(synthesize("dev", README_STACK), docker.host, nodes.root)
+    shell = next(
+        r["inputs"]
+        for r in plan.of_type("docker:index/container:Container")
+        if r["inputs"]["name"] == "train-a" and not r["inputs"].get("attach")
+    )
+    assert shell["init"] is True and shell["stopTimeout"] == shell["destroyGraceSeconds"] == 30
+    argv = docker_create_args(shell, {shell["image"]: bash_image})
+    assert "--init" in argv
+
+    seconds, stopped = _stop_seconds(docker, argv)
+    assert stopped["HostConfig"]["Init"] is True and stopped["Config"]["StopTimeout"] == 30
+    assert stopped["State"]["ExitCode"] == 143 and seconds < 5, (seconds, stopped["State"])
+
+    without_init = [a for a in argv if a != "--init"]
+    seconds, stopped = _stop_seconds(docker, without_init, "-t", "3")
+    assert stopped["State"]["ExitCode"] == 137 and 3 <= seconds < 10, (seconds, stopped["State"])
