@@ -663,6 +663,15 @@ class InferenceDocker(ConfigModel):
     `pulumi up` replaces it): the time in-flight requests get to finish. A vLLM with `--shutdown-timeout`
     (vllm-project/vllm#36666; not in the default 0.11.2 image) drains only when given it: add it to `extraArgs`
     below this grace."""
+    max_unavailable: int = Field(1, ge=1, le=MAX_ITEMS)
+    """At most this many of the servers are replaced at once by a `pulumi up` that replaces them all (an image bump,
+    a key or token rotation): the servers roll in the order of `partitions`, each starting to stop only once the one
+    this many places before it is healthy again, so the others keep serving. A first deploy creates them in the same
+    order. At least the number of partitions: all at once."""
+
+    def roll_after(self, index: int) -> int | None:
+        """The position in `partitions` of the server the one at `index` waits for, or None: it goes first."""
+        return index - self.max_unavailable if index >= self.max_unavailable else None
 
 
 def model_cache_dir(placement: InferenceDocker, partition: str) -> str:

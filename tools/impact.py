@@ -71,12 +71,27 @@ class SecretInput(BaseModel):
     then: list[Impact] = []
 
 
+class Roll(BaseModel):
+    """How the replaced servers of one Docker vLLM workload stop: in steps, each next one once the one before is
+    healthy again (the dependsOn chain of inference[].docker.maxUnavailable, components/workloads/inference.py
+    ROLLING; rule pulumi.depends-on-order)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workload: str
+    steps: list[list[str]]  # partitions (`host/container`) that stop together, step by step
+    grace_seconds: int  # the longest stop grace of a step's old containers
+    wait_seconds: int  # the longest health wait of a step's new containers (the provider's waitTimeout)
+    if_rotated: bool = False  # the roll of a secret's rotation, which the plans cannot see
+
+
 class ImpactReport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     stack: str
     impacts: list[Impact]
     secrets: list[SecretInput]
+    rolls: list[Roll] = []
 
     @property
     def containers_stopped(self) -> list[Impact]:
@@ -463,6 +478,53 @@ def _propagate_images(
         )
 
 
+def _rolls(head: SynthPlan, replaced: set[str], old: dict[str, PlannedResource], if_rotated: bool) -> list[Roll]:
+    """The steps in which `pulumi up` replaces the Docker vLLM containers whose URNs are `replaced`. The engine
+    registers a resource only once its dependsOn resources' steps are done (ROLLING), unchanged ones at once, so a
+    container's step is one more than the latest step among what it waits for, through unchanged containers too.
+    `old`: the base plan's containers by URN (their grace stops them)."""
+    containers = {r.urn: r for r in head.resources if r.type == CONTAINER and _declared_by(r)[0] == VLLM}
+    done: dict[str, int] = {}
+
+    def step(urn: str) -> int:
+        if urn not in done:
+            waits = [step(d) for d in containers[urn].depends_on if d in containers]
+            done[urn] = max(waits, default=0) + (urn in replaced)
+        return done[urn]
+
+    by_workload: dict[str, dict[int, list[PlannedResource]]] = {}
+    for urn in sorted(replaced & containers.keys()):
+        by_workload.setdefault(_declared_by(containers[urn])[1], {}).setdefault(step(urn), []).append(containers[urn])
+    rolls = []
+    for workload, steps in sorted(by_workload.items()):
+        servers = [r for n in sorted(steps) for r in steps[n] if _labels(r).get(PARTITION_LABEL)]
+        rolls.append(
+            Roll(
+                workload=workload,
+                steps=[
+                    sorted(_labels(r)[PARTITION_LABEL] for r in steps[n] if _labels(r).get(PARTITION_LABEL))
+                    for n in sorted(steps)
+                ],
+                grace_seconds=max(
+                    (int(old.get(r.urn, r).inputs.get("destroyGraceSeconds") or 0) for r in servers), default=0
+                ),
+                wait_seconds=max((int(r.inputs.get("waitTimeout") or 0) for r in servers), default=0),
+                if_rotated=if_rotated,
+            )
+        )
+    return rolls
+
+
+def _roll_words(roll: Roll) -> str:
+    steps = "; then ".join(", ".join(f"`{p}`" for p in step) for step in roll.steps)
+    together = "all at once" if len(roll.steps) == 1 else f"in {len(roll.steps)} steps"
+    return (
+        f"vLLM `{roll.workload}` {'would stop' if roll.if_rotated else 'stops'} {together}: {steps}. Each step is "
+        f"down from its SIGTERM (grace up to {roll.grace_seconds} s) until its new containers are healthy (up to "
+        f"{roll.wait_seconds} s); the next step starts only then, and the servers not in it keep serving"
+    )
+
+
 def _secret_paths(value: Any, path: str = "") -> Iterator[str]:
     if value == SECRET:
         yield path or "(value)"
@@ -603,7 +665,17 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
             impacts[key] = impact.model_copy(update={"rules": sorted({*impact.rules, "tfd.container-delete"})})
     ordered = [impacts[key] for key in sorted(impacts, key=lambda k: (not impacts[k].stops_container, k))]
     assert all(rule in RULES for impact in ordered for rule in impact.rules)
-    return ImpactReport(stack=head.stack, impacts=ordered, secrets=_secrets(head))
+    old_by_urn = {r.urn: r for r in before.values()}
+    stopped = {after[key].urn for key, impact in impacts.items() if impact.stops_container and key in after}
+    secrets = _secrets(head)
+    rotated = {
+        r.urn
+        for r in head.resources
+        for s in secrets
+        if (r.type, r.name) == (s.type, s.name) and s.if_rotated in (Action.REPLACE, Action.DELETE_REPLACE)
+    }
+    rolls = _rolls(head, stopped, old_by_urn, False) + _rolls(head, rotated, old_by_urn, True)
+    return ImpactReport(stack=head.stack, impacts=ordered, secrets=secrets, rolls=rolls)
 
 
 # --- Markdown -----------------------------------------------------------------------------------------------------
@@ -667,10 +739,13 @@ def to_markdown(report: ImpactReport, max_rows: int) -> str:
             + "; ".join(_rotation(s) for s in report.secrets)
             + ".",
         ]
+    for roll in report.rolls:
+        lines += ["", ("If rotated: " if roll.if_rotated else "") + _roll_words(roll) + " (`pulumi.depends-on-order`)."]
     then = [impact for s in report.secrets for impact in s.then]
     used = sorted(
         {rule for impact in [*report.impacts, *then] for rule in impact.rules}
         | ({"synth.secret"} if report.secrets else set())
+        | ({"pulumi.depends-on-order"} if report.rolls else set())
     )
     if used:
         lines += ["", "<details><summary>Rules</summary>", ""]

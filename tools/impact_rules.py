@@ -47,6 +47,13 @@ RULES: dict[str, Rule] = {
         "the resource option replaceOnChanges: a change under one of its paths is a replacement",
         "pulumi/pulumi pkg/resource/deploy/step_generator.go applyReplaceOnChanges",
     ),
+    "pulumi.depends-on-order": Rule(
+        "a resource is registered only once its dependsOn resources' steps are done (a replacement's delete, create "
+        "and health wait); independent steps run in parallel, and a dependsOn edge alone never replaces the dependent",
+        "pulumi 3.272.0 SDK sdk/python/lib/pulumi/runtime/resource.py prepare_resource and rpc.py _add_dependency "
+        "(`await res.urn.future()`); pulumi/pulumi pkg/resource/deploy/source_eval.go L3039-3041, step_generator.go "
+        "L3284-3291 @ 1b59498",
+    ),
     "pulumi.ignore-changes": Rule(
         "the resource option ignoreChanges: before the provider's diff the engine resets each listed path of the new "
         "inputs to the state's value, so a change there alone calls no provider",

@@ -98,6 +98,9 @@ class WorkloadContainerArgs:
     """Set: `pulumi up` waits up to this long for the health check to pass (the provider's `wait`), else fails."""
     secret_env: bool = False
     """The environment came (in part) from a secret stack key (StackSecrets.secret_sections)."""
+    after: Sequence[pulumi.Resource] = ()
+    """Containers this one waits for, in a create and in a replacement: a rolling order (components/workloads/inference.py
+    ROLLING)."""
 
 
 def workload_container(
@@ -136,7 +139,7 @@ def workload_container(
         opts=pulumi.ResourceOptions(
             parent=partition.gpu_host,
             provider=partition.provider,
-            depends_on=list(partition.gates),
+            depends_on=[*partition.gates, *args.after],
             custom_timeouts=create_timeouts(args.wait_timeout_seconds or 0),
             # Stacks deployed before hold the container under its workload: the engine finds it there (its old URN,
             # pulumi step_generator.go getOldResource) and moves it instead of creating it beside the old one.

@@ -505,6 +505,25 @@ def with_api_key_from_file(command: Sequence[str]) -> list[str]:
     return ["sh", "-c", script, "vllm", *command]
 
 
+# How the servers of one workload roll (inference[].docker.maxUnavailable): server i's containers (vLLM and its proxy)
+# depend on server i - maxUnavailable's, so `pulumi up` replaces at most that many at a time, each next one once the
+# one before is healthy again. The engine's facts (pulumi 3.272.0 SDK, pulumi/pulumi @ 1b59498):
+# - the SDK sends a resource's registration only once every `depends_on` resource's URN is resolved
+#   (sdk/python/lib/pulumi/runtime/resource.py prepare_resource, "Before we can proceed, all our dependencies must be
+#   finished"; rpc.py _add_dependency `await res.urn.future()`), and the URN resolves from the engine's answer,
+#   which comes once the resource's step is done (pkg/resource/deploy/source_eval.go L3039-3041, "Now block waiting
+#   for the operation to finish"): a replacement's delete, create and the provider's health `wait`;
+# - otherwise steps run in parallel (`pulumi up --parallel`, unbounded by default): without the edges every server
+#   stops at once;
+# - a `dependsOn` edge never makes the dependent replaced with its dependency, delete-first or not
+#   (pkg/resource/deploy/step_generator.go L3284-3291 calculateDependentReplacements: "the edge from B to A may be a
+#   simple `dependsOn` edge such that a change to B does not actually influence any of B's input properties ...
+#   neither B nor D would need to be deleted before A could be deleted"), and adding or changing one calls no
+#   provider (tools/impact.py: the engine's bookkeeping): no resource is renamed or replaced by the order itself.
+# A server whose replacement fails stops the roll there: the ones after it keep running the old container.
+ROLLING = "inference[].docker.maxUnavailable"
+
+
 @dataclass(frozen=True)
 class DockerVllmArgs:
     inference: InferenceConfig
@@ -556,7 +575,12 @@ class DockerVllm(pulumi.ComponentResource):
         )
         # Docker's health check runs inside the container: the image has Python, not necessarily curl.
         probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{inference.port}{HEALTH_PATH}', timeout=5)"
-        for partition in args.partitions:
+        # Each server's containers (vLLM, its proxy), in the order of `partitions`: what the next ones wait for.
+        servers: list[list[pulumi.Resource]] = []
+        for index, partition in enumerate(args.partitions):
+            before = placement.roll_after(index)
+            after = servers[before] if before is not None else []
+            servers.append([])
             env = {**inference.server_env(partition.gpu_count), "HF_HOME": MODEL_CACHE_MOUNT}
             uploads = []
             if args.huggingface_token is not None:
@@ -583,9 +607,10 @@ class DockerVllm(pulumi.ComponentResource):
                 )
                 command = with_api_key_from_file(command)
                 network, proxy_container = self._proxy(
-                    partition, inference, api, args.api_key, proxy_images[partition.host.name].image_id
+                    partition, inference, api, args.api_key, proxy_images[partition.host.name].image_id, after
                 )
                 self.networks[partition.ref], self.proxies[partition.ref] = network, proxy_container
+                servers[index].append(proxy_container)
                 networks, api = [docker.ContainerNetworksAdvancedArgs(name=network.name)], []
             self.containers[partition.ref] = workload_container(
                 partition,
@@ -625,9 +650,11 @@ class DockerVllm(pulumi.ComponentResource):
                     + HEALTH_INTERVAL_SECONDS
                     + HEALTH_TIMEOUT_SECONDS,
                     secret_env=args.secret_env,
+                    after=after,
                 ),
                 self,
             )
+            servers[index].append(self.containers[partition.ref])
         self.register_outputs(
             {
                 "containers": {ref: c.name for ref, c in self.containers.items()},
@@ -642,8 +669,10 @@ class DockerVllm(pulumi.ComponentResource):
         api: Sequence[PortMapping],
         api_key: pulumi.Input[str],
         image: pulumi.Input[str],
+        after: Sequence[pulumi.Resource],
     ) -> tuple[docker.Network, docker.Container]:
-        """The partition's private network and the nginx container that publishes its API (proxy.py)."""
+        """The partition's private network and the nginx container that publishes its API (proxy.py), replaced only
+        after the servers `after` (ROLLING)."""
         vllm_name = partition.container.name
         assert inference.docker is not None
         grace = inference.docker.stop_grace_seconds
@@ -687,6 +716,8 @@ class DockerVllm(pulumi.ComponentResource):
             stop_signal=PROXY_STOP_SIGNAL,
             stop_timeout=grace,
             # Its create waits for nothing (no health check): the deadline of a plain create.
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=create_timeouts())),
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(custom_timeouts=create_timeouts(), depends_on=list(after))
+            ),
         )
         return network, container
