@@ -16,7 +16,6 @@ from typing import Any
 
 import pulumi.runtime.resource
 import pulumi.runtime.rpc
-import pytest
 
 from conftest import CONTAINER, refusal, stack_file, synth_with
 from test_impact import by_name, report_of

@@ -15,7 +15,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import stack_file
 from e2e.deployment import deploy
@@ -94,7 +93,7 @@ def test_an_image_bump_replaces_one_server_at_a_time_and_the_other_keeps_answeri
         others = [n for n in servers.values() if n not in replaced]
         stop = threading.Event()
 
-        def probe() -> None:
+        def probe(stop: threading.Event = stop) -> None:
             while not stop.is_set():
                 for name in servers.values():
                     probes[name].append(answers(docker, name, port))
@@ -119,7 +118,7 @@ def test_an_image_bump_replaces_one_server_at_a_time_and_the_other_keeps_answeri
             stop.set()
             prober.join()
         during = {name: results[seen_before[name] :] for name, results in probes.items()}
-        print(f"e2e: step {step}: probes answered {({n: f'{sum(r)}/{len(r)}' for n, r in during.items()})}")
+        print(f"e2e: step {step}: probes answered { ({n: f'{sum(r)}/{len(r)}' for n, r in during.items()}) }")
         for name in others:
             assert len(during[name]) >= 2 and all(during[name]), (name, during[name])
         for name in replaced:
