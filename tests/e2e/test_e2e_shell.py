@@ -58,6 +58,17 @@ def bash_image(docker: Docker) -> str:
     return IMAGE
 
 
+def readme_shell(docker: Docker, tmp_path: Path) -> dict:
+    """The inputs of README_STACK's shell `train-a` as the plan declares them, on the test daemon's stand-in nodes."""
+    nodes = make_gpu_nodes(tmp_path, gpus=2)
+    plan = on_test_host(synthesize("dev", README_STACK), docker.host, nodes.root)
+    return next(
+        r["inputs"]
+        for r in plan.of_type("docker:index/container:Container")
+        if r["inputs"]["name"] == "train-a" and not r["inputs"].get("attach")
+    )
+
+
 def _state_after(docker: Docker, argv: list[str], seconds: float = 3.0) -> dict:
     docker.run(*argv[1:])
     name = next(a.split("=", 1)[1] for a in argv if a.startswith("--name="))
@@ -72,13 +83,7 @@ def _state_after(docker: Docker, argv: list[str], seconds: float = 3.0) -> dict:
 def test_a_shell_partition_stays_up_and_the_images_own_command_does_not(
     docker: Docker, bash_image: str, tmp_path: Path
 ):
-    nodes = make_gpu_nodes(tmp_path, gpus=2)
-    plan = on_test_host(synthesize("dev", README_STACK), docker.host, nodes.root)
-    shell = next(
-        r["inputs"]
-        for r in plan.of_type("docker:index/container:Container")
-        if r["inputs"]["name"] == "train-a" and not r["inputs"].get("attach")
-    )
+    shell = readme_shell(docker, tmp_path)
     assert shell["command"] == list(SHELL_COMMAND) and shell["mustRun"] and shell["restart"] == "unless-stopped"
     argv = docker_create_args(shell, {shell["image"]: bash_image})
 
@@ -118,13 +123,7 @@ def test_a_shell_stops_at_once_on_sigterm_under_the_init_and_sleep_as_pid_1_wait
     child died of). Before (no --init), `sleep infinity` is PID 1 without a SIGTERM handler: the kernel drops the
     signal and the daemon kills it at the end of the timeout (exit 137), here a timeout of 3 s to keep the test short.
     """
-    nodes = make_gpu_nodes(tmp_path, gpus=2)
-    plan = on_test_host(synthesize("dev", README_STACK), docker.host, nodes.root)
-    shell = next(
-        r["inputs"]
-        for r in plan.of_type("docker:index/container:Container")
-        if r["inputs"]["name"] == "train-a" and not r["inputs"].get("attach")
-    )
+    shell = readme_shell(docker, tmp_path)
     assert shell["init"] is True and shell["stopTimeout"] == shell["destroyGraceSeconds"] == 30
     argv = docker_create_args(shell, {shell["image"]: bash_image})
     assert "--init" in argv
