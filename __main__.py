@@ -119,7 +119,7 @@ if cfg.kubernetes is not None:
     )
     pulumi.export("kubernetesNamespaces", sorted(kubernetes.namespaces))
     pulumi.export("gpuResourceName", kubernetes.gpu_resource_name)
-    if monitoring is not None:
+    if monitoring is not None and kubernetes.monitoring_namespace is not None:
         KubernetesMonitoring(
             KUBERNETES_MONITORING,
             KubernetesMonitoringArgs(
@@ -127,7 +127,7 @@ if cfg.kubernetes is not None:
                 environment=cfg.environment,
                 gpu_stack=cfg.kubernetes.mode,
                 provider=kubernetes.provider,
-                namespace=kubernetes.namespace_name(MONITORING_NAMESPACE),
+                namespace=kubernetes.monitoring_namespace,
                 exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
                 exporter_tolerations=cfg.kubernetes.gpu_tolerations(),
                 gpu_stack_workloads=gpu_stack_workloads(cfg.kubernetes),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from domain.gpus import MODELS, ModelName
@@ -126,13 +126,69 @@ DEFAULT_MODEL = "MI300X"
 DEFAULT_EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
 
 
+# kube-prometheus-stack (prometheus-community/helm-charts, tag kube-prometheus-stack-<version>). Its Prometheus
+# Operator CRDs sit in the `crds` subchart's crds/ (charts/kube-prometheus-stack/charts/crds/crds/), which Helm
+# installs but never upgrades (README.md L86 @ kube-prometheus-stack-88.5.3: "With Helm v3, CRDs created by this chart
+# are not updated by default and should be manually updated"); the chart's own upgrade Job is "in preview, off by
+# default and may change" (values.yaml L33-43). So the stack applies them itself, as JobSet's and LWS's, and the
+# release skips them. The same ten files at every tag from 84.0.0 to 88.5.3 (their content changes, 87.4.0 and
+# 88.0.0 for instance): a version of another major is refused until its files are checked.
+KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
+KUBE_PROMETHEUS_STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
+KUBE_PROMETHEUS_STACK_CHART_VERSION = "88.5.3"
+KUBE_PROMETHEUS_STACK_CRD_MAJORS = range(84, 89)
+KUBE_PROMETHEUS_STACK_CRD_FILES = tuple(
+    f"crd-{kind}.yaml"
+    for kind in (
+        "alertmanagerconfigs",
+        "alertmanagers",
+        "podmonitors",
+        "probes",
+        "prometheusagents",
+        "prometheuses",
+        "prometheusrules",
+        "scrapeconfigs",
+        "servicemonitors",
+        "thanosrulers",
+    )
+)
+KUBE_PROMETHEUS_STACK_CRD_URL = (
+    "https://raw.githubusercontent.com/prometheus-community/helm-charts/kube-prometheus-stack-{version}/charts/"
+    "kube-prometheus-stack/charts/crds/crds/{file}"
+)
+
+
 class KubePrometheusStackConfig(ConfigModel):
     # None means "by environment": installed in dev (a laptop cluster has no Prometheus), not in prod
     # (clusters usually run one already; set true to have the stack own it).
     install: bool | None = None
-    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 91.4.1")] = "91.4.1"
-    repository: str = "https://prometheus-community.github.io/helm-charts"
+    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 88.5.3")] = (
+        KUBE_PROMETHEUS_STACK_CHART_VERSION
+    )
+    """The chart's version: one of majors 84 to 88, whose CRD files the stack knows (it applies them itself)."""
+    repository: str = KUBE_PROMETHEUS_STACK_REPOSITORY
     timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 900
+
+    @field_validator("chart_version")
+    @classmethod
+    def _known_crds(cls, version: str) -> str:
+        if int(version.split(".")[0]) not in KUBE_PROMETHEUS_STACK_CRD_MAJORS:
+            first, last = KUBE_PROMETHEUS_STACK_CRD_MAJORS[0], KUBE_PROMETHEUS_STACK_CRD_MAJORS[-1]
+            raise ValueError(
+                f"the stack applies the chart's CRDs itself, from the files of versions {first}.x to {last}.x; another "
+                "major may add or drop one: use one of those, or check its charts/crds/crds/ against "
+                "schema/monitoring.py KUBE_PROMETHEUS_STACK_CRD_FILES and widen KUBE_PROMETHEUS_STACK_CRD_MAJORS"
+            )
+        return version
+
+    def crd_urls(self) -> dict[str, str]:
+        """CRD kind (plural) -> the URL of its file in this chart version."""
+        return {
+            file.removeprefix("crd-").removesuffix(".yaml"): KUBE_PROMETHEUS_STACK_CRD_URL.format(
+                version=self.chart_version, file=file
+            )
+            for file in KUBE_PROMETHEUS_STACK_CRD_FILES
+        }
 
 
 # Host ports of the exporters every Docker host runs, and of the monitoring host's servers (each upstream's default

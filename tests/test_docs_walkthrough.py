@@ -1,4 +1,5 @@
-"""Every stack snippet of README.md and docs/*.md runs through synth, so documented examples cannot rot (issue 24).
+"""Every stack snippet of README.md and docs/*.md runs through synth, so documented examples cannot rot (issue 24), and
+its releases and objects land in namespaces that exist (issue 33).
 
 A ```yaml block is a stack snippet: a whole stack file (`config:` ...) or the `rocm-stack:` keys of one. It is read
 as the Pulumi CLI reads a stack file (schema.stackfile) and synthesized in-process under the mock engine, as stack
@@ -21,6 +22,7 @@ import yaml
 
 from schema.stackfile import read_config
 from tools.synth import ROOT, synthesize
+from k8s_namespaces import namespace_problems
 
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*(fragment|synth)\s*:\s*(.*?)\s*-->\s*$")
@@ -106,6 +108,8 @@ def test_each_stack_snippet_synthesizes_in_each_environment_it_claims(snippet, e
             group["count"] = min(group["count"], MAX_MEMBERS)
     plan = synthesize(stack, config)
     assert plan.outputs["environment"] == environment, f"{snippet.where} claims {environment}"
+    # It deploys as written on a fresh cluster: every release and object lands in a namespace that exists.
+    assert namespace_problems(plan) == [], snippet.where
 
 
 @pytest.mark.parametrize("snippet", ALL, ids=lambda s: s.where)

@@ -266,7 +266,7 @@ def test_dashboard_configmap_is_valid_and_labelled_for_the_sidecar(dev_operator:
 def test_dev_installs_a_pinned_kube_prometheus_stack_and_orders_the_crs_after_it(dev_operator: Plan) -> None:
     (release,) = kube_prometheus_stack(dev_operator)
     i = release["inputs"]
-    assert (i["name"], i["chart"], i["version"]) == ("kube-prometheus-stack", "kube-prometheus-stack", "91.4.1")
+    assert (i["name"], i["chart"], i["version"]) == ("kube-prometheus-stack", "kube-prometheus-stack", "88.5.3")
     assert i["repositoryOpts"]["repo"] == "https://prometheus-community.github.io/helm-charts"
     assert i["namespace"] == "monitoring" and i["atomic"] and i["cleanupOnFail"] and i["timeout"] == 900
     spec = i["values"]["prometheus"]["prometheusSpec"]

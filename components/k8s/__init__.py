@@ -52,6 +52,9 @@ class KubernetesLayer:
     # What brings the Prometheus Operator CRDs: the stack's kube-prometheus-stack release, else the deploy-time
     # check of the ServiceMonitor CRD when the DeviceConfig asks for one (GpuOperator), else nothing (the cluster's).
     prometheus_operator: Sequence[pulumi.Resource] = ()
+    # Where the monitoring objects go (with monitoring enabled): the owned namespace, the one Helm creates with
+    # kube-prometheus-stack, or the cluster's, read first.
+    monitoring_namespace: pulumi.Input[str] | None = None
 
     @property
     def provider(self) -> Provider:
@@ -113,13 +116,23 @@ def build_kubernetes(
     `pod_security`: owned namespace -> its Pod Security level (schema.workloads.namespace_pod_security)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment, pod_security=pod_security or {}))
     prometheus_operator: list[pulumi.Resource] = []
+    monitoring_namespace: pulumi.Input[str] | None = None
     if monitoring is not None:
-        from components.monitoring import MONITORING_NAMESPACE, kube_prometheus_stack
+        from components.monitoring import MONITORING_NAMESPACE, MONITORING_NAMESPACE_CHECK, kube_prometheus_stack
 
+        monitoring_namespace = cluster.namespace_name(MONITORING_NAMESPACE)
         release = kube_prometheus_stack(
-            monitoring, environment, cluster.provider, cluster.namespace_name(MONITORING_NAMESPACE)
+            monitoring, environment, cluster.provider, monitoring_namespace, config.provider
         )
         prometheus_operator = [release] if release is not None else []
+        if MONITORING_NAMESPACE not in cluster.namespaces:
+            # Not the stack's: Helm creates it with the release (what lands there waits for the release), or it is
+            # the cluster's Prometheus's, read before anything is put in it.
+            monitoring_namespace = (
+                release.namespace  # type: ignore[attr-defined]
+                if release is not None
+                else cluster.existing_namespace(MONITORING_NAMESPACE_CHECK, MONITORING_NAMESPACE)
+            )
     from .helm import CrdChartArgs
 
     def chart_args(namespace: str) -> CrdChartArgs:
@@ -183,6 +196,7 @@ def build_kubernetes(
             kueue=kueue,
             keda=keda,
             prometheus_operator=prometheus_operator,
+            monitoring_namespace=monitoring_namespace,
         )
 
     from components.monitoring import device_config_service_monitor
@@ -227,4 +241,5 @@ def build_kubernetes(
         kueue=kueue,
         keda=keda,
         prometheus_operator=prometheus_operator,
+        monitoring_namespace=monitoring_namespace,
     )

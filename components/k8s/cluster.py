@@ -76,3 +76,10 @@ class Cluster(pulumi.ComponentResource):
         plain name of a namespace the stack does not own (a built-in one such as kube-system)."""
         owned = self.namespaces.get(namespace)
         return owned.metadata.name if owned is not None else namespace
+
+    def existing_namespace(self, check: str, namespace: str) -> pulumi.Input[str]:
+        """A namespace the stack neither creates nor finds built in, read before anything is put in it: a missing one
+        fails the read with the engine's "resource '<namespace>' does not exist" (pulumi/pulumi
+        pkg/resource/deploy/step.go ReadStep.Apply), printed under the resource name `check`, which says the fix."""
+        read = core_v1.Namespace.get(check, namespace, opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
+        return read.id.apply(lambda _: namespace)  # the name, carrying the dependency on the read

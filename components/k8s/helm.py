@@ -98,7 +98,7 @@ class CrdChartController(pulumi.ComponentResource):
         self, type_token: str, name: str, chart: CrdChart, args: CrdChartArgs, opts: pulumi.ResourceOptions | None
     ):
         super().__init__(type_token, name, None, opts)
-        self.crds = _chart_crds(name, chart.crds, args.cluster, args.environment, self)
+        self.crds = chart_crds(name, chart.crds, args.cluster, args.environment, self)
         # The CRDs and webhooks are cluster-wide: one release per cluster.
         self.release = pinned_release(
             name,
@@ -119,8 +119,8 @@ class CrdChartController(pulumi.ComponentResource):
         self.register_outputs({"release": self.release.name, "version": self.release.version})
 
 
-def _chart_crds(
-    name: str, files: Mapping[str, str], cluster: ProviderConfig, environment: str, parent: pulumi.Resource
+def chart_crds(
+    name: str, files: Mapping[str, str], cluster: ProviderConfig, environment: str, parent: pulumi.Resource | None
 ) -> list[yaml_v2.ConfigFile]:
     """The CRDs of a chart's version, applied by Pulumi (`files`: resource name -> URL). Deleting a CRD deletes every
     object of it: never deleted (retainOnDelete, and protect in prod; the engine passes both on to the file's

@@ -47,7 +47,8 @@ from schema.workloads import InferenceConfig, partitions_claimed
 # The exporters' host ports on every Docker host, re-exported (one definition, which the schema checks against
 # the partitions' published ports).
 from schema.monitoring import CADVISOR_PORT as CADVISOR_PORT, NODE_EXPORTER_PORT as NODE_EXPORTER_PORT
-from schema.monitoring import PROMETHEUS_PORT, MonitoringConfig
+from schema.kubernetes import ProviderConfig
+from schema.monitoring import KUBE_PROMETHEUS_STACK_CHART, PROMETHEUS_PORT, MonitoringConfig
 from components.docker.deadlines import create_timeouts
 from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
@@ -64,6 +65,12 @@ KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
 KUBERNETES_MONITORING = "monitoring"
 # Where the rule, the dashboard and kube-prometheus-stack live.
 MONITORING_NAMESPACE = "monitoring"
+# The read of that namespace where the stack neither owns it nor installs kube-prometheus-stack (Cluster.
+# existing_namespace): its name says the fix.
+MONITORING_NAMESPACE_CHECK = (
+    f"namespace {MONITORING_NAMESPACE} (the monitoring objects go there: add it to kubernetes.namespaces, or set "
+    "monitoring.kubePrometheusStack.install: true)"
+)
 DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
 PROMETHEUS_RULE = "rocm-gpu-alerts"
 VLLM_SERVICE_MONITOR = "rocm-vllm"
@@ -156,20 +163,33 @@ def kube_prometheus_stack_url() -> str:
 
 
 def kube_prometheus_stack(
-    cfg: MonitoringConfig, environment: str, provider: pulumi.ProviderResource, namespace: pulumi.Input[str]
+    cfg: MonitoringConfig,
+    environment: str,
+    provider: pulumi.ProviderResource,
+    namespace: pulumi.Input[str],
+    cluster: ProviderConfig,
 ) -> pulumi.CustomResource | None:
     """The pinned kube-prometheus-stack release when the stack installs it, else None. Declared before the GPU stack,
     whose DeviceConfig waits for its CRDs; KubernetesMonitoring (declared after the GPU stack) was its parent: the
-    alias keeps its state."""
+    alias keeps its state. The Prometheus Operator CRDs are the stack's own (chart_crds: applied at the chart's
+    version, never deleted), the release skips them; Helm creates the namespace when missing (createNamespace)."""
     if not cfg.installs_kube_prometheus_stack(environment):
         return None
-    from components.k8s.helm import pinned_release
+    from components.k8s.helm import chart_crds, pinned_release
 
     stack_cfg = cfg.kube_prometheus_stack
+    name = f"{KUBERNETES_MONITORING}-{KUBE_PROMETHEUS_STACK_RELEASE}"
+    crds = chart_crds(
+        name,
+        {f"{name}-crds-{kind}": url for kind, url in stack_cfg.crd_urls().items()},
+        cluster,
+        environment,
+        parent=None,
+    )
     return pinned_release(
-        f"{KUBERNETES_MONITORING}-{KUBE_PROMETHEUS_STACK_RELEASE}",
+        name,
         release_name=KUBE_PROMETHEUS_STACK_RELEASE,
-        chart="kube-prometheus-stack",
+        chart=KUBE_PROMETHEUS_STACK_CHART,
         version=stack_cfg.chart_version,
         repository=stack_cfg.repository,
         namespace=namespace,
@@ -178,6 +198,9 @@ def kube_prometheus_stack(
         environment=environment,
         parent=None,
         provider=provider,
+        depends_on=crds,
+        create_namespace=True,
+        skip_crds=True,
         aliases=[pulumi.Alias(parent=pulumi.create_urn(KUBERNETES_MONITORING, KubernetesMonitoring.TYPE))],
     )
 
