@@ -5,6 +5,7 @@ import pulumi
 from schema import ConfigError, from_pulumi
 from schema.docker import host_images
 from schema.workloads import host_data_dirs, namespace_pod_security
+from components import supply
 from components.docker.gpu_host import GpuHost, GpuHostArgs
 from components.k8s import build_kubernetes, gpu_stack_workloads
 from components.monitoring import (
@@ -35,6 +36,8 @@ except ConfigError as error:
     # Nothing has been declared yet: stop with the list of problems, not a traceback.
     raise pulumi.RunError(str(error)) from None
 
+# Every image, chart and CRD file below comes from the mirror when the stack has one (components/supply.py).
+supply.use(cfg.mirror)
 monitoring = cfg.monitoring if cfg.monitoring.enabled else None
 
 hosts = {
@@ -138,3 +141,5 @@ if cfg.kubernetes is not None:
 
 workloads = build_workloads(cfg, secrets, kubernetes, hosts)
 pulumi.export("workloads", workloads.outputs())
+# Every image the stack pulls, at its source (`rocm-stack images`: what an air-gapped mirror must hold).
+pulumi.export("images", supply.pulled())

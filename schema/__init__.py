@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from policy.rocm_policy import rules
 
-from . import checks, docker, groups, kubernetes, monitoring, workloads
+from . import checks, docker, groups, kubernetes, mirror, monitoring, workloads
 from .base import ConfigModel, environment_default, shown_default, strict_problems
 from .bounds import MAX_HOSTS, MAX_ITEMS
 from .checks import ChecksConfig
@@ -24,6 +24,7 @@ from .groups import HostGroup
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
 from .monitoring import MonitoringConfig
+from .mirror import MirrorConfig
 from .stackfile import SECRET_PLACEHOLDER, set_secret
 
 PROJECT = "rocm-stack"
@@ -85,6 +86,9 @@ class StackConfig(ConfigModel):
     checks: ChecksConfig = ChecksConfig()
     """The host preflight and the GPU check per partition that gate Docker partitions, and the GPU check that starts
     every Kubernetes GPU pod (docs/operations.md)."""
+    mirror: MirrorConfig | None = None
+    """Air-gapped install (docs/operations.md): every image, chart and CRD file of both layers comes from this mirror
+    (`rocm-stack images --stack S` lists the images to copy there). Unset: the public registries and repositories."""
 
     @model_validator(mode="before")
     @classmethod
@@ -294,6 +298,7 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from workloads.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
+    yield from mirror.problems(cfg.mirror, cfg.kubernetes)
 
 
 # Namespaces of the providers and of Pulumi itself: never taken for a misspelt `rocm-stack`.

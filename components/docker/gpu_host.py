@@ -20,6 +20,7 @@ from schema.docker import (
     gpu_devices,
     partition_gpus,
 )
+from components import supply
 from .environment import container_envs
 from .checks import HostChecksArgs, check_programs_volume, gpucheck_container, preflight_container, verdict
 from .deadlines import create_timeouts, pull_timeouts
@@ -108,7 +109,7 @@ def pulled_image(
     Several containers share an image; never delete a multi-GB layer set on destroy."""
     return docker.RemoteImage(
         resource_name,
-        name=reference,
+        name=supply.image(reference),
         keep_locally=True,
         opts=pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(custom_timeouts=pull_timeouts(pull_timeout_seconds))

@@ -10,6 +10,7 @@ from pulumi_kubernetes.helm import v3 as helm_v3
 
 from schema.kubernetes import CertManagerConfig
 from components.k8s.helm import pinned_release
+from components.supply import cert_manager_images
 
 CHART = "cert-manager"
 
@@ -46,5 +47,6 @@ class CertManager(pulumi.ComponentResource):
             # Clusters often have the namespace already: a Namespace resource would fail with AlreadyExists
             # (client-side create since pulumi-kubernetes 4.29.0, #2926); Helm's createNamespace accepts it.
             create_namespace=True,
+            images=cert_manager_images(),
         )
         self.register_outputs({"release": self.release.name, "version": self.release.version})

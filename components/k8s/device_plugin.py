@@ -19,6 +19,7 @@ from pulumi_kubernetes.rbac import v1 as rbac_v1
 
 
 from schema.kubernetes import DEVICE_PLUGIN_DEFAULT_NAMING, NodeLabellerConfig, StandaloneDevicePluginConfig
+from components import supply
 from .tolerations import toleration_args
 
 # Upstream's object names, so that a kubectl-applied install can be taken over with `pulumi import` (docs/kubernetes.md):
@@ -89,7 +90,7 @@ class DevicePlugin(pulumi.ComponentResource):
                         tolerations=tolerations,
                         containers=[
                             core_v1.ContainerArgs(
-                                image=config.image,
+                                image=supply.image(config.image),
                                 name="amdgpu-dp-cntr",
                                 command=device_plugin_command(config),
                                 security_context=_PRIVILEGED_NO_CAPS,
@@ -166,7 +167,7 @@ class DevicePlugin(pulumi.ComponentResource):
                         tolerations=tolerations,
                         containers=[
                             core_v1.ContainerArgs(
-                                image=config.image,
+                                image=supply.image(config.image),
                                 name="amdgpu-lr-cntr",
                                 image_pull_policy="Always",
                                 working_dir="/root",

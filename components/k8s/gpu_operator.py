@@ -23,6 +23,7 @@ from schema.kubernetes import (
     DeviceConfigSettings,
     GpuOperatorConfig,
 )
+from components import supply
 from components.k8s.helm import pinned_release
 
 DEVICE_CONFIG_API_VERSION = "amd.com/v1alpha1"
@@ -153,7 +154,36 @@ def device_config_spec(
             **({"configManagerTolerations": tolerations} if tolerations else {}),
             **({"selector": dict(manager.selector)} if manager.selector else {}),
         }
-    return spec
+    return supply.chart_values(device_config_images(settings), spec)
+
+
+# The operands' init container (busybox:1.36 by default: internal/plugin/plugin.go L57, nodelabeller.go L59,
+# metricsexporter.go L58, testrunner.go L56, configmanager.go L64 @ v1.5.1), set in the DeviceConfig only with a mirror.
+OPERAND_INIT_IMAGE = "busybox:1.36"
+
+
+def device_config_images(settings: DeviceConfigSettings) -> list[supply.ChartImage]:
+    """The images the DeviceConfig names (and the operands' init image, the operator's default): each in the mirror
+    when the stack has one. Not the driver image: its repository is where KMM pushes the driver images it builds and
+    the nodes pull them from (unset: the in-cluster `image-registry:5000`, internal/kmmmodule/kmmmodule.go L73), the
+    cluster's own, which the config names inside the mirror's registry (schema/mirror.py problems) and changing it
+    replaces the DeviceConfig. An in-cluster build takes its base image from the mirror's docker.io
+    (`imageBuild.baseImageRegistry`, kmmmodule.go L330-333)."""
+    plugin, exporter, manager = settings.device_plugin, settings.metrics_exporter, settings.config_manager
+    operands: list[tuple[str, str, bool]] = [
+        ("devicePlugin.devicePluginImage", plugin.image, plugin.enable),
+        ("devicePlugin.nodeLabellerImage", plugin.node_labeller_image, plugin.node_labeller),
+        ("metricsExporter.image", exporter.image, exporter.enable),
+        ("testRunner.image", settings.test_runner.image, settings.test_runner.enable),
+        ("commonConfig.utilsContainer.image", settings.utils_image, True),
+        ("commonConfig.initContainerImage", OPERAND_INIT_IMAGE, True),
+    ]
+    if manager.enable:
+        operands.append(("configManager.image", manager.image, True))
+    images = [supply.ChartImage(path, "image", ref, (ref,) if used else ()) for path, ref, used in operands]
+    if settings.driver.enable:
+        images.append(supply.ChartImage("driver.imageBuild.baseImageRegistry", "registry", "docker.io"))
+    return images
 
 
 def config_manager_data(dcm_config: dict[str, object]) -> dict[str, str]:
@@ -209,6 +239,9 @@ class GpuOperator(pulumi.ComponentResource):
             # which deletes the NFD, KMM and Argo CRDs cluster-wide (templates/post-delete-hook.yaml,
             # ROCm/gpu-operator#324; helm pkg/action/install.go failRelease).
             atomic=False,
+            images=supply.gpu_operator_images(
+                kmm=config.kmm, nfd=config.node_feature_discovery, remediation=config.remediation.enabled
+            ),
         )
         settings = config.device_config
         depends_on: list[pulumi.Resource] = [self.release]

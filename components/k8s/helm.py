@@ -13,6 +13,7 @@ from pulumi_kubernetes.helm import v3 as helm_v3
 from pulumi_kubernetes.yaml import v2 as yaml_v2
 
 from schema.kubernetes import ProviderConfig
+from components import supply
 
 
 def pinned_release(
@@ -33,11 +34,14 @@ def pinned_release(
     create_namespace: bool = False,
     skip_crds: bool = False,
     aliases: Sequence[pulumi.Alias] | None = None,
+    images: Sequence[supply.ChartImage] = (),
 ) -> helm_v3.Release:
     """`repository` None: `chart` is a full OCI reference (oci://...). `create_namespace`: Helm creates the
     namespace when missing and accepts an existing one (helm pkg/action/install.go ignores IsAlreadyExists);
     it is not part of the release, so an uninstall leaves it. `skip_crds`: the chart's crds/ are not installed (the
-    stack declares those CRDs itself, so that a new chart version upgrades them)."""
+    stack declares those CRDs itself, so that a new chart version upgrades them). `images`: the chart's image values
+    (components/supply.py), set to the mirror's references when the stack has one; the chart too comes from it."""
+    chart, repository = supply.chart(chart, repository)
     return helm_v3.Release(
         resource_name,
         name=release_name,  # a fixed Helm release name: no random suffix
@@ -47,7 +51,7 @@ def pinned_release(
         namespace=namespace,
         create_namespace=create_namespace or None,
         skip_crds=skip_crds or None,
-        values=dict(values),
+        values=supply.chart_values(images, values),
         timeout=timeout_seconds,
         # A failed install or upgrade rolls back instead of leaving half-deployed webhooks and CRDs.
         atomic=atomic,
@@ -76,6 +80,8 @@ class CrdChart:
     timeout_seconds: int
     crds: Mapping[str, str]
     """ConfigFile resource name -> the URL of a CRD file of this chart version."""
+    images: Sequence[supply.ChartImage] = ()
+    """The chart's image values (pinned_release)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class CrdChartController(pulumi.ComponentResource):
             create_namespace=True,
             skip_crds=True,
             depends_on=self.crds,
+            images=chart.images,
         )
         self.register_outputs({"release": self.release.name, "version": self.release.version})
 
@@ -138,7 +145,7 @@ def chart_crds(
     return [
         yaml_v2.ConfigFile(
             resource_name,
-            file=url,
+            file=supply.url(url),
             opts=pulumi.ResourceOptions(
                 parent=parent, provider=provider, retain_on_delete=True, protect=environment == "prod"
             ),

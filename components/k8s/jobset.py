@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pulumi
 
-from schema.kubernetes import JOBSET_CHART, JobSetConfig
+from schema.kubernetes import JOBSET_CHART, JOBSET_IMAGE_REPOSITORY, JobSetConfig
+from components.supply import repository_images
 from components.k8s.helm import CrdChart, CrdChartArgs, CrdChartController
 
 RELEASE_NAME = "jobset"
@@ -20,5 +21,6 @@ class JobSetController(CrdChartController):
             values=config.chart_values(),
             timeout_seconds=config.timeout_seconds,
             crds={f"{name}-crds": config.crd_url},
+            images=repository_images("image.repository", JOBSET_IMAGE_REPOSITORY, f"v{config.chart_version}"),
         )
         super().__init__("rocm-stack:k8s:JobSetController", name, chart, args, opts)

@@ -17,6 +17,7 @@ from pulumi_kubernetes.helm import v3 as helm_v3
 
 from schema.autoscaling import KEDA_CHART, KEDA_REPOSITORY, KedaConfig
 from components.k8s.helm import pinned_release
+from components.supply import keda_images
 
 RELEASE_NAME = "keda"
 
@@ -51,5 +52,6 @@ class Keda(pulumi.ComponentResource):
             parent=self,
             provider=args.provider,
             create_namespace=True,
+            images=keda_images(),
         )
         self.register_outputs({"release": self.release.name, "version": self.release.version})

@@ -33,6 +33,7 @@ from schema.queues import (
     Quota,
 )
 from components.k8s.helm import pinned_release
+from components.supply import kueue_images
 
 RELEASE_NAME = "kueue"
 LABELS = {"app.kubernetes.io/managed-by": "rocm-stack"}
@@ -113,6 +114,7 @@ class Kueue(pulumi.ComponentResource):
                 parent=self,
                 provider=args.provider,
                 create_namespace=True,
+                images=kueue_images(kueue.chart_version),
             )
             if kueue.install
             else None

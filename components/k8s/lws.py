@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pulumi
 
-from schema.kubernetes import LWS_CHART, LeaderWorkerSetConfig
+from schema.kubernetes import LWS_CHART, LWS_IMAGE_REPOSITORY, LeaderWorkerSetConfig
+from components.supply import repository_images
 from components.k8s.helm import CrdChart, CrdChartArgs, CrdChartController
 
 RELEASE_NAME = "lws"
@@ -27,5 +28,6 @@ class LeaderWorkerSetController(CrdChartController):
                 f"{name}-crds-{file.removesuffix('.yaml').split('_', 1)[1]}": url
                 for file, url in config.crd_urls().items()
             },
+            images=repository_images("image.manager.repository", LWS_IMAGE_REPOSITORY, f"v{config.chart_version}"),
         )
         super().__init__("rocm-stack:k8s:LeaderWorkerSetController", name, chart, args, opts)

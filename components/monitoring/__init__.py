@@ -54,6 +54,7 @@ from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
 from components.docker.stop import graceful_stop
 from domain.dashboard import dashboard_json_text
+from components import supply
 
 # The exporter's ServerPort when no config file is mounted (ROCm/device-metrics-exporter docs and chart).
 EXPORTER_CONTAINER_PORT = 5000
@@ -176,6 +177,7 @@ def kube_prometheus_stack(
     if not cfg.installs_kube_prometheus_stack(environment):
         return None
     from components.k8s.helm import chart_crds, pinned_release
+    from components.supply import kube_prometheus_stack_images
 
     stack_cfg = cfg.kube_prometheus_stack
     name = f"{KUBERNETES_MONITORING}-{KUBE_PROMETHEUS_STACK_RELEASE}"
@@ -202,6 +204,7 @@ def kube_prometheus_stack(
         create_namespace=True,
         skip_crds=True,
         aliases=[pulumi.Alias(parent=pulumi.create_urn(KUBERNETES_MONITORING, KubernetesMonitoring.TYPE))],
+        images=kube_prometheus_stack_images(grafana=cfg.grafana_dashboard),
     )
 
 
@@ -409,7 +412,7 @@ class KubernetesMonitoring(pulumi.ComponentResource):
                         containers=[
                             core_v1.ContainerArgs(
                                 name="exporter",
-                                image=cfg.exporter_image,
+                                image=supply.image(cfg.exporter_image),
                                 image_pull_policy="IfNotPresent",
                                 env=[
                                     core_v1.EnvVarArgs(

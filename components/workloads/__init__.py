@@ -22,6 +22,7 @@ from schema.queues import SERVING_PRIORITY_CLASS, TRAINING_PRIORITY_CLASS
 from schema.workloads import InferenceKubernetes, kubernetes_gfx, partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
+from components import supply
 from .gpu_check import GpuCheckArgs
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def _kubernetes_image(cfg: StackConfig, key: str, node_selector: dict[str, str])
     """The image of a Kubernetes workload: the reference for the GPU family its nodeSelector names."""
     image = image_for(cfg.images, key, kubernetes_gfx(node_selector))
     assert image is not None, "problems() requires the image of the nodeSelector's GPU family"
-    return image
+    return supply.image(image)
 
 
 def build_workloads(

@@ -15,6 +15,7 @@ from components.docker.programs import program_digest
 from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
 from schema.docker import PROXY_IMAGE
 from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration, TrainingNetwork
+from components import supply
 from . import proxy
 
 MIB = 1024 * 1024
@@ -268,7 +269,7 @@ def proxy_container(port: int, lifecycle: core_v1.LifecycleArgs) -> core_v1.Cont
     runtime emptyDir. Its volumes: proxy_pod_volumes."""
     return core_v1.ContainerArgs(
         name="proxy",
-        image=PROXY_IMAGE,
+        image=supply.image(PROXY_IMAGE),
         command=proxy.proxy_command(),
         ports=[core_v1.ContainerPortArgs(name="http", container_port=port)],
         # Requests = limits: the pod stays Guaranteed (its GPU container's QoS, pods.pod_resources).

@@ -43,6 +43,7 @@ from pulumi_kubernetes.policy import v1 as policy_v1
 from pulumi_kubernetes.rbac import v1 as rbac_v1
 
 from schema.workloads import InferenceRouter
+from components import supply
 from . import proxy
 from .autoscaling import proxy_drain_hook
 from .pods import (
@@ -201,7 +202,7 @@ class VllmRouter(pulumi.ComponentResource):
 
         router = core_v1.ContainerArgs(
             name="router",
-            image=args.router.image,
+            image=supply.image(args.router.image),
             # The image's ENTRYPOINT is the router (docker/Dockerfile: /opt/venv/bin/vllm-router).
             args=router_args(
                 args.router,
