@@ -26,6 +26,7 @@ from tools.synth import Plan, synthesize
 from tools.synth_diff import SynthPlan
 from conftest import refusal, stack_file
 from k8s_namespaces import namespace_problems
+from test_k8s_day2_crds import CONFIG_FILE, RELEASE, lines
 from upstream_go import MIRRORS, Upstream
 
 KPS_88_5_3 = Upstream("prometheus-community/helm-charts", "ea930baeebeba39f56d6b44e351f23b2a072a600")  # tag
@@ -35,14 +36,8 @@ PULUMI_K8S = Upstream("pulumi/pulumi-kubernetes", "94977969d64112b04e19945818a7d
 
 CHART = "charts/kube-prometheus-stack"
 CRDS = f"{CHART}/charts/crds/crds"
-RELEASE = "kubernetes:helm.sh/v3:Release"
-CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 KPS = "monitoring-kube-prometheus-stack"
 OLD = "87.21.0"
-
-
-def lines(upstream: Upstream, path: str, first: int, last: int) -> str:
-    return "\n".join(upstream.read(path).decode().splitlines()[first - 1 : last])
 
 
 def with_kps(stack: str, **kps: Any) -> Plan:
