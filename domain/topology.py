@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from domain import placement_milp
 from domain.gpus import MAX_GPUS_PER_HOST as MAX_GPUS
 
 EXPECTED = (
@@ -408,11 +409,25 @@ _LINK_RANK = {"SELF": 0, "XGMI": 1, "PCIE": 2}
 
 
 class Placement(list[tuple[int, ...]]):
-    """The chosen sets in request order (GPU ids, ascending per set), and whether the search proved them optimal."""
+    """The chosen sets in request order (GPU ids, ascending per set), and what the search proved about them.
 
-    def __init__(self, sets: Iterable[tuple[int, ...]] = (), optimal: bool = True) -> None:
+    `weight` is their total link weight (the rule's first criterion; a pair counts its table entries both ways),
+    `bound` a proven lower bound on the weight of any placement of the same sizes, so `gap` = (weight - bound) /
+    weight is how much lighter the best placement can be at most (0.0: none is). `optimal`: proven optimal by the
+    whole rule (weight, then NUMA spread, then lowest indices); it implies a gap of 0.
+    """
+
+    def __init__(
+        self, sets: Iterable[tuple[int, ...]] = (), optimal: bool = True, weight: int = 0, bound: int | None = None
+    ) -> None:
         super().__init__(sets)
         self.optimal = optimal
+        self.weight = weight
+        self.bound = weight if optimal else min(bound or 0, weight)
+
+    @property
+    def gap(self) -> float:
+        return (self.weight - self.bound) / self.weight if self.weight else 0.0
 
 
 # Up to this many GPUs `place` is exact (`_SubsetSearch`); a larger flat host gets the budgeted branch and bound.
@@ -442,13 +457,28 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
             f"partitions {sizes} need {sum(sizes)} GPUs but the host has {n} (GPUs {list(topology.gpus)})"
         )
     cost, numa = _pair_costs(topology), list(topology.numa)
+    bound = None
     if n <= EXACT_GPUS:
         chosen, optimal = _SubsetSearch(cost, numa, sizes).solve(), True
     else:
         search = _BranchAndBound(cost, numa, sizes)
         chosen = search.solve()
-        optimal = search.nodes <= _NODE_BUDGET
-    return Placement((tuple(topology.gpus[p] for p in positions) for positions in chosen), optimal)
+        optimal, bound = search.nodes <= _NODE_BUDGET, search.root_bound
+        if not optimal:
+            solved = placement_milp.solve(cost, numa, sizes)
+            bound = max(bound, solved.weight_bound)
+            if solved.sets is not None:
+                chosen, optimal = _with_single_gpus(search, solved.sets, sizes), True
+    weight = sum(cost[a][b] for positions in chosen for a, b in itertools.combinations(positions, 2))
+    return Placement((tuple(topology.gpus[p] for p in positions) for positions in chosen), optimal, weight, bound)
+
+
+def _with_single_gpus(search: _BranchAndBound, sets: list[tuple[int, ...]], sizes: list[int]) -> list[tuple[int, ...]]:
+    """The solver's sets (sizes > 1, in request order) with the sets of one GPU on the lowest GPUs left, in request
+    order as the lowest-index rule orders equal sizes."""
+    free = sorted(set(range(search.n)) - {g for members in sets for g in members})
+    singles = [(g,) for g in free[: sizes.count(1)]]
+    return search._in_request_order([*sets, *singles], [s for s in sizes if s > 1] + [1] * len(singles))
 
 
 def numa_node_of(topology: Topology, gpus: Sequence[int]) -> int | None:
@@ -518,7 +548,7 @@ def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Seq
         free_of.setdefault(physical_gpu(gpu, per_gpu), []).append(gpu)
     whole = [p for p, gpus in free_of.items() if len(gpus) == per_gpu]
     chosen: dict[int, tuple[int, ...]] = {}
-    optimal = True
+    optimal, weight, bound = True, 0, 0
 
     large = [k for k, size in enumerate(sizes) if size > per_gpu]
     if large:
@@ -529,7 +559,7 @@ def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Seq
                 f"{per_gpu} logical GPUs but {len(whole)} are free (physical GPUs {whole})"
             )
         placed = place(_physical_topology(topology, whole, per_gpu), need)
-        optimal = placed.optimal
+        optimal, weight, bound = placed.optimal, placed.weight, placed.bound
         for k, physical in zip(large, placed):
             chosen[k] = tuple(g for p in physical for g in free_of.pop(p))
 
@@ -549,9 +579,10 @@ def place_partitioned(topology: Topology | None, free: Sequence[int], sizes: Seq
         ks.sort()
         inside = place(topology.subset(free_of[p]), [sizes[k] for k in ks])
         optimal = optimal and inside.optimal
+        weight, bound = weight + inside.weight, bound + inside.bound
         for k, gpus in zip(ks, inside):
             chosen[k] = gpus
-    return Placement((chosen[k] for k in range(len(sizes))), optimal)
+    return Placement((chosen[k] for k in range(len(sizes))), optimal, weight, bound)
 
 
 def _physical_topology(topology: Topology, physical: list[int], per_gpu: int) -> Topology:
@@ -770,14 +801,7 @@ class _BranchAndBound:
         self.by_cost = [sorted((h for h in range(self.n) if h != g), key=cost[g].__getitem__) for g in range(self.n)]
         # Interchangeable GPUs (same NUMA node, same cost to every other GPU): swapping one for a lower-index
         # twin never changes the cost and lowers the indices, so only the lowest free twin is ever tried.
-        self.twins = [
-            [
-                a
-                for a in range(g)
-                if numa[a] == numa[g] and all(cost[a][x] == cost[g][x] for x in range(self.n) if x not in (a, g))
-            ]
-            for g in range(self.n)
-        ]
+        self.twins = [[a for a in range(g) if placement_milp.interchangeable(cost, numa, a, g)] for g in range(self.n)]
         self.unit = 2 * math.lcm(*sizes)
         self.listed_shares = {size: self._listed_shares(size) for size in set(sizes)}
         self.sets: list[tuple[int, ...]] = []
@@ -788,6 +812,7 @@ class _BranchAndBound:
         self.requested = sizes
         self.incumbent: list[tuple[int, ...]] = []  # best solution so far, in request order
         self.nodes = 0
+        self.root_bound = 0  # proven lower bound on the weight: the first node's bound
 
     def solve(self) -> list[tuple[int, ...]]:
         if not self.sizes:
@@ -957,7 +982,10 @@ class _BranchAndBound:
         candidates = [g for g in range(start, self.n) if free >> g & 1]
         if len(candidates) < need:
             return
-        if self._cut((self._bound(members, free, candidates, need, weight, plan), spread + self._spread(members))):
+        bound = self._bound(members, free, candidates, need, weight, plan)
+        if self.nodes == 1:
+            self.root_bound = bound
+        if self._cut((bound, spread + self._spread(members))):
             return
         choices = candidates[: len(candidates) - need + 1]
         if not self.lowest_index:

@@ -450,7 +450,7 @@ def load(
                 lock.hosts.get(host.name),
                 stack=stack,
                 require_lock=require_lock,
-                require_optimal=cfg.environment == "prod",
+                max_gap=docker.PROD_PLACEMENT_GAP if cfg.environment == "prod" else None,
             )
             host = docker.with_ipc_decided(host)
             hosts.append(host)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BeforeValidator, ByteSize, Field, PrivateAttr, ValidationError, field_validator
 
 from domain.gpus import (
     MAX_GPUS_PER_HOST,
@@ -353,6 +354,13 @@ class LogConfig(ConfigModel):
 
 
 class HostConfig(ConfigModel):
+    # Set by `place_partitions`, never from the stack file: the proven gap of the placement it made (for the lock).
+    _placement_gap: float | None = PrivateAttr(default=None)
+
+    @property
+    def placement_gap(self) -> float | None:
+        return self._placement_gap
+
     name: Name
     """DNS label; names every resource of the host (docs/configuration.md, "Stable names")."""
     docker: DockerEndpoint = DockerEndpoint()
@@ -818,6 +826,10 @@ def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tupl
 # stack called `<stack>.lock` (stack names may contain dots; stackConfigDir is stacks/).
 
 
+# The proven gap (Placement.gap) a prod placement may have at most: beyond it the lock must pin the GPUs by hand.
+PROD_PLACEMENT_GAP = 0.02
+
+
 def lock_file(stack: str) -> str:
     """The placement lock of a stack, relative to the project directory."""
     return f"stacks/placement.{stack}.yaml"
@@ -836,6 +848,9 @@ class HostLock(ConfigModel):
     compute_partition: ComputePartition | None = None
     # sha256 of the parsed topology (format-independent): a re-captured or changed topology invalidates the lock.
     topology: str | None = None
+    # The proven gap of the placement that chose GPUs on this host when it was last locked (0: optimal; see
+    # domain/topology.py Placement.gap). Absent in locks written before it was recorded: read as before.
+    gap: Annotated[float, Field(ge=0, le=1)] | None = None
     partitions: Annotated[
         dict[str, Annotated[list[GpuIndex], Field(max_length=MAX_GPUS_PER_HOST)]], Field(max_length=MAX_ITEMS)
     ] = {}
@@ -905,16 +920,17 @@ def place_partitions(
     *,
     stack: str = "",
     require_lock: bool = False,
-    require_optimal: bool = False,
+    max_gap: float | None = None,
 ) -> tuple[HostConfig, list[tuple[str, str]]]:
     """The host with every container's `gpus` and `cpuset` decided, and the problems found doing so.
 
     A `gpuCount` partition held by the lock keeps its GPUs; the others are placed on the GPUs left free, with the
     host's topology file (least XGMI/PCIe link weight inside each set, one NUMA node per set where it fits), or on
     the lowest free GPUs without one, in container-name order. With `require_lock` (prod) a partition the lock
-    does not hold is refused instead; with `require_optimal` (prod, also for `make lock`) so is a placement the
-    search could not prove optimal (a flat host of more than EXACT_GPUS GPUs): the lock must pin it. A container's
-    set on one NUMA node gets that node's CPUs from `numaCpus` unless it names its own `cpuset`.
+    does not hold is refused instead; with `max_gap` (prod: PROD_PLACEMENT_GAP, also for `make lock`) so is a
+    placement whose proven gap exceeds it (possible on a flat host of more than EXACT_GPUS GPUs): the lock must pin
+    it. A container's set on one NUMA node gets that node's CPUs from `numaCpus` unless it names its own `cpuset`.
+    The placed host carries the proven gap of the placement made here (`placement_gap`; None: nothing placed).
     """
     from domain.topology import (
         EXACT_GPUS,
@@ -982,14 +998,15 @@ def place_partitions(
                 sets = Placement(tuple(free[start : start + size]) for start, size in zip(starts, sizes))
         except PlacementError as error:
             return host, [(f"{at}.containers", str(error))]
-        if require_optimal and not sets.optimal:
+        if max_gap is not None and sets.gap > max_gap:
             return host, [
                 (
                     f"{at}.containers",
                     (
                         f"the placement of partitions {[c.name for c in new]} on host '{host.name}' is not proven "
-                        f"optimal: on {len(free)} GPUs (exact up to {EXACT_GPUS}) the search stopped at its node "
-                        f"budget with {[list(s) for s in sets]}; pin GPUs yourself: write them into "
+                        f"within {max_gap:.0%} of optimal: on {len(free)} GPUs (exact up to {EXACT_GPUS}) the "
+                        f"solver's time limit left a gap of {sets.gap:.1%} (weight {sets.weight}, lower bound "
+                        f"{sets.bound}) with {[list(s) for s in sets]}; pin GPUs yourself: write them into "
                         f"{lock_file(stack)} under hosts.{host.name}.partitions, or give the containers `gpus`"
                     ),
                 )
@@ -1004,7 +1021,10 @@ def place_partitions(
                 c = c.model_copy(update={"cpuset": host.numa_cpus[node]})
             placed.append(c)
         containers = placed
-    return host.model_copy(update={"containers": containers}), []
+    placed_host = host.model_copy(update={"containers": containers})
+    # Rounded up: the lock states a bound the placement is proven within.
+    placed_host._placement_gap = math.ceil(sets.gap * 1e4) / 1e4 if new else None
+    return placed_host, []
 
 
 def _numa_problems(host: HostConfig, at: str, topology: Topology) -> list[tuple[str, str]]:

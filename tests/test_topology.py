@@ -44,6 +44,7 @@ from pydantic import ValidationError
 
 import domain.topology as topology_module
 from bench import placement as bench_placement
+from domain import placement_milp
 from domain.topology import (
     EXACT_GPUS,
     PlacementError,
@@ -53,6 +54,7 @@ from domain.topology import (
     numa_node_of,
     _BranchAndBound,
     _pair_costs,
+    _SubsetSearch,
     parse_topology,
     place,
 )
@@ -545,9 +547,58 @@ def test_sixteen_random_gpus_exact_against_a_second_method(
     assert elapsed < 2, f"{sizes}: {elapsed:.2f} s CPU"
 
 
-def test_more_than_sixteen_flat_gpus_say_when_the_search_stopped_early() -> None:
+def test_the_solver_finds_the_exact_searchs_optimum_on_a_sample() -> None:
+    """Issue 38: the MILP (HiGHS through scipy.optimize.milp) that places beyond EXACT_GPUS, run on up to 16 GPUs,
+    proves the same optimum (link weight, then NUMA spread) as the exact subset search on a seeded sample of the
+    benchmark's corpus (bench/placement.py compares the full one); ties may pick other GPUs of the same cost."""
+    for topo, sizes in bench_placement.corpus(12, 38, (6, 12)):
+        cost, numa = _pair_costs(topo), list(topo.numa)
+        solved = placement_milp.solve(cost, numa, sizes, time_limit=30)
+        exact = place(topo, sizes)
+        assert solved.optimal and solved.sets is not None, (topo.weight, sizes)
+        single = [s for s in sizes if s > 1]
+        assert [len(s) for s in solved.sets] == single
+        assert len({g for s in solved.sets for g in s}) == sum(single)
+        assert bench_placement.cost(topo, solved.sets) == bench_placement.cost(topo, exact), (topo.weight, sizes)
+        assert solved.weight_bound == exact.weight
+
+
+def test_a_time_limited_solver_bound_is_a_lower_bound() -> None:
+    """Stopped by its clock after 20 ms on 16 random GPUs, the solver still proves a bound, and it is below the
+    optimum the exact search finds (the bound is what the gap of a placement beyond 16 GPUs rests on)."""
+    for seed, sizes in ((0, [4, 4, 4, 4]), (1, [3, 3, 3, 3, 2, 2]), (2, [2] * 8)):
+        topo = bench_placement.random_topology(16, seed)
+        solved = placement_milp.solve(_pair_costs(topo), list(topo.numa), sizes, time_limit=0.02)
+        assert not solved.optimal and solved.sets is None
+        assert 0 <= solved.weight_bound <= place(topo, sizes).weight
+
+
+def test_beyond_sixteen_gpus_the_solver_proves_what_the_search_budget_cannot(monkeypatch) -> None:
+    """18 random GPUs with the branch and bound cut to one node: the solver proves the optimum (gap 0; its time
+    limit raised so a loaded machine cannot stop it), the same weight and spread as the subset search run beyond
+    its 16-GPU limit as an oracle."""
+    monkeypatch.setattr(topology_module, "_NODE_BUDGET", 1)
+    monkeypatch.setattr(placement_milp, "TIME_LIMIT_SECONDS", 30)
+    topo = bench_placement.random_topology(18, 5)
+    sizes = [2, 1, 2]
+    placed = place(topo, sizes)
+    oracle = _SubsetSearch(_pair_costs(topo), list(topo.numa), sizes).solve()
+    assert placed.optimal and placed.gap == 0.0 and placed.bound == placed.weight
+    assert bench_placement.cost(topo, placed) == bench_placement.cost(topo, oracle)
+    assert [len(s) for s in placed] == sizes and len({g for s in placed for g in s}) == sum(sizes)
+
+
+def test_placement_reports_weight_bound_and_gap() -> None:
+    """What a placement proves travels with it: the exact search's is optimal, its bound its weight, gap 0."""
+    placed = place(load_topology(MI300X), [4, 4])
+    assert placed.optimal and placed.gap == 0.0 and placed.bound == placed.weight > 0
+    assert placed.weight == bench_placement.cost(load_topology(MI300X), placed)[0]
+
+
+def test_more_than_sixteen_flat_gpus_say_when_the_search_stopped_early(monkeypatch) -> None:
     """Beyond EXACT_GPUS the branch and bound has a node budget: a structured host finishes within it (optimal),
-    a random 24-GPU matrix does not, and the placement says so."""
+    a random 24-GPU matrix does not, nor does the solver in 50 ms, and the placement says so with its proven gap."""
+    monkeypatch.setattr(placement_milp, "TIME_LIMIT_SECONDS", 0.05)
     assert EXACT_GPUS == 16
     structured = topology(
         [[0 if i == j else 15 if i // 8 == j // 8 else 72 for j in range(24)] for i in range(24)],
@@ -556,7 +607,11 @@ def test_more_than_sixteen_flat_gpus_say_when_the_search_stopped_early() -> None
     placed = place(structured, [8, 8, 8])
     assert placed == [tuple(range(0, 8)), tuple(range(8, 16)), tuple(range(16, 24))] and placed.optimal
     rough = place(bench_placement.random_topology(24, 0), [4, 4, 4, 4, 4, 4])
-    assert not rough.optimal
+    assert (
+        not rough.optimal
+        and 0 < rough.bound < rough.weight
+        and rough.gap == pytest.approx(1 - rough.bound / rough.weight)
+    )
     assert len({g for s in rough for g in s}) == 24
     assert place(bench_placement.random_topology(24, 0), [4, 4, 4, 4, 4, 4]) == rough  # a node count: deterministic
 
@@ -578,8 +633,11 @@ def test_cli_prints_topology_and_sets() -> None:
     result = cli(MI250, "--partition", "2,2,2,2")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert list(out) == ["gpus", "numa", "weight", "hops", "link_type", "sets", "sets_numa", "optimal"]
-    assert out["optimal"] is True
+    assert list(out) == [
+        *("gpus", "numa", "weight", "hops", "link_type", "sets", "sets_numa"),
+        *("optimal", "sets_weight", "weight_bound", "gap"),
+    ]
+    assert out["optimal"] is True and out["gap"] == 0.0 and out["sets_weight"] == out["weight_bound"] == 4 * 2 * 15
     assert out["sets"] == [[0, 1], [2, 3], [4, 5], [6, 7]] and out["sets_numa"] == [0, 0, 1, 1]
     assert out["weight"][0][:3] == [0, 15, 30] and out["link_type"][0][:2] == ["SELF", "XGMI"]
 

@@ -71,7 +71,11 @@ def locked(stack: str, project_dir: Path = ROOT, relock: Sequence[str] = ()) -> 
         for host in cfg.hosts:
             if any(c.gpu_count is not None for c in host.containers):
                 topology = load_topology(host.topology) if host.topology is not None else None
-                hosts[host.name] = host_lock(host, topology)
+                entry = host_lock(host, topology)
+                # The gap of the placement made now; an entry kept as it was keeps the gap it was locked with.
+                kept = current.hosts.get(host.name)
+                gap = host.placement_gap if host.placement_gap is not None else kept.gap if kept else None
+                hosts[host.name] = entry.model_copy(update={"gap": gap})
     finally:
         os.chdir(cwd)
     return PlacementLock(hosts=hosts)

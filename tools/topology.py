@@ -54,6 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["sets"] = sets
             result["sets_numa"] = [numa_node_of(topology, s) for s in sets]
             result["optimal"] = sets.optimal
+            # What the search proved: the sets' link weight, a lower bound on any placement's, the gap between.
+            result["sets_weight"] = sets.weight
+            result["weight_bound"] = sets.bound
+            result["gap"] = round(sets.gap, 4)
     except (TopologyError, PlacementError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     print(_json_lines(result))
