@@ -499,6 +499,15 @@ class TrainingConfig(ConfigModel):
         object.__setattr__(self, "kubernetes", self.kubernetes.model_copy(update={"nodes": self.elastic.max_nodes}))
         return self
 
+    def kubernetes_services(self) -> dict[str, str]:
+        """Service name -> what it is, in the training's namespace: a JobSet's headless Service, which the JobSet
+        controller creates named after the JobSet (spec.network.subdomain unset) where no Service of that name
+        exists (kubernetes-sigs/jobset v0.12.0 pkg/controllers/jobset_controller.go L788-833, GetSubdomain
+        L1090-1099); a one-node Job has none."""
+        if self.kubernetes is None or not self.kubernetes.uses_job_set:
+            return {}
+        return {self.name: "the headless Service the JobSet controller creates"}
+
     def program_env(self, checkpoint_dir: str) -> dict[str, str]:
         """What programs/train.py reads (its documented environment), then RCCL's, then the free map."""
         env = {
@@ -680,6 +689,10 @@ def model_cache_dir(placement: InferenceDocker, partition: str) -> str:
     return f"{placement.model_cache_dir}/{partition}"
 
 
+LEADER_WORKER_SET_SUFFIX = "-lws"
+ROUTER_SUFFIX = "-router"
+
+
 class InferenceConfig(ConfigModel):
     name: WorkloadName
     """Unique among all workloads."""
@@ -728,6 +741,32 @@ class InferenceConfig(ConfigModel):
     @property
     def needs_token(self) -> bool:
         return self.gated or self.model.startswith(KNOWN_GATED_MODEL_PREFIXES)
+
+    @property
+    def leader_worker_set_name(self) -> str:
+        """The LeaderWorkerSet of a multi-node server: not the workload's name, which its API Service has. The LWS
+        controller gives the set a headless Service of the set's own name, and creates it only where no Service of
+        that name exists (kubernetes-sigs/lws v0.10.0 pkg/utils/controller/controller_utils.go L33-64, called with
+        lws.Name from leaderworkerset_controller.go L213-220); the pods' LWS_LEADER_ADDRESS resolves through it."""
+        return f"{self.name}{LEADER_WORKER_SET_SUFFIX}"
+
+    @property
+    def router_name(self) -> str:
+        """The router's objects (`kubernetes.router`), its Service the entry point."""
+        return f"{self.name}{ROUTER_SUFFIX}"
+
+    def kubernetes_services(self) -> dict[str, str]:
+        """Service name -> what it is, of every Service in the workload's namespace: the stack's and those a
+        controller creates for it."""
+        k8s = self.kubernetes
+        if k8s is None:
+            return {}
+        services = {self.name: "the API Service"}
+        if k8s.router is not None:
+            services[self.router_name] = "the router's Service"
+        if k8s.multi_node:
+            services[self.leader_worker_set_name] = "the headless Service the LeaderWorkerSet controller creates"
+        return services
 
     def replica_start_seconds(self, checks: ChecksConfig) -> int:
         """How long one Kubernetes replica may take to become ready: its GPU check (an init container, when checks
@@ -898,6 +937,7 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
             if workload.kubernetes is None and workload.docker is None:
                 yield at, "runs nowhere: set `kubernetes`, `docker` or both"
             yield from _env_problems(workload, at)
+    yield from _service_problems(cfg)
     for index, training in enumerate(cfg.training):
         yield from _training_problems(cfg, training, f"training[{index}]")
     for index, inference in enumerate(cfg.inference):
@@ -909,6 +949,30 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     yield from _memory_problems(cfg)
     yield from _resource_problems(cfg)
     yield from _fleet_problems(cfg)
+
+
+def _service_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    """Two workloads whose Services (the stack's, or one a controller creates for them) share a name in one
+    namespace: the controller finds the name taken and never creates its own, and the pods that resolve through it
+    never find each other (workload names alone are unique, `<name>-router` and `<name>-lws` are derived)."""
+    taken: dict[tuple[str, str], str] = {}
+    for kind, workloads in _by_kind(cfg):
+        for index, workload in enumerate(workloads):
+            if workload.kubernetes is None:
+                continue
+            at = f"{kind}[{index}]"
+            for service, what in workload.kubernetes_services().items():
+                key = (workload.kubernetes.namespace, service)
+                if key in taken:
+                    other = taken[key]
+                    yield (
+                        f"{at}.name",
+                        (
+                            f"'{workload.name}' makes the Service '{service}' in namespace '{key[0]}' ({what}), a name "
+                            f"already taken by {other}: one of them would never exist; rename one workload"
+                        ),
+                    )
+                taken.setdefault(key, f"{what} for {at} '{workload.name}'")
 
 
 def namespace_pod_security(cfg: _StackWithWorkloads, privileged: Collection[str] = ()) -> dict[str, str]:

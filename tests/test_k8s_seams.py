@@ -11,6 +11,7 @@ upstream fact it relies on with its source. A feature the stack gains goes into 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,7 +126,7 @@ def test_the_stack_turns_every_kubernetes_feature_on(plan: Plan):
     releases = {r["name"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
     assert {"amd-gpu-operator", "jobset", "lws", "keda", "kueue", "monitoring-kube-prometheus-stack"} <= releases
     # Multi-node inference (a LeaderWorkerSet) behind the router, autoscaled by KEDA; a one-node one beside it.
-    big = by_name[("LeaderWorkerSet", "big")]
+    big = by_name[("LeaderWorkerSet", "big-lws")]
     assert big.manifest["spec"]["leaderWorkerTemplate"]["size"] == 2
     assert ("Deployment", "big-router") in by_name and ("Deployment", "small") in by_name
     (scaler,) = of_kind(plan, "ScaledObject")
@@ -162,3 +163,185 @@ def test_every_namespaced_object_goes_into_a_namespace_that_exists_before_it(pla
         assert declared[o.namespace] in dependencies(plan, o.resource["urn"]), (
             f"{o.kind} {o.namespace}/{o.name} does not wait for its Namespace"
         )
+
+
+# --- names the controllers create ---------------------------------------------------------------------------------
+# Each controller below creates objects named after the object it reconciles, and takes a name already in use as its
+# own (or fails): an object the stack declares under such a name breaks the feature silently.
+
+
+@dataclass(frozen=True)
+class Created:
+    """An object a controller creates in the cluster for one the stack declares."""
+
+    group: str
+    kind: str
+    namespace: str
+    name: re.Pattern[str]
+    why: str
+
+    def takes(self, declared: Declared) -> bool:
+        return (declared.group, declared.kind, declared.namespace) == (self.group, self.kind, self.namespace) and bool(
+            self.name.fullmatch(declared.name)
+        )
+
+
+def exactly(name: str) -> re.Pattern[str]:
+    return re.compile(re.escape(name))
+
+
+def created_by_leader_worker_set(lws: Declared) -> Iterator[Created]:
+    """kubernetes-sigs/lws v0.10.0: the headless Service of the set's name (subdomainPolicy Shared, the webhook's
+    default), created only where no Service of that name exists (pkg/utils/controller/controller_utils.go L33-64,
+    leaderworkerset_controller.go L213-220), or one per group named like its leader pod `<lws>-<i>` with
+    UniquePerReplica (pod_controller.go L116-117); the leaders' StatefulSet `<lws>` (leaderworkerset_controller.go
+    L846) and each group's workers' StatefulSet, named like its leader pod (pod_controller.go L438)."""
+    spec, ns = lws.manifest["spec"], str(lws.namespace)
+    groups = rf"{re.escape(lws.name)}-\d+"
+    unique = (spec.get("networkConfig") or {}).get("subdomainPolicy") == "UniquePerReplica"
+    service = re.compile(groups) if unique else exactly(lws.name)
+    yield Created("", "Service", ns, service, f"the headless Service of LeaderWorkerSet {lws.name}")
+    yield Created("apps", "StatefulSet", ns, exactly(lws.name), f"the leaders of LeaderWorkerSet {lws.name}")
+    yield Created("apps", "StatefulSet", ns, re.compile(groups), f"a group's workers of LeaderWorkerSet {lws.name}")
+
+
+def created_by_job_set(job_set: Declared) -> Iterator[Created]:
+    """kubernetes-sigs/jobset v0.12.0: with enableDNSHostnames, the headless Service named spec.network.subdomain, or
+    the JobSet's name (pkg/controllers/jobset_controller.go createHeadlessSvcIfNecessary L788-833, GetSubdomain
+    L1090-1099), created only where none of that name exists; the Jobs `<jobset>-<replicatedJob>-<index>`
+    (pkg/util/placement/placement.go GenJobName L14-16)."""
+    spec, ns = job_set.manifest["spec"], str(job_set.namespace)
+    network = spec.get("network") or {}
+    if network.get("enableDNSHostnames"):
+        subdomain = network.get("subdomain") or job_set.name
+        yield Created("", "Service", ns, exactly(subdomain), f"the headless Service of JobSet {job_set.name}")
+    for job in spec["replicatedJobs"]:
+        jobs = re.compile(rf"{re.escape(job_set.name)}-{re.escape(job['name'])}-\d+")
+        yield Created("batch", "Job", ns, jobs, f"a Job of JobSet {job_set.name}")
+
+
+# Kueue's Workload per queued job: `<kind>-<name>-<5 hex digits>`, the prefix cut to 253 - 6 (kubernetes-sigs/kueue
+# v0.19.2 pkg/controller/jobframework/workload_names.go GetWorkloadNameForOwnerWithGVK L64-66, GenerateWorkloadNamePrefix
+# L76-78, generateWorkloadNameWithHash L90-96: the hash covers the owner's UID, so only the form is known offline).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_WORKLOAD_PREFIX_LENGTH = 253 - 1 - 5
+
+
+def created_by_kueue(job: Declared) -> Iterator[Created]:
+    if KUEUE_QUEUE_LABEL in (job.manifest["metadata"].get("labels") or {}):
+        prefix = f"{job.kind.lower()}-{job.name}"[:KUEUE_WORKLOAD_PREFIX_LENGTH]
+        workload = re.compile(rf"{re.escape(prefix)}-[0-9a-f]{{5}}")
+        yield Created("kueue.x-k8s.io", "Workload", str(job.namespace), workload, f"Kueue's Workload of {job.name}")
+
+
+def controller_created(plan: Plan) -> list[Created]:
+    created: list[Created] = []
+    for o in objects(plan):
+        if o.kind == "LeaderWorkerSet":
+            created += created_by_leader_worker_set(o)
+        if o.kind == "JobSet":
+            created += created_by_job_set(o)
+        created += created_by_kueue(o)
+    return created
+
+
+def test_no_declared_object_takes_a_name_a_controller_creates(plan: Plan):
+    created = controller_created(plan)
+    # The stack has objects of all three controllers (test_the_stack_turns_every_kubernetes_feature_on).
+    assert {(c.kind, c.why.split(" of ")[0]) for c in created} >= {
+        ("Service", "the headless Service"),
+        ("Workload", "Kueue's Workload"),
+    }
+    assert {c.why.split()[-2] for c in created if c.kind == "Service"} == {"LeaderWorkerSet", "JobSet"}
+    for o in objects(plan):
+        taken = [c.why for c in created if c.takes(o)]
+        assert not taken, f"{o.kind} {o.namespace}/{o.name} takes the name of {taken}"
+
+
+def renamed(declared: Declared, name: str) -> Declared:
+    metadata = {**declared.manifest["metadata"], "name": name}
+    inputs = {**declared.resource["inputs"], "metadata": metadata}
+    return Declared({**declared.manifest, "metadata": metadata}, {**declared.resource, "inputs": inputs})
+
+
+def test_the_check_finds_the_api_service_named_like_its_leader_worker_set(plan: Plan):
+    """The check above, on what the stack declared before issue 33: the API Service named like the set."""
+    (lws,) = of_kind(plan, "LeaderWorkerSet")
+    (service,) = [o for o in of_kind(plan, "Service") if o.name == "big"]
+    assert [c.why for c in controller_created(plan) if c.takes(renamed(service, lws.name))] == [
+        "the headless Service of LeaderWorkerSet big-lws"
+    ]
+
+
+# --- network policies ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pod:
+    """The pods of one template as they run: the template's labels and those their controller adds."""
+
+    owner: str
+    namespace: str
+    labels: dict[str, str]
+    spec: dict[str, Any]
+
+    def ports(self) -> set[int | str]:
+        """Each container port by number and by name (a NetworkPolicy port names either)."""
+        declared = [p for c in self.spec["containers"] for p in c.get("ports", [])]
+        return {p["containerPort"] for p in declared} | {p["name"] for p in declared if "name" in p}
+
+
+# The LWS pod webhook labels every pod of a group with its worker index, 0 on the leader (kubernetes-sigs/lws v0.10.0
+# api/leaderworkerset/v1/leaderworkerset_types.go L43-45, WorkerIndexLabelKey: "The leader also gets a workerIndex,
+# and it is always set to 0").
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def pods(plan: Plan) -> Iterator[Pod]:
+    for o in objects(plan):
+        templates: list[tuple[dict[str, Any], dict[str, str]]] = []
+        spec = o.manifest.get("spec") or {}
+        if o.kind in ("Deployment", "Job"):
+            templates.append((spec["template"], {}))
+        elif o.kind == "JobSet":
+            templates += [(job["template"]["spec"]["template"], {}) for job in spec["replicatedJobs"]]
+        elif o.kind == "LeaderWorkerSet":
+            group = spec["leaderWorkerTemplate"]
+            templates.append((group["leaderTemplate"], {LWS_WORKER_INDEX: "0"}))
+            templates.append((group["workerTemplate"], {LWS_WORKER_INDEX: "1"}))
+        for template, added in templates:
+            labels = {**template["metadata"].get("labels", {}), **added}
+            yield Pod(f"{o.kind} {o.name}", str(o.namespace), labels, template["spec"])
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """meta/v1 LabelSelector semantics: every matchLabels pair, every matchExpressions requirement."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for requirement in selector.get("matchExpressions") or []:
+        key, operator, values = requirement["key"], requirement["operator"], requirement.get("values", [])
+        present = key in labels
+        if not {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]:
+            return False
+    return True
+
+
+def test_every_port_a_network_policy_opens_is_one_its_pods_have(plan: Plan):
+    """A NetworkPolicy rule's ports apply to every pod its podSelector selects; a named port resolves per pod among
+    its containers' ports (networking/v1 NetworkPolicyPort: "a named port on a pod"): a rule for a port some selected
+    pods do not have opens nothing there and says what the pods do not do (issue 33: the API port's rule selected a
+    multi-node server's workers)."""
+    running = list(pods(plan))
+    for policy in of_kind(plan, "NetworkPolicy"):
+        spec = policy.manifest["spec"]
+        selected = [p for p in running if p.namespace == policy.namespace and selects(spec["podSelector"], p.labels)]
+        assert selected, f"NetworkPolicy {policy.namespace}/{policy.name} selects no pod"
+        for rule in spec.get("ingress", []):
+            for port in rule.get("ports", []):
+                lacking = [p.owner for p in selected if port["port"] not in p.ports()]
+                assert not lacking, f"NetworkPolicy {policy.name} opens port {port['port']} on {lacking}, which lack it"

@@ -265,8 +265,55 @@ def test_the_service_reaches_the_leaders_and_the_group_reaches_itself(plan: Plan
     types = LWS.read("api/leaderworkerset/v1/leaderworkerset_types.go").decode()
     assert f'WorkerIndexLabelKey string = "{multinode.WORKER_INDEX_LABEL}"' in types
     assert "The leader also\n// gets a workerIndex, and it is always set to 0." in types
-    rules = manifest_of(plan.get(POLICY, f"{NAME}-ingress"))["spec"]["ingress"]
-    assert rules[-1] == {"from": [{"podSelector": {"matchLabels": template_labels}}]}  # every port, group only
+    # Two policies (they add up): the group's pods reach each other on every port; the API port is the leaders'.
+    group = manifest_of(plan.get(POLICY, f"{NAME}-ingress"))["spec"]
+    assert group["podSelector"] == {"matchLabels": template_labels}
+    assert group["ingress"] == [{"from": [{"podSelector": {"matchLabels": template_labels}}]}]
+    api = manifest_of(plan.get(POLICY, f"{NAME}-api-ingress"))["spec"]
+    assert api["podSelector"] == {"matchLabels": selector}
+    assert [rule["ports"] for rule in api["ingress"]] == [[{"port": "http", "protocol": "TCP"}]]
+
+
+def leader_address(lws: dict[str, Any], group: int) -> str:
+    """LWS_LEADER_ADDRESS of the pods of group `group`, as the pod webhook sets it: `<lws>-<group index>.<pod
+    subdomain>.<namespace>` (pkg/utils/pod/pod_utils.go L143-146). A StatefulSet pod's subdomain is its set's
+    serviceName (kubernetes pkg/controller/statefulset/stateful_set_utils.go updateIdentity), which for the default
+    subdomainPolicy Shared (set by the LWS webhook, pkg/webhooks/leaderworkerset_webhook.go L73-82) is the LWS's
+    name, for the leaders' StatefulSet and each group's workers' (leaderworkerset_controller.go L846-848,
+    pod_controller.go L432-440)."""
+    assert "networkConfig" not in lws["spec"]  # defaulted to Shared
+    name, namespace = lws["metadata"]["name"], lws["metadata"]["namespace"]
+    assert 'fmt.Sprintf("%s-%s.%s.%s", lwsName, groupIndex, pod.Spec.Subdomain, pod.ObjectMeta.Namespace)' in lines(
+        "pkg/utils/pod/pod_utils.go", 145, 145
+    )
+    assert "subdomainPolicy := v1.SubdomainShared" in lines("pkg/webhooks/leaderworkerset_webhook.go", 75, 75)
+    assert "WithServiceName(lws.Name)" in lines("pkg/controllers/leaderworkerset_controller.go", 848, 848)
+    assert "serviceName = lws.Name" in lines("pkg/controllers/pod_controller.go", 434, 434)
+    return f"{name}-{group}.{name}.{namespace}"
+
+
+def test_the_leader_address_resolves_through_the_headless_service_only_the_controller_creates(plan: Plan):
+    """The workers' `--master-addr` is LWS_LEADER_ADDRESS, whose DNS record only the headless Service of the LWS's
+    name publishes. The controller creates that Service only where no Service of the name exists, whatever it selects
+    (pkg/utils/controller/controller_utils.go L33-64: a Get, and a Create only on NotFound), called with the LWS's
+    name (leaderworkerset_controller.go L213-220). So the stack's own API Service has the workload's name and the
+    LeaderWorkerSet another (`<name>-lws`): with both named alike the address never resolved and `pulumi up` waited
+    out the LeaderWorkerSet's create timeout."""
+    lws = lws_manifest(plan)
+    assert leader_address(lws, 0) == f"{NAME}-lws-0.{NAME}-lws.ml"
+    created = lines("pkg/utils/controller/controller_utils.go", 36, 41)
+    assert "k8sClient.Get(ctx, types.NamespacedName{Name: serviceName" in created
+    assert "client.IgnoreNotFound(err) != nil" in created
+    assert "CreateHeadlessServiceIfNotExists(ctx, r.Client, r.Scheme, lws, lws.Name," in lines(
+        "pkg/controllers/leaderworkerset_controller.go", 215, 215
+    )
+    services = {
+        (manifest_of(s)["metadata"]["namespace"], manifest_of(s)["metadata"]["name"]) for s in plan.of_type(SERVICE)
+    }
+    assert ("ml", lws["metadata"]["name"]) not in services
+    assert ("ml", NAME) in services  # the API Service keeps the workload's name
+    # The workers' command names the address (Kubernetes expands $(LWS_LEADER_ADDRESS) from the webhook's env).
+    assert "$(LWS_LEADER_ADDRESS)" in containers(plan, "workerTemplate")["vllm"]["command"]
 
 
 def test_replicas_are_groups_behind_a_scale_subresource_for_an_autoscaler():
@@ -448,7 +495,7 @@ def test_an_autoscaled_multi_node_server_scales_its_groups_through_the_lws_scale
     assert scaled["spec"]["scaleTargetRef"] == {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
-        "name": NAME,
+        "name": f"{NAME}-lws",
     }
     lws = plan.get(LWS_TYPE, NAME)
     assert lws["ignore_changes"] == [REPLICAS_PATH] and manifest_of(lws)["spec"]["replicas"] == 2  # prod's minimum
@@ -456,7 +503,7 @@ def test_an_autoscaled_multi_node_server_scales_its_groups_through_the_lws_scale
     assert validate_all([scaled, manifest_of(lws)], CRDS) == 2
 
 
-def test_a_worker_stops_only_after_its_leader_stopped_answering(plan: Plan):
+def test_a_worker_stops_only_after_its_leader_stopped_answering(plan: Plan, tmp_path: Path):
     """The workers' preStop, run for real against a local stand-in leader: it waits while /health answers and returns
     once the leader is gone (its own preStop drained it); then the kubelet sends the worker SIGTERM."""
     (hook,) = [c for c in containers(plan, "workerTemplate").values() if "lifecycle" in c]
@@ -474,7 +521,20 @@ def test_a_worker_stops_only_after_its_leader_stopped_answering(plan: Plan):
     leader = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
     threading.Thread(target=leader.serve_forever, daemon=True).start()
     script = command[2].replace(":8080/", f":{leader.server_port}/")
-    env = {**os.environ, multinode.LEADER_ADDRESS_ENV: "127.0.0.1"}
+    # The address LWS gives the pod, whose DNS record is the headless Service's (test_the_leader_address_...); the
+    # cluster's DNS is stood in for that one name only, by a resolver that knows nothing else.
+    address = leader_address(lws_manifest(plan), 0)
+    dns = tmp_path / "sitecustomize.py"
+    dns.write_text(
+        "import socket\n"
+        "_resolve = socket.getaddrinfo\n"
+        "def getaddrinfo(host, *args, **kwargs):\n"
+        f"    if host != {address!r}:\n"
+        "        raise socket.gaierror(socket.EAI_NONAME, 'Name or service not known')\n"
+        "    return _resolve('127.0.0.1', *args, **kwargs)\n"
+        "socket.getaddrinfo = getaddrinfo\n"
+    )
+    env = {**os.environ, multinode.LEADER_ADDRESS_ENV: address, "PYTHONPATH": str(tmp_path)}
     worker = subprocess.Popen([sys.executable, "-c", script], env=env)
     try:
         with pytest.raises(subprocess.TimeoutExpired):
@@ -549,3 +609,70 @@ def test_scenario_chart_bump_updates_the_release_and_crds_in_place_and_adds_the_
         ("values.image.manager.tag", "k8s.update"),
         ("version", "k8s.update"),
     ]
+
+
+def test_scenario_the_first_pulumi_up_after_the_rename_deletes_the_old_set_first_and_keeps_the_service(plan: Plan):
+    """What the previous program declared (the LeaderWorkerSet named like the workload and its API Service, one
+    NetworkPolicy with the API rule on every pod) against today's: the LeaderWorkerSet's new name is a new object
+    (pulumi-kubernetes replaces on metadata.name, rule k8s.identity), deleted first (delete_before_replace: the old
+    groups hold the GPUs the new ones need; the engine deletes a replaced resource only after every create and
+    update otherwise, pulumi step_generator.go L2164, and the option overrides the provider's choice, L2043-2046).
+    The API Service, its name and ClusterIP stay: clients see no change."""
+    head = plan.to_json()
+    base = copy.deepcopy(head)
+    resources = []
+    for resource in base["resources"]:
+        inputs = resource["inputs"]
+        if resource["type"] == LWS_TYPE:
+            inputs["metadata"]["name"] = NAME
+            resource["delete_before_replace"] = False
+        elif resource["type"] == POLICY and resource["name"] == f"{NAME}-api-ingress":
+            continue
+        elif resource["type"] == POLICY and resource["name"] == f"{NAME}-ingress":
+            api = next(r for r in head["resources"] if r["name"] == f"{NAME}-api-ingress")
+            inputs["spec"]["ingress"] = [*api["inputs"]["spec"]["ingress"], *inputs["spec"]["ingress"]]
+        resources.append(resource)
+    base["resources"] = resources
+    impacts = predict(SynthPlan.model_validate(base), SynthPlan.model_validate(head)).impacts
+    by_key = {(i.type, i.name): i for i in impacts}
+    lws = by_key[(LWS_TYPE, NAME)]
+    assert lws.action is Action.DELETE_REPLACE and lws.replaced_by == [("metadata.name", "k8s.identity")]
+    assert "pulumi.delete-before-replace-option" in lws.rules
+    assert lws.meaning == f"deletes LeaderWorkerSet `ml/{NAME}`, then creates it as `ml/{NAME}-lws`"
+    assert by_key[(POLICY, f"{NAME}-ingress")].action is Action.UPDATE
+    assert by_key[(POLICY, f"{NAME}-api-ingress")].action is Action.CREATE
+    assert set(by_key) == {(LWS_TYPE, NAME), (POLICY, f"{NAME}-ingress"), (POLICY, f"{NAME}-api-ingress")}
+    generator = PULUMI.read("pkg/resource/deploy/step_generator.go").decode().splitlines()
+    assert "if goal.DeleteBeforeReplace != nil {" in generator[2044 - 1]
+    assert 'the delete step is generated "later" on, after all creates/updates finish' in generator[2164 - 1]
+
+
+@pytest.mark.parametrize(
+    "other, taken",
+    [
+        # A workload named like the set's headless Service (the LWS controller's).
+        ({"name": f"{NAME}-lws", "model": "Qwen/Qwen2.5-0.5B-Instruct", "kubernetes": {"namespace": "ml"}}, "lws"),
+        # A training whose JobSet's headless Service would be the big server's router Service.
+        (
+            {
+                "name": f"{NAME}-router",
+                "kubernetes": {
+                    "namespace": "ml",
+                    "nodes": 2,
+                    "checkpoints": {"type": "pvc", "storageClass": "cephfs", "size": "1Ti"},
+                },
+            },
+            "router",
+        ),
+    ],
+)
+def test_two_workloads_whose_services_share_a_name_are_refused(other, taken):
+    """The LWS and JobSet controllers create their headless Service only where the name is free (above; jobset
+    v0.12.0 jobset_controller.go L797-805): a second Service of the name, the stack's or a controller's, leaves one
+    workload without its own."""
+    config = config_with({**BIG, "kubernetes": {**BIG["kubernetes"], "router": {}}})
+    config[P + ("training" if "nodes" in other["kubernetes"] else "inference")].append(other)
+    config[P + "gpuFleet"]["nodes"] = 12
+    message = refused(lambda: synthesize("prod", config))
+    assert f"makes the Service '{NAME}-{taken}' in namespace 'ml'" in message, message
+    assert "rename one workload" in message

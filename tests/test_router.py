@@ -443,5 +443,9 @@ def test_a_multi_node_workload_is_routed_to_its_leaders():
         p for c in leader["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"] for p in c.get("ports", [])
     ]
     assert flag(args, "--k8s-port") == str(next(p["containerPort"] for p in ports if p["name"] == "http"))
+    # The API port is open to the router on the leaders (their own policy); the group's policy opens every port
+    # between the group's pods.
+    api = inputs(plan, NETWORK_POLICY, f"{NAME}-api-ingress")["spec"]
+    assert api["podSelector"]["matchLabels"] == selector and len(api["ingress"]) == 1
     rules = inputs(plan, NETWORK_POLICY, f"{NAME}-ingress")["spec"]["ingress"]
-    assert len(rules) == 2 and "ports" not in rules[1]
+    assert len(rules) == 1 and "ports" not in rules[0]

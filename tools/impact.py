@@ -352,6 +352,14 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
     what = resource.inputs.get("kind") or resource.type.rsplit(":", 1)[-1]
     if resource.type.startswith("pulumi:providers:"):
         what = f"the {what} provider"
+    # A new name is a new object: the engine deletes a replaced resource after every create and update of the run
+    # unless it deletes it first (pulumi/pulumi pkg/resource/deploy/step_generator.go, "the delete step is
+    # generated "later" on, after all creates/updates finish").
+    if old is not None and new is not None and resource.type != HELM_RELEASE and _k8s_name(old) != _k8s_name(new):
+        if action is Action.DELETE_REPLACE:
+            return f"deletes {what} `{_k8s_name(old)}`, then creates it as `{_k8s_name(new)}`"
+        if action is Action.REPLACE:
+            return f"creates {what} `{_k8s_name(new)}`, then deletes `{_k8s_name(old)}` once the whole run has finished"
     suffix = ""
     if what == "Job" and action in (Action.REPLACE, Action.DELETE_REPLACE):
         suffix = ": its pods stop and run again"

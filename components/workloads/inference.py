@@ -141,6 +141,10 @@ class VllmServer(pulumi.ComponentResource):
     deployment: apps_v1.Deployment | None
     leader_worker_set: CustomResource | None
     service: core_v1.Service
+    # Who reaches the pods: one policy, or for a multi-node server the group's own traffic (every pod) and a second
+    # policy of the API port on the leaders alone.
+    network_policy: networking_v1.NetworkPolicy
+    api_policy: networking_v1.NetworkPolicy | None
     # The labels of the pods serving the API (the leaders of a multi-node server's groups).
     api_selector: dict[str, str]
     # `scaleTargetRef` of the workload (apiVersion, kind, name) for an autoscaler.
@@ -348,7 +352,7 @@ class VllmServer(pulumi.ComponentResource):
                 api_version=multinode.LWS_API_VERSION,
                 kind=multinode.LWS_KIND,
                 metadata=meta_v1.ObjectMetaArgs(
-                    name=name,
+                    name=inference.leader_worker_set_name,
                     namespace=args.namespace,
                     labels=labels,
                     annotations={**workload_annotations, **multinode.WAIT_FOR},
@@ -359,7 +363,10 @@ class VllmServer(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(
                     workload_opts,
                     pulumi.ResourceOptions(
-                        depends_on=[*args.gpu_ready, *filter(None, [args.leader_worker_set_controller])]
+                        depends_on=[*args.gpu_ready, *filter(None, [args.leader_worker_set_controller])],
+                        # Replaced only by a new name or namespace (multinode.py): the old groups go first, as their
+                        # GPUs are what the new ones need.
+                        delete_before_replace=True,
                     ),
                 ),
             )
@@ -396,7 +403,7 @@ class VllmServer(pulumi.ComponentResource):
         self.scale_target_ref = {
             "apiVersion": multinode.LWS_API_VERSION if k8s.multi_node else "apps/v1",
             "kind": multinode.LWS_KIND if k8s.multi_node else "Deployment",
-            "name": name,
+            "name": inference.leader_worker_set_name if k8s.multi_node else name,
         }
         # With a router, it is the entry point (router.py): the replicas' Service stays in the cluster (the
         # ServiceMonitor scrapes through it) and only the router and the monitoring namespace reach the API port.
@@ -413,7 +420,7 @@ class VllmServer(pulumi.ComponentResource):
         self.router = None
         if k8s.router is not None:
             self.router = VllmRouter(
-                f"{name}-router",
+                inference.router_name,
                 VllmRouterArgs(
                     router=k8s.router,
                     environment=args.environment,
@@ -431,22 +438,25 @@ class VllmServer(pulumi.ComponentResource):
                 ),
                 pulumi.ResourceOptions(parent=self),
             )
-        rules = [
+        api = (
             api_ingress("ClusterIP", [self.router.labels], args.metrics_namespace)
             if self.router is not None
             else api_ingress(k8s.service_type, k8s.clients, args.metrics_namespace)
-        ]
+        )
+        self.api_policy = None
         if k8s.multi_node:
             # The pods of a group reach each other on every port: the torch.distributed store on --master-port,
             # ZeroMQ queues and RCCL on ephemeral ones (as a multi-node training's pods).
-            rules.append(
-                networking_v1.NetworkPolicyIngressRuleArgs(
-                    from_=[
-                        networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=labels))
-                    ]
-                )
+            group = networking_v1.NetworkPolicyIngressRuleArgs(
+                from_=[networking_v1.NetworkPolicyPeerArgs(pod_selector=meta_v1.LabelSelectorArgs(match_labels=labels))]
             )
-        self.network_policy = ingress_policy(f"{name}-ingress", metadata(name), labels, rules, child)
+            self.network_policy = ingress_policy(f"{name}-ingress", metadata(name), labels, [group], child)
+            # The API port is the leaders' alone (the workers have none): its rule selects them (policies add up).
+            self.api_policy = ingress_policy(
+                f"{name}-api-ingress", metadata(f"{name}-api"), self.api_selector, [api], child
+            )
+        else:
+            self.network_policy = ingress_policy(f"{name}-ingress", metadata(name), labels, [api], child)
         self.scaler = None
         if args.autoscaler is not None:
             workload: pulumi.Resource = self.leader_worker_set or cast(apps_v1.Deployment, self.deployment)
@@ -480,7 +490,7 @@ class VllmServer(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "deployment": self.deployment.metadata.name if self.deployment is not None else None,
-                "leaderWorkerSet": name if self.leader_worker_set is not None else None,
+                "leaderWorkerSet": inference.leader_worker_set_name if self.leader_worker_set is not None else None,
                 "service": self.entry.metadata.name,
                 "url": pulumi.Output.concat(
                     "http://",
