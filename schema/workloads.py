@@ -260,8 +260,16 @@ class Toleration(ConfigModel):
         return self.key == taint.key and (self.operator == "Exists" or self.value == taint.value)
 
 
-# GPU nodes are commonly tainted so that only pods asking for GPUs land there.
-GPU_TOLERATIONS = [Toleration(key="amd.com/gpu", operator="Exists", effect="NoSchedule")]
+# The default of a workload's `tolerations`, as the config reference shows it.
+TAINT_TOLERATIONS_DEFAULT = shown_default("one per `kubernetes.gpuNodeTaints` (none without)")
+
+
+def pod_tolerations(tolerations: list[Toleration] | None, taints: Iterable[GpuNodeTaint]) -> list[Toleration]:
+    """A workload's `tolerations`, or unset those of the GPU nodes' taints: the same tolerations as the GPU layer's
+    DaemonSets get (GpuNodeTaint.toleration), so a taint the stack declares is one its GPU pods tolerate."""
+    if tolerations is not None:
+        return tolerations
+    return [Toleration.model_validate(taint.toleration()) for taint in taints]
 
 
 class PvcStorage(ConfigModel):
@@ -361,8 +369,11 @@ class TrainingKubernetes(ConfigModel):
     """The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK and
     hostNetwork are only added at `privileged`."""
     node_selector: Labels = {}
-    tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
-    """Placement on GPU nodes (with nodeSelector)."""
+    tolerations: Annotated[
+        list[Toleration] | None, Field(max_length=MAX_ITEMS, json_schema_extra=TAINT_TOLERATIONS_DEFAULT)
+    ] = None
+    """Placement on GPU nodes (with nodeSelector). Unset: the tolerations of the GPU nodes' taints the stack declares
+    (`kubernetes.gpuNodeTaints`), the ones its GPU layer tolerates too; set: exactly these."""
     checkpoints: CheckpointStorage | None = Field(
         None,
         json_schema_extra=by_environment(
@@ -579,8 +590,11 @@ class InferenceKubernetes(ConfigModel):
     """The extended resource each replica requests `gpus` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
     node_selector: Labels = {}
-    tolerations: Annotated[list[Toleration], Field(max_length=MAX_ITEMS)] = GPU_TOLERATIONS
-    """Placement on GPU nodes (with nodeSelector)."""
+    tolerations: Annotated[
+        list[Toleration] | None, Field(max_length=MAX_ITEMS, json_schema_extra=TAINT_TOLERATIONS_DEFAULT)
+    ] = None
+    """Placement on GPU nodes (with nodeSelector). Unset: the tolerations of the GPU nodes' taints the stack declares
+    (`kubernetes.gpuNodeTaints`), the ones its GPU layer tolerates too; set: exactly these."""
     model_cache: ModelCacheStorage | None = Field(
         None,
         json_schema_extra=by_environment(
@@ -1108,8 +1122,9 @@ def _security_problems(
     PreferNoSchedule taint only lowers the node's score)."""
     if cfg.kubernetes is None:
         return
+    tolerations = pod_tolerations(k8s.tolerations, cfg.kubernetes.gpu_node_taints)
     for index, taint in enumerate(cfg.kubernetes.gpu_node_taints):
-        if taint.effect in SCHEDULER_FILTERED_TAINT_EFFECTS and not any(t.tolerates(taint) for t in k8s.tolerations):
+        if taint.effect in SCHEDULER_FILTERED_TAINT_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
             yield (
                 f"{at}.tolerations",
                 (

@@ -345,3 +345,34 @@ def test_every_port_a_network_policy_opens_is_one_its_pods_have(plan: Plan):
             for port in rule.get("ports", []):
                 lacking = [p.owner for p in selected if port["port"] not in p.ports()]
                 assert not lacking, f"NetworkPolicy {policy.name} opens port {port['port']} on {lacking}, which lack it"
+
+
+# --- taints ---------------------------------------------------------------------------------------------------------
+
+
+def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """core/v1 Toleration.ToleratesTaint (kubernetes/api core/v1/toleration.go): an empty effect matches every effect,
+    an empty key every key; Exists any value, Equal (or no operator) the same value."""
+    if toleration.get("effect") and toleration["effect"] != taint["effect"]:
+        return False
+    if toleration.get("key") and toleration["key"] != taint["key"]:
+        return False
+    if toleration.get("operator") == "Exists":
+        return True
+    return toleration.get("value", "") == taint.get("value", "")
+
+
+def test_every_gpu_pod_tolerates_the_taints_the_stack_declares_for_the_gpu_nodes(plan: Plan):
+    """`kubernetes.gpuNodeTaints` are the taints the GPU nodes carry (the GPU layer's DaemonSets tolerate them): every
+    pod that requests a GPU tolerates each of them, PreferNoSchedule included (an untolerated one lowers the GPU
+    nodes' score for GPU pods, which can run nowhere else: TaintToleration's Score,
+    kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)."""
+    taints = all_features(plan.stack)[P + "kubernetes"]["gpuNodeTaints"]
+    assert taints  # the stack declares one (prod's)
+    for pod in pods(plan):
+        containers = [*pod.spec.get("initContainers", []), *pod.spec["containers"]]
+        wants = {r for c in containers for r in (c.get("resources") or {}).get("limits", {})}
+        if not any(r.startswith("amd.com/") for r in wants):
+            continue
+        for taint in taints:
+            assert any(tolerates(t, taint) for t in pod.spec.get("tolerations", [])), f"{pod.owner} misses {taint}"

@@ -531,7 +531,10 @@ def test_training_pods_get_gpus_shm_env_and_placement(prod):
     assert env["NCCL_SOCKET_IFNAME"] == "eth0"
     assert "NCCL_DEBUG" not in env  # `null` removed the default
     assert pod["nodeSelector"] == {"amd.com/gpu.product-name": "AMD_Instinct_MI300X"}
-    assert pod["tolerations"] == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    # Unset tolerations: those of the GPU nodes' taints (prod's amd.com/gpu=present:PreferNoSchedule).
+    assert pod["tolerations"] == [
+        {"key": "amd.com/gpu", "operator": "Equal", "value": "present", "effect": "PreferNoSchedule"}
+    ]
     assert pod["enableServiceLinks"] is False
 
 
@@ -1205,13 +1208,6 @@ BAD = {
         5,
         "inference[0].kubernetes.replicas: 5 replicas are spread one per node, but gpuFleet has 4",
     ),
-    "untolerated-gpu-taint": (
-        "prod",
-        "kubernetes.gpuNodeTaints",
-        [{"key": "amd.com/gpu", "value": "present", "effect": "NoExecute"}],
-        "training[0].kubernetes.tolerations: does not tolerate the GPU node taint "
-        "amd.com/gpu=present:NoExecute (kubernetes.gpuNodeTaints[0])",
-    ),
     # Removed with static rendezvous (c7836a3): a stack that still sets it learns what replaced it.
     "torchrun-max-restarts-removed": (
         "prod",
@@ -1334,6 +1330,23 @@ BAD = {
         "training[0].name: expected lowercase letters, digits and '-', starting with a letter, at most 40 characters",
     ),
 }
+
+
+def test_tolerations_follow_the_gpu_node_taints_unless_set():
+    """Unset, a workload's pods tolerate each taint of `kubernetes.gpuNodeTaints` as the GPU layer's DaemonSets do (one
+    definition, GpuNodeTaint.toleration); set, exactly what is given, refused where it misses a NoSchedule or NoExecute
+    taint (the scheduler filters those: kubernetes pkg/scheduler/framework/plugins/helper/taint.go)."""
+    config = _set(prod_config(), "kubernetes.gpuNodeTaints", [{"key": "amd.com/gpu", "effect": "NoExecute"}])
+    config = _set(config, "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy.rebootRequired", False)
+    plan = synth("prod", config, TOKEN)
+    assert training_pod(plan, "llm-pretrain")["tolerations"] == [
+        {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoExecute"}
+    ]
+    explicit = _set(config, "training[0].kubernetes.tolerations", [{"key": "amd.com/gpu", "effect": "NoSchedule"}])
+    assert (
+        "training[0].kubernetes.tolerations: does not tolerate the GPU node taint amd.com/gpu=:NoExecute "
+        "(kubernetes.gpuNodeTaints[0])"
+    ) in refusal("prod", explicit)
 
 
 def test_a_toleration_of_another_value_does_not_tolerate_a_no_schedule_taint():

@@ -19,7 +19,7 @@ from schema import StackConfig, StackSecrets
 from schema.docker import HostConfig, host_images, image_for
 from schema.gpu_nodes import pod_floors
 from schema.queues import SERVING_PRIORITY_CLASS, TRAINING_PRIORITY_CLASS
-from schema.workloads import InferenceKubernetes, kubernetes_gfx, partitions_claimed
+from schema.workloads import InferenceKubernetes, kubernetes_gfx, partitions_claimed, pod_tolerations
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
 from components import supply
@@ -143,6 +143,8 @@ def build_workloads(
     from .training import program_files
 
     files = program_files()
+    # The GPU nodes' taints the workloads' pods tolerate unless they say otherwise.
+    taints = cfg.kubernetes.gpu_node_taints if cfg.kubernetes is not None else []
     if cfg.training:
         from .training import DockerTraining, DockerTrainingArgs, TrainingJob, TrainingJobArgs
 
@@ -165,6 +167,7 @@ def build_workloads(
                         gpu_check=_gpu_check(cfg, training.kubernetes.gpu_resource, files),
                         priority_class=TRAINING_PRIORITY_CLASS if kubernetes.kueue is not None else None,
                         queue_ready=kubernetes.kueue.ready if kubernetes.kueue is not None else [],
+                        tolerations=pod_tolerations(training.kubernetes.tolerations, taints),
                     ),
                 )
             if training.docker is not None:
@@ -209,6 +212,7 @@ def build_workloads(
                         leader_worker_set_controller=kubernetes.leader_worker_set.release
                         if kubernetes.leader_worker_set is not None
                         else None,
+                        tolerations=pod_tolerations(inference.kubernetes.tolerations, taints),
                     ),
                 )
             if inference.docker is not None:

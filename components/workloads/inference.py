@@ -18,7 +18,7 @@ from pulumi_kubernetes.networking import v1 as networking_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
 from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
-from schema.workloads import InferenceConfig, model_cache_dir
+from schema.workloads import InferenceConfig, Toleration, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.deadlines import create_timeouts
@@ -120,6 +120,8 @@ class VllmServerArgs:
     """`kubernetes.autoscaling`: a KEDA ScaledObject sets the replicas; None: `replicas` does."""
     leader_worker_set_controller: pulumi.Resource | None = None
     """The LeaderWorkerSet release a multi-node server's LeaderWorkerSet waits for (its CRD and webhooks)."""
+    tolerations: Sequence[Toleration] = ()
+    """The pods' tolerations (schema.workloads.pod_tolerations)."""
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -325,7 +327,7 @@ class VllmServer(pulumi.ComponentResource):
                     dns_policy=rccl.dns_policy,
                     priority_class_name=args.priority_class,
                     node_selector=k8s.node_selector or None,
-                    tolerations=tolerations_of(k8s.tolerations),
+                    tolerations=tolerations_of(args.tolerations),
                     topology_spread_constraints=spread,
                     init_containers=init_containers or None,
                     containers=containers,

@@ -144,7 +144,7 @@ def shm_volume(size_bytes: int) -> core_v1.VolumeArgs:
     )
 
 
-def tolerations_of(tolerations: list[Toleration]) -> list[core_v1.TolerationArgs] | None:
+def tolerations_of(tolerations: Sequence[Toleration]) -> list[core_v1.TolerationArgs] | None:
     return [
         core_v1.TolerationArgs(
             key=t.key, operator=t.operator, value=t.value, effect=t.effect, toleration_seconds=t.toleration_seconds

@@ -24,7 +24,7 @@ from pulumi_kubernetes.networking import v1 as networking_v1
 
 from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
-from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, TrainingConfig, TrainingKubernetes
+from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, Toleration, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.programs import program_uploads
 from .gpu_check import GpuCheckArgs, gpu_check_container
@@ -239,6 +239,8 @@ class TrainingJobArgs:
     queue_ready: Sequence[pulumi.Resource] = ()
     """Kueue's release (when the stack installs it) and the PriorityClasses: a queued job created before Kueue's
     webhook runs would start unsuspended, outside the queue; a pod naming a missing PriorityClass is refused."""
+    tolerations: Sequence[Toleration] = ()
+    """The pods' tolerations (schema.workloads.pod_tolerations)."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -302,6 +304,7 @@ class TrainingJob(pulumi.ComponentResource):
             env_vars(env_map, self.env_secret),
             args.gpu_check,
             args.priority_class,
+            args.tolerations,
         )
 
         def failure_policy(on_disruption: str) -> batch_v1.PodFailurePolicyArgs:
@@ -421,7 +424,9 @@ class TrainingJob(pulumi.ComponentResource):
                         {
                             "name": RENDEZVOUS,
                             "replicas": 1,
-                            "template": self._rendezvous_job(k8s, labels, args.image, args.priority_class),
+                            "template": self._rendezvous_job(
+                                k8s, labels, args.image, args.priority_class, args.tolerations
+                            ),
                         },
                         # Created once the store's pod is Ready (dependsOn, jobset_types.go @ v0.12.0), so no agent
                         # starts against a store that is not listening yet.
@@ -482,7 +487,12 @@ class TrainingJob(pulumi.ComponentResource):
         )
 
     def _rendezvous_job(
-        self, k8s: TrainingKubernetes, labels: dict[str, str], image: str, priority_class: str | None
+        self,
+        k8s: TrainingKubernetes,
+        labels: dict[str, str],
+        image: str,
+        priority_class: str | None,
+        tolerations: Sequence[Toleration],
     ) -> batch_v1.JobTemplateSpecArgs:
         """One CPU pod running programs/rendezvous.py (the c10d store), Ready once it accepts connections. It may
         land on any node the training may (its tolerations); losing it ends the rendezvous: the agents fail, their
@@ -513,7 +523,7 @@ class TrainingJob(pulumi.ComponentResource):
                         enable_service_links=False,
                         security_context=POD_SECURITY,
                         automount_service_account_token=AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
-                        tolerations=tolerations_of(k8s.tolerations),
+                        tolerations=tolerations_of(tolerations),
                         containers=[store],
                         volumes=[
                             core_v1.VolumeArgs(
@@ -538,6 +548,7 @@ class TrainingJob(pulumi.ComponentResource):
         env: list[core_v1.EnvVarArgs],
         gpu_check: GpuCheckArgs | None,
         priority_class: str | None,
+        tolerations: Sequence[Toleration],
     ) -> core_v1.PodTemplateSpecArgs:
         rccl = rccl_pod(k8s.network)
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
@@ -598,7 +609,7 @@ class TrainingJob(pulumi.ComponentResource):
                 host_network=rccl.host_network,
                 dns_policy=rccl.dns_policy,
                 node_selector=k8s.node_selector or None,
-                tolerations=tolerations_of(k8s.tolerations),
+                tolerations=tolerations_of(tolerations),
                 # The settings first: a bad TRAIN_* value fails the run before any GPU work.
                 init_containers=[
                     check_settings,
