@@ -676,3 +676,23 @@ def test_two_workloads_whose_services_share_a_name_are_refused(other, taken):
     message = refused(lambda: synthesize("prod", config))
     assert f"makes the Service '{NAME}-{taken}' in namespace 'ml'" in message, message
     assert "rename one workload" in message
+
+
+def test_the_service_and_the_router_move_to_the_leaders_only_once_the_groups_are_up():
+    """Switching a one-node server to groups changes the Service's and the router's selector (to the leaders) in the
+    same run as the LeaderWorkerSet's create. Both depend on the workload: the SDK registers a resource only once its
+    dependsOn URNs resolved (pulumi sdk prepare_resource, "all our dependencies must be finished"), the engine answers
+    a registration once its step is done (pulumi/pulumi pkg/resource/deploy/source_eval.go L3039-3041), and the
+    LeaderWorkerSet's step ends at its Available condition (multinode.WAIT_FOR): the old replicas keep serving until
+    the groups are up, and on a fleet without room for them the run stops with the Service unchanged."""
+    routed = {**BIG, "kubernetes": {**BIG["kubernetes"], "router": {}}}
+    for config in (
+        config_with(routed),
+        config_with({**routed, "pipelineParallelSize": 1, "kubernetes": {**routed["kubernetes"], "nodes": 1}}),
+    ):
+        plan = synthesize("prod", config)
+        [workload] = [r for r in plan.resources if r["type"] in (LWS_TYPE, DEPLOYMENT) and r["name"] == NAME]
+        assert workload["urn"] in plan.get(SERVICE, f"{NAME}-service")["depends_on"]
+        assert workload["urn"] in plan.get(DEPLOYMENT, f"{NAME}-router")["depends_on"]
+    source_eval = PULUMI.read("pkg/resource/deploy/source_eval.go").decode().splitlines()
+    assert source_eval[3038].strip() == "// Now block waiting for the operation to finish."

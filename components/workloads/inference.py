@@ -410,6 +410,10 @@ class VllmServer(pulumi.ComponentResource):
         # With a router, it is the entry point (router.py): the replicas' Service stays in the cluster (the
         # ServiceMonitor scrapes through it) and only the router and the monitoring namespace reach the API port.
         routed = k8s.router is not None
+        # The Service (and the router) follow the workload: a new selector (a Deployment switched to a LeaderWorkerSet)
+        # takes effect once the new pods are up, as `pulumi up` awaits them before the steps of what depends on them;
+        # until then the old replicas serve.
+        workload: pulumi.Resource = self.leader_worker_set or cast(apps_v1.Deployment, self.deployment)
         self.service = api_service(
             f"{name}-service",
             metadata(name),
@@ -417,7 +421,7 @@ class VllmServer(pulumi.ComponentResource):
             "ClusterIP" if routed else k8s.service_type,
             k8s.allow_load_balancer and not routed,
             inference.port,
-            child,
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[workload])),
         )
         self.router = None
         if k8s.router is not None:
@@ -437,6 +441,7 @@ class VllmServer(pulumi.ComponentResource):
                     port=inference.port,
                     clients=k8s.clients,
                     metrics_namespace=args.metrics_namespace,
+                    backends=[workload],
                 ),
                 pulumi.ResourceOptions(parent=self),
             )
@@ -461,7 +466,6 @@ class VllmServer(pulumi.ComponentResource):
             self.network_policy = ingress_policy(f"{name}-ingress", metadata(name), labels, [api], child)
         self.scaler = None
         if args.autoscaler is not None:
-            workload: pulumi.Resource = self.leader_worker_set or cast(apps_v1.Deployment, self.deployment)
             self.scaler = scaled_object(
                 name,
                 args.autoscaler,

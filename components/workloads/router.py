@@ -141,6 +141,9 @@ class VllmRouterArgs:
     """The Service's port (the workload's `port`)."""
     clients: Sequence[Mapping[str, str]] | None = None
     metrics_namespace: str = "monitoring"
+    backends: Sequence[pulumi.Resource] = ()
+    """The workload it routes to: the router's Deployment (its discovery selector) changes only once that is up, so
+    a Deployment replaced by a LeaderWorkerSet keeps serving through the router until the leaders are ready."""
 
 
 class VllmRouter(pulumi.ComponentResource):
@@ -259,7 +262,7 @@ class VllmRouter(pulumi.ComponentResource):
                     ),
                 ),
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(args.backends))),
         )
         self.service = api_service(
             f"{name}-service",
