@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from schema.kubernetes import BUILTIN_NAMESPACES
 from tools.synth import Plan, autoname, autonamed, manifest_of, synthesize
+from k8s_namespaces import namespace_problems
 
 ALL_FEATURES = Path(__file__).parent / "data" / "seams" / "all-features.yaml"
 P = "rocm-stack:"
@@ -75,20 +75,6 @@ def objects(plan: Plan) -> list[Declared]:
 
 def of_kind(plan: Plan, kind: str) -> list[Declared]:
     return [o for o in objects(plan) if o.kind == kind]
-
-
-def dependencies(plan: Plan, urn: str) -> set[str]:
-    """Every resource `urn` waits for in `pulumi up`: its dependsOn and those of theirs (the engine creates a
-    resource only after its dependencies, property references included)."""
-    by_urn = {r["urn"]: r for r in plan.resources}
-    seen: set[str] = set()
-    stack = list(by_urn[urn]["depends_on"])
-    while stack:
-        dependency = stack.pop()
-        if dependency not in seen:
-            seen.add(dependency)
-            stack.extend(by_urn[dependency]["depends_on"])
-    return seen
 
 
 def pod_specs(declared: Declared) -> Iterator[dict[str, Any]]:
@@ -149,20 +135,10 @@ def test_the_stack_turns_every_kubernetes_feature_on(plan: Plan):
 # --- namespaces ---------------------------------------------------------------------------------------------------
 
 
-def test_every_namespaced_object_goes_into_a_namespace_that_exists_before_it(plan: Plan):
-    """The API server refuses an object whose namespace does not exist ("namespaces ... not found"; namespace
-    lifecycle admission, kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#namespacelifecycle):
-    each namespace is one the stack declares, and the object waits for it in `pulumi up`, or one Kubernetes creates
-    itself (default, kube-system, kube-public, kube-node-lease:
-    kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces)."""
-    declared = {o.name: o.resource["urn"] for o in of_kind(plan, "Namespace")}
-    for o in objects(plan):
-        if o.namespace is None or o.namespace in BUILTIN_NAMESPACES:
-            continue
-        assert o.namespace in declared, f"{o.kind} {o.namespace}/{o.name}: namespace {o.namespace} is not declared"
-        assert declared[o.namespace] in dependencies(plan, o.resource["urn"]), (
-            f"{o.kind} {o.namespace}/{o.name} does not wait for its Namespace"
-        )
+def test_every_release_and_namespaced_object_goes_into_a_namespace_that_exists_before_it(plan: Plan):
+    """The namespace seam (tests/k8s_namespaces.py: a Namespace it waits for, a built-in one, a release's own with
+    createNamespace, or a read of an existing one)."""
+    assert namespace_problems(plan) == []
 
 
 # --- names the controllers create ---------------------------------------------------------------------------------
