@@ -298,7 +298,7 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from workloads.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
-    yield from mirror.problems(cfg.mirror, cfg.kubernetes)
+    yield from mirror.problems(cfg.mirror, cfg.kubernetes, cfg.registry.server if cfg.registry else None)
 
 
 # Namespaces of the providers and of Pulumi itself: never taken for a misspelt `rocm-stack`.

@@ -88,10 +88,22 @@ class MirrorConfig(ConfigModel):
         return f"{self.files}/{parts.netloc}{parts.path}"
 
 
-def problems(mirror: MirrorConfig | None, k8s: KubernetesConfig | None) -> Iterable[tuple[str, str]]:
-    """The operator's driver repository is the cluster's own (KMM pushes the images it builds there and the nodes pull
-    them from it): the stack does not move it, so with a mirror it must be in the mirror's registry."""
-    if mirror is None or k8s is None or k8s.mode != "operator":
+def problems(
+    mirror: MirrorConfig | None, k8s: KubernetesConfig | None, registry_server: str | None
+) -> Iterable[tuple[str, str]]:
+    """The Docker hosts' registry login is for the registry they pull from, the mirror's. The operator's driver
+    repository is the cluster's own (KMM pushes the images it builds there and the nodes pull them from it): the
+    stack does not move it, so with a mirror it must be in the mirror's registry."""
+    if mirror is None:
+        return
+    host = mirror.registry.split("/", 1)[0]
+    if registry_server is not None and registry_server != host:
+        yield (
+            "registry.server",
+            f"'{registry_server}' is not the mirror's registry '{host}' (rocm-stack:mirror.registry), the only one the "
+            f"hosts pull from with a mirror: log in to '{host}', or remove rocm-stack:registry",
+        )
+    if k8s is None or k8s.mode != "operator":
         return
     image = k8s.gpu_operator.device_config.driver.image
     if image is not None and not image.startswith(f"{mirror.registry}/"):

@@ -368,3 +368,11 @@ def test_a_driver_repository_outside_the_mirror_is_refused():
     message = refusal("prod", config)
     assert "rocm-stack:kubernetes.gpuOperator.deviceConfig.driver.image" in message
     assert "mirror.example.internal/amd/amdgpu-driver" in message and "replaces the DeviceConfig" in message
+
+
+def test_a_registry_login_for_another_registry_than_the_mirrors_is_refused():
+    config = stack_file("prod")
+    config["rocm-stack:mirror"] = MIRROR
+    config["rocm-stack:registry"] = {"server": "ghcr.io", "username": "ci"}
+    message = refusal("prod", config, secrets={"registryPassword": "x"})
+    assert "rocm-stack:registry.server: 'ghcr.io' is not the mirror's registry 'registry.example.internal'" in message
