@@ -145,15 +145,15 @@ def test_pytorch_image_bump_with_training_running_replaces_only_the_training(pro
     # Both trainings (llm-finetune is elastic); vLLM runs the vllm image: untouched
     assert set(impacts) == {(JOBSET, "llm-pretrain"), (JOBSET, "llm-finetune")}
     jobset = impacts[(JOBSET, "llm-pretrain")]
-    # replaceOnChanges ["spec"] (a JobSet's spec is immutable) with deleteBeforeReplace: the old pods go first, and
-    # the new ones check and use the GPUs they freed.
+    # replaceOnChanges of spec.replicatedJobs (immutable: JobSet's webhook) with deleteBeforeReplace: the old pods go
+    # first, and the new ones check and use the GPUs they freed.
     assert jobset.action is Action.DELETE_REPLACE
     assert {path.rsplit(".", 1)[-1] for path, _ in jobset.replaced_by} == {"image"}
     assert [path for path, _ in jobset.replaced_by if "initContainers" in path] == [
         "spec.replicatedJobs[0].template.spec.template.spec.initContainers[0].image",
         "spec.replicatedJobs[0].template.spec.template.spec.initContainers[1].image",
     ]  # the check runs in the new image too
-    assert jobset.rules == ["pulumi.delete-before-replace-option", "pulumi.replace-on-changes"]
+    assert jobset.rules == ["k8s.immutable", "pulumi.delete-before-replace-option", "pulumi.replace-on-changes"]
 
 
 @pytest.fixture

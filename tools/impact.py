@@ -14,7 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from kubernetes.utils.quantity import parse_quantity
+
 from components.docker.checks import CHECK_LABEL
+from components.k8s.replacement import Immutable, group_of, rows
 from policy.rocm_policy.rules import MONITORING_LABEL, PARTITION_LABEL
 from tools.impact_rules import (
     DOCKER_LIVE_UPDATES,
@@ -139,13 +142,36 @@ def _matches(path: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+def _value(inputs: dict[str, Any], row: Immutable) -> Any:
+    value: Any = inputs
+    for part in re.sub(r'\["([^"]*)"\]', r".\1", row.path).split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _refusing(old: PlannedResource, new: PlannedResource, path: str) -> list[Immutable]:
+    """The IMMUTABLE rows of the live object (the old inputs: what the API server compares with) that a change at
+    `path` breaks (rule k8s.immutable)."""
+    if not new.type.startswith("kubernetes:") or new.type == HELM_RELEASE:
+        return []
+    found = []
+    for row in rows(str(old.inputs.get("apiVersion", "")), str(old.inputs.get("kind", "")), old.inputs):
+        if not _matches(path, [row.path]):
+            continue
+        if row.refused == "a decrease":
+            before, after = _value(old.inputs, row), _value(new.inputs, row)
+            if before is None or after is None or parse_quantity(after) >= parse_quantity(before):
+                continue
+        found.append(row)
+    return found
+
+
 def _k8s_input(resource: PlannedResource, path: str, mutable_config_maps: frozenset[str]) -> tuple[bool, str]:
     if resource.type == HELM_RELEASE:
         return (True, "k8s.identity") if _matches(path, HELM_IDENTITY) else (False, "k8s.update")
     if _matches(path, K8S_IDENTITY):
         return True, "k8s.identity"
-    api_version = str(resource.inputs.get("apiVersion", ""))
-    group = api_version.rpartition("/")[0]
+    group = group_of(str(resource.inputs.get("apiVersion", "")))
     kind = str(resource.inputs.get("kind", ""))
     listed = K8S_FORCE_NEW.get((group, kind))
     if listed and _matches(path, listed[0]):
@@ -159,7 +185,8 @@ def _input_rule(
     resource: PlannedResource, path: str, mutable_config_maps: frozenset[str] = frozenset()
 ) -> tuple[bool, str] | None:
     """(replaces, rule) of one changed input path; None when no rule covers it. `mutable_config_maps`: the URNs of
-    the Kubernetes providers with enableConfigMapMutable on."""
+    the Kubernetes providers with enableConfigMapMutable on. A change the API server refuses is an update here:
+    `_changed` tells it apart (rule k8s.immutable)."""
     if any(_matches(path, [p]) for p in resource.replace_on_changes):
         return True, "pulumi.replace-on-changes"
     if resource.type in DOCKER_SCHEMAS:
@@ -367,6 +394,19 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
             suffix += " (the training resumes from its newest checkpoint)"
     if what == "Secret" and action in (Action.REPLACE, Action.DELETE_REPLACE):
         suffix = ": running pods keep the old value until they restart"
+    if what == "PriorityClass" and action is Action.DELETE_REPLACE:
+        # kubernetes plugin/pkg/admission/priority: a pod's priority is resolved from its class at its creation.
+        suffix = (
+            ": running pods keep the priority they were created with; a pod created while it is gone is refused, "
+            "and Kueue keeps the priority each queued job had when its Workload was created"
+        )
+    if what == "LocalQueue" and action is Action.DELETE_REPLACE:
+        # kueue v0.19.2 localqueue_controller.go L263-280 (no finalizer: the delete only drops it from the caches);
+        # workload_controller.go L2082-2084 (QuotaReserved False, "LocalQueue <name> doesn't exist").
+        suffix = (
+            ": nothing waits for the delete; its pending jobs show \"LocalQueue ... doesn't exist\" until the new "
+            "one exists, then queue in its ClusterQueue; admitted jobs keep running"
+        )
     name = resource.inputs.get("name") if resource.type == HELM_RELEASE else _k8s_name(resource)
     return f"{verb} {what} `{name or resource.name}`{suffix}"
 
@@ -392,6 +432,8 @@ def _changed(
     replaced_by: list[Reason] = []
     updated: list[Reason] = []
     unknown: list[str] = []
+    refused: list[tuple[str, Immutable]] = []  # updates the API server refuses
+    immutable = False
     ignored = False
     for path in paths:
         if path == "parent":
@@ -406,9 +448,17 @@ def _changed(
             rule = _input_rule(new, path, mutable_config_maps)
             if rule is None:
                 unknown.append(path)
-            else:
-                (replaced_by if rule[0] else updated).append((path, rule[1]))
-    rules = sorted({rule for _, rule in replaced_by + updated} | ({"pulumi.ignore-changes"} if ignored else set()))
+                continue
+            (replaced_by if rule[0] else updated).append((path, rule[1]))
+            rows_broken = _refusing(old, new, path)
+            immutable = immutable or bool(rows_broken)
+            if rows_broken and not rule[0]:
+                refused += [(path, row) for row in rows_broken]
+    rules = sorted(
+        {rule for _, rule in replaced_by + updated}
+        | ({"pulumi.ignore-changes"} if ignored else set())
+        | ({"k8s.immutable"} if immutable else set())
+    )
     if unknown:
         return Impact(
             type=new.type,
@@ -419,6 +469,15 @@ def _changed(
         )
     if not replaced_by and not updated:
         return None
+    if refused and not replaced_by:
+        return Impact(
+            type=new.type,
+            name=new.name,
+            action=Action.REFUSED,
+            updated=[(path, "k8s.immutable") for path, _ in refused],
+            rules=rules,
+            meaning=_refusal(new, refused),
+        )
     if replaced_by:
         action, how = _replacement(old, new)
         meaning = _meaning(action, old, new)
@@ -453,6 +512,17 @@ def _changed(
         updated=updated,
         rules=sorted({*rules, *how}),
         meaning=meaning,
+    )
+
+
+def _refusal(resource: PlannedResource, refused: list[tuple[str, Immutable]]) -> str:
+    kind = resource.inputs.get("kind") or resource.type
+    fields = "; ".join(
+        f"`{path}` ({row.refused} is refused: {row.source}{'; not replaced: ' + row.note if row.note else ''})"
+        for path, row in refused
+    )
+    return (
+        f"the API server refuses the patch of {kind} `{_k8s_name(resource)}`, so `pulumi up` fails there: {fields}"
     )
 
 
@@ -722,6 +792,14 @@ def to_markdown(report: ImpactReport, max_rows: int) -> str:
         lines.append("Nothing: no resource the engine manages changes. No running container changes.")
     else:
         checks = [i for i in report.impacts if i.runs_check]
+        refused = [i for i in report.impacts if i.action is Action.REFUSED]
+        if refused:
+            lines += [
+                f"**`pulumi up` fails: the API server refuses {len(refused)} change(s)** of "
+                + ", ".join(f"`{i.name}`" for i in refused)
+                + " (fields it keeps immutable; see the rows below).",
+                "",
+            ]
         lines.append(
             (
                 f"**{len(stopped)} running container(s) stop**: " + ", ".join(f"`{i.name}`" for i in stopped) + "."

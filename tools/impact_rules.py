@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from components.k8s.replacement import K8S_FORCE_NEW as K8S_FORCE_NEW  # its readers import it from here too
+
 
 class Action(StrEnum):
     """What the engine does to one resource, in the order it does it."""
@@ -22,6 +24,7 @@ class Action(StrEnum):
     UPDATE = "update in place"
     REPLACE = "replace (create, then delete)"
     DELETE_REPLACE = "delete, then replace"
+    REFUSED = "refused by the API server"
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,14 @@ RULES: dict[str, Rule] = {
         "a change under a path pulumi-kubernetes lists for the kind (K8S_FORCE_NEW) is a replacement",
         "pulumi/pulumi-kubernetes provider/pkg/provider/diff.go forceNew (L45-205), matched by prefix "
         "(provider/pkg/openapi/match.go PatchPropertiesChanged)",
+    ),
+    "k8s.immutable": Rule(
+        "the API server refuses an update that changes a field its update validation, the CRD's CEL rule "
+        "(`self == oldSelf`) or an admission webhook marks immutable (each field with its source: IMMUTABLE); where "
+        "the program declares the path replaceOnChanges the engine replaces the object instead (deleting it first "
+        "where the name stays), else `pulumi up` fails at that object with the API server's error",
+        "components/k8s/replacement.py IMMUTABLE (a source per row); pulumi/pulumi-kubernetes provider/pkg/provider/"
+        "provider.go Diff L1645-1657 (its delete-first only for its own replacements, `len(replaces) > 0`)",
     ),
     "k8s.secret": Rule(
         "a Secret's type, data or stringData change is a replacement (the provider's enableSecretMutable is off)",
@@ -481,61 +492,8 @@ DOCKER_LIVE_UPDATES = (
 )
 
 
-# --- pulumi-kubernetes: the paths whose change replaces an object, per kind (diff.go) -------------------------
-# (apiVersion group, kind) -> paths; `[*]` is any element. metadata.name/namespace apply to every kind.
-_CONTAINER_PATHS = tuple(
-    f"{prefix}.{field}"
-    for prefix in (".spec.containers[*]", ".spec.initContainers[*]")
-    for field in (
-        "args command env env.value image imagePullPolicy lifecycle livenessProbe ports readinessProbe resources "
-        "securityContext stdin stdinOnce terminationMessagePath terminationMessagePolicy tty volumeDevices "
-        "volumeMounts workingDir"
-    ).split()
-)  # diff.go containerForceNewProperties L214-241
-_SELECTOR = tuple(
-    ".spec.selector" + suffix
-    for suffix in ("", ".matchExpressions", ".matchExpressions.key", ".matchExpressions.operator")
-    + (".matchExpressions.values", ".matchLabels")
-)  # diff.go labelSelectorForceNewProperties L243-251
-
-K8S_FORCE_NEW: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("apps", "Deployment"): (_SELECTOR, "diff.go L171-176 (var deployment)"),
-    ("apps", "DaemonSet"): (_SELECTOR, "diff.go L164-169 (var daemonset)"),
-    ("apps", "StatefulSet"): (
-        (".spec.podManagementPolicy", ".spec.revisionHistoryLimit", ".spec.serviceName", ".spec.volumeClaimTemplates")
-        + _SELECTOR,
-        "diff.go L196-205 (var statefulSet)",
-    ),
-    ("batch", "Job"): (
-        (".spec.completions", ".spec.parallelism", ".spec.template") + _SELECTOR,
-        "diff.go L178-186 (var job)",
-    ),
-    ("", "PersistentVolumeClaim"): (
-        (".spec.accessModes", ".spec.storageClassName", ".spec.volumeName") + _SELECTOR,
-        "diff.go L111-118",
-    ),
-    ("", "Pod"): (
-        tuple(
-            ".spec." + field
-            for field in (
-                "affinity automountServiceAccountToken dnsConfig dnsPolicy enableServiceLinks hostAliases hostIPC "
-                "hostNetwork hostPID hostname imagePullSecrets nodeName nodeSelector overhead preemptionPolicy "
-                "priority priorityClassName readinessGates restartPolicy runtimeClassName schedulerName "
-                "securityContext serviceAccount serviceAccountName shareProcessNamespace subdomain "
-                "terminationGracePeriodSeconds volumes"
-            ).split()
-        )
-        + _CONTAINER_PATHS,
-        "diff.go L119-151",
-    ),
-    ("", "Service"): ((".spec.clusterIP",), "diff.go L158-160"),
-    ("", "Secret"): ((".type", ".stringData", ".data"), "diff.go L28-30"),
-    ("", "ConfigMap"): ((".binaryData", ".data"), "diff.go L32-34"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): ((".roleRef",), "diff.go L192-194 (var roleBinding)"),
-    ("rbac.authorization.k8s.io", "RoleBinding"): ((".roleRef",), "diff.go L192-194 (var roleBinding)"),
-    ("storage.k8s.io", "StorageClass"): ((".parameters", ".provisioner"), "diff.go L72-75"),
-}
-# Not listed (only their name and namespace replace them): policy/v1 PodDisruptionBudget (diff.go lists v1beta1 only),
-# Namespace, every custom resource (DeviceConfig, JobSet, ServiceMonitor, PrometheusRule).
+# --- pulumi-kubernetes ------------------------------------------------------------------------------------------
+# Its replacement paths per kind (K8S_FORCE_NEW) and the fields the API server refuses to change (IMMUTABLE) live with
+# the program, which declares replaceOnChanges from them: components/k8s/replacement.py.
 K8S_IDENTITY = (".metadata.name", ".metadata.namespace")
 HELM_IDENTITY = (".name", ".namespace")  # helm_release.go L907

@@ -33,6 +33,7 @@ from schema.queues import (
     Quota,
 )
 from components.k8s.helm import pinned_release
+from components.k8s.replacement import replacement
 from components.supply import kueue_images
 
 RELEASE_NAME = "kueue"
@@ -135,7 +136,8 @@ class Kueue(pulumi.ComponentResource):
                 # Training pods wait for Kueue, never evict others; vLLM's may evict training pods when GPUs are short.
                 preemption_policy=policy,
                 description=description,
-                opts=child,
+                # value and preemptionPolicy are immutable: a new value is a new class, under the same name.
+                opts=pulumi.ResourceOptions.merge(child, replacement("scheduling.k8s.io/v1", "PriorityClass")),
             )
             for key, class_name, value, policy, description in (
                 (
@@ -168,7 +170,13 @@ class Kueue(pulumi.ComponentResource):
                 kind=kind,
                 metadata=meta,
                 spec=spec,
-                opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=needs or None)),
+                opts=pulumi.ResourceOptions.merge(
+                    after,
+                    pulumi.ResourceOptions.merge(
+                        replacement(KUEUE_API_VERSION, kind, {"spec": spec}),
+                        pulumi.ResourceOptions(depends_on=needs or None),
+                    ),
+                ),
             )
 
         node_labels = {CPU_FLAVOR: {}, **{name: flavor.node_labels() for name, flavor in config.flavors.items()}}

@@ -24,6 +24,7 @@ from components.docker.partitions import Partition, WorkloadContainerArgs, pull_
 from components.docker.deadlines import create_timeouts
 from components.docker.logs import log_args
 from components.docker.readback import seconds
+from components.k8s.replacement import replacement
 from components.monitoring import MONITORING_NAMESPACE
 from . import multinode, proxy
 from .autoscaling import AutoscalerArgs, drain_hook, proxy_drain_hook, scaled_object
@@ -364,11 +365,14 @@ class VllmServer(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions.merge(
                     workload_opts,
-                    pulumi.ResourceOptions(
-                        depends_on=[*args.gpu_ready, *filter(None, [args.leader_worker_set_controller])],
-                        # Replaced only by a new name or namespace (multinode.py): the old groups go first, as their
-                        # GPUs are what the new ones need.
-                        delete_before_replace=True,
+                    pulumi.ResourceOptions.merge(
+                        replacement(multinode.LWS_API_VERSION, multinode.LWS_KIND),
+                        pulumi.ResourceOptions(
+                            depends_on=[*args.gpu_ready, *filter(None, [args.leader_worker_set_controller])],
+                            # Replaced also by a new name or namespace (multinode.py): the old groups go first, as
+                            # their GPUs are what the new ones need.
+                            delete_before_replace=True,
+                        ),
                     ),
                 ),
             )

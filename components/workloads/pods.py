@@ -12,6 +12,7 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.networking import v1 as networking_v1
 
 from components.docker.programs import program_digest
+from components.k8s.replacement import replacement
 from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
 from schema.docker import PROXY_IMAGE
 from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration, TrainingNetwork
@@ -177,7 +178,7 @@ def storage_volume(
             storage_class_name=storage.storage_class,
             resources=core_v1.VolumeResourceRequirementsArgs(requests={"storage": storage.size}),
         ),
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, replacement("v1", "PersistentVolumeClaim")),
     )
     return core_v1.VolumeArgs(
         name=volume_name,

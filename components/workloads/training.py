@@ -27,6 +27,7 @@ from schema.project import PROGRAMS
 from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, Toleration, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.programs import program_uploads
+from components.k8s.replacement import KUEUE_QUEUE_LABEL, replacement
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
@@ -70,9 +71,6 @@ JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_KIND = "JobSet"
 # The JobSet's one replicated job: one Indexed Job of `nodes` pods.
 WORKERS = "workers"
-# Kueue admits a Job or JobSet labelled with its LocalQueue (https://kueue.sigs.k8s.io/docs/tasks/run/jobsets/:
-# "The target local queue should be specified in the `metadata.labels` section").
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Ready as soon as the object exists: `pulumi up` does not wait hours for the training to complete (the Job
 # awaiter waits for condition Complete), nor for its pods to pass their GPU check (docs/operations.md: they wait
 # for GPUs that other pods or a Kueue queue may hold, and a Failed Job awaited again never passes), and unlike
@@ -331,15 +329,10 @@ class TrainingJob(pulumi.ComponentResource):
             annotations=AWAIT_CREATION,
             labels={**labels, **({KUEUE_QUEUE_LABEL: k8s.queue_name} if k8s.queue_name else {})},
         )
-        # Any spec change replaces the job, and its fixed name means the old one must go first. The new pods
+        # A change the API server, JobSet's or Kueue's webhook refuses (the immutable spec fields, a new queue-name
+        # on a running job) replaces the job, and its fixed name means the old one must go first. The new pods
         # resume from the checkpoints, which live outside the job.
-        replace = pulumi.ResourceOptions(
-            delete_before_replace=True,
-            depends_on=[*args.gpu_ready, *args.queue_ready],
-            # Kueue's webhook refuses a new queue-name on a job that is not suspended (jobframework/validation.go
-            # L180-183 @ v0.19.2, ValidateImmutableField): a new queue is a new job, resuming from the checkpoints.
-            replace_on_changes=[f'metadata.labels["{KUEUE_QUEUE_LABEL}"]'],
-        )
+        needs = pulumi.ResourceOptions(depends_on=[*args.gpu_ready, *args.queue_ready])
         if not k8s.uses_job_set:
             self.job = batch_v1.Job(
                 name,
@@ -353,7 +346,9 @@ class TrainingJob(pulumi.ComponentResource):
                     pod_failure_policy=failure_policy("Ignore"),
                     template=template,
                 ),
-                opts=pulumi.ResourceOptions.merge(child, replace),
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions.merge(replacement("batch/v1", "Job"), needs)
+                ),
             )
             rendezvous = None
         else:
@@ -444,15 +439,14 @@ class TrainingJob(pulumi.ComponentResource):
                 kind=JOBSET_KIND,
                 metadata=object_metadata,
                 spec=spec,
-                # A JobSet's spec is immutable (CEL `self == oldSelf`, webhook ValidateUpdate): the provider would
-                # try an in-place patch of a custom resource, so every spec change is declared a replacement.
+                # A JobSet's spec is immutable but for suspend and a few fields the stack does not declare (CEL
+                # `self == oldSelf`, webhook ValidateUpdate): the provider would patch a custom resource in place.
                 opts=pulumi.ResourceOptions.merge(
                     child,
                     pulumi.ResourceOptions.merge(
-                        replace,
-                        pulumi.ResourceOptions(
-                            replace_on_changes=["spec"],
-                            depends_on=[*args.gpu_ready, *args.queue_ready, *filter(None, [args.job_set_controller])],
+                        replacement(JOBSET_API_VERSION, JOBSET_KIND, {"spec": spec}),
+                        pulumi.ResourceOptions.merge(
+                            needs, pulumi.ResourceOptions(depends_on=list(filter(None, [args.job_set_controller])))
                         ),
                     ),
                 ),
