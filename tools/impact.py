@@ -149,6 +149,11 @@ def _value(inputs: dict[str, Any], row: Immutable) -> Any:
     return value
 
 
+def _quantity(value: Any) -> Any:
+    """A Kubernetes quantity ("2Ti") as a number, by the official client's parser."""
+    return parse_quantity(value)  # type: ignore[no-untyped-call]
+
+
 def _refusing(old: PlannedResource, new: PlannedResource, path: str) -> list[Immutable]:
     """The IMMUTABLE rows of the live object (the old inputs: what the API server compares with) that a change at
     `path` breaks (rule k8s.immutable)."""
@@ -160,7 +165,7 @@ def _refusing(old: PlannedResource, new: PlannedResource, path: str) -> list[Imm
             continue
         if row.refused == "a decrease":
             before, after = _value(old.inputs, row), _value(new.inputs, row)
-            if before is None or after is None or parse_quantity(after) >= parse_quantity(before):
+            if before is None or after is None or _quantity(after) >= _quantity(before):
                 continue
         found.append(row)
     return found
@@ -404,7 +409,7 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
         # kueue v0.19.2 localqueue_controller.go L263-280 (no finalizer: the delete only drops it from the caches);
         # workload_controller.go L2082-2084 (QuotaReserved False, "LocalQueue <name> doesn't exist").
         suffix = (
-            ": nothing waits for the delete; its pending jobs show \"LocalQueue ... doesn't exist\" until the new "
+            ': nothing waits for the delete; its pending jobs show "LocalQueue ... doesn\'t exist" until the new '
             "one exists, then queue in its ClusterQueue; admitted jobs keep running"
         )
     name = resource.inputs.get("name") if resource.type == HELM_RELEASE else _k8s_name(resource)
@@ -475,7 +480,7 @@ def _changed(
             name=new.name,
             action=Action.REFUSED,
             updated=[(path, "k8s.immutable") for path, _ in refused],
-            rules=rules,
+            rules=sorted({"k8s.immutable"} | ({"pulumi.ignore-changes"} if ignored else set())),
             meaning=_refusal(new, refused),
         )
     if replaced_by:
@@ -521,9 +526,7 @@ def _refusal(resource: PlannedResource, refused: list[tuple[str, Immutable]]) ->
         f"`{path}` ({row.refused} is refused: {row.source}{'; not replaced: ' + row.note if row.note else ''})"
         for path, row in refused
     )
-    return (
-        f"the API server refuses the patch of {kind} `{_k8s_name(resource)}`, so `pulumi up` fails there: {fields}"
-    )
+    return f"the API server refuses the patch of {kind} `{_k8s_name(resource)}`, so `pulumi up` fails there: {fields}"
 
 
 def _propagate_images(

@@ -142,7 +142,7 @@ RULES: dict[str, Rule] = {
         "the program declares the path replaceOnChanges the engine replaces the object instead (deleting it first "
         "where the name stays), else `pulumi up` fails at that object with the API server's error",
         "components/k8s/replacement.py IMMUTABLE (a source per row); pulumi/pulumi-kubernetes provider/pkg/provider/"
-        "provider.go Diff L1645-1657 (its delete-first only for its own replacements, `len(replaces) > 0`)",
+        "provider.go Diff L1645-1658 (its delete-first only for its own replacements, `len(replaces) > 0`)",
     ),
     "k8s.secret": Rule(
         "a Secret's type, data or stringData change is a replacement (the provider's enableSecretMutable is off)",

@@ -6,7 +6,7 @@ Two tables, one definition each:
   (`self == oldSelf`) or an admission webhook refuses to change, each row with its source. A row the provider does
   not already replace becomes the object's replaceOnChanges (`replacement()`), with deleteBeforeReplace where its
   name is fixed: pulumi-kubernetes asks for a delete first only for its own replacements (provider.go Diff
-  L1645-1657: `len(replaces) > 0`), and a create-first replacement under the same name fails ("already exists",
+  L1645-1658: `len(replaces) > 0`), and a create-first replacement under the same name fails ("already exists",
   provider/pkg/await/await.go L276-286).
 `rocm-stack diff` (tools/impact.py) reads the same tables: a change under a row the object does not replace is a
 refusal, `pulumi up` fails at that object. MUTABLE_KINDS are the rendered kinds with no such field (name and
@@ -152,8 +152,7 @@ IMMUTABLE: tuple[Immutable, ...] = (
     *(
         _I("batch", "Job", f"spec.{field}", f"{K8S} pkg/apis/batch/validation/validation.go ValidateJobSpecUpdate")
         for field in (
-            "selector template completions completionMode podFailurePolicy backoffLimitPerIndex managedBy "
-            "successPolicy"
+            "selector template completions completionMode podFailurePolicy backoffLimitPerIndex managedBy successPolicy"
         ).split()
     ),
     *(
@@ -169,10 +168,10 @@ IMMUTABLE: tuple[Immutable, ...] = (
         "jobset.x-k8s.io",
         "JobSet",
         "spec.replicatedJobs",
-        f"{JOBSET} pkg/webhooks/jobset_webhook.go L392 (ValidateUpdate; only a suspended JobSet's pod scheduling "
-        "fields may change, L372-391)",
+        f"{JOBSET} pkg/webhooks/jobset_webhook.go L395 (ValidateUpdate; only a suspended JobSet's pod scheduling "
+        "fields may change, L371-392)",
     ),
-    _I("jobset.x-k8s.io", "JobSet", "spec.managedBy", f"{JOBSET} pkg/webhooks/jobset_webhook.go L393"),
+    _I("jobset.x-k8s.io", "JobSet", "spec.managedBy", f"{JOBSET} pkg/webhooks/jobset_webhook.go L396"),
     _I(
         "leaderworkerset.x-k8s.io",
         "LeaderWorkerSet",
@@ -224,7 +223,7 @@ IMMUTABLE: tuple[Immutable, ...] = (
         "",
         "PersistentVolumeClaim",
         "spec.resources.requests.storage",
-        f"{CORE_VALIDATION} ValidatePersistentVolumeClaimUpdate (\"field can not be less than status.capacity\")",
+        f'{CORE_VALIDATION} ValidatePersistentVolumeClaimUpdate ("field can not be less than status.capacity")',
         refused="a decrease",
         replaced=False,
         note="a replacement would delete the claim and its volume, with the checkpoints or the model cache on it; "
