@@ -455,7 +455,8 @@ def _changed(
                 unknown.append(path)
                 continue
             (replaced_by if rule[0] else updated).append((path, rule[1]))
-            rows_broken = _refusing(old, new, path)
+            # The API server's rule matters where the program replaces (replaceOnChanges) or nobody does.
+            rows_broken = [] if rule[0] and rule[1] != "pulumi.replace-on-changes" else _refusing(old, new, path)
             immutable = immutable or bool(rows_broken)
             if rows_broken and not rule[0]:
                 refused += [(path, row) for row in rows_broken]
