@@ -205,7 +205,7 @@ def test_without_the_programs_replace_on_changes_the_diff_predicts_the_refusal(p
     config = stack_file("prod")
     config[P + "kubernetes"]["queues"]["priorities"] = {"training": 2000}
     head = synthesize("prod", config).to_json()
-    base = prod_plan.to_json()
+    base = copy.deepcopy(prod_plan.to_json())  # the session's plan stays as synthesized
     for plan in (base, head):
         for r in plan["resources"]:
             if r["type"] == PRIORITY_CLASS:
