@@ -291,4 +291,7 @@ def replacement(
     """The resource options that replace an object where the API server would refuse the update: replaceOnChanges
     of its immutable paths, deleting the old object first where the new one takes the same name."""
     paths = replace_on_changes(api_version, kind, declared or {})
-    return pulumi.ResourceOptions(replace_on_changes=paths or None, delete_before_replace=bool(paths) and fixed_name)
+    # None, not False, where nothing is replaced: merged after other options it must not undo their deleteBeforeReplace.
+    return pulumi.ResourceOptions(
+        replace_on_changes=paths or None, delete_before_replace=True if paths and fixed_name else None
+    )
