@@ -23,11 +23,11 @@ from components.k8s.replacement import (
 )
 from tools.impact import Impact, predict
 from tools.impact_rules import Action
-from tools.synth import Plan, autonamed, synthesize
+from tools.synth import Plan, synthesize
 from tools.synth_diff import SynthPlan
 from conftest import stack_file
 from k8s_validation import yaml_documents
-from test_multinode import config_with
+from test_k8s_seams import all_features, immutable_field_problems
 from upstream_go import Upstream
 
 P = "rocm-stack:"
@@ -50,12 +50,12 @@ def device_plugin_stack() -> dict[str, Any]:
 
 @functools.cache
 def plans() -> dict[str, Plan]:
-    """Every object kind the stack renders: dev, prod, prod with a multi-node (LeaderWorkerSet) inference beside its
-    queued and elastic trainings, router, autoscaling and monitoring, and dev in device-plugin mode."""
+    """Every object kind the stack renders: dev, prod, the all-features stack as prod (tests/test_k8s_seams.py) and
+    dev in device-plugin mode."""
     return {
         "dev": synthesize("dev"),
         "prod": synthesize("prod"),
-        "every-feature": synthesize("prod", config_with()),
+        "every-feature": synthesize("prod", all_features("prod")),
         "device-plugin": synthesize("dev", device_plugin_stack()),
     }
 
@@ -99,25 +99,8 @@ def test_every_rendered_kind_is_swept():
 
 
 def test_every_immutable_field_of_every_rendered_object_is_replaced_or_left_refused_on_purpose():
-    """The seam: for each object of the four plans, each row that holds for it is replaced by pulumi-kubernetes
-    itself (K8S_FORCE_NEW, checked against its diff.go in tests/test_impact_rules.py) or by the object's
-    replaceOnChanges, deleting first where the name stays (an auto-named object gets a new one); or the row says
-    why the program leaves the change to be refused (and `rocm-stack diff` predicts the refusal: below)."""
-    problems = []
-    for plan, resource in rendered():
-        group, kind = kind_of(resource)
-        for row in rows(resource["inputs"]["apiVersion"], kind, resource["inputs"]):
-            where = f"{plan}: {kind} {resource['name']} {row.path}"
-            if provider_replaces(group, kind, row.path):
-                continue
-            if not (row.replaced and row.refused == "any change"):
-                if not row.note:
-                    problems.append(f"{where}: left refused without a reason")
-            elif row.path not in resource["replace_on_changes"]:
-                problems.append(f"{where}: not in replaceOnChanges")
-            elif not resource["delete_before_replace"] and not autonamed(resource["type"], resource["inputs"]):
-                problems.append(f"{where}: replaced create-first under the same name")
-    assert problems == []
+    """The seam check of tests/test_k8s_seams.py (there on the all-features stack) on the four plans."""
+    assert [problem for plan in plans().values() for problem in immutable_field_problems(plan)] == []
 
 
 def test_rows_the_provider_already_replaces_are_not_declared_again():

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.k8s.replacement import provider_replaces, rows
 from tools.synth import Plan, autoname, autonamed, manifest_of, synthesize
 from k8s_namespaces import namespace_problems
 
@@ -352,3 +353,34 @@ def test_every_gpu_pod_tolerates_the_taints_the_stack_declares_for_the_gpu_nodes
             continue
         for taint in taints:
             assert any(tolerates(t, taint) for t in pod.spec.get("tolerations", [])), f"{pod.owner} misses {taint}"
+
+
+# --- immutable fields -------------------------------------------------------------------------------------------
+
+
+def immutable_field_problems(plan: Plan) -> list[str]:
+    """Each field of a declared object that the API server, its CRD or a webhook keeps immutable
+    (components/k8s/replacement.py IMMUTABLE, each row cited) must be replaced by pulumi-kubernetes itself
+    (K8S_FORCE_NEW, checked against its diff.go in tests/test_impact_rules.py) or by the object's replaceOnChanges,
+    deleting first where the name stays (an auto-named object gets a new one; a create-first replacement under the
+    same name fails "already exists"); or its row says why the program leaves the change to be refused (the
+    change-impact preview predicts that refusal: tests/test_k8s_immutable.py)."""
+    problems = []
+    for declared in objects(plan):
+        resource = declared.resource
+        for row in rows(declared.manifest["apiVersion"], declared.kind, resource["inputs"]):
+            where = f"{declared.kind} {resource['name']} {row.path}"
+            if provider_replaces(declared.group, declared.kind, row.path):
+                continue
+            if not (row.replaced and row.refused == "any change"):
+                if not row.note:
+                    problems.append(f"{where}: left refused without a reason")
+            elif row.path not in resource["replace_on_changes"]:
+                problems.append(f"{where}: not in replaceOnChanges")
+            elif not resource["delete_before_replace"] and not autonamed(resource["type"], resource["inputs"]):
+                problems.append(f"{where}: replaced create-first under the same name")
+    return problems
+
+
+def test_every_immutable_field_of_every_declared_object_is_replaced_or_left_refused_on_purpose(plan: Plan):
+    assert immutable_field_problems(plan) == []
