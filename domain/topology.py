@@ -14,7 +14,7 @@ so a cpuset hint has to come from the host's config (`numa_node_of` gives the no
 `place(topology, sizes)` chooses disjoint GPU sets, see its docstring for the rule; `place_partitioned` does it on a
 host whose GPUs are split by a compute partition mode (logical GPUs), physical GPUs first.
 
-CLI: `rocm-stack topology FILE [--partition 4,4]` (tools/topology.py) prints the topology (and the chosen sets) as JSON.
+CLI: `rocm-stack topology FILE [--place 4,4] [--svg FILE] [--json]` (tools/topology.py): a table, a picture or JSON.
 """
 
 from __future__ import annotations
@@ -490,22 +490,41 @@ def numa_node_of(topology: Topology, gpus: Sequence[int]) -> int | None:
     return nodes.pop() if len(nodes) == 1 else None
 
 
+def set_cost(topology: Topology, gpus: Sequence[int]) -> int:
+    """What `place` minimises for one set: the link cost of each pair of its GPUs (weight, else hops, else link type;
+    both directions), summed."""
+    cost = _pair_costs(topology)
+    at = [topology.gpus.index(g) for g in gpus]
+    return sum(cost[a][b] for a, b in itertools.combinations(at, 2))
+
+
 def _informative(matrix: IntMatrix | None) -> bool:
     """A table with a non-zero link: one that is all zeros says nothing about which GPUs are closer."""
     return matrix is not None and any(v for i, row in enumerate(matrix) for j, v in enumerate(row) if i != j)
 
 
-def _pair_costs(topology: Topology) -> list[list[int]]:
-    n = len(topology.gpus)
+def cost_basis(topology: Topology) -> str | None:
+    """The table a pair's cost comes from: "weight", "hops", "link_type", or None (no links known: all equal)."""
     # An all-zero weight table (ROCm 7.x `amd-smi topology` prints one on MI355X, issue 14) would make every set
     # look equally close: hops, else the link type, decide instead.
     if _informative(topology.weight):
-        matrix: Sequence[Sequence[int]] = topology.weight  # type: ignore[assignment]
-    elif _informative(topology.hops):
-        matrix = topology.hops  # type: ignore[assignment]
-    elif topology.link_type is not None:
+        return "weight"
+    if _informative(topology.hops):
+        return "hops"
+    return "link_type" if topology.link_type is not None else None
+
+
+def _pair_costs(topology: Topology) -> list[list[int]]:
+    n = len(topology.gpus)
+    basis = cost_basis(topology)
+    if basis == "link_type":
         unknown = max(_LINK_RANK.values()) + 1
-        matrix = [[_LINK_RANK.get(t.upper(), unknown) for t in row] for row in topology.link_type]
+        matrix: Sequence[Sequence[int]] = [
+            [_LINK_RANK.get(t.upper(), unknown) for t in row]
+            for row in topology.link_type  # type: ignore[union-attr]
+        ]
+    elif basis is not None:
+        matrix = getattr(topology, basis)
     else:
         matrix = [[0] * n for _ in range(n)]
     # Both directions count, so an asymmetric table still gives one cost per pair.

@@ -630,7 +630,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_prints_topology_and_sets() -> None:
-    result = cli(MI250, "--partition", "2,2,2,2")
+    result = cli(MI250, "--partition", "2,2,2,2", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert list(out) == [
@@ -647,7 +647,7 @@ def test_cli_places_a_partitioned_host_physical_gpus_first(tmp_path: Path) -> No
     # rocm-systems projects/amdsmi/docs/conceptual/partition.md, "Device enumeration"); hops all 1 (one xGMI fabric).
     path = tmp_path / "cpx.txt"
     path.write_text(matrix_text("Hops between two GPUs", lambda i, j: int(i != j), 16))
-    result = cli(path, "--partition", "4,8,4", "--per-gpu", "8")
+    result = cli(path, "--partition", "4,8,4", "--per-gpu", "8", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["sets"] == [[8, 9, 10, 11], list(range(8)), [12, 13, 14, 15]]
     result = cli(path, "--partition", "4", "--per-gpu", "3")
@@ -655,7 +655,7 @@ def test_cli_places_a_partitioned_host_physical_gpus_first(tmp_path: Path) -> No
 
 
 def test_cli_without_partition() -> None:
-    result = cli(DATA / "amd_smi_2gpu_pcie_json_before_6.1.1_amdsmi_changelog.json")
+    result = cli(DATA / "amd_smi_2gpu_pcie_json_before_6.1.1_amdsmi_changelog.json", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "gpus": [0, 1],
@@ -673,7 +673,7 @@ def test_cli_without_partition() -> None:
         (["{text}"], "no topology table found; expected the output of `rocm-smi --showtopo`"),
         (["{mismatch}"], "'Hops between two GPUs' lists GPUs [0, 1] but an earlier table lists GPUs [0, 1, 2, 3]"),
         (["missing.showtopo.txt"], "missing.showtopo.txt: cannot read"),
-        ([MI300X, "--partition", "4,x"], "argument --partition: expected sizes like 4,4"),
+        ([MI300X, "--partition", "4,x"], "argument --place/--partition: expected sizes like 4,4"),
         ([MI300X, "--partition", "8,8"], "need 16 GPUs but the host has 8"),
         ([MI300X, "--partition", "4,0"], "partition 1 has size 0"),
         ([], "the following arguments are required: file"),

@@ -31,7 +31,11 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
         False,
     ),
     "drift": ("tools.drift", "Turn `pulumi preview --refresh --json` into a drift report (exit 1 on drift).", False),
-    "topology": ("tools.topology", "Print a saved rocm-smi/amd-smi GPU topology, and a placement, as JSON.", False),
+    "topology": (
+        "tools.topology",
+        "Show a saved rocm-smi/amd-smi GPU topology and a placement: a table, --json, or an --svg picture.",
+        False,
+    ),
     "alerts": ("tools.alerts", "Print (or --write) the GPU alert rules as a Prometheus rules file.", False),
     "dashboard": ("tools.dashboard", "Print (or --write) the Grafana dashboard JSON.", False),
     "config-reference": (
