@@ -1,4 +1,5 @@
-"""Grafana dashboard of the GPUs (per-GPU temperature, power, utilisation, VRAM, ECC, health) and of the vLLM
+"""Grafana dashboard of the fleet (a table, one row per Docker host: GPUs declared, seen and healthy, partitions
+declared and up, the age of the last GPU health report), of the GPUs (per-GPU temperature, power, utilisation, VRAM, ECC, health) and of the vLLM
 servers (requests running/waiting, time to first token, KV-cache usage) and of the Docker hosts (GPUs against the
 declared count, partitions running, container restarts, filesystems free), built with Grafana's
 grafana-foundation-sdk (pinned in requirements.txt to the Grafana 11.6 build; its PyPI versions are
@@ -20,10 +21,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grafana_foundation_sdk.builders import common, prometheus, stat, timeseries
+from grafana_foundation_sdk.builders import common, prometheus, stat, table, timeseries
 from grafana_foundation_sdk.builders.dashboard import Dashboard, DatasourceVariable, QueryVariable, Row
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as model
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from grafana_foundation_sdk.models.common import (
     BigValueColorMode,
     LegendDisplayMode,
@@ -132,6 +134,50 @@ def _zero_or_one(title: str, expr: str, legend: str, zero: str, one: str) -> sta
     )
 
 
+# The fleet table's columns: each an instant query by host (table format), joined on `host` by Grafana's "merge"
+# transformation ("combine the results from multiple queries into a single result", Grafana docs, Transform data).
+_EXPORTED_GPUS = f'gpu_health{{job="{EXPORTER_JOB}", host=~"$host"}}'
+_DECLARED_PARTITIONS = f'{DECLARED_PARTITION}{{host=~"$host"}}'
+FLEET_COLUMNS = (
+    ("GPUs declared", f'max by (host) ({DECLARED_GPUS}{{host=~"$host"}})'),
+    ("GPUs seen", f"count by (host) ({_EXPORTED_GPUS})"),
+    ("GPUs healthy", f"sum by (host) ({_EXPORTED_GPUS})"),
+    ("Partitions declared", f"count by (host) ({_DECLARED_PARTITIONS})"),
+    (
+        "Partitions up",
+        f'count by (host) ({_DECLARED_PARTITIONS} and on (host, name) container_last_seen{{job="{CADVISOR_JOB}"}})\n'
+        f"or 0 * count by (host) ({_DECLARED_PARTITIONS})",
+    ),
+    # The exporter's GPU health check (gpu_health, per GPU): how long ago its last report was scraped.
+    ("Last GPU health report (s ago)", f"time() - max by (host) (timestamp({_EXPORTED_GPUS}))"),
+)
+
+
+FLEET_ROW, FLEET_TABLE = "Fleet", "Fleet: one row per host"
+# Panels placed above the ones that existed before them (their ids come after).
+ADDED_ON_TOP = (FLEET_ROW, FLEET_TABLE)
+
+
+def _fleet_table() -> table.Panel:
+    """One row per Docker host: GPUs declared / seen / healthy, partitions declared / up, the last health report."""
+    panel = table.Panel().title(FLEET_TABLE).datasource(_DATASOURCE).height(7).span(24)
+    refs = [chr(ord("A") + k) for k in range(len(FLEET_COLUMNS))]
+    for ref, (_, expr) in zip(refs, FLEET_COLUMNS):
+        panel = panel.with_target(_query(ref, expr, "").instant().format(PromQueryFormat.TABLE))
+    return panel.transformations(
+        [
+            model.DataTransformerConfig(id_val="merge", options={}),
+            model.DataTransformerConfig(
+                id_val="organize",
+                options={
+                    "excludeByName": {"Time": True},
+                    "renameByName": {f"Value #{ref}": name for ref, (name, _) in zip(refs, FLEET_COLUMNS)},
+                },
+            ),
+        ]
+    )
+
+
 def dashboard_builder() -> Dashboard:
     by_gpu = ", ".join(GPU_KEY)
     return (
@@ -153,6 +199,9 @@ def dashboard_builder() -> Dashboard:
             _gpu_variable("host", "Host", f'label_values(gpu_total_vram{{{MODEL_LABEL}=~"$model"}}, hostname)')
         )
         .with_variable(_gpu_variable("gpu", "GPU", 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'))
+        # The whole fleet on one screen: what each host declares against what it reports.
+        .with_row(Row(FLEET_ROW))
+        .with_panel(_fleet_table())
         .with_row(Row("GPUs"))
         .with_panel(
             _timeseries(
@@ -344,7 +393,10 @@ def dashboard() -> dict[str, Any]:
 
 def dashboard_json_text() -> str:
     board = dashboard_builder().build()
-    # Stable panel ids (Grafana links and the sidecar's re-imports address panels by id).
-    for panel_id, panel in enumerate(board.panels or [], start=1):
+    # Stable panel ids (Grafana links and the sidecar's re-imports address panels by id): in dashboard order, except
+    # that panels added above older ones take the next free ids, so no panel's id changes.
+    panels = board.panels or []
+    later = [p for p in panels if getattr(p, "title", None) in ADDED_ON_TOP]
+    for panel_id, panel in enumerate([*(p for p in panels if p not in later), *later], start=1):
         panel.id_val = panel_id
     return json.dumps(board, cls=JSONEncoder, indent=2, ensure_ascii=False) + "\n"

@@ -408,13 +408,21 @@ def test_dashboard_has_host_and_gpu_variables_and_the_panels() -> None:
     assert variables["host"]["query"] == 'label_values(gpu_total_vram{gpu_model=~"$model"}, hostname)'
     assert variables["gpu"]["query"] == 'label_values(gpu_total_vram{hostname=~"$host"}, gpu_id)'
     rows = _rows(board)
-    assert list(rows) == ["GPUs", "Docker hosts", "vLLM"]
+    assert list(rows) == ["Fleet", "GPUs", "Docker hosts", "vLLM"]
     # Every Docker-host panel follows the host variable (the e2e evaluates them on a real server).
     assert all('host=~"$host"' in t["expr"] for p in rows["Docker hosts"] for t in p["targets"])
     titles = " | ".join(p["title"] for p in rows["GPUs"])
     for topic in ("temperature", "power", "utilisation", "VRAM", "ECC", "health"):
         assert topic in titles
-    assert [p["id"] for p in board["panels"]] == list(range(1, len(board["panels"]) + 1))
+    # Ids 1..N, the fleet row's last: it came later, above panels whose ids Grafana links already address.
+    ids = [p["id"] for p in board["panels"]]
+    assert sorted(ids) == list(range(1, len(ids) + 1)) and ids[:2] == [len(ids) - 1, len(ids)]
+    assert ids[2:] == list(range(1, len(ids) - 1))
+    # The fleet table: one instant table query per column, by host, merged on host.
+    (fleet,) = rows["Fleet"]
+    assert [t["format"] for t in fleet["targets"]] == ["table"] * len(dashboard.FLEET_COLUMNS)
+    assert all(t["instant"] and "by (host)" in t["expr"] and 'host=~"$host"' in t["expr"] for t in fleet["targets"])
+    assert [t["id"] for t in fleet["transformations"]] == ["merge", "organize"]
     for panel in rows["GPUs"][:-1]:  # per-GPU panels filter by both variables (not the exporter targets)
         assert all(
             'hostname=~"$host"' in t["expr"] and 'gpu_id=~"$gpu"' in t["expr"] and 'gpu_model=~"$model"' in t["expr"]

@@ -452,3 +452,44 @@ def test_every_dashboard_panel_query_returns_series_for_the_fleet(server: Any) -
         if not prometheus.get("query", query=expr)["result"]:
             empty.append((title, expr))
     assert empty == []
+
+
+def test_the_fleet_table_shows_each_host_declared_against_seen(server: Any) -> None:
+    """The dashboard's fleet row (issue 39): each column's query on the real server, joined on `host` as Grafana's
+    merge transformation joins the panel's table frames. A GPU gone and a stopped partition show in their host's row."""
+    prometheus, state, _ = server
+    with state.lock:
+        state.gpus["mi300x-host"] = 7
+        state.exited.add(("mi250-host", "train-a"))
+
+    def table() -> dict[str, dict[str, float]]:
+        rows: dict[str, dict[str, float]] = {}
+        for name, expr in dashboard.FLEET_COLUMNS:
+            for series in prometheus.get("query", query=expr.replace("$host", ".*"))["result"]:
+                assert set(series["metric"]) == {"host"}, series  # one key column to join on
+                rows.setdefault(series["metric"]["host"], {})[name] = float(series["value"][1])
+        return rows
+
+    expected = {
+        "mi300x-host": {
+            "GPUs declared": 8,
+            "GPUs seen": 7,
+            "GPUs healthy": 7,
+            "Partitions declared": 2,
+            "Partitions up": 2,
+        },
+        "mi250-host": {
+            "GPUs declared": 4,
+            "GPUs seen": 4,
+            "GPUs healthy": 4,
+            "Partitions declared": 2,
+            "Partitions up": 1,
+        },
+    }
+    age = "Last GPU health report (s ago)"
+    prometheus.wait(
+        "the fleet table shows the faults",
+        lambda: {h: {k: v for k, v in r.items() if k != age} for h, r in table().items()} == expected,
+    )
+    # Scraped every second here: the last report is seconds old (the default 30 s interval shows up to about 30).
+    assert all(0 <= row[age] < 10 for row in table().values()), table()
