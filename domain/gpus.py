@@ -42,6 +42,7 @@ AMD documents for it, each pair with its source; MI2xx GPUs have no partition mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -177,3 +178,14 @@ def logical_per_gpu(model: str, compute: ComputePartition | None) -> int:
     (`other`, which cannot declare a mode)."""
     known = MODELS.get(model)
     return known.logical_per_gpu(compute) if known is not None else 1
+
+
+def gpu_ranges(gpus: Sequence[int]) -> str:
+    """GPU indices as a person reads them: `0-3`, `0,2,4-5`."""
+    runs: list[list[int]] = []
+    for g in gpus:
+        if runs and g == runs[-1][-1] + 1:
+            runs[-1].append(g)
+        else:
+            runs.append([g])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)

@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from domain.gpus import gpu_ranges
 from domain.topology import Topology, cost_basis, numa_node_of, physical_gpu, set_cost
 
 # Partition colours: matplotlib's "tab10" qualitative palette, then "Dark2".
@@ -79,24 +80,11 @@ def links(topology: Topology, per_gpu: int = 1) -> list[Link]:
 
 def partition_label(topology: Topology | None, partition: Partition) -> str:
     gpus = list(partition.gpus)
-    text = f"{partition.name}: GPUs {_ranges(gpus)}"
+    text = f"{partition.name}: GPUs {gpu_ranges(gpus)}"
     if topology is not None:
         node = numa_node_of(topology, gpus)
         text += f" · NUMA {'spans' if node is None else node} · cost {set_cost(topology, gpus)}"
     return text
-
-
-def _ranges(gpus: Sequence[int]) -> str:
-    parts, run = [], [gpus[0]] if gpus else []
-    for g in gpus[1:]:
-        if g == run[-1] + 1:
-            run.append(g)
-        else:
-            parts.append(run)
-            run = [g]
-    if run:
-        parts.append(run)
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in parts)
 
 
 def host_svg(

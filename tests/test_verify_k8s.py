@@ -516,6 +516,7 @@ def run_main(api=None, *args, connect=None, **options):
             None,
             None,
             10,
+            options.pop("as_json", False),
             connect_api=connect or (lambda kubeconfig, context: api),
             clock=clock,
             sleep=options.pop("sleep", clock.sleep),
@@ -528,6 +529,68 @@ def test_main_prints_the_table_and_exits_by_the_worst_verdict():
     assert code == 1
     assert out.splitlines()[0].split() == ["NODE", "CHECK", "VERDICT", "DETAILS"]
     assert "gpu-1  gpuFleet  FAIL     exit 1" in out
+
+
+def test_the_fleet_table_gives_each_node_its_gpus_image_state_check_and_tflops_against_the_floor():
+    """One row per node after the checks: GPUs allocatable of expected, the image the kubelet ran (imageID: the
+    digest it pulled), the node's Ready condition and cordon, gpucheck's verdict and its slowest GPU's TFLOP/s
+    against MI300X's floor (600), and the restarts of the GPU pods on the node (containerStatuses restartCount)."""
+    digest = "sha256:" + "ab" * 32
+    nodes = fleet(4)
+    for n in nodes:
+        n.status.conditions = [k8s.V1NodeCondition(type="Ready", status="True")]
+    nodes[1].status.conditions = [k8s.V1NodeCondition(type="Ready", status="False")]
+    nodes[1].spec = k8s.V1NodeSpec(unschedulable=True)
+    nodes[3].status.allocatable = {"amd.com/gpu": "7"}
+
+    def done(code: int) -> dict[str, Any]:
+        status = exited(code)
+        status["containerStatuses"][0]["imageID"] = f"docker.io/rocm/pytorch@{digest}"
+        return status
+
+    fast = {**PASSED, "matmul": [{"rank": 0, "tflops": 640.5}, {"rank": 1, "tflops": 612.25}]}
+    slow = {
+        **PASSED,
+        "verdict": "fail",
+        "failures": ["rank 1: bf16 matmul result wrong"],
+        "matmul": [{"rank": 0, "tflops": 650.0}, {"rank": 1, "tflops": 300.0}],
+    }
+    restarted = workload("gpu-1", 8)
+    restarted.status = k8s.V1PodStatus(
+        phase="Running",
+        container_statuses=[k8s.V1ContainerStatus(name="main", image="w", image_id="", ready=True, restart_count=3)],
+    )
+    logs = {"gpu-1": json.dumps(fast), "gpu-2": json.dumps(fast), "gpu-3": json.dumps(slow), "gpu-4": json.dumps(fast)}
+
+    def api() -> FakeCoreV1Api:
+        scripts = {n: [done(1 if n == "gpu-3" else 0)] for n in logs}
+        return FakeCoreV1Api(nodes, scripts=scripts, logs=logs, workloads=[restarted])
+
+    code, out, _ = run_main(api())
+    assert code == 1
+    lines = out.split("\nFleet\n")[1].splitlines()
+    rows = [[c.strip() for c in line.strip().split("  ") if c.strip()] for line in lines[3:] if line.strip()]
+    short = digest[:19]
+    assert rows == [
+        ["gpu-1", "gpuFleet", "8 of 8", short, "Ready", "PASS", "612.2 (no floor)", "3"],
+        ["gpu-2", "gpuFleet", "8 of 8", short, "NotReady, cordoned", "PASS", "612.2 (no floor)", "0"],
+        ["gpu-3", "gpuFleet", "8 of 8", short, "Ready", "FAIL", "300 (no floor)", "0"],
+        ["gpu-4", "gpuFleet", "7 of 8", short, "Ready", "PASS", "612.2 (no floor)", "0"],
+    ], out
+    code, out, _ = run_main(api(), as_json=True)
+    fleet_json = json.loads(out)["fleet"]
+    assert [(f["host"], f["tflops"], f["floor"], f["image"], f["restarts"]) for f in fleet_json][:3] == [
+        ("gpu-1", 612.25, None, digest, 3),
+        ("gpu-2", 612.25, None, digest, 0),
+        ("gpu-3", 300.0, None, digest, 0),
+    ]
+
+
+def test_a_node_refused_before_any_pod_is_a_fleet_row_with_its_reason():
+    rows = run_verify(FakeCoreV1Api([node("gpu-1", allocatable=0)]))[0]
+    empty, missing = rows.fleet
+    assert (empty.host, empty.check) == ("gpu-1", "fail") and empty.state.startswith("offers no amd.com/gpu")
+    assert (missing.host, missing.state) == ("(gpuFleet)", "found 1 of the 4 nodes gpuFleet declares")
 
 
 def test_an_api_error_mid_run_is_one_line_exit_2_and_everything_created_is_deleted():

@@ -16,7 +16,10 @@ Each created container's log configuration is compared with the declared one (`l
 daemon adds log options fails, since the provider would replace every container on every deploy.
 
 Prints a progress line per host on stderr, then a table: host, check (preflight, partition or log-opts), verdict,
-details. A host that cannot be reached is one ERROR row (check `-`) saying why, in one line.
+details; and ends with the fleet table, a row per host and partition: GPUs, the deployed container's image digest,
+state and restarts (`docker inspect`), the GPU check just run and its slowest GPU's TFLOP/s against its floor.
+A host that cannot be reached is one ERROR row (check `-`) saying why, in one line, in both. `--json` prints both
+as JSON instead.
 Exit status: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused, a host
 could not be reached or a check could not be run (ERROR rows).
 """
@@ -25,18 +28,22 @@ from __future__ import annotations
 
 import argparse
 import io
-from contextlib import AbstractContextManager
+import json
 import sys
+from contextlib import AbstractContextManager
 import tarfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.docker.checks import CHECK_LABEL, VERDICT_LABEL, summary
+from components.docker.checks import CHECK_LABEL, VERDICT_LABEL, check_report, summary
+from domain.gpus import gpu_ranges
+from schema import ConfigError, StackConfig
+from schema.stackfile import StackFileError
 from tools.docker_endpoint import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S, Endpoint, Unreachable, connect
 from tools.synth import SECRET, Plan, ProgramRefused, synthesize, upload_text
 
@@ -61,11 +68,16 @@ def _labels(inputs: Mapping[str, Any]) -> dict[str, str]:
     return {label["label"]: label["value"] for label in inputs.get("labels", [])}
 
 
+PARTITION_LABEL = "rocm-stack.partition"
+
+
 @dataclass(frozen=True)
 class HostChecks:
     endpoint: str  # the provider's `host`
     ssh_opts: tuple[str, ...]  # the provider's `sshOpts`
     checks: list[dict[str, Any]]  # the inputs of its check containers, preflight first
+    # Partition label (`host/container`) -> the Docker name and image reference of its deployed container.
+    partitions: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def checks_by_host(plan: Plan) -> dict[str, HostChecks]:
@@ -76,15 +88,21 @@ def checks_by_host(plan: Plan) -> dict[str, HostChecks]:
         for r in plan.of_type("docker:index/remoteImage:RemoteImage")
     }
     found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    partitions: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)
     for resource in plan.of_type(CONTAINER):
         inputs = resource["inputs"]
-        if CHECK_LABEL in _labels(inputs):
-            found[resource["provider"]].append({**inputs, "image": images.get(inputs["image"], inputs["image"])})
+        labels = _labels(inputs)
+        image = images.get(inputs["image"], inputs["image"])
+        if CHECK_LABEL in labels:
+            found[resource["provider"]].append({**inputs, "image": image})
+        elif PARTITION_LABEL in labels:
+            partitions[resource["provider"]][labels[PARTITION_LABEL]] = (inputs["name"], image)
     return {
         providers[urn]["name"]: HostChecks(
             providers[urn]["inputs"].get("host", "unix:///var/run/docker.sock"),
             tuple(providers[urn]["inputs"].get("sshOpts", ())),
             sorted(checks, key=lambda c: _labels(c)[CHECK_LABEL] != "preflight"),
+            dict(sorted(partitions[urn].items())),
         )
         for urn, checks in sorted(found.items(), key=lambda item: providers[item[0]]["name"])
     }
@@ -224,52 +242,194 @@ def _timeout(inputs: Mapping[str, Any]) -> float:
 Connect = Callable[[str, Sequence[str]], AbstractContextManager[Endpoint]]
 
 
-def verify_host(host: str, checks: HostChecks, connect_to: Connect, device_root: Path) -> list[Row]:
-    """One host's rows: one ERROR row when it cannot be reached, else a row per check (and `log-opts`)."""
+@dataclass
+class FleetRow:
+    """One partition of one host as it stands: what the fleet table shows (`--json`: these keys)."""
+
+    host: str
+    partition: str  # `-` for a host that could not be reached
+    gpus: str
+    image: str  # the running image's digest (its repository digest, else its image id)
+    state: str
+    check: str  # the verdict of the GPU check just run
+    tflops: float | None  # the slowest GPU's bf16 TFLOP/s in that check
+    floor: float | None  # the check's --min-tflops
+    restarts: int | None
+
+
+class Results(list[Row]):
+    """The check rows, and the fleet rows: one per host and partition."""
+
+    def __init__(self, rows: Sequence[Row] = (), fleet: Sequence[FleetRow] = ()) -> None:
+        super().__init__(rows)
+        self.fleet = list(fleet)
+
+
+def _floor(inputs: Mapping[str, Any]) -> float | None:
+    command = inputs.get("command", [])
+    return float(command[command.index("--min-tflops") + 1]) if "--min-tflops" in command else None
+
+
+def _slowest(report: Mapping[str, Any] | None) -> float | None:
+    rates = [row["tflops"] for row in (report or {}).get("matmul") or [] if "tflops" in row]
+    return min(rates) if rates else None
+
+
+def _expected_gpus(inputs: Mapping[str, Any]) -> str:
+    command = inputs.get("command", [])
+    return f"{command[command.index('--expect-gpus') + 1]} GPU(s)" if "--expect-gpus" in command else "?"
+
+
+def deployed(client: Any, name: str, declared: str) -> tuple[str, str, int | None]:
+    """(image digest, state, restarts) of the deployed container `name`, as `docker inspect` shows it: the image's
+    repository digest (RepoDigests) where it has one, else its id; the state with the health check's verdict and the
+    exit code of a stopped container; RestartCount (Docker's restarts under the restart policy)."""
+    import docker
+
+    try:
+        attrs = client.containers.get(name).attrs
+    except docker.errors.NotFound:
+        return "-", "absent", None
+    state = attrs["State"]
+    text = state["Status"]
+    if state.get("Health"):
+        text += f" ({state['Health']['Status']})"
+    if state["Status"] == "exited":
+        text += f" ({state['ExitCode']})"
+    try:
+        digests = client.images.get(attrs["Image"]).attrs.get("RepoDigests") or []
+    except docker.errors.NotFound:
+        digests = []
+    pinned = declared.partition("@")[2]
+    matching = [d.partition("@")[2] for d in digests if d.partition("@")[2] == pinned]
+    image = (matching or [d.partition("@")[2] for d in digests] or [attrs["Image"]])[0]
+    if pinned and image != pinned:
+        text += f"; image is not the declared {pinned[:19]}"
+    return image, text, attrs.get("RestartCount")
+
+
+def verify_host(
+    host: str, checks: HostChecks, connect_to: Connect, device_root: Path, gpus: Mapping[str, str] | None = None
+) -> tuple[list[Row], list[FleetRow]]:
+    """One host's rows: one ERROR row when it cannot be reached, else a row per check (and `log-opts`); and its
+    fleet rows: one per partition (one `-` row when it cannot be reached)."""
     rows: list[Row] = []
+    fleet: list[FleetRow] = []
+    gpus = gpus or {}
     try:
         with connect_to(checks.endpoint, checks.ssh_opts) as endpoint:
             drift: dict[str, str] = {}
+            ran: dict[str, tuple[Row | None, dict[str, Any] | None, Mapping[str, Any]]] = {}
+            silent: str | None = None  # the daemon stopped answering: its containers are not inspected either
             for inputs in checks.checks:
                 labels = _labels(inputs)
-                name = "preflight" if labels[CHECK_LABEL] == "preflight" else labels.get("rocm-stack.partition", "?")
+                name = "preflight" if labels[CHECK_LABEL] == "preflight" else labels.get(PARTITION_LABEL, "?")
                 timeout = _timeout(inputs)
                 try:
                     code, logs, container_drift = run_check(endpoint.client, inputs, timeout, device_root)
                 except CannotRun as refused:
                     rows.append(Row(host, name, "error", str(refused)))
+                    ran[name] = (rows[-1], None, inputs)
                     continue
                 except Exception as error:  # one check's failure is its row; the host's other checks still run
-                    rows.append(Row(host, name, "error", endpoint.explain(error, endpoint.client.api.timeout)))
+                    said = endpoint.explain(error, endpoint.client.api.timeout)
+                    rows.append(Row(host, name, "error", said))
+                    ran[name] = (rows[-1], None, inputs)
+                    silent = said if said.startswith("no answer within") else silent
                     continue
                 verdict = "pass" if code == 0 else ("warn" if labels.get(VERDICT_LABEL) == "warn" else "fail")
                 rows.append(Row(host, name, verdict, "" if code == 0 else f"exit {code}\n{summary(logs)}"))
+                ran[name] = (rows[-1], check_report(logs), inputs)
                 drift.update(container_drift)
             # Every container of a host declares the same log options (hosts[].logs): one row for the host.
             if drift:
                 rows.append(Row(host, "log-opts", "fail", log_finding(drift)))
+            for partition, (container, image) in checks.partitions.items():
+                row, report, check = ran.get(partition) or (None, None, {})
+                try:
+                    if silent:
+                        raise CannotRun(f"not inspected: {silent}")
+                    digest, state, restarts = deployed(endpoint.client, container, image)
+                except CannotRun as skipped:
+                    digest, state, restarts = "-", str(skipped), None
+                except Exception as error:  # the inspect of one container; the others are still shown
+                    digest, state, restarts = "-", endpoint.explain(error, endpoint.client.api.timeout), None
+                fleet.append(
+                    FleetRow(
+                        host,
+                        partition.partition("/")[2] or partition,
+                        gpus.get(partition) or _expected_gpus(check),
+                        digest,
+                        state,
+                        row.verdict if row is not None else "-",
+                        _slowest(report),
+                        _floor(check),
+                        restarts,
+                    )
+                )
     except Unreachable as unreachable:
         rows.append(Row(host, "-", "error", str(unreachable)))
-    return rows
+        fleet.append(FleetRow(host, "-", "-", "-", f"unreachable: {unreachable}", "error", None, None, None))
+    return rows, fleet
 
 
 def verify(
-    plan: Plan, connect_to: Connect, progress: Callable[[str], None], device_root: Path = Path("/")
-) -> list[Row]:
-    """Every host's rows, in host order; the hosts are checked in parallel (each its own connection)."""
+    plan: Plan,
+    connect_to: Connect,
+    progress: Callable[[str], None],
+    device_root: Path = Path("/"),
+    gpus: Mapping[str, str] | None = None,
+) -> Results:
+    """Every host's rows, in host order; the hosts are checked in parallel (each its own connection). `gpus`: the
+    GPUs of each partition (`host/container`) as the fleet table shows them (default: the count its check expects)."""
     hosts = checks_by_host(plan)
 
-    def one(number: int, host: str, checks: HostChecks) -> list[Row]:
+    def one(number: int, host: str, checks: HostChecks) -> tuple[list[Row], list[FleetRow]]:
         progress(f"[{number}/{len(hosts)}] {host} ({checks.endpoint}): {len(checks.checks)} check(s) ...")
         began = time.monotonic()
-        rows = verify_host(host, checks, connect_to, device_root)
+        rows, fleet = verify_host(host, checks, connect_to, device_root, gpus)
         outcome = "unreachable" if rows and rows[0].check == "-" else "done"
         progress(f"[{number}/{len(hosts)}] {host}: {outcome} in {time.monotonic() - began:.1f}s")
-        return rows
+        return rows, fleet
 
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL_HOSTS, len(hosts)))) as pool:
         futures = [pool.submit(one, n, host, checks) for n, (host, checks) in enumerate(hosts.items(), 1)]
-        return [row for future in futures for row in future.result()]
+        done = [future.result() for future in futures]
+    return Results([r for rows, _ in done for r in rows], [f for _, fleet in done for f in fleet])
+
+
+def tflops_text(measured: float | None, floor: float | None) -> str:
+    """The slowest GPU's TFLOP/s against the floor: `612.3 >= 500`, `41 < 500`, `612.3 (no floor)`."""
+    if measured is None:
+        return "-" if floor is None else f"- (floor {floor:g})"
+    if floor is None:
+        return f"{measured:.4g} (no floor)"
+    return f"{measured:.4g} {'>=' if measured >= floor else '<'} {floor:g}"
+
+
+def fleet_table(fleet: Sequence[FleetRow], first: str = "HOST", width: int = 160) -> str:
+    """The fleet in one table (rich), a row per host and partition."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None, soft_wrap=False)
+    shown = Table(box=box.SIMPLE_HEAD, title="Fleet", title_justify="left")
+    for column in (first, "PARTITION", "GPUS", "IMAGE", "STATE", "GPU CHECK", "TFLOP/S (FLOOR)", "RESTARTS"):
+        shown.add_column(column, overflow="fold")
+    for f in fleet:
+        shown.add_row(
+            f.host,
+            f.partition,
+            f.gpus,
+            f.image if f.image == "-" else f.image[:19],  # sha256: and 12 hex digits, as `docker images` shows ids
+            f.state,
+            f.check.upper(),
+            tflops_text(f.tflops, f.floor),
+            "-" if f.restarts is None else str(f.restarts),
+        )
+    console.print(shown)
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines())
 
 
 def table(rows: list[Row], first: str = "HOST") -> str:
@@ -282,6 +442,26 @@ def table(rows: list[Row], first: str = "HOST") -> str:
         if more:
             lines += [f"{r.host} {r.check}:", *more]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def report_json(rows: Sequence[Row], fleet: Sequence[FleetRow]) -> str:
+    """`--json`: {"checks": [...], "fleet": [...]}, each row with the fields of Row and FleetRow."""
+    return json.dumps({"checks": [asdict(r) for r in rows], "fleet": [asdict(f) for f in fleet]}, indent=2)
+
+
+def stack_settings(stack: str) -> StackConfig:
+    """The stack's validated config (partitions placed as the program places them)."""
+    from schema import decode, load
+    from schema.stackfile import as_program_config
+    from tools.synth import stack_config
+
+    values, secret_keys = as_program_config(stack_config(stack))
+    return load(stack, {k: decode(v) for k, v in values.items()}, secret_keys, place_unlocked=True)
+
+
+def partition_gpus(cfg: StackConfig) -> dict[str, str]:
+    """`host/container` -> its GPUs (`0-3`), as the fleet table shows them."""
+    return {f"{h.name}/{c.name}": gpu_ranges(c.gpus) for h in cfg.hosts for c in h.containers if c.gpus}
 
 
 def docker_connect(connect_timeout: float = CONNECT_TIMEOUT_S, call_timeout: float = CALL_TIMEOUT_S) -> Connect:
@@ -311,16 +491,20 @@ def main(argv: list[str] | None = None) -> int:
         ("--call-timeout", CALL_TIMEOUT_S, "how long any other Docker API call may take (a check's wait excepted)"),
     ):
         parser.add_argument(flag, type=float, default=default, metavar="SECONDS", help=f"{what} (default %(default)s)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the checks and the fleet as JSON (for scripts) instead of tables"
+    )
     args = parser.parse_args(argv)
     if args.kubernetes:
         from tools import verify_k8s
 
-        return verify_k8s.main(args.stack, args.node, args.kubeconfig, args.context, args.schedule_wait)
+        return verify_k8s.main(args.stack, args.node, args.kubeconfig, args.context, args.schedule_wait, args.json)
     if args.node or args.kubeconfig or args.context:
         parser.error("--node, --kubeconfig and --context go with --kubernetes")
     try:
         plan = synthesize(args.stack)
-    except (ProgramRefused, FileNotFoundError) as refused:
+        gpus = partition_gpus(stack_settings(args.stack))
+    except (ProgramRefused, ConfigError, StackFileError, FileNotFoundError) as refused:
         print(refused, file=sys.stderr)
         return 2
     if not checks_by_host(plan):
@@ -330,8 +514,9 @@ def main(argv: list[str] | None = None) -> int:
         plan,
         docker_connect(args.connect_timeout, args.call_timeout),
         lambda line: print(line, file=sys.stderr, flush=True),
+        gpus=gpus,
     )
-    print(table(rows))
+    print(report_json(rows, rows.fleet) if args.json else f"{table(rows)}\n\n{fleet_table(rows.fleet)}")
     if any(r.verdict == "error" for r in rows):
         return 2
     return 1 if any(r.verdict == "fail" for r in rows) else 0

@@ -39,11 +39,20 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from components.docker.checks import GPU_CHECK_PROGRAMS, PROGRAM_PARENT, gpucheck_command, summary
+from components.docker.checks import GPU_CHECK_PROGRAMS, PROGRAM_PARENT, check_report, gpucheck_command, summary
 from schema import StackConfig
 from schema.gpu_nodes import CHECK_IMAGE_KEY, GpuNodeGroup, gpu_namespace, gpu_node_groups, gpu_node_selector
 from schema.kubernetes import PARTITION_PROFILE_LABEL
-from tools.verify import SCHEDULE_WAIT_S, Row, table
+from tools.verify import (
+    SCHEDULE_WAIT_S,
+    FleetRow,
+    Results,
+    Row,
+    fleet_table,
+    report_json,
+    stack_settings,
+    table,
+)
 
 APP = "rocm-stack-verify"
 RUN_LABEL = "rocm-stack/verify-run"
@@ -75,6 +84,8 @@ class Target:
     """GPUs the node offers as the group's resource: what its pod requests."""
     expect: int
     """GPUs the check expects: declared per node, else the node's capacity."""
+    state: str = "Ready"
+    """The node's Ready condition (`Ready`, `NotReady`, `Unknown`), `cordoned` added when it is unschedulable."""
 
 
 @dataclass
@@ -85,6 +96,8 @@ class NodeRun:
     state: str = "created"
     verdict: str | None = None  # pass | fail | busy
     details: str = ""
+    report: dict[str, Any] | None = None  # gpucheck's JSON report
+    image: str = "-"  # the image the check ran, as the kubelet reports it (imageID: the digest it pulled)
 
 
 def connect(kubeconfig: str | None, context: str | None) -> Any:
@@ -181,7 +194,7 @@ def targets(api: Any, cfg: StackConfig, node: str | None) -> tuple[list[Target],
             )
             continue
         expect = group.gpus_per_node or quantity(capacity[group.resource_name])
-        found.append(Target(name, group, allocatable, expect))
+        found.append(Target(name, group, allocatable, expect, node_state(item)))
     if node is None:
         rows += [
             Row(f"({g.name})", g.name, "fail", f"found {counts[g.name]} of the {g.nodes} nodes {g.key} declares")
@@ -189,6 +202,29 @@ def targets(api: Any, cfg: StackConfig, node: str | None) -> tuple[list[Target],
             if g.nodes and counts[g.name] < g.nodes
         ]
     return found, rows
+
+
+def node_state(item: Any) -> str:
+    """The node's Ready condition as `kubectl get nodes` shows it (`Ready`, `NotReady`, `Unknown`: k8s.io/api core/v1
+    NodeReady, status True/False/Unknown) and `cordoned` when spec.unschedulable is set."""
+    ready = _condition(item, "Ready")
+    state = {"True": "Ready", "False": "NotReady"}.get(ready.status if ready else "", "Unknown")
+    return state + (", cordoned" if item.spec is not None and item.spec.unschedulable else "")
+
+
+def node_restarts(api: Any, node: str, resource: str, run: str) -> int:
+    """Container restarts of the GPU pods on `node` that have not finished (ours excluded): containerStatuses
+    restartCount, what `kubectl get pods` shows as RESTARTS."""
+    items = api.list_pod_for_all_namespaces(
+        field_selector=f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed",
+        _request_timeout=REQUEST_TIMEOUT_S,
+    ).items
+    return sum(
+        status.restart_count or 0
+        for p in items
+        if (p.metadata.labels or {}).get(RUN_LABEL) != run and pod_gpus(p, resource)
+        for status in (p.status.container_statuses or [] if p.status else [])
+    )
 
 
 def config_map(run: str, namespace: str, files: Mapping[str, str]) -> k8s.V1ConfigMap:
@@ -339,7 +375,7 @@ class Verify:
         run.state = state
         self.progress(f"[{number}/{total}] {run.target.node} ({run.target.group.name}): {state}")
 
-    def check(self, found: Sequence[Target], cfg: StackConfig, files: Mapping[str, str]) -> list[Row]:
+    def check(self, found: Sequence[Target], cfg: StackConfig, files: Mapping[str, str]) -> Results:
         timeout = cfg.checks.timeout_seconds
         for target in found:
             if target.group.image is None:
@@ -358,9 +394,29 @@ class Verify:
                 self.live.append(object_name(self.run, index))
                 runs.append(NodeRun(target, object_name(self.run, index), self.clock()))
             self.follow(runs, active_deadline(timeout))
-            return [Row(r.target.node, r.target.group.name, r.verdict or "fail", r.details) for r in runs]
+            rows = [Row(r.target.node, r.target.group.name, r.verdict or "fail", r.details) for r in runs]
+            return Results(rows, [self.fleet_row(r) for r in runs])
         finally:
             self.clean_up()
+
+    def fleet_row(self, run: NodeRun) -> FleetRow:
+        target = run.target
+        rates = [row["tflops"] for row in (run.report or {}).get("matmul") or [] if "tflops" in row]
+        try:
+            restarts: int | None = node_restarts(self.api, target.node, target.group.resource_name, self.run)
+        except (ApiException, HTTPError):
+            restarts = None
+        return FleetRow(
+            target.node,
+            target.group.name,
+            f"{target.allocatable} of {target.expect}",
+            run.image.rpartition("@")[2] or "-",
+            target.state,
+            run.verdict or "fail",
+            min(rates) if rates else None,
+            target.group.floors.min_tflops,  # what the pod's gpucheck --min-tflops is (pod() above)
+            restarts,
+        )
 
     def follow(self, runs: list[NodeRun], deadline_s: int) -> None:
         total = len(runs)
@@ -389,8 +445,11 @@ class Verify:
             return
         phase = item.status.phase if item.status else None
         scheduled = _condition(item, "PodScheduled")
+        if phase in ("Succeeded", "Failed"):
+            run.image = next((str(c.image_id) for c in item.status.container_statuses or [] if c.image_id), "-")
         if phase == "Succeeded":
             run.verdict = "pass"
+            run.report = check_report(self.logs(run.pod))
             self.say(number, total, run, "passed")
         elif phase == "Failed":
             run.verdict = "fail"
@@ -399,6 +458,7 @@ class Verify:
             else:
                 code = _exit_code(item)
                 logs = self.logs(run.pod)
+                run.report = check_report(logs)
                 cause = f"exit {code}" if code is not None else f"{item.status.reason}: {item.status.message}"
                 run.details = f"{cause}\n{summary(logs)}"
             self.say(number, total, run, "failed")
@@ -471,8 +531,9 @@ def verify(
     node: str | None = None,
     files: Mapping[str, str] | None = None,
     **options: Any,
-) -> list[Row]:
-    """Rows per node (and for what is missing); raises Refused on bad input, ApiException/HTTPError on API trouble."""
+) -> Results:
+    """Rows per node (and for what is missing), with the fleet rows; raises Refused on bad input, ApiException/HTTPError
+    on API trouble."""
     if cfg.kubernetes is None:
         raise Refused(NO_KUBERNETES)
     if files is None:
@@ -481,12 +542,15 @@ def verify(
         files = program_files()
     namespace = gpu_namespace(cfg.kubernetes)
     found, rows = targets(api, cfg, node)
+    # A node refused before any pod ran is a fleet row too, its reason as its state.
+    early = [FleetRow(r.host, r.check, "-", "-", r.details, r.verdict, None, None, None) for r in rows]
     if not found:
         if not rows:
             raise Refused(f"no GPU nodes found (labels {gpu_node_selector(cfg.kubernetes)}) in the cluster")
-        return rows
+        return Results(rows, early)
     progress(f"checking {len(found)} GPU node(s) in namespace {namespace}")
-    return rows + Verify(api, namespace, progress, **options).check(found, cfg, files)
+    checked = Verify(api, namespace, progress, **options).check(found, cfg, files)
+    return Results(rows + checked, early + checked.fleet)
 
 
 def exit_code(rows: Sequence[Row]) -> int:
@@ -501,22 +565,21 @@ def main(
     kubeconfig: str | None,
     context: str | None,
     schedule_wait_s: float,
+    as_json: bool = False,
     connect_api: Callable[[str | None, str | None], Any] = connect,
     **options: Any,
 ) -> int:
     """The command: its table on stdout, progress and refusals on stderr; returns the exit status. `options` go to
     Verify (tests pass a clock)."""
-    from schema import ConfigError, decode, load
-    from schema.stackfile import StackFileError, as_program_config
-    from tools.synth import stack_config
+    from schema import ConfigError
+    from schema.stackfile import StackFileError
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        values, secret_keys = as_program_config(stack_config(stack))
         # Partition placement is the Docker hosts' business: an unlocked one does not matter here.
-        cfg = load(stack, {k: decode(v) for k, v in values.items()}, secret_keys, place_unlocked=True)
+        cfg = stack_settings(stack)
         if cfg.kubernetes is None:
             raise Refused(NO_KUBERNETES)
         provider = cfg.kubernetes.provider
@@ -531,5 +594,5 @@ def main(
     except KeyboardInterrupt:
         say("interrupted: the check pods and their ConfigMap were deleted")
         return 130
-    print(table(rows, "NODE"))
+    print(report_json(rows, rows.fleet) if as_json else f"{table(rows, 'NODE')}\n\n{fleet_table(rows.fleet, 'NODE')}")
     return exit_code(rows)

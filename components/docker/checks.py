@@ -119,21 +119,28 @@ def preflight_command(host: HostConfig, rocm: Sequence[str]) -> list[str]:
     return command
 
 
-def summary(logs: str | None) -> str:
-    """What the program reported: the failures of its JSON object, else the last lines it printed."""
-    lines = (logs or "").strip().splitlines()
-    for line in reversed(lines):
+def check_report(logs: str | None) -> dict[str, Any] | None:
+    """The JSON object a check program printed last (`--json`), if any."""
+    for line in reversed((logs or "").strip().splitlines()):
         try:
             report = json.loads(line)
         except ValueError:
             continue
         if isinstance(report, dict):
-            items = report.get("failures") or [
-                f"{f['check']}: {f['seen']} (expected {f['expected']}); fix: {f['fix']}"
-                for f in report.get("findings", [])
-            ]
-            if items:
-                return "\n".join(f"  - {item}" for item in items)
+            return report
+    return None
+
+
+def summary(logs: str | None) -> str:
+    """What the program reported: the failures of its JSON object, else the last lines it printed."""
+    report = check_report(logs)
+    if report is not None:
+        items = report.get("failures") or [
+            f"{f['check']}: {f['seen']} (expected {f['expected']}); fix: {f['fix']}" for f in report.get("findings", [])
+        ]
+        if items:
+            return "\n".join(f"  - {item}" for item in items)
+    lines = (logs or "").strip().splitlines()
     return "\n".join(f"  | {line}" for line in lines[-LOG_LINES_SHOWN:]) or "  (no output)"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import shutil
 import signal
@@ -25,10 +26,11 @@ from typing import Any
 import pytest
 
 from conftest import stack_file
-from e2e.harness import Docker, import_standin_image, make_gpu_nodes, on_test_host, private_daemon
+from e2e.harness import Docker, import_standin_image, make_gpu_nodes, on_cpu, on_test_host, private_daemon
+from domain.gpus import gpu_ranges
 from tools.docker_endpoint import connect
 from tools.synth import Plan, synthesize
-from tools.verify import checks_by_host, docker_connect, table, verify
+from tools.verify import checks_by_host, deployed, docker_connect, table, verify
 
 
 @pytest.fixture(scope="module")
@@ -155,9 +157,14 @@ def test_a_host_that_accepts_and_never_answers_is_one_line_within_the_time_limit
     # ssh's own ConnectTimeout (which also bounds the banner exchange: ssh_config(5)) ends it and says why; the
     # SDK's first call waits SSH_GRACE_S longer. unix:// and tcp:// end at the SDK's own read time-out.
     assert took < CONNECT_S + 5 + 3, took
-    (line, *more) = [line for line in out.out.splitlines()[1:] if line.strip()]
+    checks = out.out.split("\nFleet\n")[0]
+    (line, *more) = [line for line in checks.splitlines()[1:] if line.strip()]
     assert not more, out.out
     assert line.split(None, 3)[:3] == ["workstation", "-", "ERROR"], out.out
+    # The fleet table: the host is one row, its state why (rich folds a long cell onto the lines below it).
+    row = fleet_rows(out.out)[0]
+    assert row[:4] == ["workstation", "-", "-", "-"] and row[4].startswith("unreachable: cannot reach"), out.out
+    assert row[5:] == ["ERROR", "-", "-"], out.out
     assert f"cannot reach {endpoint}: " in line
     if scheme == "ssh":
         assert "Connection timed out during banner exchange" in line, line
@@ -260,6 +267,8 @@ def test_a_daemon_that_stops_answering_fails_each_call_within_the_call_time_limi
         (check, "error", f"no answer within {CALL_S:g} s")
         for check in ("preflight", "workstation/serve", "workstation/train")
     ], table(rows)
+    # Nor are the partitions' containers inspected after that (each would wait --call-timeout again).
+    assert {f.state for f in rows.fleet} == {f"not inspected: no answer within {CALL_S:g} s"}
 
 
 def test_a_partition_with_a_secret_environment_runs_with_its_deployed_environment(docker: Docker, plan_and_nodes):
@@ -292,3 +301,84 @@ def test_a_partition_with_a_secret_environment_runs_with_its_deployed_environmen
         docker.run("rm", "--force", *(c["name"] for c in secret))
     assert [(r.check, r.verdict) for r in rows[1:]] == [("workstation/serve", "fail"), ("workstation/train", "fail")]
     assert all("No module named 'torch'" in r.details for r in rows[1:]), table(rows)
+
+
+# --- The fleet table (issue 39): a row per host and partition, from the real daemon ----------------------------------
+
+SLEEPS = ["python3", "-c", "import time; time.sleep(600)"]
+
+
+def fleet_rows(text: str) -> list[list[str]]:
+    """The fleet table's rows (after its header rule), cells split on runs of 2+ spaces."""
+    lines = text.split("\nFleet\n", 1)[1].splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.strip() and set(line.strip()) == {"─"})
+    return [[c.strip() for c in line.strip().split("  ") if c.strip()] for line in lines[rule + 1 :] if line.strip()]
+
+
+def test_verify_ends_with_one_fleet_table_of_what_runs_on_the_host(docker: Docker, plan_and_nodes, monkeypatch, capsys):
+    """Each partition's deployed container as dockerd reports it (state, RestartCount, image) and its GPU check just
+    run, on the CPU (on_cpu: CPU torch, gloo), measured against a floor no CPU reaches (serve) and one any CPU
+    passes (train): gpucheck's own comparison, so the floor column is what decided the verdict."""
+    import tools.verify
+
+    plan = on_cpu(copy.deepcopy(plan_and_nodes[0]))
+    floors = {"gpucheck-serve": "1000000", "gpucheck-train": "0.000001"}
+    for host in checks_by_host(plan).values():
+        for check in host.checks:
+            for prefix, floor in floors.items():
+                if check["name"].startswith(prefix):
+                    check["command"] += ["--min-tflops", floor]
+    for resource in plan.of_type("docker:index/container:Container"):
+        for prefix, floor in floors.items():
+            if resource["inputs"]["name"].startswith(prefix):
+                resource["inputs"]["command"] += ["--min-tflops", floor]
+    partitions = checks_by_host(plan)["workstation"].partitions
+    (serve, serve_image), (train, train_image) = partitions["workstation/serve"], partitions["workstation/train"]
+    # serve runs; train's process exits 1 and its on-failure:2 policy restarts it twice, then it stays exited.
+    docker.run("run", "-d", "--name", serve, serve_image, *SLEEPS)
+    docker.run("run", "-d", "--name", train, "--restart", "on-failure:2", train_image, "python3", "-c", "exit(1)")
+    try:
+        deadline = time.monotonic() + 60
+        while docker.out("inspect", "-f", "{{.State.Status}} {{.RestartCount}}", train).split() != ["exited", "2"]:
+            assert time.monotonic() < deadline, docker.out("inspect", train)
+            time.sleep(0.2)
+        monkeypatch.setattr(tools.verify, "synthesize", lambda stack: plan)
+        # One run on the daemon; the table and --json print its results.
+        ran: list[Any] = []
+        real = tools.verify.verify
+        monkeypatch.setattr(
+            tools.verify, "verify", lambda *a, **k: ran[0] if ran else ran.append(real(*a, **k)) or ran[0]
+        )
+        code = tools.verify.main(["--stack", "dev"])
+        out = capsys.readouterr().out
+        ids = {name: docker.out("inspect", "-f", "{{.Image}}", name).strip() for name in (serve, train)}
+        payload_code = tools.verify.main(["--stack", "dev", "--json"])
+        payload = json.loads(capsys.readouterr().out)
+    finally:
+        docker.run("rm", "--force", serve, train)
+    assert code == payload_code == 1, out  # serve's check fails its floor
+    assert out.rstrip().splitlines()[-1].split()[:2] == ["workstation", "train"], out  # the table ends the output
+    rows = fleet_rows(out)
+    assert [row[:2] for row in rows] == [["workstation", "serve"], ["workstation", "train"]], out
+    by = {row[1]: row for row in rows}
+    # GPUs as the dev stack file gives them, image ids as dockerd reports them (an imported image has no repository
+    # digest), the states and RestartCount dockerd keeps.
+    declared = {c["name"]: c["gpus"] for c in stack_file("dev")["rocm-stack:hosts"][0]["containers"]}
+    assert by["serve"][2:5] == [gpu_ranges(declared["serve"]), ids[serve][:19], "running"], out
+    assert by["train"][2:5] == [gpu_ranges(declared["train"]), ids[train][:19], "exited (1)"], out
+    fleet = {f["partition"]: f for f in payload["fleet"]}
+    # gpucheck's own measurement (CPU torch) against the floor it was given, as the table prints it.
+    assert by["serve"][5] == "FAIL" and by["serve"][6] == f"{fleet['serve']['tflops']:.4g} < 1e+06", out
+    assert by["train"][5] == "PASS" and by["train"][6] == f"{fleet['train']['tflops']:.4g} >= 1e-06", out
+    assert by["serve"][7] == "0" and by["train"][7] == "2", out
+    assert fleet["train"]["restarts"] == 2 and fleet["train"]["state"] == "exited (1)"
+    assert fleet["serve"]["tflops"] < fleet["serve"]["floor"] == 1e6 and fleet["train"]["tflops"] >= 1e-6
+    assert fleet["serve"]["image"] == ids[serve] and fleet["train"]["check"] == "pass"
+    assert [(c["check"], c["verdict"]) for c in payload["checks"]][1:] == [
+        ("workstation/serve", "fail"),
+        ("workstation/train", "pass"),
+    ]
+    assert "TFLOP/s bf16 < --min-tflops 1e+06" in payload["checks"][1]["details"]
+    # A partition whose container is not on the host.
+    with connect(docker.host) as endpoint:
+        assert deployed(endpoint.client, "no-such-partition", serve_image) == ("-", "absent", None)
