@@ -4,7 +4,7 @@ import pulumi
 
 from schema import ConfigError, from_pulumi
 from schema.docker import host_images
-from schema.workloads import host_data_dirs, namespace_pod_security
+from schema.workloads import host_data_dirs, namespace_pod_security, queued_workloads
 from components import supply
 from components.docker.gpu_host import GpuHost, GpuHostArgs
 from components.k8s import build_kubernetes, gpu_stack_workloads
@@ -115,6 +115,7 @@ if cfg.kubernetes is not None:
         needs_job_set=any(t.kubernetes is not None and t.kubernetes.uses_job_set for t in cfg.training),
         needs_keda=any(i.kubernetes is not None and i.kubernetes.autoscaling is not None for i in cfg.inference),
         needs_leader_worker_set=any(i.kubernetes is not None and i.kubernetes.multi_node for i in cfg.inference),
+        queued=queued_workloads(cfg),
         pod_security=namespace_pod_security(
             cfg,
             privileged=[MONITORING_NAMESPACE] if cfg.monitoring.installs_kube_prometheus_stack(cfg.environment) else [],

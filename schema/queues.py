@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
+import yaml
 from pydantic import BeforeValidator, Field, model_validator
 
 from domain.gpus import MODELS, ModelName
-from schema.base import ConfigModel, matching
+from schema.base import ConfigModel, by_environment, environment_default, matching
 from schema.bounds import MAX_ITEMS, MAX_WAIT_SECONDS
 from schema.types import Name
 
@@ -29,6 +31,8 @@ KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 # The served storage version of ResourceFlavor, ClusterQueue and LocalQueue at v0.19.2 (v1beta1 is deprecated:
 # "This version is deprecated. Use v1beta2 instead.", config/components/crd/bases/*.yaml).
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+# Set by the API server on every namespace.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # DCM's node label naming a node's partition profile (schema.kubernetes.PARTITION_PROFILE_LABEL; no import cycle).
 _PROFILE_LABEL = "dcm.amd.com/gpu-config-profile"
 # The node labeller's label with the GPU's PCI device ID (schema.workloads.DEVICE_ID_LABEL).
@@ -36,9 +40,50 @@ _DEVICE_ID_LABEL = "amd.com/gpu.device-id"
 # The ResourceFlavor of the pods' CPU and memory: no node labels, so it fits every node (an elastic run's rendezvous
 # pod asks for no GPU: with the GPU flavor's labels Kueue would send it to a GPU node).
 CPU_FLAVOR = "rocm-stack-cpu"
+# Kueue admits a Job, JobSet, Deployment or LeaderWorkerSet labelled with its LocalQueue
+# (https://kueue.sigs.k8s.io/docs/tasks/run/jobsets/: "The target local queue should be specified in the
+# `metadata.labels` section").
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # PriorityClass names: the pods' priorityClassName, which Kueue also takes as the workload's priority.
 TRAINING_PRIORITY_CLASS = "rocm-stack-training"
 SERVING_PRIORITY_CLASS = "rocm-stack-serving"
+
+# Kueue's integrations (apis/config/v1beta2/configuration_types.go L536-557 @ v0.19.2, Integrations.Frameworks): the
+# kinds of the stack's queued workloads. The chart makes the pod, Deployment and StatefulSet webhooks fail closed only
+# for a listed framework (charts/kueue/templates/webhook/manifests.yaml L92-96, L315-319, L525-529 @ v0.19.2:
+# `{{- if has "pod" $integrationsConfig.frameworks }} failurePolicy: Fail {{- else }} failurePolicy: Ignore`).
+JOB_FRAMEWORK = "batch/job"
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+# Kueue runs a Deployment's pods as plain pods (pkg/controller/jobs/deployment/deployment_controller.go L40-48 @
+# v0.19.2: ImplicitlyEnabledFrameworkNames ["pod"]): listed too, so the pod webhook that gates them fails closed.
+DEPLOYMENT_FRAMEWORKS = ("deployment", "pod")
+LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
+# The chart's selector labels of the controller's pods (charts/kueue/templates/_helpers.tpl L64-68 @ v0.19.2) with
+# the release and chart named kueue.
+CONTROLLER_LABELS = {
+    "app.kubernetes.io/name": "kueue",
+    "app.kubernetes.io/instance": "kueue",
+    "control-plane": "controller-manager",
+}
+# Beyond its pods' own start (GPU check, model load), what an admitted workload may take to get its pods Ready:
+# scheduling, the image pull, a claim's binding.
+PODS_READY_MARGIN_S = 600
+
+
+@dataclass(frozen=True)
+class QueuedWorkloads:
+    """What the stack's queued workloads need of the Kueue it installs (schema.workloads.queued_workloads)."""
+
+    frameworks: tuple[str, ...]
+    """Kueue integrations of their kinds."""
+    uncounted: tuple[str, ...]
+    """Resources their pods request that Kueue leaves out of every quota (`resources.excludeResourcePrefixes`)."""
+    start_seconds: int
+    """The longest an admitted workload's pods may take to become Ready by themselves."""
+
+
+NOTHING_QUEUED = QueuedWorkloads(frameworks=(), uncounted=(), start_seconds=0)
+
 
 # A resource quantity: a whole number, or a Kubernetes quantity string ("256", "500m", "2Ti").
 Quantity = Annotated[
@@ -58,10 +103,63 @@ class KueueConfig(ConfigModel):
     chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.19.2")] = KUEUE_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/kueue/charts/kueue (its image is pinned to the same)."""
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
+    replicas: int | None = Field(None, ge=1, le=5, json_schema_extra=by_environment(dev=1, prod=2))
+    """Controller replicas: one leads (leader election), every one serves the admission webhooks, and with more than
+    one a PodDisruptionBudget keeps one up through drains."""
 
-    def chart_values(self) -> dict[str, object]:
+    def effective_replicas(self, environment: str) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        replicas: int = environment_default(KueueConfig, "replicas", environment)
+        return replicas
+
+    def manager_config(self, namespaces: list[str], queued: QueuedWorkloads) -> dict[str, Any]:
+        """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2, apis/config/v1beta2/configuration_types.go @ v0.19.2).
+        The chart takes it whole as one string (values.yaml L115-208: managerConfig.controllerManagerConfigYaml), so
+        what it sets besides (health, metrics, webhook ports) is left to Kueue's defaults, which are the same
+        (apis/config/v1beta2/defaults.go L36-40, L72-75)."""
+        config: dict[str, Any] = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            # One replica acts (leases); the others take over when it is lost, and all serve the webhooks (readyz
+            # checks the webhook server only: cmd/kueue/main.go L642-649).
+            "leaderElection": {"leaderElect": True},
+            # Pod-based integrations only in these namespaces; the chart gives every webhook this namespaceSelector
+            # (webhook/manifests.yaml L42-52, L320-330), so a Kueue outage blocks nothing elsewhere. Default: every
+            # namespace but kube-system and Kueue's (defaults.go L124-132).
+            "managedJobsNamespaceSelector": {
+                "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(namespaces)}]
+            },
+            # An admitted workload whose pods are not all Ready within `timeout` (and again within it after one
+            # fails) is evicted and requeued, releasing its quota (configuration_types.go L302-329; on by default
+            # since v0.19 with 30m, defaults.go L99-117, which cuts a vLLM replica still loading its model).
+            # Requeued after 60 s, doubling to 1 h, without limit (RequeuingStrategy defaults, L402-440).
+            "waitForPodsReady": {"timeout": f"{queued.start_seconds + PODS_READY_MARGIN_S}s", "blockAdmission": False},
+            "integrations": {"frameworks": list(queued.frameworks) or [JOB_FRAMEWORK]},
+        }
+        if queued.uncounted:
+            # Dropped from every pod set's requests before quota (pkg/workload/workload.go L463-477, L677: a prefix
+            # match, here of the whole name).
+            config["resources"] = {"excludeResourcePrefixes": list(queued.uncounted)}
+        return config
+
+    def chart_values(self, environment: str, namespaces: list[str], queued: QueuedWorkloads) -> dict[str, object]:
         image = {"repository": KUEUE_IMAGE_REPOSITORY, "tag": f"v{self.chart_version}", "pullPolicy": "IfNotPresent"}
-        return {"controllerManager": {"manager": {"image": image}}}
+        replicas = self.effective_replicas(environment)
+        manager: dict[str, object] = {"manager": {"image": image}, "replicas": replicas}
+        if replicas > 1:
+            # values.yaml L104-114: the chart's own PDB and spread settings.
+            manager["podDisruptionBudget"] = {"enabled": True, "minAvailable": 1}
+            manager["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": CONTROLLER_LABELS},
+                }
+            ]
+        config = yaml.safe_dump(self.manager_config(namespaces, queued), sort_keys=False)
+        return {"controllerManager": manager, "managerConfig": {"controllerManagerConfigYaml": config}}
 
 
 class QueueFlavor(ConfigModel):
@@ -134,6 +232,12 @@ class ClusterQueueConfig(ConfigModel):
     def gpu_resources(self) -> list[str]:
         return sorted(next(iter(self.gpus.values())))
 
+    def covered_resources(self) -> list[str]:
+        """What its resource groups cover (components/k8s/kueue.py cluster_queue_spec): Kueue admits no workload
+        that requests anything else (pkg/scheduler/flavorassigner/flavorassigner.go L1069-1072 @ v0.19.2: "resource
+        %s unavailable in ClusterQueue"; BlockUndeclared is the strategy, cmd/kueue/main.go L730-736)."""
+        return ["cpu", "memory", *self.gpu_resources()]
+
 
 class LocalQueueConfig(ConfigModel):
     name: Name
@@ -178,6 +282,10 @@ class QueuesConfig(ConfigModel):
                 raise ValueError(f"{at}: {local.namespace}/{local.name} is declared twice")
             seen.add((local.namespace, local.name))
         return self
+
+    def queued_namespaces(self) -> list[str]:
+        """Where queued workloads run: the namespaces of every ClusterQueue."""
+        return sorted({namespace for queue in self.cluster_queues.values() for namespace in queue.namespaces})
 
     def local_queue(self, namespace: str, name: str) -> LocalQueueConfig | None:
         return next((q for q in self.local_queues if (q.namespace, q.name) == (namespace, name)), None)

@@ -85,6 +85,7 @@ from .kubernetes import (
 )
 from . import monitoring
 from .monitoring import MonitoringConfig
+from .queues import DEPLOYMENT_FRAMEWORKS, JOB_FRAMEWORK, JOBSET_FRAMEWORK, LWS_FRAMEWORK, QueuedWorkloads
 
 
 # A DNS-1035 label (Services must start with a letter), short enough for the suffixes derived from it
@@ -334,6 +335,24 @@ class TrainingNetwork(ConfigModel):
         return env
 
 
+MIB = 1024 * 1024
+
+
+def pod_requests(
+    gpu_resource: str, gpus: int, cpu: str, memory_bytes: int, shm_bytes: int, network: TrainingNetwork | None
+) -> dict[str, str]:
+    """What each GPU pod of a Kubernetes workload requests, equal to its limits (components/workloads/pods.py
+    pod_resources): the one definition of the pods' resources, which Kueue counts against the pods' ClusterQueue
+    (schema/queues.py). Memory covers the working set and the memory-backed /dev/shm; `network` adds its RDMA
+    resource."""
+    return {
+        "cpu": cpu,
+        "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi",
+        gpu_resource: str(gpus),
+        **({network.rdma.resource: str(network.rdma.count)} if network is not None else {}),
+    }
+
+
 CheckpointStorage = Annotated[PvcStorage | HostPathStorage, Field(discriminator="type")]
 ModelCacheStorage = Annotated[PvcStorage | HostPathStorage | EmptyDirStorage, Field(discriminator="type")]
 
@@ -519,6 +538,19 @@ class TrainingConfig(ConfigModel):
             return {}
         return {self.name: "the headless Service the JobSet controller creates"}
 
+    def pod_start_seconds(self, checks: ChecksConfig) -> int:
+        """How long a training pod takes to become Ready by itself: its GPU check (an init container, when checks are
+        on); the trainer has no readiness probe."""
+        return checks.timeout_seconds if checks.enable else 0
+
+    def pod_requests(self) -> dict[str, str]:
+        """Each training pod's requests (pod_requests)."""
+        k8s = self.kubernetes
+        assert k8s is not None
+        return pod_requests(
+            k8s.gpu_resource, k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(self.shm_size), k8s.network
+        )
+
     def program_env(self, checkpoint_dir: str) -> dict[str, str]:
         """What programs/train.py reads (its documented environment), then RCCL's, then the free map."""
         env = {
@@ -632,6 +664,9 @@ class InferenceKubernetes(ConfigModel):
     autoscaling: InferenceAutoscaling | None = None
     """Replicas between minReplicas and maxReplicas by vLLM's queue (a KEDA ScaledObject; docs/workloads.md,
     Inference that scales); instead of `replicas`."""
+    queue_name: NamespaceName | None = None
+    """Kueue LocalQueue admitting the replicas (label `kueue.x-k8s.io/queue-name`): required with `kubernetes.queues`,
+    whose quota then counts the serving GPUs (docs/workloads.md, Queues and quotas); unset: no Kueue."""
     router: InferenceRouter | None = None
     """The vLLM production-stack router in front of the replicas (`{}` for its defaults), then the one entry point:
     its Service `<name>-router` takes `serviceType`, it checks `vllmApiKey` and routes by `routingLogic`. Unset:
@@ -798,6 +833,14 @@ class InferenceConfig(ConfigModel):
         assert k8s is not None
         return k8s.gpus or max(1, self.world_size // k8s.nodes)
 
+    def pod_requests(self) -> dict[str, str]:
+        """Each vLLM pod's requests (pod_requests; the proxy sidecar adds CPU and memory)."""
+        k8s = self.kubernetes
+        assert k8s is not None
+        return pod_requests(
+            k8s.gpu_resource, self.pod_gpus(), k8s.cpu, int(k8s.memory), int(self.shm_size), k8s.network
+        )
+
     def data_parallel_size(self, gpus: int) -> int:
         return max(1, gpus // self.world_size)
 
@@ -963,6 +1006,31 @@ def problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     yield from _memory_problems(cfg)
     yield from _resource_problems(cfg)
     yield from _fleet_problems(cfg)
+    yield from _quota_problems(cfg)
+
+
+def _quota_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
+    """The ClusterQueues' nominal GPU quotas together fit the declared GPU nodes (borrowing only moves nominal quota
+    between queues): beyond them Kueue admits pods no node can take, which wait Pending while holding the quota until
+    waitForPodsReady evicts them (docs/workloads.md, Queues and quotas)."""
+    queues = cfg.kubernetes.queues if cfg.kubernetes is not None else None
+    if queues is None:
+        return
+    for pool_resource in dict.fromkeys(pool.resource for pool in gpu_pools(cfg)):
+        pools = [pool for pool in gpu_pools(cfg) if pool.resource == pool_resource]
+        capacity = sum(pool.nodes * pool.per_node for pool in pools)
+        quoted = {
+            name: sum(int(float(q[pool_resource].nominal)) for q in queue.gpus.values() if pool_resource in q)
+            for name, queue in sorted(queues.cluster_queues.items())
+        }
+        if sum(quoted.values()) > capacity:
+            shares = " + ".join(f"{n} {name}" for name, n in quoted.items() if n)
+            yield (
+                "kubernetes.queues.clusterQueues",
+                f"the nominal quotas of {pool_resource} ({shares} = {sum(quoted.values())}) exceed the "
+                f"{capacity} of {' and '.join(pool.key for pool in pools)}: Kueue would admit pods no node can take, "
+                "which wait Pending holding the quota; lower the quotas (borrowing lends idle quota anyway)",
+            )
 
 
 def _service_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
@@ -1134,16 +1202,67 @@ def _security_problems(
             )
 
 
-def _queue_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes, at: str) -> Iterable[tuple[str, str]]:
-    """With `kubernetes.queues`, a training's queueName names a LocalQueue of its namespace, whose ClusterQueue
-    covers every resource its pods request (else Kueue never admits it) and whose cohort has GPUs enough for all
-    its pods at once (Kueue admits a JobSet whole). Without it, queueName may name a queue the cluster has."""
+def queued_workloads(cfg: _StackWithWorkloads) -> QueuedWorkloads:
+    """What the queued Kubernetes workloads need of the Kueue the stack installs: the integrations of their kinds
+    (a one-node training's Job, a multi-node one's JobSet, a vLLM Deployment's pods, a multi-node vLLM's
+    LeaderWorkerSet), the RDMA resources their pods request (pod_requests), which Kueue leaves out of the quota (the
+    RDMA device plugin advertises a node's HCA shares as a count, rdmaHcaMax, that the kube-scheduler checks per
+    node; the GPU quota already bounds the pods that ask for them), and how long their pods take to start."""
+    trainings = [t for t in cfg.training if t.kubernetes is not None and t.kubernetes.queue_name is not None]
+    servers = [i for i in cfg.inference if i.kubernetes is not None and i.kubernetes.queue_name is not None]
+    kinds = {
+        (JOB_FRAMEWORK,): any(not t.kubernetes.uses_job_set for t in trainings if t.kubernetes),
+        (JOBSET_FRAMEWORK,): any(t.kubernetes.uses_job_set for t in trainings if t.kubernetes),
+        DEPLOYMENT_FRAMEWORKS: any(not i.kubernetes.multi_node for i in servers if i.kubernetes),
+        (LWS_FRAMEWORK,): any(i.kubernetes.multi_node for i in servers if i.kubernetes),
+    }
     queues = cfg.kubernetes.queues if cfg.kubernetes is not None else None
-    if queues is None or k8s.queue_name is None:
+    networks = [t.kubernetes.network for t in trainings if t.kubernetes] + [
+        i.kubernetes.network for i in servers if i.kubernetes
+    ]
+    return QueuedWorkloads(
+        frameworks=tuple(name for names, used in kinds.items() if used for name in names),
+        # Only a Kueue the stack installs takes the stack's configuration.
+        uncounted=tuple(sorted({n.rdma.resource for n in networks if n is not None}))
+        if queues is not None and queues.kueue.install
+        else (),
+        start_seconds=max(
+            [
+                *(t.pod_start_seconds(cfg.checks) for t in trainings),
+                *(i.replica_start_seconds(cfg.checks) for i in servers),
+            ],
+            default=0,
+        ),
+    )
+
+
+def _queue_problems(
+    cfg: _StackWithWorkloads,
+    k8s: TrainingKubernetes | InferenceKubernetes,
+    requests: Mapping[str, str],
+    gpus_at_once: int,
+    at: str,
+) -> Iterable[tuple[str, str]]:
+    """With `kubernetes.queues` every GPU workload is queued (Kueue's quota counts only what it admits: a workload
+    outside it takes GPUs the quota lends to others, whose admitted pods then wait Pending on quota), in a LocalQueue
+    of its namespace whose ClusterQueue covers every resource its pods request (`requests`, pod_requests) or Kueue
+    leaves out (queued_workloads), else Kueue never admits it; and whose cohort has GPUs enough for the pods Kueue
+    admits together (a JobSet's, a LeaderWorkerSet group's). Without `kubernetes.queues`, queueName may name a queue
+    the cluster has."""
+    queues = cfg.kubernetes.queues if cfg.kubernetes is not None else None
+    if queues is None:
+        return
+    declared = [q.name for q in queues.local_queues if q.namespace == k8s.namespace]
+    if k8s.queue_name is None:
+        yield (
+            f"{at}.queueName",
+            "kubernetes.queues quotes the cluster's GPUs and Kueue counts only the workloads it admits: unqueued, "
+            "these pods take GPUs the quota lends to queued jobs, which then wait Pending while holding it; name a "
+            f"LocalQueue of namespace '{k8s.namespace}' (declared there: {', '.join(declared) or 'none'})",
+        )
         return
     local = queues.local_queue(k8s.namespace, k8s.queue_name)
     if local is None:
-        declared = [q.name for q in queues.local_queues if q.namespace == k8s.namespace]
         yield (
             f"{at}.queueName",
             f"no LocalQueue '{k8s.queue_name}' in namespace '{k8s.namespace}' in kubernetes.queues.localQueues "
@@ -1151,25 +1270,31 @@ def _queue_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes, at: str) 
         )
         return
     queue = queues.cluster_queues[local.cluster_queue]
-    if k8s.gpu_resource not in queue.gpu_resources():
+    uncounted = queued_workloads(cfg).uncounted
+    for resource in requests:
+        # Kueue drops an excluded resource by prefix (pkg/workload/workload.go L463-477).
+        if resource in queue.covered_resources() or resource.startswith(uncounted):
+            continue
+        fix = (
+            "add it to every flavor of its gpus"
+            if resource == k8s.gpu_resource
+            else "the stack leaves an RDMA resource out of Kueue's quota (resources.excludeResourcePrefixes) only in "
+            "the Kueue it installs: set kubernetes.queues.kueue.install, or remove `network` (RCCL then uses TCP)"
+        )
         yield (
             f"{at}.queueName",
-            f"ClusterQueue '{local.cluster_queue}' has no quota for {k8s.gpu_resource}, which the pods request: "
-            "Kueue never admits them; add it to every flavor of its gpus",
+            f"the pods request {resource}, which ClusterQueue '{local.cluster_queue}' does not cover "
+            f"({', '.join(queue.covered_resources())}): Kueue admits no workload requesting a resource that no "
+            f"resource group covers; {fix}",
         )
         return
+    gpu = k8s.gpu_resource
     members = [q for q in queues.cluster_queues.values() if q is queue or (q.cohort and q.cohort == queue.cohort)]
-    available = sum(
-        int(float(quotas[k8s.gpu_resource].nominal))
-        for q in members
-        for quotas in q.gpus.values()
-        if k8s.gpu_resource in quotas
-    )
-    wanted = k8s.nodes * k8s.gpus_per_node
-    if wanted > available:
+    available = sum(int(float(quotas[gpu].nominal)) for q in members for quotas in q.gpus.values() if gpu in quotas)
+    if gpus_at_once > available:
         yield (
             f"{at}.queueName",
-            f"{wanted} {k8s.gpu_resource} admitted at once, but ClusterQueue '{local.cluster_queue}' and its cohort "
+            f"{gpus_at_once} {gpu} admitted at once, but ClusterQueue '{local.cluster_queue}' and its cohort "
             f"quote {available}: Kueue never admits the job; raise the quotas or lower nodes",
         )
 
@@ -1195,7 +1320,7 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
     yield from _namespace_problems(cfg, k8s.namespace, at)
     yield from _security_problems(cfg, k8s, at)
     yield from _training_drain_problems(cfg, k8s, at)
-    yield from _queue_problems(cfg, k8s, at)
+    yield from _queue_problems(cfg, k8s, training.pod_requests(), k8s.nodes * k8s.gpus_per_node, at)
     yield from _network_problems(k8s, at, "training")
     storage = k8s.effective_checkpoints(training.name, cfg.environment)
     if isinstance(storage, HostPathStorage):
@@ -1263,6 +1388,8 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
     yield from _security_problems(cfg, k8s, k_at)
     yield from _network_problems(k8s, k_at, "vLLM replica")
     gpus, world = inference.pod_gpus(), inference.world_size
+    # Kueue admits a Deployment's pods one by one, a LeaderWorkerSet's group whole.
+    yield from _queue_problems(cfg, k8s, inference.pod_requests(), k8s.nodes * gpus, k_at)
     if k8s.multi_node:
         yield from _multi_node_problems(inference, k_at)
     elif gpus % world:
@@ -1646,7 +1773,8 @@ def _pool_problems(
             yield at, f"{replicas} replicas are spread one per node, but {holder} {has} {nodes}: some never start"
         gpus = inference.pod_gpus() * k8s.nodes
         # Beyond the minimum (counted with every other workload below) a burst takes free GPUs or, with queues,
-        # preempts training pods (serving's PriorityClass); more than the whole fleet can never run.
+        # preempts training (serving's PriorityClass, through Kueue's borrowWithinCohort); more than the whole fleet
+        # can never run.
         if k8s.autoscaling is not None and replicas * gpus > capacity:
             yield at, f"{replicas} replicas x {gpus} {unit} exceed the {capacity} {unit} of {holder}: lower it"
     for at, pods, gpus_at, gpus, _ in demands:

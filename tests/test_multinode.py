@@ -87,8 +87,10 @@ def lines(path: str, first: int, last: int) -> str:
 
 
 def config_with(big: dict[str, Any] | None = None, **lws: Any) -> dict[str, Any]:
-    """The prod stack serving its model and `big` (two 2-node groups: prod's replicas 2) on 8 GPU nodes."""
+    """The prod stack serving its model and `big` (two 2-node groups: prod's replicas 2) on 8 GPU nodes, without
+    Kueue (a queued LeaderWorkerSet: tests/test_queues.py)."""
     config = stack_file("prod")
+    del config[P + "kubernetes"]["queues"]
     config[P + "inference"].append(copy.deepcopy(big or BIG))
     config[P + "gpuFleet"]["nodes"] = 8
     if lws:

@@ -181,7 +181,7 @@ def test_kueue_resizes_no_jobset_so_an_elastic_run_is_admitted_at_its_maximum(pr
         ),
         (
             lambda c: [q.update(gpus={"mi300x": {"amd.com/gpu": 4}}) for q in queues(c)["clusterQueues"].values()],
-            "16 amd.com/gpu admitted at once, but ClusterQueue 'pretrain' and its cohort quote 8",
+            "16 amd.com/gpu admitted at once, but ClusterQueue 'pretrain' and its cohort quote 12",
         ),
         (
             lambda c: queues(c)["flavors"]["mi300x"].update(partitionProfile="cpx"),
@@ -200,7 +200,7 @@ def test_day2_a_quota_change_updates_the_cluster_queue_in_place_and_nothing_else
     ResourceFlavor fields with a topology): the provider patches it; running jobs are untouched (Kueue preempts
     only if the new quota no longer fits what it admitted, and then through suspension: they checkpoint)."""
     config = stack_file("prod")
-    queues(config)["clusterQueues"]["pretrain"]["gpus"]["mi300x"]["amd.com/gpu"] = 24
+    queues(config)["clusterQueues"]["pretrain"]["gpus"]["mi300x"]["amd.com/gpu"] = 12
     impacts = {(i.type, i.name): i for i in report(prod, config).impacts}
     assert set(impacts) == {(CLUSTER_QUEUE, "cluster-queue-pretrain")}
     assert impacts[(CLUSTER_QUEUE, "cluster-queue-pretrain")].action == Action.UPDATE

@@ -123,6 +123,8 @@ def prod_config() -> dict[str, Any]:
                 "gpusPerNode": 8,
                 "nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X"},
                 "checkpoints": {"type": "pvc", "storageClass": "cephfs", "size": "2Ti"},
+                # Prod's queues quote every GPU: every GPU workload is queued.
+                "queueName": "pretrain",
             },
             "docker": {"partitions": ["gpu-node-1/train-a", "gpu-node-2/train-a"]},
         }
@@ -138,6 +140,7 @@ def prod_config() -> dict[str, Any]:
                 "namespace": "ml",
                 "gpus": 4,
                 "modelCache": {"type": "pvc", "storageClass": "cephfs", "size": "500Gi"},
+                "queueName": "serving",
             },
             "docker": {"partitions": ["gpu-node-3/serve-b", "gpu-node-4/serve-b"], "publishedPort": 8001},
         }

@@ -15,6 +15,7 @@ import pulumi
 from domain.alerts import GpuStackWorkloads
 from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, LWS_NAMESPACE, KubernetesConfig
 from schema.monitoring import MonitoringConfig
+from schema.queues import NOTHING_QUEUED, QueuedWorkloads
 
 from .cluster import Cluster, ClusterArgs
 
@@ -108,12 +109,14 @@ def build_kubernetes(
     needs_leader_worker_set: bool = False,
     pod_security: Mapping[str, str] | None = None,
     needs_keda: bool = False,
+    queued: QueuedWorkloads = NOTHING_QUEUED,
 ) -> KubernetesLayer:
     """`monitoring`: the enabled monitoring section (the DeviceConfig's ServiceMonitor, kube-prometheus-stack).
     `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it).
     `needs_keda`: an inference workload autoscales (KEDA installed then, unless `keda.install` says otherwise).
     `needs_leader_worker_set`: an inference runs as a LeaderWorkerSet (unless `leaderWorkerSet.install` is off).
-    `pod_security`: owned namespace -> its Pod Security level (schema.workloads.namespace_pod_security)."""
+    `pod_security`: owned namespace -> its Pod Security level (schema.workloads.namespace_pod_security).
+    `queued`: what the queued workloads need of Kueue's configuration (schema.workloads.queued_workloads)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment, pod_security=pod_security or {}))
     prometheus_operator: list[pulumi.Resource] = []
     monitoring_namespace: pulumi.Input[str] | None = None
@@ -159,6 +162,7 @@ def build_kubernetes(
                 environment=environment,
                 provider=cluster.provider,
                 namespace_name=cluster.namespace_name,
+                queued=queued,
             ),
         )
     keda = None

@@ -26,9 +26,11 @@ from schema.queues import (
     KUEUE_API_VERSION,
     KUEUE_CHART,
     CPU_FLAVOR,
+    NAMESPACE_NAME_LABEL,
     SERVING_PRIORITY_CLASS,
     TRAINING_PRIORITY_CLASS,
     ClusterQueueConfig,
+    QueuedWorkloads,
     QueuesConfig,
     Quota,
 )
@@ -38,7 +40,6 @@ from components.supply import kueue_images
 
 RELEASE_NAME = "kueue"
 LABELS = {"app.kubernetes.io/managed-by": "rocm-stack"}
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 
 
 def _resource(name: str, quota: Quota) -> dict[str, Any]:
@@ -55,8 +56,14 @@ def cluster_queue_spec(queue: ClusterQueueConfig) -> dict[str, Any]:
             "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(queue.namespaces)}]
         },
         # Within the queue a higher-priority job may preempt a lower one; quota lent to the cohort is taken back
-        # from any borrower ("reclaimWithinCohort: Any").
-        "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+        # from any borrower ("reclaimWithinCohort: Any"); a workload that must borrow may preempt lower-priority
+        # ones of the cohort's other queues (borrowWithinCohort, apis/kueue/v1beta2/clusterqueue_types.go L539-594
+        # @ v0.19.2): a vLLM burst beyond its queue's quota suspends training jobs, through Kueue.
+        "preemption": {
+            "withinClusterQueue": "LowerPriority",
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "LowerPriority"},
+        },
         "resourceGroups": [
             {
                 "coveredResources": ["cpu", "memory"],
@@ -85,6 +92,8 @@ class KueueArgs:
     provider: Provider
     namespace_name: Callable[[str], pulumi.Input[str]]
     """A namespace's name (the resource's output when the stack owns it, so objects wait for it)."""
+    queued: QueuedWorkloads
+    """What the stack's queued workloads need of Kueue's configuration."""
 
 
 class Kueue(pulumi.ComponentResource):
@@ -109,7 +118,7 @@ class Kueue(pulumi.ComponentResource):
                 version=kueue.chart_version,
                 repository=None,
                 namespace=args.namespace_name(kueue.namespace),
-                values=kueue.chart_values(),
+                values=kueue.chart_values(args.environment, config.queued_namespaces(), args.queued),
                 timeout_seconds=kueue.timeout_seconds,
                 environment=args.environment,
                 parent=self,

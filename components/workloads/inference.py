@@ -18,6 +18,7 @@ from pulumi_kubernetes.networking import v1 as networking_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
 from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
+from schema.queues import KUEUE_QUEUE_LABEL
 from schema.workloads import InferenceConfig, Toleration, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
@@ -242,9 +243,7 @@ class VllmServer(pulumi.ComponentResource):
             failure_threshold=3,
         )
 
-        resources = pod_resources(
-            k8s.gpu_resource, gpus, k8s.cpu, int(k8s.memory), int(inference.shm_size), rccl.resources
-        )
+        resources = pod_resources(inference.pod_requests())
         self.program = None
         init_containers, program_volumes = [], []
         if args.gpu_check is not None:
@@ -307,6 +306,24 @@ class VllmServer(pulumi.ComponentResource):
                 ignore_changes=[REPLICAS_PATH] if args.autoscaler is not None else None,
             ),
         )
+        # Queued (`queueName`): Kueue admits each Deployment pod, or each LeaderWorkerSet group, against the queue's
+        # quota. Its webhooks refuse a new queue-name once a replica is ready (pkg/controller/jobs/deployment/
+        # deployment_webhook.go L151-154, leaderworkerset/leaderworkerset_webhook.go L185-191 @ v0.19.2), and for a
+        # LeaderWorkerSet also any change of its pods' shape (L213-224; pkg/util/pod/pod.go L147-178 SpecShape) and
+        # of its group size (L225-232, LWSImmutableGroupSize: beta, on since v0.19): those are replacements, the old
+        # object deleted first (fixed name).
+        queue_labels = {KUEUE_QUEUE_LABEL: k8s.queue_name} if k8s.queue_name is not None else {}
+        if queue_labels:
+            workload_opts = pulumi.ResourceOptions.merge(
+                workload_opts,
+                pulumi.ResourceOptions(
+                    delete_before_replace=True,
+                    replace_on_changes=[
+                        f'metadata.labels["{KUEUE_QUEUE_LABEL}"]',
+                        *(multinode.QUEUED_SHAPE_PATHS if k8s.multi_node else []),
+                    ],
+                ),
+            )
         min_available = k8s.effective_min_available(args.environment)
         volumes = [shm_volume(inference.shm_size), cache_volume, *program_volumes]
 
@@ -357,7 +374,7 @@ class VllmServer(pulumi.ComponentResource):
                 metadata=meta_v1.ObjectMetaArgs(
                     name=inference.leader_worker_set_name,
                     namespace=args.namespace,
-                    labels=labels,
+                    labels={**labels, **queue_labels},
                     annotations={**workload_annotations, **multinode.WAIT_FOR},
                 ),
                 spec=multinode.leader_worker_set_spec(
@@ -389,7 +406,10 @@ class VllmServer(pulumi.ComponentResource):
             self.deployment = apps_v1.Deployment(
                 name,
                 metadata=meta_v1.ObjectMetaArgs(
-                    name=name, namespace=args.namespace, labels=labels, annotations=workload_annotations
+                    name=name,
+                    namespace=args.namespace,
+                    labels={**labels, **queue_labels},
+                    annotations=workload_annotations,
                 ),
                 spec=apps_v1.DeploymentSpecArgs(
                     replicas=replicas,

@@ -15,11 +15,10 @@ from components.docker.programs import program_digest
 from components.k8s.replacement import replacement
 from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
 from schema.docker import PROXY_IMAGE
-from schema.workloads import EmptyDirStorage, HostPathStorage, PvcStorage, Toleration, TrainingNetwork
+from schema.workloads import MIB, EmptyDirStorage, HostPathStorage, PvcStorage, Toleration, TrainingNetwork
 from components import supply
 from . import proxy
 
-MIB = 1024 * 1024
 # Multus attaches the secondary networks named in this pod annotation.
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 # The pod port an API Service sends to (the NetworkPolicy opens this one).
@@ -96,23 +95,15 @@ def env_secret(
     return auto_named_secret(resource_name, dict(env), namespace, labels, opts)
 
 
-def pod_resources(
-    gpu_resource: str, gpus: int, cpu: str, memory_bytes: int, shm_bytes: int, extra: Mapping[str, int] | None = None
-) -> core_v1.ResourceRequirementsArgs:
-    """Requests equal to limits for every resource: Guaranteed QoS, evicted last. A pod asking only for
-    `amd.com/gpu` is BestEffort ("Containers in a Pod can request other resources (not CPU or memory) and
-    still be classified as BestEffort", https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/) and "the
-    kubelet prefers to evict BestEffort Pods". Memory covers the working set and the memory-backed /dev/shm:
-    "files you write count against the memory limit of the container that wrote them"
+def pod_resources(requests: Mapping[str, str]) -> core_v1.ResourceRequirementsArgs:
+    """Requests (schema.workloads.pod_requests) equal to limits for every resource: Guaranteed QoS, evicted last. A
+    pod asking only for `amd.com/gpu` is BestEffort ("Containers in a Pod can request other resources (not CPU or
+    memory) and still be classified as BestEffort", https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/) and
+    "the kubelet prefers to evict BestEffort Pods". Memory covers the memory-backed /dev/shm: "files you write count
+    against the memory limit of the container that wrote them"
     (https://kubernetes.io/docs/concepts/storage/volumes/#emptydir). Extended resources (GPUs, RDMA) cannot be
     overcommitted anyway."""
-    amounts = {
-        "cpu": cpu,
-        "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi",
-        gpu_resource: str(gpus),
-        **{name: str(count) for name, count in (extra or {}).items()},
-    }
-    return core_v1.ResourceRequirementsArgs(limits=amounts, requests=dict(amounts))
+    return core_v1.ResourceRequirementsArgs(limits=dict(requests), requests=dict(requests))
 
 
 def security_context(pod_security: str, ipc_lock: bool = False) -> core_v1.SecurityContextArgs:
@@ -239,11 +230,10 @@ def namespace_peer(namespace: str) -> networking_v1.NetworkPolicyPeerArgs:
 
 @dataclass(frozen=True)
 class RcclPod:
-    """What `network` (RDMA for RCCL between the pods of a multi-node training or vLLM replica) adds to each pod: the
-    RDMA resource, IPC_LOCK (security_context), the Multus annotation or the node's network (a hostNetwork pod still
+    """What `network` (RDMA for RCCL between the pods of a multi-node training or vLLM replica) adds to each pod besides
+    its RDMA resource (schema.workloads.pod_requests): IPC_LOCK (security_context), the Multus annotation or the node's network (a hostNetwork pod still
     resolves pod names through cluster DNS with ClusterFirstWithHostNet), and RCCL's variables."""
 
-    resources: dict[str, int] | None = None
     ipc_lock: bool = False
     annotations: dict[str, str] | None = None
     host_network: bool | None = None
@@ -255,7 +245,6 @@ def rccl_pod(network: TrainingNetwork | None) -> RcclPod:
     if network is None:
         return RcclPod()
     return RcclPod(
-        resources={network.rdma.resource: network.rdma.count},
         ipc_lock=True,
         annotations={MULTUS_NETWORKS_ANNOTATION: network.networks} if network.networks is not None else None,
         host_network=network.host_network or None,

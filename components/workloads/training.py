@@ -24,6 +24,7 @@ from pulumi_kubernetes.networking import v1 as networking_v1
 
 from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
+from schema.queues import KUEUE_QUEUE_LABEL
 from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, Toleration, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.programs import program_uploads
@@ -546,9 +547,7 @@ class TrainingJob(pulumi.ComponentResource):
     ) -> core_v1.PodTemplateSpecArgs:
         rccl = rccl_pod(k8s.network)
         program_mount = core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)
-        resources = pod_resources(
-            k8s.gpu_resource, k8s.gpus_per_node, k8s.cpu, int(k8s.memory), int(training.shm_size), rccl.resources
-        )
+        resources = pod_resources(training.pod_requests())
         elastic = training.elastic
         static = k8s.uses_job_set and elastic is None
         if elastic is not None:
