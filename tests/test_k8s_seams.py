@@ -22,6 +22,7 @@ import yaml
 
 from components.k8s.replacement import provider_replaces, rows
 from tools.synth import Plan, autoname, autonamed, manifest_of, synthesize
+from kueue_seams import kueue_configuration, seam_problems
 from k8s_namespaces import namespace_problems
 
 ALL_FEATURES = Path(__file__).parent / "data" / "seams" / "all-features.yaml"
@@ -120,12 +121,12 @@ def test_the_stack_turns_every_kubernetes_feature_on(plan: Plan):
     assert scaler.manifest["spec"]["scaleTargetRef"]["kind"] == "LeaderWorkerSet"
     # Training in queues: multi-node over RDMA, elastic, and one on GPU partitions.
     queued = {o.name for o in objects(plan) if "kueue.x-k8s.io/queue-name" in o.manifest["metadata"].get("labels", {})}
-    assert queued == {"pretrain", "finetune", "shard"}
+    assert queued == {"pretrain", "finetune", "shard", "big-lws", "small"}
     assert "rdma/hca_shared_devices_a" in requested(by_name[("JobSet", "pretrain")])
     commands = [c["command"] for spec in pod_specs(by_name[("JobSet", "finetune")]) for c in spec["containers"]]
     assert any(command[:3] == ["torchrun", "--nnodes", "1:2"] for command in commands)
     assert "amd.com/cpx_nps4" in requested(by_name[("Job", "shard")])
-    assert len(of_kind(plan, "ClusterQueue")) == 3 and len(of_kind(plan, "LocalQueue")) == 3
+    assert len(of_kind(plan, "ClusterQueue")) == 4 and len(of_kind(plan, "LocalQueue")) == 4
     # Partitions: DCM on, fed the stack's profiles.
     (device_config,) = of_kind(plan, "DeviceConfig")
     assert device_config.manifest["spec"]["configManager"]["enable"] is True
@@ -384,3 +385,20 @@ def immutable_field_problems(plan: Plan) -> list[str]:
 
 def test_every_immutable_field_of_every_declared_object_is_replaced_or_left_refused_on_purpose(plan: Plan):
     assert immutable_field_problems(plan) == []
+
+
+# --- Kueue: what the queued pods request, their queue covers ------------------------------------------------------
+
+
+def test_every_resource_a_queued_workloads_pods_request_is_covered_by_its_cluster_queue(plan: Plan):
+    """tests/kueue_seams.py, read as Kueue v0.19.2 reads the plan: each queued object's integration on, its namespace
+    managed, its queues there, and every resource its pods request covered by a resource group of its ClusterQueue
+    or excluded by Kueue's resources.excludeResourcePrefixes (else "resource %s unavailable in ClusterQueue":
+    pkg/scheduler/flavorassigner/flavorassigner.go L1069-1072). The RDMA training and the partition training are
+    the ones that need it."""
+    assert list(seam_problems(plan)) == []
+    config = kueue_configuration(plan)
+    del config["resources"]
+    assert list(seam_problems(plan, config)) == [
+        "JobSet ml/pretrain: its pods request rdma/hca_shared_devices_a, which ClusterQueue pretrain does not cover"
+    ]

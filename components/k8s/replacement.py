@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import pulumi
 
+from schema.queues import KUEUE_QUEUE_LABEL
+
 # --- pulumi-kubernetes: the paths whose change replaces an object, per kind -----------------------------------
 # pulumi/pulumi-kubernetes provider/pkg/provider/diff.go @ 94977969d64112b04e19945818a7d5d5f38f631d (July 2026,
 # after v4.32.0; the file is unchanged since February 2026; the program pins the SDK 4.34.2).
@@ -84,10 +86,6 @@ K8S_FORCE_NEW: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
 
 
 # --- what the API server refuses to change -------------------------------------------------------------------
-
-# Kueue admits a Job or JobSet labelled with its LocalQueue (https://kueue.sigs.k8s.io/docs/tasks/run/jobsets/:
-# "The target local queue should be specified in the `metadata.labels` section").
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 K8S = "kubernetes/kubernetes @ 00447344aba0 (2026)"
 KUEUE = "kubernetes-sigs/kueue @ v0.19.2"

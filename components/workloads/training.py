@@ -28,7 +28,7 @@ from schema.queues import KUEUE_QUEUE_LABEL
 from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, Toleration, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.programs import program_uploads
-from components.k8s.replacement import KUEUE_QUEUE_LABEL, replacement
+from components.k8s.replacement import replacement
 from .gpu_check import GpuCheckArgs, gpu_check_container
 from .pods import (
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN,
