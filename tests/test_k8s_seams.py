@@ -198,15 +198,16 @@ def created_by_job_set(job_set: Declared) -> Iterator[Created]:
         yield Created("batch", "Job", ns, jobs, f"a Job of JobSet {job_set.name}")
 
 
-# Kueue's Workload per queued job: `<kind>-<name>-<5 hex digits>`, the prefix cut to 253 - 6 (kubernetes-sigs/kueue
-# v0.19.2 pkg/controller/jobframework/workload_names.go GetWorkloadNameForOwnerWithGVK L64-66, GenerateWorkloadNamePrefix
-# L76-78, generateWorkloadNameWithHash L90-96: the hash covers the owner's UID, so only the form is known offline).
+# Kueue's Workload per queued Job or JobSet: `<kind>-<name>-<5 hex digits>`, the prefix cut to 253 - 6
+# (kubernetes-sigs/kueue v0.19.2 pkg/controller/jobs/job/job_controller.go L486, jobs/jobset/jobset_controller.go
+# L251, jobframework/workload_names.go GetWorkloadNameForOwnerWithGVK L64-66, GenerateWorkloadNamePrefix L76-78,
+# generateWorkloadNameWithHash L90-96: the hash covers the owner's UID, so only the form is known offline).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_WORKLOAD_PREFIX_LENGTH = 253 - 1 - 5
 
 
 def created_by_kueue(job: Declared) -> Iterator[Created]:
-    if KUEUE_QUEUE_LABEL in (job.manifest["metadata"].get("labels") or {}):
+    if job.kind in ("Job", "JobSet") and KUEUE_QUEUE_LABEL in (job.manifest["metadata"].get("labels") or {}):
         prefix = f"{job.kind.lower()}-{job.name}"[:KUEUE_WORKLOAD_PREFIX_LENGTH]
         workload = re.compile(rf"{re.escape(prefix)}-[0-9a-f]{{5}}")
         yield Created("kueue.x-k8s.io", "Workload", str(job.namespace), workload, f"Kueue's Workload of {job.name}")
