@@ -184,6 +184,136 @@ def corpus_target(summary: dict[str, Any]) -> tuple[str, bool, str]:
     )
 
 
+# Issue 38: flat hosts of 32 and 64 GPUs (a host of 8 or 16 GPUs whose partitions are listed as GPUs of their
+# own), where placement runs the branch and bound and then the MILP (domain/placement_milp.py) for a proven gap.
+LARGE_CORPUS_SIZE, LARGE_CORPUS_SEED, LARGE_GPUS = 40, 38, (32, 64)
+LARGE_GAP_TARGET, LARGE_SECONDS_TARGET = 0.02, 1.0
+
+
+def structured_topology(gpus: int, seed: int) -> Topology:
+    """A realistic flat host of `gpus` logical GPUs: physical GPUs of 2, 4 or 8 partitions each (partitions of one
+    GPU interchangeable, 0, 5 or 10 apart), XGMI (15) between the GPUs of a hive, hives of all or half the GPUs
+    joined over PCIe (40 on one socket, 52 across), the physical GPUs split over 2 or 4 NUMA nodes."""
+    rng = random.Random(seed)
+    per = rng.choice([p for p in (2, 4, 8) if gpus % p == 0 and gpus // p <= 16])
+    physical = gpus // per
+    hive = rng.choice([physical, max(1, physical // 2)])
+    nodes = rng.choice([2, 4])
+    node = [p * nodes // physical for p in range(physical)]
+    inside = [rng.choice([0, 5, 10]) for _ in range(physical)]
+
+    def link(p: int, q: int) -> int:
+        if p == q:
+            return inside[p]
+        if p // hive == q // hive:
+            return 15
+        return 40 if node[p] == node[q] else 52
+
+    weight = tuple(tuple(0 if g == h else link(g // per, h // per) for h in range(gpus)) for g in range(gpus))
+    return Topology(gpus=tuple(range(gpus)), numa=tuple(node[g // per] for g in range(gpus)), weight=weight)
+
+
+def large_corpus(count: int = LARGE_CORPUS_SIZE, seed: int = LARGE_CORPUS_SEED) -> list[tuple[Topology, list[int]]]:
+    """`count` structured hosts of each size in LARGE_GPUS, with mixed partition sizes."""
+    rng = random.Random(seed)
+    return [
+        (structured_topology(n, rng.randrange(2**32)), mixed_sizes(rng, n)) for n in LARGE_GPUS for _ in range(count)
+    ]
+
+
+def run_large_corpus(count: int = LARGE_CORPUS_SIZE, seed: int = LARGE_CORPUS_SEED) -> dict[str, Any]:
+    """Every large-corpus case placed and timed, with its proven gap and whether the MILP was needed."""
+    rows = []
+    for topology, sizes in large_corpus(count, seed):
+        wall, cpu = time.perf_counter(), time.process_time()
+        sets = place(topology, sizes)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        rows.append(
+            {
+                "gpus": len(topology.gpus),
+                "sizes": sizes,
+                "wall": wall,
+                "cpu": cpu,
+                "gap": sets.gap,
+                "optimal": sets.optimal,
+                "weight": sets.weight,
+                "bound": sets.bound,
+            }
+        )
+    return {"count": count, "seed": seed, "rows": rows}
+
+
+def large_corpus_summary(result: dict[str, Any]) -> dict[str, Any]:
+    by_size: dict[str, Any] = {}
+    for n in LARGE_GPUS:
+        rows = [r for r in result["rows"] if r["gpus"] == n]
+        gaps = [r["gap"] for r in rows]
+        by_size[str(n)] = {
+            "cases": len(rows),
+            "optimal": sum(r["optimal"] for r in rows),
+            "within_target": sum(g <= LARGE_GAP_TARGET for g in gaps),
+            "gap_median": statistics.median(gaps),
+            "gap_p95": _quantile(gaps, 0.95),
+            "gap_max": max(gaps),
+            **{
+                f"{kind}_{name}": fn([r[kind] for r in rows]) for kind in ("wall", "cpu") for name, fn in _STATS.items()
+            },
+        }
+    return by_size
+
+
+def large_corpus_table(summary: dict[str, Any]) -> str:
+    ms = lambda seconds: f"{seconds * 1e3:.0f} ms"  # noqa: E731
+    lines = [
+        "| flat GPUs | cases | proven optimal | gap <= 2 % | gap median / p95 / max | wall median / p95 / max |"
+        " CPU p95 |",
+        "|---:|---:|---:|---:|---|---|---:|",
+    ]
+    for n, s in summary.items():
+        lines.append(
+            f"| {n} | {s['cases']} | {s['optimal']} | {s['within_target']} | {s['gap_median']:.1%} / "
+            f"{s['gap_p95']:.1%} / {s['gap_max']:.1%} | {ms(s['wall_median'])} / {ms(s['wall_p95'])} / "
+            f"{ms(s['wall_max'])} | {ms(s['cpu_p95'])} |"
+        )
+    return "\n".join(lines)
+
+
+def run_solver_against_exact(count: int = 100, seed: int = 38) -> dict[str, Any]:
+    """The MILP (domain/placement_milp.py, given 10 s) against the exact subset search on `count` cases of 6 to 16
+    GPUs (random and structured weights, mixed sizes): the same optimum (weight, spread) wherever the MILP proves
+    one, and its bound never above the optimum."""
+    from domain import placement_milp
+
+    rng = random.Random(seed)
+    rows = []
+    for index in range(count):
+        n = rng.randint(6, 16)
+        make = structured_topology if index % 2 and n % 2 == 0 else random_topology
+        topology = make(n, rng.randrange(2**32))
+        sizes = mixed_sizes(rng, n)
+        exact = place(topology, sizes)
+        started = time.perf_counter()
+        solved = placement_milp.solve(_pair_costs(topology), list(topology.numa), sizes, time_limit=10)
+        seconds = time.perf_counter() - started
+        rows.append(
+            {
+                "gpus": n,
+                "seconds": seconds,
+                "proved": solved.optimal,
+                "same": solved.sets is not None and cost(topology, solved.sets) == cost(topology, exact),
+                "bound_ok": solved.weight_bound <= exact.weight,
+            }
+        )
+    return {
+        "cases": count,
+        "proved": sum(r["proved"] for r in rows),
+        "same": sum(r["same"] for r in rows),
+        "bound_ok": sum(r["bound_ok"] for r in rows),
+        "seconds_median": statistics.median(r["seconds"] for r in rows),
+        "seconds_max": max(r["seconds"] for r in rows),
+    }
+
+
 def cpx_topology(per_gpu: int = 8) -> dict[str, Any]:
     """The MI300X host's topology seen through `per_gpu` logical GPUs per physical GPU, as plain data: a pair of
     logical GPUs costs what their physical GPUs' link costs (0 inside one physical GPU)."""

@@ -118,6 +118,33 @@ def measure(work: Path, hosts: int = 3, partitions: int = 8) -> dict[str, Any]:
     )
 
 
+# Issue 38: the monitoring host's servers (Prometheus, Alertmanager, Grafana and what they need) hold their files by
+# reference, so their records do not grow with the fleet: measured at these fleet sizes, held to this many bytes.
+SERVER_FLEETS = (4, 100, 1000)
+SERVERS_LIMIT_BYTES = 16 * 1024
+
+
+def measure_servers(work: Path, sizes: tuple[int, ...] = SERVER_FLEETS) -> dict[int, int]:
+    """Fleet size -> the plan.json bytes of the monitoring host's servers (host_bytes' SERVERS) in the benchmark
+    fleet of that many hosts (prod's own, then generated ones of its shape)."""
+    from tools.synth import synthesize
+
+    found = {}
+    for hosts in sizes:
+        config, _ = fleet.fleet_config(hosts)
+        plan = synthesize(fleet.STACK, project_dir=fleet.our_project(work / str(hosts), config))
+        found[hosts] = host_bytes(plan.to_json())[SERVERS]
+    return found
+
+
+def servers_line(found: Mapping[int, int]) -> str:
+    return (
+        "monitoring servers' records: "
+        + ", ".join(f"{bytes_ / 1024:.1f} KiB at {hosts:,} hosts" for hosts, bytes_ in found.items())
+        + f" (target <= {SERVERS_LIMIT_BYTES // 1024} KiB)"
+    )
+
+
 def fleet_prod_hosts() -> list[str]:
     return [h["name"] for h in fleet.template_config()[fleet.HOSTS]]
 
@@ -181,7 +208,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.state", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=3, help="generated hosts of each shape added to the fleet")
     parser.add_argument("--partitions", type=int, default=8, help="partitions of the wide hosts")
+    parser.add_argument(
+        "--servers",
+        action="store_true",
+        help=f"instead: the monitoring servers' bytes at {', '.join(map(str, SERVER_FLEETS))} hosts",
+    )
     args = parser.parse_args(argv)
+    if args.servers:
+        with tempfile.TemporaryDirectory(prefix="rocm-stack-servers-") as work:
+            found = measure_servers(Path(work))
+        print(servers_line(found))
+        return 0 if max(found.values()) <= SERVERS_LIMIT_BYTES else 1
     with tempfile.TemporaryDirectory(prefix="rocm-stack-state-") as work:
         result = measure(Path(work), args.hosts, args.partitions)
     print(line(result))

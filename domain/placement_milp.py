@@ -12,9 +12,11 @@ the nodes set k spans. Minimised: scale * weight + nodes spanned, the rule's fir
 partitions of one physical GPU are) are ordered: the lower one sits in a set of lower index, or the higher one is
 unused; swapping them never changes the cost, so this removes copies of the same solution, not solutions.
 
-HiGHS is deterministic for a given model and version; only its time limit depends on the machine. So the caller
-takes HiGHS's sets only where it proved them optimal (then every machine gets the same ones), and otherwise only
-its bound: a faster machine may prove a smaller gap, never choose other GPUs.
+HiGHS is deterministic for a given model and version (its branch and bound is serial); only its time limit, a
+clock, depends on the machine. So the caller takes HiGHS's sets only where it proved them optimal and strictly
+better than the search's, and otherwise only its bound: a faster or idler machine may prove a smaller gap, and may
+find the optimum the search missed where a busier one does not. A prod placement is pinned by the lock
+(`make lock`), which records the gap it was proven to, so no later run moves it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ class MilpResult(NamedTuple):
 
 
 def solve(
-    cost: list[list[int]], numa: list[int | None], sizes: list[int], time_limit: float | None = None
+    cost: list[list[int]],
+    numa: list[int | None],
+    sizes: list[int],
+    time_limit: float | None = None,
 ) -> MilpResult:
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp

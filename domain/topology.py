@@ -414,7 +414,8 @@ class Placement(list[tuple[int, ...]]):
     `weight` is their total link weight (the rule's first criterion; a pair counts its table entries both ways),
     `bound` a proven lower bound on the weight of any placement of the same sizes, so `gap` = (weight - bound) /
     weight is how much lighter the best placement can be at most (0.0: none is). `optimal`: proven optimal by the
-    whole rule (weight, then NUMA spread, then lowest indices); it implies a gap of 0.
+    rule (weight, then NUMA spread, then lowest indices; beyond EXACT_GPUS weight and spread, ties as the search or
+    the solver found them); it implies a gap of 0.
     """
 
     def __init__(
@@ -443,9 +444,10 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     (lexicographic in request order). Weight comes first because it already grows across sockets for PCIe paths,
     while an XGMI link beats socket locality for GPU-to-GPU traffic. Up to EXACT_GPUS GPUs the answer is proven
     optimal (`_SubsetSearch`, dynamic programming over GPU subsets). On more GPUs (a flat host; partitioned hosts
-    place physical GPUs first, see `place_partitioned`) a branch and bound runs within `_NODE_BUDGET` search nodes:
-    exact when it finishes, which structured topologies do; otherwise the best found, and `optimal` is False.
-    Deterministic either way: the budget is a node count, not a clock.
+    place physical GPUs first, see `place_partitioned`) a branch and bound runs within `_NODE_BUDGET` search nodes
+    (a count, not a clock): exact when it finishes, which structured topologies do. Otherwise a MILP solver
+    (domain/placement_milp.py, within its time limit) proves a lower bound on the weight, the placement's `gap`,
+    and replaces the search's sets where it proves a cheaper optimum.
     """
     sizes = list(sizes)
     n = len(topology.gpus)
@@ -468,7 +470,9 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
             solved = placement_milp.solve(cost, numa, sizes)
             bound = max(bound, solved.weight_bound)
             if solved.sets is not None:
-                chosen, optimal = _with_single_gpus(search, solved.sets, sizes), True
+                # Proven optimal; the search's sets where they cost as much (the same on every machine).
+                better = search.key(solved.sets) < search.key(chosen)
+                chosen, optimal = _with_single_gpus(search, solved.sets, sizes) if better else chosen, True
     weight = sum(cost[a][b] for positions in chosen for a, b in itertools.combinations(positions, 2))
     return Placement((tuple(topology.gpus[p] for p in positions) for positions in chosen), optimal, weight, bound)
 
@@ -859,6 +863,10 @@ class _BranchAndBound:
         for group in by_size.values():
             group.sort(reverse=True)
         return [by_size[size].pop() for size in self.requested]
+
+    def key(self, sets: Sequence[Sequence[int]]) -> tuple[int, int]:
+        """(weight, NUMA spread) of a placement: what the rule minimises, in its order."""
+        return sum(self._set_cost(s) for s in sets), sum(self._spread(s) for s in sets)
 
     def _spread(self, members: Sequence[int]) -> int:
         return max(len({self.numa[g] for g in members if self.numa[g] is not None}) - 1, 0)

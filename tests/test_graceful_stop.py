@@ -71,8 +71,9 @@ def test_the_default_graces_of_each_role(dev_plan: Plan, prod_plan: Plan):
         "gpu-node-1-prometheus": _grace(120),
         "gpu-node-1-alertmanager": _grace(10),
         "gpu-node-1-grafana": _grace(10),
-        # The scrape token's writer exits at once.
+        # The scrape token's writer and the rules and targets' writer exit at once.
         "gpu-node-1-prometheus-token": _grace(10),
+        "gpu-node-1-prometheus-files": _grace(10),
     }
     assert EXPORTER_STOP_GRACE_SECONDS == 10
 

@@ -37,6 +37,8 @@ from components.monitoring.docker_host import (
     GRAFANA_DASHBOARDS,
     PROMETHEUS_CONFIG,
     PROMETHEUS_RULES,
+    PROMETHEUS_STACK_FILES,
+    targets_file,
 )
 from domain.dashboard import DASHBOARD_FILE
 from policy.rocm_policy import rules
@@ -45,13 +47,14 @@ from domain.alerts import VLLM_JOB
 from schema.monitoring import MonitoringConfig, Retention
 from tools.impact import ImpactReport, predict
 from tools.impact_rules import Action
-from tools.synth import Plan, synthesize
+from tools.synth import Plan, synthesize, upload_text
 from tools.synth_diff import SynthPlan
 from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, synth_with
 
 P = "rocm-stack:"
 VOLUME = "docker:index/volume:Volume"
 SERVERS = ("prometheus", "alertmanager", "grafana")
+FILES_WRITER = "gpu-node-1-prometheus-files"
 
 
 def report_of(base: Plan, head: Plan) -> ImpactReport:
@@ -63,8 +66,11 @@ def actions(report: ImpactReport) -> dict[tuple[str, str], Action | None]:
 
 
 def upload(plan: Plan, container: str, path: str) -> str:
+    """The text of a container's upload: its content, or the file its `source` names (by reference)."""
     uploads = plan.get(CONTAINER, container)["inputs"]["uploads"]
-    return next(u["content"] for u in uploads if u["file"] == path)
+    text = next(upload_text(u) for u in uploads if u["file"] == path)
+    assert text is not None
+    return text
 
 
 def refusal_of(stack: str, config: dict[str, Any]) -> str:
@@ -160,12 +166,18 @@ def tool(name: str) -> str:
 
 
 def test_prometheus_loads_the_uploaded_config_and_rules(prod_plan, tmp_path):
-    """promtool checks the exact uploaded prometheus.yml with the uploaded rule file (its path moved under tmp)."""
+    """promtool checks the exact uploaded prometheus.yml with the rule file and the targets files (file_sd) the
+    files container uploads (their paths moved under tmp)."""
     rules_file = tmp_path / "rules.yml"
-    rules_file.write_text(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_RULES))
+    rules_file.write_text(upload(prod_plan, FILES_WRITER, PROMETHEUS_RULES))
     config = yaml.safe_load(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
     assert config["rule_files"] == [PROMETHEUS_RULES]
     config["rule_files"] = [str(rules_file)]
+    for job in config["scrape_configs"]:
+        (sd,) = job["file_sd_configs"]
+        assert sd == {"files": [targets_file(job["job_name"])]} and "static_configs" not in job
+        (tmp_path / f"{job['job_name']}.yml").write_text(upload(prod_plan, FILES_WRITER, sd["files"][0]))
+        sd["files"] = [str(tmp_path / f"{job['job_name']}.yml")]
     # prod is keyed: the vLLM job reads its scrape token from VLLM_METRICS_TOKEN_FILE, which promtool opens (on the
     # host: the token's volume, tests below).
     (vllm,) = [job for job in config["scrape_configs"] if job["job_name"] == VLLM_JOB]
@@ -178,12 +190,24 @@ def test_prometheus_loads_the_uploaded_config_and_rules(prod_plan, tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout and "rules found" in result.stdout
+    # promtool reads the targets files as file_sd files: a malformed one fails the check, naming it.
+    (tmp_path / "vllm.yml").write_text("- targets: 5\n")
+    result = subprocess.run(
+        [tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
+    )
+    assert result.returncode == 1 and f'checking SD file "{tmp_path}/vllm.yml"' in result.stdout + result.stderr
 
 
 def test_prometheus_scrapes_what_the_stack_generates(prod_plan):
-    """One generated scrape configuration: the monitoring host's is the `prometheusScrapeConfig` output."""
+    """One generated scrape configuration: the monitoring host's is the `prometheusScrapeConfig` output, each job's
+    static targets in its file_sd file instead."""
     config = yaml.safe_load(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
-    assert config["scrape_configs"] == yaml.safe_load(prod_plan.outputs["prometheusScrapeConfig"])["scrape_configs"]
+    output = yaml.safe_load(prod_plan.outputs["prometheusScrapeConfig"])["scrape_configs"]
+    assert [job["job_name"] for job in config["scrape_configs"]] == [job["job_name"] for job in output]
+    for job, generated in zip(config["scrape_configs"], output):
+        targets = yaml.safe_load(upload(prod_plan, FILES_WRITER, targets_file(job["job_name"])))
+        assert targets == generated.pop("static_configs") and targets
+        assert {k: v for k, v in job.items() if k != "file_sd_configs"} == generated
     assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["localhost:9093"]}]}]}
 
 
@@ -351,20 +375,23 @@ def monitoring_only(report: ImpactReport) -> set[str]:
     return {i.name for i in report.impacts}
 
 
-def test_a_rule_change_restarts_prometheus_alone_on_its_new_rule_file(prod_plan):
+def test_a_rule_change_reloads_prometheus_and_replaces_only_the_files_container(prod_plan):
+    """Issue 38: the rule file is an upload (by reference) of the one-shot files container, not of Prometheus: a
+    rule change replaces that container (`uploads` ForceNew), which writes the new file into the volume and sends
+    Prometheus SIGHUP (a reload of its rule files: tests/e2e/test_e2e_monitoring_host.py runs it); Prometheus is not
+    touched."""
     config = stack_file("prod")
     config[P + "monitoring"]["thresholds"] = {"gpuTemperatureCelsius": 90}
     report = report_of(prod_plan, synthesize("prod", config))
-    prometheus = next(i for i in report.impacts if i.name == "gpu-node-1-prometheus")
-    # `uploads` is ForceNew (TFD): the container is replaced and the new one starts reading the new rule file; the
-    # volume keeps the samples. Prometheus is stopped with its grace (SIGTERM, 120 s: it writes its head block).
-    assert prometheus.action is Action.DELETE_REPLACE and prometheus.replaced_by[0][0].startswith("uploads")
-    assert prometheus.meaning == (
-        "replaces the stack's prometheus on `gpu-node-1`: it stops (SIGTERM, grace 120 s, then killed) and starts again"
+    writer = next(i for i in report.impacts if i.name == FILES_WRITER)
+    assert writer.action is Action.DELETE_REPLACE and writer.replaced_by[0][0].startswith("uploads")
+    assert writer.meaning == (
+        "replaces the stack's prometheus-files on `gpu-node-1`: it writes the new alert rules and scrape targets into "
+        "their volume, and the running Prometheus reloads them (SIGHUP): Prometheus is not restarted"
     )
     # The Kubernetes PrometheusRule changes with it (one rule definition); no other Docker container is touched.
     docker_changes = {i.name for i in report.impacts if i.type.startswith("docker:")}
-    assert docker_changes == {"gpu-node-1-prometheus"}
+    assert docker_changes == {FILES_WRITER}
 
 
 def test_a_dashboard_change_restarts_grafana_alone(prod_plan, monkeypatch):
@@ -420,12 +447,16 @@ def test_adding_a_docker_host_adds_its_exporters_and_a_target_without_touching_t
     head = synthesize("prod", config)
     report = report_of(prod_plan, head)
     changed = {i.name: i.action for i in report.impacts if i.action is not Action.CREATE}
-    # Only Prometheus, whose scrape configuration gains the new host's target, restarts.
-    assert changed == {"gpu-node-1-prometheus": Action.DELETE_REPLACE}
+    # Only the files container, whose targets files gain the new host's targets, is replaced: Prometheus re-reads
+    # them (file_sd) and keeps running; its prometheus.yml does not change.
+    assert changed == {FILES_WRITER: Action.DELETE_REPLACE}
     created = {i.name for i in report.impacts if i.action is Action.CREATE}
     assert {"gpu-node-5-node-exporter", "gpu-node-5-cadvisor"} <= created
-    scrape = yaml.safe_load(upload(head, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
-    assert "gpu-node-5.example.internal" in json.dumps(scrape["scrape_configs"])
+    assert upload(head, "gpu-node-1-prometheus", PROMETHEUS_CONFIG) == upload(
+        prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG
+    )
+    targets = upload(head, FILES_WRITER, targets_file("node-exporter"))
+    assert "gpu-node-5.example.internal" in targets
 
 
 # --- the vLLM scrape token: its own volume, written by a one-shot container -----------------------------------------
@@ -484,7 +515,7 @@ def test_without_an_api_key_there_is_no_token():
     plan = synth_with("dev", monitoring={"host": "workstation"})  # dev has no vllmApiKey (prod requires one)
     assert not [r for r in plan.resources if "prometheus-token" in r["name"]]
     prometheus = plan.get(CONTAINER, "workstation-prometheus")["inputs"]
-    assert [v["containerPath"] for v in prometheus["volumes"]] == ["/prometheus"]
+    assert [v["containerPath"] for v in prometheus["volumes"]] == ["/prometheus", PROMETHEUS_STACK_FILES]
     config = yaml.safe_load(upload(plan, "workstation-prometheus", PROMETHEUS_CONFIG))
     assert not any("authorization" in job for job in config["scrape_configs"])
 
@@ -530,3 +561,25 @@ def test_the_pinned_cadvisor_reports_container_health():
     assert 'name:      "container_health_state"' in source
     assert re.search(r'case "healthy":\s+value = 1\s+case "": // if container has no health check defined', source)
     assert "container_health_state" not in "\n".join(mirror_show(CADVISOR_MIRROR, "v0.52.1", "metrics/prometheus.go"))
+
+
+def test_the_first_up_with_the_files_container_replaces_prometheus_once(prod_plan):
+    """From a stack of before issue 38 (the rule file an inline upload of Prometheus, no files volume or container):
+    the volume and the files container are created and Prometheus is replaced once (`uploads` and `volumes`,
+    ForceNew); from then on a rules or fleet change replaces the files container alone (tests above)."""
+    before = json.loads(json.dumps(prod_plan.to_json()))
+    before["resources"] = [r for r in before["resources"] if "prometheus-files" not in r["name"]]
+    for resource in before["resources"]:
+        if resource["name"] == "gpu-node-1-prometheus" and resource["type"] == CONTAINER:
+            inputs = resource["inputs"]
+            inputs["volumes"] = [v for v in inputs["volumes"] if v["containerPath"] != PROMETHEUS_STACK_FILES]
+            inputs["uploads"].append(
+                {"file": "/etc/prometheus/rules/rocm-gpu-alerts.rules.yml", "content": "groups: []\n"}
+            )
+            resource["depends_on"] = [d for d in resource["depends_on"] if "prometheus-files" not in d]
+    report = predict(SynthPlan.model_validate(before), SynthPlan.model_validate(prod_plan.to_json()))
+    assert {(i.name, i.type, i.action) for i in report.impacts} == {
+        (FILES_WRITER, VOLUME, Action.CREATE),
+        (FILES_WRITER, CONTAINER, Action.CREATE),
+        ("gpu-node-1-prometheus", CONTAINER, Action.DELETE_REPLACE),
+    }

@@ -18,6 +18,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from components.docker.checks import CHECK_LABEL
 from components.k8s.replacement import Immutable, group_of, rows
+from components.monitoring.docker_host import PROMETHEUS_FILES
 from policy.rocm_policy.rules import MONITORING_LABEL, PARTITION_LABEL
 from tools.impact_rules import (
     DOCKER_LIVE_UPDATES,
@@ -301,6 +302,12 @@ def _container_meaning(action: Action, old: PlannedResource | None, new: Planned
         )
     if action is Action.CREATE:
         return f"starts {role}"
+    if labels.get(MONITORING_LABEL) == PROMETHEUS_FILES and action is not Action.DELETE:
+        # A one-shot container (components/monitoring/docker_host.py): its replacement is Prometheus's reload.
+        return (
+            f"replaces {role}: it writes the new alert rules and scrape targets into their volume, and the running "
+            "Prometheus reloads them (SIGHUP): Prometheus is not restarted"
+        )
     assert old is not None
     stop = _stop(old)
     if action is Action.DELETE:

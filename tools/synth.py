@@ -333,6 +333,7 @@ _RENDERED_INPUTS = {
     "deviceRequests",
     "groupAdds",
     "ipcMode",
+    "pidMode",
     "shmSize",
     "memory",
     "memorySwap",
@@ -444,6 +445,8 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     args += [f"--group-add={group}" for group in i.get("groupAdds", [])]
     if "ipcMode" in i:
         args.append(f"--ipc={i['ipcMode']}")
+    if "pidMode" in i:
+        args.append(f"--pid={i['pidMode']}")
     if "shmSize" in i:
         args.append(f"--shm-size={i['shmSize']}m")  # the provider's shmSize is in MiB, as docker's `m`
     # The provider's memory and memory_swap are MiB, as docker's `m`.

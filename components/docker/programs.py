@@ -9,12 +9,17 @@ resource_docker_container.go L1029-1040; resource_docker_container_funcs.go L537
 `source` is read from the provider's working directory, which the Pulumi engine sets to the project directory
 (pulumi/pulumi v3.259.0 pkg/engine/deployment.go L57 and project.go getPwdMain: the directory of Pulumi.yaml, which
 has no `main`; sdk/go/common/resource/plugin/provider_plugin.go L287 and plugin.go L599: `cmd.Dir = pwd`).
+
+Files the program renders (the monitoring host's alert rules, scrape targets and dashboard, which grow with the
+fleet) go the same way: `generated_upload` writes each into GENERATED, named by its SHA-256, when the program
+declares the container, so the file is there when the provider creates it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -42,3 +47,24 @@ def program_uploads(names: Iterable[str], target: str, source: Path = PROGRAMS) 
         )
         for name in sorted(names)
     ]
+
+
+# Where the program writes the files it renders for `generated_upload` (ignored by git; content-addressed, so two
+# stacks or two runs never overwrite each other's file with other bytes).
+GENERATED = ROOT / ".uploads"
+
+
+def generated_upload(target: str, text: str, permissions: str | None = None) -> docker.ContainerUploadArgs:
+    """`text` copied to `target` by reference: written to GENERATED/<sha256 prefix>-<name> (atomically: parallel
+    runs may write the same file), the state holding its path and SHA-256."""
+    data = text.encode()
+    digest = hashlib.sha256(data).hexdigest()
+    path = GENERATED / f"{digest[:16]}-{posixpath.basename(target)}"
+    if not path.is_file():
+        GENERATED.mkdir(exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    return docker.ContainerUploadArgs(
+        file=target, source=os.path.relpath(path, ROOT), source_hash=digest, permissions=permissions
+    )

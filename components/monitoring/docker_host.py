@@ -12,8 +12,24 @@ Docker endpoints' names, `localhost` for a local daemon) exactly as a Prometheus
 Prometheus reach Alertmanager and Prometheus on localhost.
 
 Every configuration file is a Docker upload, which the provider cannot change in place (`uploads` is ForceNew,
-tools/impact_rules.py): a new rule file, dashboard, scrape target, receiver or retention replaces the container
-concerned, which starts on the new files; the volumes keep the data.
+tools/impact_rules.py): a new dashboard, receiver or retention replaces the container concerned, which starts on the
+new files; the volumes keep the data.
+
+What grows with the fleet (the alert rules, which list every host's declared GPUs, and the scrape targets) is no
+upload of Prometheus and no text in the state: a one-shot container (`rocm-stack-prometheus-files`) uploads them by
+reference (components/docker/programs.py generated_upload: path and SHA-256 in the state) into a volume of their own,
+which Prometheus mounts read-only (PROMETHEUS_STACK_FILES), then sends Prometheus SIGHUP: it shares Prometheus's PID
+namespace (`pid_mode` container:..., where Prometheus is PID 1). So the servers' records stay the same size at any
+fleet size, and a rules or fleet change replaces that container alone, never Prometheus (prometheus v3.5.0:
+docs/configuration/configuration.md L15-19 "A configuration reload is triggered by sending a SIGHUP to the Prometheus
+process ... This will also reload any configured rule files", cmd/prometheus/main.go L1175 signal.Notify(hup,
+syscall.SIGHUP)). The targets are `file_sd_configs` files, one per job: Prometheus watches their directory and
+re-reads them on any change without a reload (discovery/file/file.go L223-238 watchFiles on the parent directory,
+L260-275 every event but a chmod re-reads; configuration.md L1483 "Changes to all defined files are detected via disk
+watches and applied immediately"). Before the first write both are simply absent: a rule-file path and a file_sd
+path are globs (cmd/prometheus/main.go L1008, file.go L211 filepath.Glob), which match nothing, so Prometheus starts
+with no rules or targets and takes them at the SIGHUP and the watch. The Grafana dashboard (a constant text, the
+largest) goes by reference too, as an upload of Grafana.
 
 The vLLM scrape token (components/workloads/proxy.py `metrics_token`) is no upload of Prometheus: a secret upload
 would make its whole `uploads` secret, hiding every rule and scrape change from `pulumi preview`, and a key rotation
@@ -58,6 +74,7 @@ from components.docker.deadlines import create_timeouts
 from components.docker.environment import container_envs
 from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
+from components.docker.programs import generated_upload
 from components.docker.stop import graceful_stop
 from components.monitoring import VLLM_METRICS_TOKEN_FILE
 
@@ -84,11 +101,18 @@ NODE_EXPORTER = "node-exporter"
 PROMETHEUS, ALERTMANAGER, GRAFANA = "prometheus", "alertmanager", "grafana"
 # The one-shot container and the volume that hold the vLLM scrape token for Prometheus.
 PROMETHEUS_TOKEN = "prometheus-token"
+# The one-shot container and the volume that hold the alert rules and scrape targets for Prometheus.
+PROMETHEUS_FILES = "prometheus-files"
 # Where each image keeps its configuration and data (the images' own defaults: prom/prometheus Dockerfile
 # `--config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path=/prometheus`, prom/alertmanager
 # `--storage.path=/alertmanager`, grafana/grafana GF_PATHS_DATA=/var/lib/grafana, GF_PATHS_PROVISIONING).
 PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
-PROMETHEUS_RULES = "/etc/prometheus/rules/rocm-gpu-alerts.rules.yml"
+# The files volume, one directory: the file_sd watch is on a file's directory, which must exist from the start.
+PROMETHEUS_STACK_FILES = "/etc/prometheus/stack"
+PROMETHEUS_RULES = f"{PROMETHEUS_STACK_FILES}/rocm-gpu-alerts.rules.yml"
+# What the files container runs once its uploads are in the volume: Prometheus (PID 1 of the PID namespace it
+# joins) reloads its configuration and rule files.
+PROMETHEUS_RELOAD = f"test -s {PROMETHEUS_RULES} && kill -HUP 1"
 PROMETHEUS_DATA = "/prometheus"
 ALERTMANAGER_CONFIG = "/etc/alertmanager/alertmanager.yml"
 ALERTMANAGER_DATA = "/alertmanager"
@@ -112,6 +136,7 @@ MEMORY_MIB = {
     NODE_EXPORTER: 128,
     CADVISOR: 512,
     PROMETHEUS_TOKEN: 16,
+    PROMETHEUS_FILES: 16,
 }
 # Prometheus writes its head block and closes the TSDB on SIGTERM; the others stop at once (Docker's default 10 s).
 STOP_GRACE_SECONDS = {
@@ -121,6 +146,7 @@ STOP_GRACE_SECONDS = {
     NODE_EXPORTER: 10,
     CADVISOR: 10,
     PROMETHEUS_TOKEN: 10,
+    PROMETHEUS_FILES: 10,
 }
 # Files the servers (not root in their images: nobody, grafana) read. The scrape token too: prom/prometheus runs as
 # nobody (its Dockerfile @ v3.5.0 L19 `USER nobody`) and Docker's copy makes the file root's; only the token's
@@ -143,15 +169,34 @@ def _monitoring_label(name: str) -> list[docker.ContainerLabelArgs]:
 # --- configuration files ------------------------------------------------------------------------------------------
 
 
+def targets_file(job: str) -> str:
+    return f"{PROMETHEUS_STACK_FILES}/{job}.targets.yml"
+
+
 def prometheus_config(cfg: MonitoringConfig, scrape_config: Mapping[str, Any]) -> dict[str, Any]:
-    """prometheus.yml of the monitoring host: the stack's scrape configuration (`prometheus_scrape_config`, the same
-    the `prometheusScrapeConfig` output holds), the stack's rule file and the local Alertmanager."""
+    """prometheus.yml of the monitoring host: the jobs of the stack's scrape configuration (`prometheus_scrape_config`,
+    the same the `prometheusScrapeConfig` output holds), each reading its targets from its file (`target_files`)
+    instead of listing them, the stack's rule file and the local Alertmanager. Its size does not depend on the
+    fleet."""
+    jobs = [
+        {
+            **{key: value for key, value in job.items() if key != "static_configs"},
+            "file_sd_configs": [{"files": [targets_file(job["job_name"])]}],
+        }
+        for job in scrape_config["scrape_configs"]
+    ]
     return {
         "global": {"scrape_interval": cfg.scrape_interval, "evaluation_interval": cfg.scrape_interval},
         "rule_files": [PROMETHEUS_RULES],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"localhost:{ALERTMANAGER_PORT}"]}]}]},
-        **scrape_config,
+        "scrape_configs": jobs,
     }
+
+
+def target_files(scrape_config: Mapping[str, Any]) -> dict[str, str]:
+    """Each job's targets file (path -> text): its static configs, the list a file_sd file holds (configuration.md
+    `<file_sd_config>`: "a list of static configs")."""
+    return {targets_file(job["job_name"]): _yaml(job["static_configs"]) for job in scrape_config["scrape_configs"]}
 
 
 def _receiver(receiver: Receiver) -> dict[str, Any]:
@@ -235,9 +280,9 @@ def grafana_dashboard_providers() -> dict[str, Any]:
     }
 
 
-def _yaml(data: Mapping[str, Any]) -> str:
+def _yaml(data: Mapping[str, Any] | Sequence[Any]) -> str:
     return "# Rendered by rocm-stack (components/monitoring/docker_host.py).\n" + yaml.safe_dump(
-        dict(data), sort_keys=False
+        dict(data) if isinstance(data, Mapping) else list(data), sort_keys=False
     )
 
 
@@ -357,6 +402,7 @@ class MonitoringHost(pulumi.ComponentResource):
     volumes: dict[str, docker.Volume]
     urls: dict[str, str]
     token_writer: docker.Container | None = None
+    files_writer: docker.Container
 
     def __init__(self, host: str, args: MonitoringHostArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:monitoring:MonitoringHost", host, None, opts)
@@ -380,7 +426,10 @@ class MonitoringHost(pulumi.ComponentResource):
             )
         }
 
-        prometheus_volumes = []
+        files = docker.Volume(f"{host}-{PROMETHEUS_FILES}", name=f"rocm-stack-{PROMETHEUS_FILES}", opts=on_host)
+        prometheus_volumes = [
+            docker.ContainerVolumeArgs(volume_name=files.name, container_path=PROMETHEUS_STACK_FILES, read_only=True)
+        ]
         if args.vllm_metrics_token is not None:
             token = self._token(host, args, images[PROMETHEUS].image_id, on_host, created)
             prometheus_volumes.append(
@@ -421,10 +470,7 @@ class MonitoringHost(pulumi.ComponentResource):
                     *cfg.retention.flags(),
                     f"--web.listen-address=:{PROMETHEUS_PORT}",
                 ],
-                uploads=[
-                    _upload(PROMETHEUS_CONFIG, _yaml(prometheus_config(cfg, args.scrape_config))),
-                    _upload(PROMETHEUS_RULES, rules_file_text(cfg, args.fleet)),
-                ],
+                uploads=[_upload(PROMETHEUS_CONFIG, _yaml(prometheus_config(cfg, args.scrape_config)))],
             ),
             ALERTMANAGER: server(
                 ALERTMANAGER,
@@ -440,6 +486,7 @@ class MonitoringHost(pulumi.ComponentResource):
             ),
             GRAFANA: server(GRAFANA, GRAFANA_DATA, **self._grafana(cfg, args.grafana_admin_password)),
         }
+        self.files_writer = self._files(host, args, files, images[PROMETHEUS].image_id, created)
         self.urls = {
             "prometheus": f"http://{args.address}:{PROMETHEUS_PORT}",
             "alertmanager": f"http://{args.address}:{ALERTMANAGER_PORT}",
@@ -489,6 +536,50 @@ class MonitoringHost(pulumi.ComponentResource):
         )
         return volume
 
+    def _files(
+        self,
+        host: str,
+        args: MonitoringHostArgs,
+        volume: docker.Volume,
+        image: pulumi.Input[str],
+        created: pulumi.ResourceOptions,
+    ) -> docker.Container:
+        """The one-shot container that puts the rules and targets into their volume and has Prometheus reload (module
+        docstring). It joins the running Prometheus's PID namespace, so it is created after it."""
+        prometheus = self.containers[PROMETHEUS]
+        uploads = [
+            generated_upload(PROMETHEUS_RULES, rules_file_text(args.config, args.fleet), READABLE),
+            *(
+                generated_upload(path, text, READABLE)
+                for path, text in sorted(target_files(args.scrape_config).items())
+            ),
+        ]
+        return docker.Container(
+            f"{host}-{PROMETHEUS_FILES}",
+            name=f"rocm-stack-{PROMETHEUS_FILES}",
+            image=image,
+            # prom/prometheus is built on busybox (its Dockerfile @ v3.5.0 L3): a shell with `kill`.
+            entrypoints=["/bin/sh", "-c", PROMETHEUS_RELOAD],
+            uploads=uploads,
+            volumes=[docker.ContainerVolumeArgs(volume_name=volume.name, container_path=PROMETHEUS_STACK_FILES)],
+            pid_mode=f"container:rocm-stack-{PROMETHEUS}",
+            network_mode="none",
+            # The same user as Prometheus (the image's nobody): signalling it needs no capability.
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
+            security_opts=["no-new-privileges"],
+            labels=_monitoring_label(PROMETHEUS_FILES),
+            # It exits at once; not `attach`ed (that marks the host checks, whose failure stops `pulumi up`).
+            restart="no",
+            must_run=False,
+            **log_args(args.logs),
+            **_limits(PROMETHEUS_FILES),
+            **graceful_stop(STOP_GRACE_SECONDS[PROMETHEUS_FILES]),
+            # A change replaces it under the same name: the old one goes first.
+            opts=pulumi.ResourceOptions.merge(
+                created, pulumi.ResourceOptions(delete_before_replace=True, depends_on=[prometheus])
+            ),
+        )
+
     @staticmethod
     def _grafana(cfg: MonitoringConfig, password: pulumi.Input[str] | None) -> dict[str, Any]:
         """Grafana's arguments: the provisioning files, the dashboard and the admin password.
@@ -504,7 +595,7 @@ class MonitoringHost(pulumi.ComponentResource):
             _upload(GRAFANA_DASHBOARD_PROVIDERS, _yaml(grafana_dashboard_providers())),
         ]
         if cfg.grafana_dashboard:
-            uploads.append(_upload(f"{GRAFANA_DASHBOARDS}/rocm-gpus.json", dashboard_json_text()))
+            uploads.append(generated_upload(f"{GRAFANA_DASHBOARDS}/rocm-gpus.json", dashboard_json_text(), READABLE))
         env: dict[str, pulumi.Input[str]] = {
             "GF_SERVER_HTTP_PORT": str(GRAFANA_PORT),
             "GF_ANALYTICS_REPORTING_ENABLED": "false",

@@ -38,7 +38,7 @@ from components.monitoring import VLLM_METRICS_TOKEN_FILE
 from components.monitoring import docker_host
 from components.workloads.proxy import metrics_token
 from e2e.harness import Docker, _add_bytes, _add_entry, standin_rootfs
-from tools.synth import SECRET, Plan, docker_create_args, synthesize
+from tools.synth import SECRET, Plan, docker_create_args, synthesize, upload_text
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -88,7 +88,9 @@ def uploads_tar(uploads: list[dict[str, Any]]) -> bytes:
             directory = os.path.dirname(upload["file"])
             for depth in range(2, directory.count("/") + 2):
                 _add_entry(tar, "/".join(directory.split("/")[:depth]), tarfile.DIRTYPE)
-            _add_bytes(tar, upload["file"], upload["content"].encode(), int(upload["permissions"], 8))
+            text = upload_text(upload)  # its content, or the file its `source` names (by reference)
+            assert text is not None
+            _add_bytes(tar, upload["file"], text.encode(), int(upload["permissions"], 8))
     return buffer.getvalue()
 
 
@@ -138,49 +140,111 @@ def test_node_exporter_reports_the_checkpoint_filesystem_alone(docker: Docker, p
         docker.run("rm", "--force", name, check=False)
 
 
-def test_prometheus_starts_on_the_uploaded_config_rules_and_volume(docker: Docker, prod: Plan):
+def active_targets(docker: Docker, name: str) -> list[dict[str, Any]]:
+    return list(json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"])
+
+
+def await_targets(docker: Docker, name: str, done, timeout: float = 30) -> list[dict[str, Any]]:
+    """The active targets once `done(targets)`: discovery hands them to the scrape manager throttled (every 5 s)."""
+    deadline = time.monotonic() + timeout
+    while not done(targets := active_targets(docker, name)):
+        assert time.monotonic() < deadline, (targets, docker.out("logs", name, check=False))
+        time.sleep(1)
+    return targets
+
+
+def rule_groups(docker: Docker, name: str) -> dict[str, str]:
+    groups = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/rules"))["data"]["groups"]
+    return {g["name"]: g["file"] for g in groups}
+
+
+def test_prometheus_takes_rules_and_targets_from_the_files_container_and_reloads_them_without_a_restart(
+    docker: Docker, prod: Plan
+):
+    """Issue 38: Prometheus starts on its uploaded prometheus.yml with no rule file and no targets file yet (both are
+    globs that match nothing), then the one-shot files container, joined to its PID namespace, writes them into
+    their volume and sends SIGHUP: the rules load, the targets come from file_sd. A rules and targets change (what
+    `pulumi up` does: the files container replaced) is picked up by the same Prometheus process, a new target up."""
     import_image(docker, PROMETHEUS_IMAGE, PROMETHEUS, "/bin/prometheus")
-    resource = prod.get(CONTAINER, "gpu-node-1-prometheus")
-    inputs = json.loads(json.dumps(resource["inputs"]))
+    inputs = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]))
+    writer = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-prometheus-files")["inputs"]))
     assert inputs.pop("networkMode") == "host"
-    inputs["image"] = PROMETHEUS_IMAGE
+    inputs["image"] = writer["image"] = PROMETHEUS_IMAGE
     name, volume = inputs["name"], inputs["volumes"][0]["volumeName"]
+    (files,) = writer["volumes"]
+    assert writer["pidMode"] == f"container:{name}" and writer["networkMode"] == "none"
+    assert {**files, "readOnly": True} in inputs["volumes"]
+    volumes = [volume, files["volumeName"], "rocm-stack-prometheus-token"]
+
+    def write_files(uploads: list[dict[str, Any]]) -> None:
+        """What `pulumi up` does with the files container: (re)creates it, copies its uploads in, starts it."""
+        docker.run("rm", "--force", writer["name"], check=False)
+        docker.run(*docker_create_args(writer, {})[1:])
+        docker.run("cp", "-", f"{writer['name']}:/", input=uploads_tar(uploads))
+        docker.run("start", "--attach", writer["name"])
+        assert docker.inspect(writer["name"])["State"]["ExitCode"] == 0
+
     try:
-        docker.run("volume", "create", volume)
+        for v in volumes:
+            docker.run("volume", "create", v)
         docker.run(*docker_create_args(inputs, {})[1:])
         docker.run("cp", "-", f"{name}:/", input=uploads_tar(inputs["uploads"]))
         docker.run("start", name)
-        rules = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/rules"))
-        groups = {g["name"] for g in rules["data"]["groups"]}
-        assert groups and all(
-            g["file"] == "/etc/prometheus/rules/rocm-gpu-alerts.rules.yml" for g in rules["data"]["groups"]
+        assert rule_groups(docker, name) == {} and active_targets(docker, name) == []
+        started = docker.inspect(name)["State"]
+
+        write_files(writer["uploads"])
+        groups = rule_groups(docker, name)
+        assert groups and set(groups.values()) == {docker_host.PROMETHEUS_RULES}
+        targets = await_targets(docker, name, lambda t: {x["labels"].get("host") for x in t} >= HOSTS)
+        config = yaml.safe_load(upload_text(inputs["uploads"][0]) or "")
+        jobs = [job["job_name"] for job in config["scrape_configs"]]
+        assert {t["discoveredLabels"]["__meta_filepath"] for t in targets} == {
+            docker_host.targets_file(j) for j in jobs
+        }
+
+        # A day-2 change: a new rule group, and the node-exporter targets now Prometheus itself (reachable here).
+        changed = []
+        for upload in writer["uploads"]:
+            text = upload_text(upload)
+            if upload["file"] == docker_host.PROMETHEUS_RULES:
+                rules = yaml.safe_load(text)
+                rules["groups"].append({"name": "e2e-reload", "rules": [{"record": "e2e:up", "expr": "up"}]})
+                text = yaml.safe_dump(rules)
+            elif upload["file"] == docker_host.targets_file("node-exporter"):
+                text = yaml.safe_dump([{"targets": ["127.0.0.1:9090"], "labels": {"host": "e2e"}}])
+            changed.append({"file": upload["file"], "content": text, "permissions": upload["permissions"]})
+        write_files(changed)
+        assert "e2e-reload" in rule_groups(docker, name)
+        up = await_targets(
+            docker, name, lambda t: any(x["labels"].get("host") == "e2e" and x["health"] == "up" for x in t)
         )
+        assert not [t for t in up if t["labels"]["job"] == "node-exporter" and t["labels"].get("host") != "e2e"]
+        state = docker.inspect(name)["State"]
+        assert (state["Pid"], state["StartedAt"], state["Running"]) == (started["Pid"], started["StartedAt"], True)
+
         flags = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/status/flags"))["data"]
         # prod's retention {time: 30d, size: 200GiB}, passed as 204800MB and read back as 200GiB: "MB" is MiB.
         assert "--storage.tsdb.retention.size=204800MB" in inputs["command"]
         assert (flags["storage.tsdb.retention.time"], flags["storage.tsdb.retention.size"]) == ("30d", "200GiB")
-        # Static targets reach the scrape manager through discovery's throttled updates (every 5 s): wait for them.
-        for _ in range(30):
-            targets = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
-            hosts = {t["labels"].get("host") for t in targets}
-            if hosts:
-                break
-            time.sleep(1)
-        assert {"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"} <= hosts
-        # The TSDB is in the named volume: it outlives the container.
-        # (beside it the scrape token's volume, read-only: the test below)
+        # The TSDB is in the named volume: it outlives the container; the files and the scrape token (the test
+        # below) are read-only volumes of their own.
         mounts = docker.inspect(name)["Mounts"]
-        assert sorted((m["Type"], m["Name"], m["Destination"]) for m in mounts) == [
-            ("volume", volume, "/prometheus"),
-            ("volume", "rocm-stack-prometheus-token", os.path.dirname(VLLM_METRICS_TOKEN_FILE)),
+        assert sorted((m["Type"], m["Name"], m["Destination"], m["RW"]) for m in mounts) == [
+            ("volume", volume, "/prometheus", True),
+            ("volume", files["volumeName"], docker_host.PROMETHEUS_STACK_FILES, False),
+            ("volume", "rocm-stack-prometheus-token", os.path.dirname(VLLM_METRICS_TOKEN_FILE), False),
         ]
         listing = "import os; print(os.listdir('/v'))"
         assert "wal" in docker.out(
             "run", "--rm", "-v", f"{volume}:/v", "--entrypoint", "python3", PROMETHEUS_IMAGE, "-c", listing
         )
     finally:
-        docker.run("rm", "--force", name, check=False)
-        docker.run("volume", "rm", volume, "rocm-stack-prometheus-token", check=False)
+        docker.run("rm", "--force", name, writer["name"], check=False)
+        docker.run("volume", "rm", *volumes, check=False)
+
+
+HOSTS = {"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"}
 
 
 # A stand-in for the authenticating proxy in front of a keyed vLLM (components/workloads/proxy.py, run for real in
@@ -241,10 +305,14 @@ def test_the_scrape_token_reaches_prometheus_through_its_volume_and_a_rotation_n
     (vllm,) = [job for job in config["scrape_configs"] if job["job_name"] == "vllm"]
     assert vllm["authorization"] == {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}
     vllm["scrape_interval"] = "1s"
-    vllm["static_configs"] = [{"targets": ["127.0.0.1:8000"], "labels": vllm["static_configs"][0]["labels"]}]
+    # Its targets as the files container writes them (file_sd), the first pointed at the stand-in, listed here.
+    files = prod.get(CONTAINER, "gpu-node-1-prometheus-files")["inputs"]["uploads"]
+    targets = yaml.safe_load(upload_text(next(u for u in files if u["file"] == docker_host.targets_file("vllm"))) or "")
+    vllm.pop("file_sd_configs")
+    vllm["static_configs"] = [{"targets": ["127.0.0.1:8000"], "labels": targets[0]["labels"]}]
     config["scrape_configs"] = [vllm]
     config_upload["content"] = yaml.safe_dump(config)
-    volumes = [server["volumes"][0]["volumeName"], token_volume["volumeName"]]
+    volumes = [v["volumeName"] for v in server["volumes"]]
 
     def write_token(key: str) -> None:
         """What `pulumi up` does with the writer on a rotation: deletes it, creates the new one, uploads the token
