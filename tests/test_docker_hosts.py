@@ -156,8 +156,8 @@ def test_adding_a_host_keeps_existing_resources(prod_plan):
     )
     after = _identity(synthesize("prod", config))
     before = _identity(prod_plan)
-    # The monitoring host's Prometheus gains the new host's scrape targets (its uploaded prometheus.yml).
-    prometheus = next(urn for urn in before if urn.endswith("::gpu-node-1-prometheus") and "container" in urn)
+    # The monitoring host's files container gains the new host's scrape targets (its uploaded targets files).
+    prometheus = next(urn for urn in before if urn.endswith("::gpu-node-1-prometheus-files") and "container" in urn)
     assert {k for k in before[prometheus] if after[prometheus][k] != before[prometheus][k]} == {"uploads"}
     assert {urn: after[urn] for urn in before if urn != prometheus} == {
         urn: inputs for urn, inputs in before.items() if urn != prometheus

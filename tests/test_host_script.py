@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import CONTAINER, REMOTE_IMAGE, check_containers
-from tools.synth import SECRET, Plan, docker_scripts, upload_text
+from tools.synth import SECRET, Plan, docker_scripts, mock_id, upload_text
 
 # A shell script, not Python: it runs once per docker call. Arguments are separated by \\037 (never in the
 # plan's values), one call per line; the tar piped to `docker cp -` is kept as LOG.<call number>.tar; a
@@ -59,6 +59,7 @@ COMPARED = {
     "deviceRequests",
     "groupAdds",
     "ipcMode",
+    "pidMode",
     "shmSize",
     "memory",
     "memorySwap",
@@ -95,6 +96,7 @@ def _create_parser() -> argparse.ArgumentParser:
         "--name",
         "--hostname",
         "--ipc",
+        "--pid",
         "--shm-size",
         "--memory",
         "--memory-swap",
@@ -189,6 +191,7 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
         + [device_id for r in i.get("deviceRequests", []) if r["driver"] == "cdi" for device_id in r["deviceIds"]],
         "group_add": i.get("groupAdds", []),
         "ipc": i.get("ipcMode"),
+        "pid": i.get("pidMode"),
         "shm_size": f"{i['shmSize']}m" if "shmSize" in i else None,  # MiB in the provider, `m` in the CLI
         # memory and memory_swap in MiB in the provider, `m` in the CLI; log options as key=value each.
         "memory": f"{i['memory']}m" if "memory" in i else None,
@@ -251,6 +254,7 @@ def _hosts(plan: Plan) -> dict[str, list[dict[str, Any]]]:
 def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, request, tmp_path):
     plan: Plan = request.getfixturevalue(f"{stack}_plan")
     images = {plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"] for r in plan.of_type(REMOTE_IMAGE)}
+    names = {mock_id(r["name"]): r["inputs"]["name"] for r in plan.of_type(CONTAINER)}
     for host, containers in _hosts(plan).items():
         script = docker_scripts(plan)[host]
         creates = {
@@ -265,6 +269,9 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
         for inputs in containers:
             assert set(inputs) <= COMPARED, f"{host}/{inputs['name']}: inputs not compared: {set(inputs) - COMPARED}"
             expected = _expected_flags(inputs, images[inputs["image"]])
+            if expected["pid"]:  # container:<the mock's id of a container resource>: that container, by its name
+                mode, _, ref = expected["pid"].partition(":")
+                expected["pid"] = f"{mode}:{names[ref]}"
             if inputs.get("envs") == SECRET:
                 expected["env"] = []  # not in the script, which then refuses to run (next test)
             assert _parsed_flags(creates[inputs["name"]]) == expected, f"{host}/{inputs['name']}"

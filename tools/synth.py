@@ -166,7 +166,7 @@ def _mock_engine(
                 code, logs = run_results.get(args.name, (0, ""))
                 computed = {"exitCode": code, "containerLogs": logs}
             this_call.inputs, this_call.computed = args.inputs, computed
-            return f"{args.name}-id", {**args.inputs, **computed}
+            return mock_id(args.name), {**args.inputs, **computed}
 
         # A bare dict is "no failures" (MockMonitor.Invoke: `if isinstance(tup, dict)`); (dict, None) would fail.
         def call(self, args: MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
@@ -411,8 +411,14 @@ def volume_bind(volume: Mapping[str, Any]) -> str:
     return f"{source}:{volume['containerPath']}{':ro' if volume.get('readOnly') else ''}"
 
 
+def mock_id(name: str) -> str:
+    """The id the mock engine gives resource `name` (a container's stands for its Docker ID)."""
+    return f"{name}-id"
+
+
 def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -> list[str]:
-    """The `docker create` argv of a container's inputs (secret envs left out: the caller refuses those)."""
+    """The `docker create` argv of a container's inputs (secret envs left out: the caller refuses those).
+    `image_names`: the names of the image ids and container ids the inputs refer to."""
     i = inputs
     unrendered = sorted(set(i) - _RENDERED_INPUTS)
     if unrendered:
@@ -446,7 +452,8 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     if "ipcMode" in i:
         args.append(f"--ipc={i['ipcMode']}")
     if "pidMode" in i:
-        args.append(f"--pid={i['pidMode']}")
+        mode, _, container = str(i["pidMode"]).partition(":")  # host, or container:<id> (the id by its name)
+        args.append(f"--pid={mode}:{image_names.get(container, container)}" if container else f"--pid={mode}")
     if "shmSize" in i:
         args.append(f"--shm-size={i['shmSize']}m")  # the provider's shmSize is in MiB, as docker's `m`
     # The provider's memory and memory_swap are MiB, as docker's `m`.
@@ -645,7 +652,7 @@ def docker_scripts(plan: Plan) -> dict[str, str]:
     image_names = {
         plan.mock_outputs[r["urn"]]["imageId"]: r["inputs"]["name"]
         for r in plan.of_type("docker:index/remoteImage:RemoteImage")
-    }
+    } | {mock_id(r["name"]): r["inputs"]["name"] for r in plan.of_type("docker:index/container:Container")}
     by_provider: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
     for resource in plan.resources:  # grouped once: scanning all resources per host is quadratic in hosts
         by_provider[resource["provider"]].append(resource)

@@ -242,6 +242,10 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
         stored=_capabilities,
     ),
     "ipcMode": ReadBack('funcs.go L973: d.Set("ipc_mode", HostConfig.IpcMode) (host, private, shareable as sent)'),
+    "pidMode": ReadBack(
+        'funcs.go L955-956: d.Set("pid_mode", HostConfig.PidMode) when set: dockerd stores `container:<ID>` '
+        "(a name comes back as the ID), so the stack sends the ID (tests/e2e/test_e2e_monitoring_host.py)"
+    ),
     "shmSize": ReadBack('funcs.go L945: d.Set("shm_size", HostConfig.ShmSize/1024/1024): whole MiB, as sent'),
     "memory": ReadBack('funcs.go L932: d.Set("memory", HostConfig.Memory/1024/1024): whole MiB, as sent'),
     "memorySwap": ReadBack(

@@ -166,6 +166,22 @@ def _monitoring_label(name: str) -> list[docker.ContainerLabelArgs]:
     return [docker.ContainerLabelArgs(label=MONITORING_LABEL, value=name)]
 
 
+def _one_shot(name: str, logs: LogConfig) -> dict[str, Any]:
+    """The arguments of a one-shot container that fills a volume for Prometheus: no network, no capability."""
+    return {
+        "network_mode": "none",
+        "capabilities": docker.ContainerCapabilitiesArgs(drops=["ALL"]),
+        "security_opts": ["no-new-privileges"],
+        "labels": _monitoring_label(name),
+        # It exits at once; not `attach`ed (that marks the host checks, whose failure stops `pulumi up`).
+        "restart": "no",
+        "must_run": False,
+        **log_args(logs),
+        **_limits(name),
+        **graceful_stop(STOP_GRACE_SECONDS[name]),
+    }
+
+
 # --- configuration files ------------------------------------------------------------------------------------------
 
 
@@ -521,16 +537,7 @@ class MonitoringHost(pulumi.ComponentResource):
                 )
             ],
             volumes=[docker.ContainerVolumeArgs(volume_name=volume.name, container_path=PROMETHEUS_SECRETS)],
-            network_mode="none",
-            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
-            security_opts=["no-new-privileges"],
-            labels=_monitoring_label(PROMETHEUS_TOKEN),
-            # It exits at once; not `attach`ed (that marks the host checks, whose failure stops `pulumi up`).
-            restart="no",
-            must_run=False,
-            **log_args(args.logs),
-            **_limits(PROMETHEUS_TOKEN),
-            **graceful_stop(STOP_GRACE_SECONDS[PROMETHEUS_TOKEN]),
+            **_one_shot(PROMETHEUS_TOKEN, args.logs),
             # A rotation replaces it under the same name: the old one goes first.
             opts=pulumi.ResourceOptions.merge(created, pulumi.ResourceOptions(delete_before_replace=True)),
         )
@@ -562,18 +569,12 @@ class MonitoringHost(pulumi.ComponentResource):
             entrypoints=["/bin/sh", "-c", PROMETHEUS_RELOAD],
             uploads=uploads,
             volumes=[docker.ContainerVolumeArgs(volume_name=volume.name, container_path=PROMETHEUS_STACK_FILES)],
-            pid_mode=f"container:rocm-stack-{PROMETHEUS}",
-            network_mode="none",
-            # The same user as Prometheus (the image's nobody): signalling it needs no capability.
-            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
-            security_opts=["no-new-privileges"],
-            labels=_monitoring_label(PROMETHEUS_FILES),
-            # It exits at once; not `attach`ed (that marks the host checks, whose failure stops `pulumi up`).
-            restart="no",
-            must_run=False,
-            **log_args(args.logs),
-            **_limits(PROMETHEUS_FILES),
-            **graceful_stop(STOP_GRACE_SECONDS[PROMETHEUS_FILES]),
+            # By the container's ID, which is what dockerd stores and the provider reads back (funcs.go L955-956;
+            # a name would read back as the ID: a diff at every `pulumi up`). A new Prometheus is a new ID: this
+            # container is replaced with it and signals the new one. The same user as Prometheus (the image's
+            # nobody): signalling it needs no capability.
+            pid_mode=prometheus.id.apply(lambda container: f"container:{container}"),
+            **_one_shot(PROMETHEUS_FILES, args.logs),
             # A change replaces it under the same name: the old one goes first.
             opts=pulumi.ResourceOptions.merge(
                 created, pulumi.ResourceOptions(delete_before_replace=True, depends_on=[prometheus])

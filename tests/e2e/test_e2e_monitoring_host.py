@@ -172,17 +172,23 @@ def test_prometheus_takes_rules_and_targets_from_the_files_container_and_reloads
     inputs["image"] = writer["image"] = PROMETHEUS_IMAGE
     name, volume = inputs["name"], inputs["volumes"][0]["volumeName"]
     (files,) = writer["volumes"]
-    assert writer["pidMode"] == f"container:{name}" and writer["networkMode"] == "none"
+    # pid_mode is the Prometheus container's ID (the mock's id of its resource here): the one created below.
+    assert writer["pidMode"] == "container:gpu-node-1-prometheus-id" and writer["networkMode"] == "none"
+
     assert {**files, "readOnly": True} in inputs["volumes"]
     volumes = [volume, files["volumeName"], "rocm-stack-prometheus-token"]
 
     def write_files(uploads: list[dict[str, Any]]) -> None:
         """What `pulumi up` does with the files container: (re)creates it, copies its uploads in, starts it."""
         docker.run("rm", "--force", writer["name"], check=False)
-        docker.run(*docker_create_args(writer, {})[1:])
+        docker.run(*docker_create_args({**writer, "pidMode": f"container:{docker.inspect(name)['Id']}"}, {})[1:])
         docker.run("cp", "-", f"{writer['name']}:/", input=uploads_tar(uploads))
         docker.run("start", "--attach", writer["name"])
-        assert docker.inspect(writer["name"])["State"]["ExitCode"] == 0
+        written = docker.inspect(writer["name"])
+        assert written["State"]["ExitCode"] == 0
+        # What the provider reads back as pid_mode (funcs.go L955-956): the ID as sent, so no drift (a name would
+        # come back as the ID).
+        assert written["HostConfig"]["PidMode"] == f"container:{docker.inspect(name)['Id']}"
 
     try:
         for v in volumes:
