@@ -21,7 +21,9 @@ import pytest
 import yaml
 
 from components.k8s.replacement import provider_replaces, rows
+from schema.mirror import MirrorConfig
 from tools.synth import Plan, autoname, autonamed, manifest_of, synthesize
+from k8s_mirror import outside_mirror
 from kueue_seams import kueue_configuration, seam_problems
 from k8s_namespaces import namespace_problems
 
@@ -132,6 +134,9 @@ def test_the_stack_turns_every_kubernetes_feature_on(plan: Plan):
     assert device_config.manifest["spec"]["configManager"]["enable"] is True
     # Monitoring: the vLLM and router ServiceMonitors, the alert rules, the kube-prometheus-stack release above.
     assert {"ServiceMonitor", "PrometheusRule"} <= {o.kind for o in objects(plan)}
+    # The mirror: every chart from its OCI repository.
+    charts = {r["inputs"]["chart"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")}
+    assert all(chart.startswith(_mirror(plan).charts + "/") for chart in charts)
 
 
 # --- namespaces ---------------------------------------------------------------------------------------------------
@@ -141,6 +146,19 @@ def test_every_release_and_namespaced_object_goes_into_a_namespace_that_exists_b
     """The namespace seam (tests/k8s_namespaces.py: a Namespace it waits for, a built-in one, a release's own with
     createNamespace, or a read of an existing one)."""
     assert namespace_problems(plan) == []
+
+
+# --- the mirror -----------------------------------------------------------------------------------------------------
+
+
+def _mirror(plan: Plan) -> MirrorConfig:
+    return MirrorConfig.model_validate(all_features(plan.outputs["environment"])[P + "mirror"])
+
+
+def test_with_the_mirror_no_image_chart_or_file_is_referenced_outside_it(plan: Plan):
+    """The mirror seam (tests/k8s_mirror.py: every reference to an image, a chart or a file, found by its key or its
+    URL shape, starts with one of the mirror's prefixes)."""
+    assert outside_mirror(plan, _mirror(plan)) == []
 
 
 # --- names the controllers create ---------------------------------------------------------------------------------
