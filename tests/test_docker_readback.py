@@ -46,12 +46,14 @@ def test_the_health_check_start_period_is_stored_as_go_prints_it():
     assert [go_duration(s * 10**9) for s in (3600, 10, 90, 0)] == ["1h0m0s", "10s", "1m30s", "0s"]
 
 
-def test_ports_are_stored_in_port_order_with_address_and_protocol():
-    """flattenContainerPorts (structures.go L35-59) sorts by internal port, and `ports` is a List: out of order, the
-    ForceNew attribute replaces the container on every deploy."""
+def test_ports_are_stored_in_port_order_with_address_and_protocol_and_their_order_is_no_diff():
+    """flattenContainerPorts (structures.go L35-59) sorts by internal port; `ports` is a List, but its
+    DiffSuppressFunc (schema.go L534, suppressIfPortsDidNotChangeForMigrationV0ToV1 L1192-1247) finds each old port
+    in the new list by internal port: the same ports in another order are no diff."""
     entry = CONTAINER_READ_BACK["ports"]
     port = {"ip": "0.0.0.0", "protocol": "tcp"}
-    assert entry.drifts([{"internal": 9000, **port}, {"internal": 80, **port}], {})
+    assert entry.stored([{"internal": 9000, **port}, {"internal": 80, **port}], {})[0]["internal"] == 80
+    assert not entry.drifts([{"internal": 9000, **port}, {"internal": 80, **port}], {})
     # Left out, ip and protocol take the schema's defaults (schema.go L487-530), which Read gives back too.
     assert not entry.drifts([{"internal": 80, "external": 80}], {})
     assert not entry.drifts([{"internal": 80, "external": 80, **port}], {})

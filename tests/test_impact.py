@@ -272,7 +272,7 @@ def test_without_the_lock_a_new_partition_moves_and_restarts_the_others():
     report = report_of(plan(("train", 2)), plan(("train", 2), ("a-new", 2)))
     train = by_name(report)[(CONTAINER, "workstation-train")]
     assert train.action is Action.DELETE_REPLACE and train.stops_container
-    assert ("envs[0]", "tfbridge.force-new") in train.replaced_by
+    assert ("envs", "tfbridge.force-new") in train.replaced_by
 
 
 def assert_replaced_in_place(impact: Impact, old_role: str, new_role: str, old: dict[str, Any]) -> None:
@@ -371,7 +371,7 @@ def edited(plan: Plan, type_token: str, name: str, change: Any) -> dict[str, Any
 def test_a_changed_label_value_replaces_through_the_set_rule(dev_plan):
     head = edited(dev_plan, CONTAINER, "workstation-serve", lambda r: r["inputs"]["labels"][0].update(value="x/y"))
     serve = by_name(report_of(dev_plan, head))[(CONTAINER, "workstation-serve")]
-    assert serve.action is Action.DELETE_REPLACE and serve.replaced_by == [("labels[0].value", "tfbridge.set-element")]
+    assert serve.action is Action.DELETE_REPLACE and serve.replaced_by == [("labels", "tfbridge.set-element")]
     grace = stop_words(dev_plan.get(CONTAINER, "workstation-serve"))
     assert serve.meaning.startswith(f"replaces vLLM server `qwen-small` on `workstation/serve` ({grace}")
 

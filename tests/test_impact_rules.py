@@ -13,25 +13,26 @@ from typing import Any
 import pytest
 
 from tools import impact_rules
-from tools.impact_rules import (
+from components.docker.provider_schema import (
     DOCKER_CONTAINER,
     DOCKER_LIVE_UPDATES,
+    DOCKER_NETWORK,
     DOCKER_REMOTE_IMAGE,
     DOCKER_VOLUME,
-    K8S_FORCE_NEW,
     LIST,
     LIST_OF_BLOCKS,
     MAP,
-    RULES,
     SET,
     SET_OF_BLOCKS,
     VALUE,
+    NETWORK,
+    ORDER_IGNORED,
+    VOLUME,
     Attribute,
 )
+from tools.impact_rules import K8S_FORCE_NEW, RULES
 from conftest import CONTAINER, REMOTE_IMAGE
 from upstream_go import Upstream, parse, resource_schema, string_list_in_function, text, walk
-
-VOLUME = "docker:index/volume:Volume"
 
 TFD = Upstream("kreuzwerker/terraform-provider-docker", "5074970c71ce6cc393c74942d5d628943834beb9")  # tag v4.5.0
 PULUMI_DOCKER = Upstream("pulumi/pulumi-docker", "237b7899bb513613a7645e74d6981c12d054dcc7")  # v5.2.0's bridge
@@ -91,6 +92,25 @@ def test_the_volume_table_is_tfds_schema():
     )
 
 
+def test_the_network_table_is_tfds_schema():
+    assert DOCKER_NETWORK == upstream_table(
+        "resource_docker_network.go", "docker:index/network:Network", "docker:index/Network"
+    )
+
+
+def test_the_order_of_ports_is_ignored_by_their_diff_suppress_func():
+    """ORDER_IGNORED: `ports` (a TypeList) has suppressIfPortsDidNotChangeForMigrationV0ToV1 as DiffSuppressFunc,
+    which, for lists of the same length, looks each old port up in the new list by internal port."""
+    source = TFD.read("internal/provider/resource_docker_container.go")
+    lines = source.decode().splitlines()
+    assert lines[533].strip() == "DiffSuppressFunc: suppressIfPortsDidNotChangeForMigrationV0ToV1(),"
+    assert DOCKER_CONTAINER["ports"].line < 534 < DOCKER_CONTAINER["hosts"].line
+    suppress, start, end = function(source, "suppressIfPortsDidNotChangeForMigrationV0ToV1")
+    assert (start, end) == (1192, 1247) and ORDER_IGNORED == {CONTAINER: frozenset({"ports"})}
+    assert "if len(portsOld) != len(portsNew) {" in suppress
+    assert "for _, portNew := range portsNew {" in suppress and "if newInternalPort == oldInternalPort {" in suppress
+
+
 def test_facts_the_scenarios_rest_on():
     """Stated here so that a provider upgrade that changes them fails by name."""
     assert DOCKER_CONTAINER["image"].force_new and DOCKER_CONTAINER["envs"].force_new  # L141, L590
@@ -142,6 +162,8 @@ def test_pulumi_docker_deletes_a_container_before_replacing_it_and_forces_no_pro
     )
     assert "L112-115" in RULES["pulumi-docker.container-delete-before-replace"].source and line == 112
     assert "DeleteBeforeReplace: true" in lines[113]
+    # A network is replaced create-first (tools/impact.py cites resources.go L133).
+    assert lines[132].strip() == '"docker_network":        {Tok: dockerResource(dockerMod, "Network")},'
     assert "ForcesProviderReplace" not in source.decode()  # the provider's inputs never replace it
     assert lines[93].strip() == "Config: map[string]*tfbridge.SchemaInfo{"  # resources.go L94, cited
 
@@ -249,10 +271,16 @@ def input_paths(value: Any, table: dict[str, Attribute], path: str = "") -> Iter
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_docker_input_the_program_declares_has_a_rule(stack, request):
     plan = request.getfixturevalue(f"{stack}_plan")
-    tables = ((CONTAINER, DOCKER_CONTAINER), (REMOTE_IMAGE, DOCKER_REMOTE_IMAGE), (VOLUME, DOCKER_VOLUME))
+    tables = (
+        (CONTAINER, DOCKER_CONTAINER),
+        (REMOTE_IMAGE, DOCKER_REMOTE_IMAGE),
+        (VOLUME, DOCKER_VOLUME),
+        (NETWORK, DOCKER_NETWORK),
+    )
     for type_token, table in tables:
         declared = {p for r in plan.of_type(type_token) for p in input_paths(r["inputs"], table)}
-        assert declared and declared <= table.keys(), sorted(declared - table.keys())
+        assert declared <= table.keys(), sorted(declared - table.keys())
+        assert declared or type_token == NETWORK  # dev runs no vLLM proxy, the only network's user
 
 
 def test_every_rule_has_a_source_and_every_cited_rule_exists():

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from tools.impact import ImpactReport, SecretInput, predict, to_markdown
-from tools.impact_rules import DOCKER_CONTAINER, Action
+from components.docker.provider_schema import DOCKER_CONTAINER
+from tools.impact_rules import Action
 from tools.synth import Plan, autoname, synthesize
 from tools.synth_diff import SynthPlan
 from conftest import CONTAINER

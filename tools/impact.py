@@ -17,26 +17,23 @@ from pydantic import BaseModel, ConfigDict
 from kubernetes.utils.quantity import parse_quantity
 
 from components.docker.checks import CHECK_LABEL
+from components.docker.provider_schema import (
+    CONTAINER,
+    DOCKER_LIVE_UPDATES,
+    DOCKER_SCHEMAS,
+    MAP,
+    NETWORK,
+    REMOTE_IMAGE,
+    SET_OF_BLOCKS,
+    VOLUME,
+)
 from components.k8s.replacement import Immutable, group_of, rows
 from components.monitoring.docker_host import PROMETHEUS_FILES
 from policy.rocm_policy.rules import MONITORING_LABEL, PARTITION_LABEL
-from tools.impact_rules import (
-    DOCKER_LIVE_UPDATES,
-    DOCKER_SCHEMAS,
-    HELM_IDENTITY,
-    K8S_FORCE_NEW,
-    K8S_IDENTITY,
-    MAP,
-    RULES,
-    SET_OF_BLOCKS,
-    Action,
-)
+from tools.impact_rules import HELM_IDENTITY, K8S_FORCE_NEW, K8S_IDENTITY, RULES, Action
 from tools.synth import SECRET, autoname, autonamed
 from tools.synth_diff import Key, PlanDiff, PlannedResource, SynthPlan, cell, diff, matched
 
-CONTAINER = "docker:index/container:Container"
-REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
-VOLUME = "docker:index/volume:Volume"
 DOCKER_PROVIDER = "pulumi:providers:docker"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -117,7 +114,7 @@ def _docker_input(type_token: str, path: str) -> tuple[bool, str] | None:
     key = ".".join(parts)
     if key not in schema:
         return None
-    for depth in range(1, len(parts)):
+    for depth in range(1, len(parts) + 1):  # an element of a set of blocks, or the whole set
         block = ".".join(parts[:depth])
         if schema[block].kind == SET_OF_BLOCKS:
             fields = [a for p, a in schema.items() if p.startswith(block + ".") and p.count(".") == depth]
@@ -382,6 +379,17 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
             return f"deletes volume `{resource.inputs.get('name')}` on `{_host(resource)}`"
         replaced = f", then deletes `{old.inputs.get('name')}` once no container uses it" if old and new else ""
         return f"creates volume `{resource.inputs.get('name')}` on `{_host(resource)}`{replaced}"
+    if resource.type == NETWORK:
+        name, host = resource.inputs.get("name"), _host(resource)
+        if action is Action.DELETE:
+            return f"deletes network `{name}` on `{host}` once no container is attached to it"
+        if old is not None and new is not None:
+            # pulumi-docker declares no DeleteBeforeReplace for docker_network (resources.go L133): create first.
+            return (
+                f"creates network `{name}` on `{host}` before deleting `{old.inputs.get('name')}`; every container "
+                "attached to it is replaced"
+            )
+        return f"creates network `{name}` on `{host}`"
     verb = {
         Action.CREATE: "creates",
         Action.DELETE: "deletes",
@@ -537,21 +545,27 @@ def _refusal(resource: PlannedResource, refused: list[tuple[str, Immutable]]) ->
     return f"the API server refuses the patch of {kind} `{_k8s_name(resource)}`, so `pulumi up` fails there: {fields}"
 
 
-def _propagate_images(
+# A resource whose replacement makes a container's ForceNew input unknown in the preview, and that input.
+_READ_BY_CONTAINERS = {REMOTE_IMAGE: "image", NETWORK: "networksAdvanced"}
+
+
+def _propagate_replacements(
     impacts: dict[Key, Impact], before: dict[Key, PlannedResource], after: dict[Key, PlannedResource]
 ) -> None:
-    """A replaced image's id is unknown in the preview, and `image` is ForceNew: every container created from it is
-    replaced, whatever else changed (rule pulumi.unknown-output)."""
-    replaced_images = {
-        after[key].urn
+    """A replaced image's id, or a replaced network's name, is unknown in the preview, and a container's `image` and
+    `networksAdvanced` are ForceNew: every container created from it, or attached to it, is replaced, whatever else
+    changed (rule pulumi.unknown-output)."""
+    replaced = {
+        after[key].urn: _READ_BY_CONTAINERS[key[0]]
         for key, impact in impacts.items()
-        if key[0] == REMOTE_IMAGE and impact.action in (Action.REPLACE, Action.DELETE_REPLACE) and key in after
+        if key[0] in _READ_BY_CONTAINERS and impact.action in (Action.REPLACE, Action.DELETE_REPLACE) and key in after
     }
     for key, container in after.items():
-        if key[0] != CONTAINER or key not in before or not replaced_images & set(container.depends_on):
+        reads = [replaced[urn] for urn in container.depends_on if urn in replaced]
+        if key[0] != CONTAINER or key not in before or not reads:
             continue
         current = impacts.get(key)
-        reasons = [*(current.replaced_by if current else []), ("image", "pulumi.unknown-output")]
+        reasons = [*(current.replaced_by if current else []), *((path, "pulumi.unknown-output") for path in reads)]
         old = before[key]
         action, how = _replacement(old, container)
         impacts[key] = Impact(
@@ -748,7 +762,7 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
             impact = _changed(old, new, change.paths, mutable_config_maps)
             if impact is not None:
                 impacts[change.key] = impact
-    _propagate_images(impacts, before, after)
+    _propagate_replacements(impacts, before, after)
     for key, impact in impacts.items():
         if impact.stops_container and "tfd.container-delete" not in impact.rules:
             impacts[key] = impact.model_copy(update={"rules": sorted({*impact.rules, "tfd.container-delete"})})

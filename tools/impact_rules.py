@@ -75,8 +75,8 @@ RULES: dict[str, Rule] = {
     ),
     "pulumi.unknown-output": Rule(
         "during a preview the outputs of a resource being replaced are unknown; an unknown value for a ForceNew "
-        "attribute is a replacement, so every container using a replaced image is replaced even when the new "
-        "image turns out the same",
+        "attribute is a replacement, so every container using a replaced image (or attached to a replaced "
+        "network) is replaced even when the new image (or network name) turns out the same",
         "hashicorp/terraform-plugin-sdk v2.40.1 helper/schema/schema.go (*Schema).finalizeDiff: "
         "`d.RequiresNew = d.Old != d.New || d.NewComputed`",
     ),
@@ -85,8 +85,9 @@ RULES: dict[str, Rule] = {
         "a change of an attribute TFD marks ForceNew is a replacement (a map's keys, e.g. logOpts.max-size, by the "
         "map's ForceNew: terraform-plugin-sdk schema.go diffMap finalizes each with the map's schema)",
         "pulumi/pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (RequiresNew -> replaces); "
-        "TFD internal/provider/resource_docker_container.go, resource_docker_image.go, resource_docker_volume.go "
-        "(DOCKER_CONTAINER, DOCKER_REMOTE_IMAGE and DOCKER_VOLUME here)",
+        "TFD internal/provider/resource_docker_container.go, resource_docker_image.go, resource_docker_volume.go, "
+        "resource_docker_network.go (components/docker/provider_schema.py: DOCKER_CONTAINER, DOCKER_REMOTE_IMAGE, "
+        "DOCKER_VOLUME, DOCKER_NETWORK)",
     ),
     "tfbridge.not-force-new": Rule(
         "a change of an attribute TFD does not mark ForceNew is an update in place (what the update then does: "
@@ -95,10 +96,13 @@ RULES: dict[str, Rule] = {
         "TFD internal/provider/resource_docker_container.go, resource_docker_image.go",
     ),
     "tfbridge.set-element": Rule(
-        "a changed element of a set of blocks (labels, devices, volumes, uploads, ...) is one element removed and "
-        "one added: a replacement when any attribute of the block is ForceNew",
-        "hashicorp/terraform-plugin-sdk v2.40.1 helper/schema/schema.go schemaMap.diffSet (old and new codes "
-        "diffed attribute by attribute) and finalizeDiff (RequiresNew set before the NewRemoved return)",
+        "a set (TypeSet: envs, labels, devices, volumes, uploads, ...) has no order, so reordering it is no change "
+        "(nor is reordering `ports`, a list whose order TFD's DiffSuppressFunc ignores); a changed element of a set "
+        "of blocks is one element removed and one added: a replacement when any attribute of the block is ForceNew",
+        "hashicorp/terraform-plugin-sdk v2.40.1 helper/schema/set.go (elements keyed by their hash code), "
+        "schema.go schemaMap.diffSet (old and new codes diffed attribute by attribute) and finalizeDiff "
+        "(RequiresNew set before the NewRemoved return); TFD resource_docker_container.go L534 and L1192-1247 "
+        "(suppressIfPortsDidNotChangeForMigrationV0ToV1); components/docker/provider_schema.py canonical",
     ),
     "pulumi-docker.container-delete-before-replace": Rule(
         "pulumi-docker replaces a Container by deleting the old one first (names are unique per daemon)",
@@ -205,291 +209,6 @@ RULES: dict[str, Rule] = {
         "tools/synth.py _redact; schema/stackfile.py SECRET_PLACEHOLDER (synth never sees a secret's value)",
     ),
 }
-
-
-# --- terraform-provider-docker v4.5.0: every input attribute of a resource's schema -------------------------
-# Keyed by the Pulumi input path (pulumi-docker bridge-metadata.json renamedProperties), as plan.json has them.
-
-SET, SET_OF_BLOCKS, LIST, LIST_OF_BLOCKS, MAP, VALUE = "set", "set of blocks", "list", "list of blocks", "map", "value"
-
-
-@dataclass(frozen=True)
-class Attribute:
-    tf: str  # TFD's attribute path
-    line: int  # of its `"name": {` in `file`
-    force_new: bool
-    kind: str
-    file: str = ""  # default: the resource's file (DOCKER_FILES)
-
-
-_A = Attribute
-
-DOCKER_FILES = {
-    "docker:index/container:Container": "internal/provider/resource_docker_container.go",
-    "docker:index/remoteImage:RemoteImage": "internal/provider/resource_docker_image.go",
-    "docker:index/volume:Volume": "internal/provider/resource_docker_volume.go",
-}
-
-DOCKER_CONTAINER: dict[str, Attribute] = {
-    "name": _A("name", 50, True, VALUE),
-    "rm": _A("rm", 57, False, VALUE),
-    "readOnly": _A("read_only", 64, True, VALUE),
-    "start": _A("start", 72, False, VALUE),
-    "wait": _A("wait", 79, False, VALUE),
-    "waitTimeout": _A("wait_timeout", 86, False, VALUE),
-    "attach": _A("attach", 93, False, VALUE),
-    "logs": _A("logs", 100, False, VALUE),
-    "mustRun": _A("must_run", 122, False, VALUE),
-    "image": _A("image", 141, True, VALUE),
-    "hostname": _A("hostname", 148, True, VALUE),
-    "domainname": _A("domainname", 156, True, VALUE),
-    "command": _A("command", 163, True, LIST),
-    "entrypoints": _A("entrypoint", 172, True, LIST),
-    "user": _A("user", 181, True, VALUE),
-    "dns": _A("dns", 196, True, SET),
-    "dnsOpts": _A("dns_opts", 205, True, SET),
-    "dnsSearches": _A("dns_search", 214, True, SET),
-    "publishAllPorts": _A("publish_all_ports", 223, True, VALUE),
-    "restart": _A("restart", 230, False, VALUE),
-    "maxRetryCount": _A("max_retry_count", 238, False, VALUE),
-    "workingDir": _A("working_dir", 243, True, VALUE),
-    "removeVolumes": _A("remove_volumes", 256, False, VALUE),
-    "capabilities": _A("capabilities", 262, True, SET_OF_BLOCKS),
-    "capabilities.adds": _A("capabilities.add", 271, True, SET),
-    "capabilities.drops": _A("capabilities.drop", 280, True, SET),
-    "securityOpts": _A("security_opts", 291, True, SET),
-    "runtime": _A("runtime", 300, True, VALUE),
-    "platform": _A("platform", 307, True, VALUE),
-    "stopSignal": _A("stop_signal", 314, True, VALUE),
-    "stopTimeout": _A("stop_timeout", 321, True, VALUE),
-    "mounts": _A("mounts", 328, True, SET_OF_BLOCKS),
-    "mounts.target": _A("mounts.target", 335, False, VALUE),
-    "mounts.source": _A("mounts.source", 340, False, VALUE),
-    "mounts.type": _A("mounts.type", 345, False, VALUE),
-    "mounts.readOnly": _A("mounts.read_only", 351, False, VALUE),
-    "mounts.bindOptions": _A("mounts.bind_options", 356, False, LIST_OF_BLOCKS),
-    "mounts.bindOptions.propagation": _A("mounts.bind_options.propagation", 363, False, VALUE),
-    "mounts.volumeOptions": _A("mounts.volume_options", 372, False, LIST_OF_BLOCKS),
-    "mounts.volumeOptions.noCopy": _A("mounts.volume_options.no_copy", 379, False, VALUE),
-    "mounts.volumeOptions.labels": _A("mounts.volume_options.labels", 384, False, SET_OF_BLOCKS),
-    "mounts.volumeOptions.labels.label": _A(
-        "mounts.volume_options.labels.label", 60, True, VALUE, "internal/provider/helpers.go"
-    ),
-    "mounts.volumeOptions.labels.value": _A(
-        "mounts.volume_options.labels.value", 66, True, VALUE, "internal/provider/helpers.go"
-    ),
-    "mounts.volumeOptions.driverName": _A("mounts.volume_options.driver_name", 390, False, VALUE),
-    "mounts.volumeOptions.driverOptions": _A("mounts.volume_options.driver_options", 395, False, MAP),
-    "mounts.volumeOptions.subpath": _A("mounts.volume_options.subpath", 401, True, VALUE),
-    "mounts.tmpfsOptions": _A("mounts.tmpfs_options", 410, True, LIST_OF_BLOCKS),
-    "mounts.tmpfsOptions.sizeBytes": _A("mounts.tmpfs_options.size_bytes", 418, False, VALUE),
-    "mounts.tmpfsOptions.mode": _A("mounts.tmpfs_options.mode", 423, False, VALUE),
-    "volumes": _A("volumes", 434, True, SET_OF_BLOCKS),
-    "volumes.fromContainer": _A("volumes.from_container", 441, True, VALUE),
-    "volumes.containerPath": _A("volumes.container_path", 447, True, VALUE),
-    "volumes.hostPath": _A("volumes.host_path", 453, True, VALUE),
-    "volumes.volumeName": _A("volumes.volume_name", 460, True, VALUE),
-    "volumes.readOnly": _A("volumes.read_only", 466, True, VALUE),
-    "volumes.selinuxRelabel": _A("volumes.selinux_relabel", 472, True, VALUE),
-    "tmpfs": _A("tmpfs", 482, False, MAP),
-    "ports": _A("ports", 487, True, LIST_OF_BLOCKS),
-    "ports.internal": _A("ports.internal", 494, True, VALUE),
-    "ports.external": _A("ports.external", 501, True, VALUE),
-    "ports.ip": _A("ports.ip", 509, True, VALUE),
-    "ports.protocol": _A("ports.protocol", 525, True, VALUE),
-    "hosts": _A("host", 537, True, SET_OF_BLOCKS),
-    "hosts.ip": _A("host.ip", 544, True, VALUE),
-    "hosts.host": _A("host.host", 551, True, VALUE),
-    "ulimits": _A("ulimit", 561, True, SET_OF_BLOCKS),
-    "ulimits.name": _A("ulimit.name", 568, True, VALUE),
-    "ulimits.soft": _A("ulimit.soft", 574, True, VALUE),
-    "ulimits.hard": _A("ulimit.hard", 580, True, VALUE),
-    "envs": _A("env", 590, True, SET),
-    "privileged": _A("privileged", 656, True, VALUE),
-    "devices": _A("devices", 663, True, SET_OF_BLOCKS),
-    "devices.hostPath": _A("devices.host_path", 670, True, VALUE),
-    "devices.containerPath": _A("devices.container_path", 676, True, VALUE),
-    "devices.permissions": _A("devices.permissions", 682, True, VALUE),
-    "deviceReadBps": _A("device_read_bps", 693, False, SET_OF_BLOCKS),
-    "deviceReadBps.path": _A("device_read_bps.path", 699, False, VALUE),
-    "deviceReadBps.rate": _A("device_read_bps.rate", 704, False, VALUE),
-    "deviceReadIops": _A("device_read_iops", 713, False, SET_OF_BLOCKS),
-    "deviceReadIops.path": _A("device_read_iops.path", 719, False, VALUE),
-    "deviceReadIops.rate": _A("device_read_iops.rate", 724, False, VALUE),
-    "deviceWriteBps": _A("device_write_bps", 733, False, SET_OF_BLOCKS),
-    "deviceWriteBps.path": _A("device_write_bps.path", 739, False, VALUE),
-    "deviceWriteBps.rate": _A("device_write_bps.rate", 744, False, VALUE),
-    "deviceWriteIops": _A("device_write_iops", 753, False, SET_OF_BLOCKS),
-    "deviceWriteIops.path": _A("device_write_iops.path", 759, False, VALUE),
-    "deviceWriteIops.rate": _A("device_write_iops.rate", 764, False, VALUE),
-    "deviceRequests": _A("device_requests", 774, True, SET_OF_BLOCKS),
-    "deviceRequests.driver": _A("device_requests.driver", 782, True, VALUE),
-    "deviceRequests.count": _A("device_requests.count", 789, True, VALUE),
-    "deviceRequests.deviceIds": _A("device_requests.device_ids", 796, True, SET),
-    "deviceRequests.capabilities": _A("device_requests.capabilities", 805, True, SET),
-    "deviceRequests.options": _A("device_requests.options", 814, True, MAP),
-    "destroyGraceSeconds": _A("destroy_grace_seconds", 827, False, VALUE),
-    "labels": _A("labels", 833, True, SET_OF_BLOCKS),
-    "labels.label": _A("labels.label", 60, True, VALUE, "internal/provider/helpers.go"),
-    "labels.value": _A("labels.value", 66, True, VALUE, "internal/provider/helpers.go"),
-    "memory": _A("memory", 842, False, VALUE),
-    "memoryReservation": _A("memory_reservation", 848, False, VALUE),
-    "memorySwap": _A("memory_swap", 856, False, VALUE),
-    "shmSize": _A("shm_size", 863, True, VALUE),
-    "cpuShares": _A("cpu_shares", 872, False, VALUE),
-    "cpuSet": _A("cpu_set", 879, False, VALUE),
-    "logDriver": _A("log_driver", 886, True, VALUE),
-    "logOpts": _A("log_opts", 894, True, MAP),
-    "networkMode": _A("network_mode", 901, True, VALUE),
-    "networksAdvanced": _A("networks_advanced", 909, True, SET_OF_BLOCKS),
-    "networksAdvanced.name": _A("networks_advanced.name", 916, True, VALUE),
-    "networksAdvanced.aliases": _A("networks_advanced.aliases", 922, True, SET),
-    "networksAdvanced.ipv4Address": _A("networks_advanced.ipv4_address", 930, True, VALUE),
-    "networksAdvanced.ipv6Address": _A("networks_advanced.ipv6_address", 936, True, VALUE),
-    "networksAdvanced.linkLocalIps": _A("networks_advanced.link_local_ips", 942, True, SET),
-    "networksAdvanced.macAddress": _A("networks_advanced.mac_address", 950, True, VALUE),
-    "networksAdvanced.driverOpts": _A("networks_advanced.driver_opts", 956, True, SET),
-    "networksAdvanced.gwPriority": _A("networks_advanced.gw_priority", 963, True, VALUE),
-    "pidMode": _A("pid_mode", 974, True, VALUE),
-    "usernsMode": _A("userns_mode", 980, True, VALUE),
-    "uploads": _A("upload", 987, True, SET_OF_BLOCKS),
-    "uploads.content": _A("upload.content", 994, True, VALUE),
-    "uploads.contentBase64": _A("upload.content_base64", 1002, True, VALUE),
-    "uploads.file": _A("upload.file", 1009, True, VALUE),
-    "uploads.executable": _A("upload.executable", 1015, True, VALUE),
-    "uploads.permissions": _A("upload.permissions", 1022, True, VALUE),
-    "uploads.source": _A("upload.source", 1029, True, VALUE),
-    "uploads.sourceHash": _A("upload.source_hash", 1035, True, VALUE),
-    "healthcheck": _A("healthcheck", 1045, False, LIST_OF_BLOCKS),
-    "healthcheck.tests": _A("healthcheck.test", 1053, False, LIST),
-    "healthcheck.interval": _A("healthcheck.interval", 1059, False, VALUE),
-    "healthcheck.timeout": _A("healthcheck.timeout", 1066, False, VALUE),
-    "healthcheck.startPeriod": _A("healthcheck.start_period", 1073, False, VALUE),
-    "healthcheck.startInterval": _A("healthcheck.start_interval", 1080, False, VALUE),
-    "healthcheck.retries": _A("healthcheck.retries", 1087, False, VALUE),
-    "containerReadRefreshTimeoutMilliseconds": _A("container_read_refresh_timeout_milliseconds", 1098, False, VALUE),
-    "sysctls": _A("sysctls", 1105, True, MAP),
-    "ipcMode": _A("ipc_mode", 1111, True, VALUE),
-    "groupAdds": _A("group_add", 1118, True, SET),
-    "init": _A("init", 1126, False, VALUE),
-    "tty": _A("tty", 1132, True, VALUE),
-    "stdinOpen": _A("stdin_open", 1139, True, VALUE),
-    "storageOpts": _A("storage_opts", 1146, True, MAP),
-    "gpus": _A("gpus", 1152, True, VALUE),
-    "cpus": _A("cpus", 1158, True, VALUE),
-    "cpuPeriod": _A("cpu_period", 1164, False, VALUE),
-    "cpuQuota": _A("cpu_quota", 1170, False, VALUE),
-    "cgroupnsMode": _A("cgroupns_mode", 1176, True, VALUE),
-    "cgroupParent": _A("cgroup_parent", 1182, True, VALUE),
-}
-
-DOCKER_REMOTE_IMAGE: dict[str, Attribute] = {
-    "name": _A("name", 36, True, VALUE),
-    "keepLocally": _A("keep_locally", 55, False, VALUE),
-    "pullTriggers": _A("pull_triggers", 61, True, SET),
-    "forceRemove": _A("force_remove", 70, False, VALUE),
-    "build": _A("build", 76, False, SET_OF_BLOCKS),
-    "build.dockerfile": _A("build.dockerfile", 103, True, VALUE),
-    "build.tags": _A("build.tag", 110, False, LIST),
-    "build.remove": _A("build.remove", 118, False, VALUE),
-    "build.secrets": _A("build.secrets", 124, False, LIST_OF_BLOCKS),
-    "build.secrets.id": _A("build.secrets.id", 130, True, VALUE),
-    "build.secrets.src": _A("build.secrets.src", 137, True, VALUE),
-    "build.secrets.env": _A("build.secrets.env", 144, True, VALUE),
-    "build.label": _A("build.label", 154, False, MAP),
-    "build.suppressOutput": _A("build.suppress_output", 162, True, VALUE),
-    "build.remoteContext": _A("build.remote_context", 168, True, VALUE),
-    "build.noCache": _A("build.no_cache", 174, True, VALUE),
-    "build.forceRemove": _A("build.force_remove", 180, True, VALUE),
-    "build.pullParent": _A("build.pull_parent", 186, True, VALUE),
-    "build.isolation": _A("build.isolation", 192, True, VALUE),
-    "build.cpuSetCpus": _A("build.cpu_set_cpus", 198, True, VALUE),
-    "build.cpuSetMems": _A("build.cpu_set_mems", 204, True, VALUE),
-    "build.cpuShares": _A("build.cpu_shares", 210, True, VALUE),
-    "build.cpuQuota": _A("build.cpu_quota", 216, True, VALUE),
-    "build.cpuPeriod": _A("build.cpu_period", 222, True, VALUE),
-    "build.memory": _A("build.memory", 228, True, VALUE),
-    "build.memorySwap": _A("build.memory_swap", 234, True, VALUE),
-    "build.cgroupParent": _A("build.cgroup_parent", 240, True, VALUE),
-    "build.networkMode": _A("build.network_mode", 246, True, VALUE),
-    "build.shmSize": _A("build.shm_size", 252, True, VALUE),
-    "build.ulimits": _A("build.ulimit", 258, False, LIST_OF_BLOCKS),
-    "build.ulimits.name": _A("build.ulimit.name", 264, True, VALUE),
-    "build.ulimits.hard": _A("build.ulimit.hard", 270, True, VALUE),
-    "build.ulimits.soft": _A("build.ulimit.soft", 276, True, VALUE),
-    "build.buildArgs": _A("build.build_args", 285, True, MAP),
-    "build.authConfigs": _A("build.auth_config", 295, False, LIST_OF_BLOCKS),
-    "build.authConfigs.hostName": _A("build.auth_config.host_name", 301, False, VALUE),
-    "build.authConfigs.userName": _A("build.auth_config.user_name", 306, False, VALUE),
-    "build.authConfigs.password": _A("build.auth_config.password", 311, False, VALUE),
-    "build.authConfigs.auth": _A("build.auth_config.auth", 316, False, VALUE),
-    "build.authConfigs.email": _A("build.auth_config.email", 321, False, VALUE),
-    "build.authConfigs.serverAddress": _A("build.auth_config.server_address", 326, False, VALUE),
-    "build.authConfigs.identityToken": _A("build.auth_config.identity_token", 331, False, VALUE),
-    "build.authConfigs.registryToken": _A("build.auth_config.registry_token", 336, False, VALUE),
-    "build.context": _A("build.context", 344, True, VALUE),
-    "build.additionalContexts": _A("build.additional_contexts", 350, True, LIST),
-    "build.labels": _A("build.labels", 360, True, MAP),
-    "build.squash": _A("build.squash", 370, True, VALUE),
-    "build.cacheFroms": _A("build.cache_from", 376, True, LIST),
-    "build.cacheTo": _A("build.cache_to", 386, True, LIST),
-    "build.securityOpts": _A("build.security_opt", 396, True, LIST),
-    "build.extraHosts": _A("build.extra_hosts", 406, True, LIST),
-    "build.target": _A("build.target", 416, True, VALUE),
-    "build.sessionId": _A("build.session_id", 422, True, VALUE),
-    "build.platform": _A("build.platform", 428, True, VALUE),
-    "build.version": _A("build.version", 434, True, VALUE),
-    "build.buildId": _A("build.build_id", 440, True, VALUE),
-    "build.useLegacyBuilder": _A("build.use_legacy_builder", 446, True, VALUE),
-    "build.builder": _A("build.builder", 453, True, VALUE),
-    "build.buildLogFile": _A("build.build_log_file", 460, True, VALUE),
-    "build.provenance": _A("build.provenance", 466, True, VALUE),
-    "build.sbom": _A("build.sbom", 472, True, VALUE),
-    "triggers": _A("triggers", 84, True, MAP),
-    "platform": _A("platform", 90, True, VALUE),
-}
-
-# pulumi-docker replaces a volume create-first (no DeleteBeforeReplace for docker_volume, provider/resources.go L136).
-DOCKER_VOLUME: dict[str, Attribute] = {
-    "name": _A("name", 41, True, VALUE),
-    "labels": _A("labels", 48, True, SET_OF_BLOCKS),
-    "labels.label": _A("labels.label", 60, True, VALUE, "internal/provider/helpers.go"),
-    "labels.value": _A("labels.value", 66, True, VALUE, "internal/provider/helpers.go"),
-    "driver": _A("driver", 55, True, VALUE),
-    "driverOpts": _A("driver_opts", 62, True, MAP),
-    "cluster": _A("cluster", 73, False, LIST_OF_BLOCKS),
-    "cluster.scope": _A("cluster.scope", 85, True, VALUE),
-    "cluster.sharing": _A("cluster.sharing", 93, True, VALUE),
-    "cluster.type": _A("cluster.type", 101, True, VALUE),
-    "cluster.topologyPreferred": _A("cluster.topology_preferred", 109, True, VALUE),
-    "cluster.topologyRequired": _A("cluster.topology_required", 116, True, VALUE),
-    "cluster.requiredBytes": _A("cluster.required_bytes", 123, True, VALUE),
-    "cluster.limitBytes": _A("cluster.limit_bytes", 129, True, VALUE),
-    "cluster.group": _A("cluster.group", 135, True, VALUE),
-    "cluster.availability": _A("cluster.availability", 142, False, VALUE),
-}
-
-DOCKER_SCHEMAS = {
-    "docker:index/container:Container": DOCKER_CONTAINER,
-    "docker:index/remoteImage:RemoteImage": DOCKER_REMOTE_IMAGE,
-    "docker:index/volume:Volume": DOCKER_VOLUME,
-}
-
-# TFD resourceDockerContainerUpdate's list of what it applies with ContainerUpdate (funcs.go L1016-1019), as Pulumi
-# inputs; plus mustRun, which starts a stopped container (L998-1013).
-DOCKER_LIVE_UPDATES = (
-    "restart",
-    "maxRetryCount",
-    "cpuShares",
-    "memory",
-    "memoryReservation",
-    "cpuSet",
-    "memorySwap",
-    "deviceReadBps",
-    "deviceReadIops",
-    "deviceWriteBps",
-    "deviceWriteIops",
-)
 
 
 # --- pulumi-kubernetes ------------------------------------------------------------------------------------------

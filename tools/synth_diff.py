@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from components.docker.provider_schema import canonical
+
 # A job summary is capped (1 MiB per step); long lists are cut with a note, the artifact has everything.
 DEFAULT_MAX_ROWS = 200
 
@@ -109,7 +111,8 @@ def _by_key(plan: SynthPlan, ambiguous: set[Key]) -> dict[Key, PlannedResource]:
 
 
 def changed_paths(old: Any, new: Any, path: str = "") -> Iterator[str]:
-    """Leaf paths (`spec.containers[0].image`) whose values differ between two JSON values."""
+    """Leaf paths (`spec.containers[0].image`) whose values differ between two JSON values; a set (a tuple,
+    components.docker.provider_schema.SetValue) differs as a whole."""
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         for key in sorted(old.keys() | new.keys()):
             child = f"{path}.{key}" if path else str(key)
@@ -135,7 +138,8 @@ def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
     changed = []
     for key in sorted(before.keys() & after.keys()):
         old, new = before[key], after[key]
-        paths = list(changed_paths(old.inputs, new.inputs))
+        # Each input as its provider compares it (a Docker set without order), so a reordering is no change.
+        paths = list(changed_paths(canonical(old.type, old.inputs), canonical(new.type, new.inputs)))
         if old.parent != new.parent:  # a new parent is a new URN: Pulumi replaces it unless aliased (tools/impact.py)
             paths.append("parent")
         if old.protect != new.protect:

@@ -244,12 +244,10 @@ def gpucheck_container(
     # (`docker ps`, the state, synth's plan), so it hashes the environment's names only, never its values: a short
     # digest over a secret would let anyone test guesses of it. A changed value still replaces the check (ForceNew)
     # under the same name, so the old one is deleted first (deleteBeforeReplace).
-    spec = [
-        command,
-        args.partition_images[container.name],
-        container.model_dump(mode="json", exclude={"env"}),
-        sorted(env),
-    ]
+    partition = container.model_dump(mode="json", exclude={"env"})
+    # Its volumes are a set to the provider (TypeSet): their order must not rename (re-run) the check either.
+    partition["volumes"] = sorted(partition["volumes"], key=lambda v: json.dumps(v, sort_keys=True))
+    spec = [command, args.partition_images[container.name], partition, sorted(env)]
     return docker.Container(
         f"{host.name}-{container.name}-gpucheck",
         name=f"gpucheck-{container.name}-{content_hash(*spec)}",

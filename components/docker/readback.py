@@ -10,17 +10,19 @@ declared in its stored form, and `stored()` of its entry says what that form is.
 
 Citations: `funcs.go` is internal/provider/resource_docker_container_funcs.go, `schema.go` its
 resource_docker_container.go and `structures.go` its resource_docker_container_structures.go, all at tag v4.5.0.
-A Set attribute (schema.TypeSet) is compared without order; a List (TypeList) in order.
+Each value is compared by its attribute's kind in TFD's schema (components/docker/provider_schema.py): a Set
+(schema.TypeSet) without order, a List (TypeList) in order, a map by key.
 Not a TFD input at all: pids_limit (no such attribute in schema.go v4.5.0).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .provider_schema import CONTAINER, canonical
 
 _NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
 _PART = re.compile(r"(\d*)(?:\.(\d*))?(ns|us|µs|μs|ms|s|m|h)")
@@ -157,58 +159,47 @@ def _device_requests(declared: list[dict[str, Any]], inputs: Inputs) -> list[dic
     ]
 
 
-Collection = Literal["value", "list", "set", "map"]
-
-
 @dataclass(frozen=True)
 class ReadBack:
     read: str
     """Where TFD's Read sets the attribute, or why it never does."""
-    collection: Collection = "value"
-    """How the diff compares it: a value or a List in order, a Set or a map without order."""
     stored: Callable[[Any, Inputs], Any] = _same
     """The value Read stores for a declared value, given the container's other inputs (identity: Docker gives back
     what it was given)."""
     config: Callable[[Any], Any] = _as_declared
     """The declared value as the provider's diff sees it: with its schema's defaults for what is left out."""
+    key: str = ""
+    """The input (set from CONTAINER_READ_BACK's key)."""
 
     def differs(self, declared: Any, stored: Any) -> bool:
-        """Whether the provider's diff sees a change between a declared value and a stored one."""
-        if self.collection == "set":
-            return _as_set(declared) != _as_set(stored)
-        return bool(declared != stored)
+        """Whether the provider's diff sees a change between a declared value and a stored one: compared by the
+        attribute's kind in TFD's schema (a set without order, provider_schema.canonical)."""
+        return bool(canonical(CONTAINER, declared, self.key) != canonical(CONTAINER, stored, self.key))
 
     def drifts(self, declared: Any, inputs: Inputs) -> bool:
         """Whether the next preview would diff this declared value against what Read stored for it."""
         return self.differs(self.config(declared), self.stored(declared, inputs))
 
 
-def _as_set(items: list[Any]) -> set[str]:
-    return {json.dumps(item, sort_keys=True) for item in items}
-
-
 NOT_READ = "never read back: the state keeps the declared value"
 
 # Every input a docker.Container of this program may have (camelCase, as the provider receives it).
-CONTAINER_READ_BACK: dict[str, ReadBack] = {
+_READ_BACK: dict[str, ReadBack] = {
     "name": ReadBack('funcs.go L828: d.Set("name", strings.TrimLeft(container.Name, "/"))'),
     "image": ReadBack('funcs.go L838-845: an image ID ("sha256:...") is stored as container.Image, the ID itself'),
-    "command": ReadBack('funcs.go L849: d.Set("command", container.Config.Cmd)', "list"),
-    "entrypoints": ReadBack(
-        'funcs.go L850: d.Set("entrypoint", container.Config.Entrypoint): the list as sent', "list"
-    ),
+    "command": ReadBack('funcs.go L849: d.Set("command", container.Config.Cmd)'),
+    "entrypoints": ReadBack('funcs.go L850: d.Set("entrypoint", container.Config.Entrypoint): the list as sent'),
     "networksAdvanced": ReadBack(
         "funcs.go L786-795: set from Docker only while the state holds none (import), so the declared set stays",
-        "set",
     ),
     "hostname": ReadBack('funcs.go L847: d.Set("hostname", container.Config.Hostname)'),
     "networkMode": ReadBack('funcs.go L954: d.Set("network_mode", HostConfig.NetworkMode): "host" as sent'),
     "init": ReadBack('funcs.go L864-868: d.Set("init", *HostConfig.Init), false when the daemon stores none'),
     "readOnly": ReadBack('funcs.go L830: d.Set("read_only", HostConfig.ReadonlyRootfs)'),
-    "envs": ReadBack(f"funcs.go L893-898 (issues #242, #269): {NOT_READ}; env is a Set (schema.go L590)", "set"),
-    "labels": ReadBack(f"funcs.go L893-898: {NOT_READ}; labels is a Set (schema.go L833)", "set"),
-    "volumes": ReadBack(f'funcs.go L882 ("// volumes"): {NOT_READ}; a Set (schema.go L434)', "set"),
-    "uploads": ReadBack(f'funcs.go L959 ("upload" can\'t be imported): {NOT_READ}; a Set (schema.go L987)', "set"),
+    "envs": ReadBack(f"funcs.go L893-898 (issues #242, #269): {NOT_READ}; env is a Set (schema.go L590)"),
+    "labels": ReadBack(f"funcs.go L893-898: {NOT_READ}; labels is a Set (schema.go L833)"),
+    "volumes": ReadBack(f'funcs.go L882 ("// volumes"): {NOT_READ}; a Set (schema.go L434)'),
+    "uploads": ReadBack(f'funcs.go L959 ("upload" can\'t be imported): {NOT_READ}; a Set (schema.go L987)'),
     "start": ReadBack(f'funcs.go L831 ("start" can\'t be imported): {NOT_READ}'),
     "attach": ReadBack(f"funcs.go L832: {NOT_READ}"),
     "logs": ReadBack(f"funcs.go L833: {NOT_READ}"),
@@ -221,20 +212,17 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
     "destroyGraceSeconds": ReadBack(f'funcs.go L931 ("destroy_grace_seconds" can\'t be imported): {NOT_READ}'),
     "devices": ReadBack(
         "funcs.go L901-905 (only when declared), structures.go L467-497 flattenDevices; a Set (schema.go L663)",
-        "set",
         _devices,
         _device_config,
     ),
     "deviceRequests": ReadBack(
         "funcs.go L926-930 (only when declared), structures.go L500-524; a Set (schema.go L774)",
-        "set",
         _device_requests,
         _device_request_config,
     ),
-    "groupAdds": ReadBack('funcs.go L974: d.Set("group_add", HostConfig.GroupAdd); a Set (schema.go L1118)', "set"),
+    "groupAdds": ReadBack('funcs.go L974: d.Set("group_add", HostConfig.GroupAdd); a Set (schema.go L1118)'),
     "securityOpts": ReadBack(
         'funcs.go L854: d.Set("security_opts", HostConfig.SecurityOpt), with what dockerd adds; ForceNew, a Set',
-        "set",
         _security_opts,
     ),
     "capabilities": ReadBack(
@@ -263,12 +251,11 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
         "daemon.json `log-opts` keys the container lacks when its driver is the daemon's (moby v28.5.2 "
         "daemon/logs.go L189-209 mergeAndVerifyLogConfig, daemon/create.go L204): declare every key the "
         "daemon sets, or the ForceNew map replaces the container on every deploy",
-        "map",
     ),
     "ports": ReadBack(
         "funcs.go L797-805 (when declared and running or must_run), structures.go L35-59 flattenContainerPorts: "
-        "a List ordered by internal port, ip and protocol always set (schema.go L487)",
-        "list",
+        "a List ordered by internal port, ip and protocol always set (schema.go L487); the diff ignores its order "
+        "(DiffSuppressFunc, schema.go L534)",
         _ports,
         _port_config,
     ),
@@ -279,6 +266,9 @@ CONTAINER_READ_BACK: dict[str, ReadBack] = {
         config=_health_config,
     ),
 }
+
+
+CONTAINER_READ_BACK = {key: replace(entry, key=key) for key, entry in _READ_BACK.items()}
 
 
 def as_stored(key: str, declared: Any, **inputs: Any) -> Any:
