@@ -142,7 +142,10 @@ def autonamed(type_token: str, inputs: Mapping[str, Any]) -> bool:
 
 
 def _mock_engine(
-    records: list[dict[str, Any]], mock_outputs: dict[str, dict[str, Any]], run_results: Mapping[str, tuple[int, str]]
+    records: list[dict[str, Any]],
+    mock_outputs: dict[str, dict[str, Any]],
+    run_results: Mapping[str, tuple[int, str]],
+    read_back: Mapping[str, Mapping[str, Any]],
 ) -> tuple[Any, type[Any]]:
     import threading
 
@@ -164,7 +167,7 @@ def _mock_engine(
             elif args.typ == "docker:index/container:Container" and args.inputs.get("attach"):
                 # A container the provider waits for (attach): the exit code and output a run leaves in its state.
                 code, logs = run_results.get(args.name, (0, ""))
-                computed = {"exitCode": code, "containerLogs": logs}
+                computed = {"exitCode": code, "containerLogs": logs, **read_back.get(args.name, {})}
             this_call.inputs, this_call.computed = args.inputs, computed
             return mock_id(args.name), {**args.inputs, **computed}
 
@@ -243,12 +246,15 @@ def synthesize(
     secrets: Mapping[str, str] | None = None,
     project_dir: Path = ROOT,
     run_results: Mapping[str, tuple[int, str]] | None = None,
+    read_back: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Plan:
     """Run the program of `project_dir` for `stack` under the mock engine and return what it declared.
 
     `config` defaults to `stacks/Pulumi.<stack>.yaml`; its `{secure: ...}` values become secrets.
     `secrets` adds plaintext values that the program sees as Pulumi secrets (for tests).
     `run_results`: (exit code, output) of attached one-shot containers by resource name; others exit 0.
+    `read_back`: outputs (camelCase) the provider read back for an attached one-shot container by resource name,
+    where the daemon changed what it was given (components/docker/daemon.py); others read back their inputs.
     Raises ProgramRefused when the program stops with pulumi.RunError (a refused configuration).
     """
     import pulumi
@@ -265,7 +271,7 @@ def synthesize(
 
     records: list[dict[str, Any]] = []
     mock_outputs: dict[str, dict[str, Any]] = {}
-    mocks, monitor_class = _mock_engine(records, mock_outputs, run_results or {})
+    mocks, monitor_class = _mock_engine(records, mock_outputs, run_results or {}, read_back or {})
     settings.ROOT.set(None)  # a fresh root stack per synth, also when called repeatedly in one process
     # What a refused run left pending (an apply that raised) must not fail the next one: cleared as pulumi's own
     # mock test decorator does (pulumi/runtime/mocks.py `test`: SETTINGS.rpc_manager.clear(); SETTINGS.outputs.clear()).

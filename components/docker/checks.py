@@ -27,6 +27,7 @@ import pulumi_docker as docker
 from schema.checks import ChecksConfig, GpuFloors
 from schema.docker import ContainerConfig, HostConfig
 
+from .daemon import PROBE_MEMORY_MIB, read_back_findings
 from .deadlines import create_timeouts
 from .environment import container_envs
 from .logs import log_args
@@ -144,11 +145,23 @@ def summary(logs: str | None) -> str:
     return "\n".join(f"  | {line}" for line in lines[-LOG_LINES_SHOWN:]) or "  (no output)"
 
 
-def verdict(check: docker.Container, what: str, strict: bool) -> pulumi.Output[docker.Container]:
-    """The check container once it has passed. A failure raises (strict) or is a warning; either names `what`."""
+def verdict(
+    check: docker.Container, what: str, strict: bool, daemon_inputs: Mapping[str, Any] | None = None
+) -> pulumi.Output[docker.Container]:
+    """The check container once it has passed. A failure raises (strict) or is a warning; either names `what`.
+    `daemon_inputs` (the preflight's): what it was given that the daemon may change (components/docker/daemon.py);
+    a daemon that changed it back fails the host whatever `strict` says, since every `pulumi up` would then replace
+    or update every container of the host."""
 
     def judge(result: list[Any]) -> docker.Container:
-        code, logs = result
+        code, logs, log_opts, memory, memory_swap = result
+        stored = {"logOpts": log_opts, "memory": memory, "memorySwap": memory_swap}
+        changed = read_back_findings(daemon_inputs, stored) if daemon_inputs is not None else []
+        if changed:
+            raise pulumi.RunError(
+                f"{what}: the Docker daemon changes what the provider reads back:\n"
+                + "\n".join(f"  - {finding}" for finding in changed)
+            )
         if code == 0:
             return check
         message = f"{what} failed (exit code {code}):\n{summary(logs)}"
@@ -157,7 +170,9 @@ def verdict(check: docker.Container, what: str, strict: bool) -> pulumi.Output[d
         pulumi.log.warn(message, resource=check)
         return check
 
-    return pulumi.Output.all(check.exit_code, check.container_logs).apply(judge)
+    return pulumi.Output.all(
+        check.exit_code, check.container_logs, check.log_opts, check.memory, check.memory_swap
+    ).apply(judge)
 
 
 @dataclass(frozen=True)
@@ -172,6 +187,13 @@ class HostChecksArgs:
     """Partition name -> key of `rocm-stack:images` that its container runs (the workload's image when claimed)."""
     image_rocm: Mapping[str, str | None]
     """The ROCm release of each image key the host runs (None: unknown, refused by the config checks)."""
+
+    @property
+    def daemon_inputs(self) -> dict[str, Any]:
+        """What the preflight is given that a daemon setting may change (camelCase, as read back): the host's log
+        options, and a memory limit with no swap where a partition of the host has a memory limit."""
+        memory = {"memory": PROBE_MEMORY_MIB, "memorySwap": PROBE_MEMORY_MIB}
+        return {"logOpts": self.host.logs.opts, **(memory if any(c.memory for c in self.host.containers) else {})}
 
     @property
     def preflight_strict(self) -> bool:
@@ -194,7 +216,8 @@ def preflight_container(
     command = preflight_command(args.host, rocm)
     return docker.Container(
         f"{args.host.name}-preflight",
-        name=f"preflight-{content_hash(command, image_key)}",
+        # What it probes is in its name: a new probe is a new preflight, judged afresh.
+        name=f"preflight-{content_hash(command, image_key, args.daemon_inputs)}",
         image=image,
         command=command,
         envs=[f"PYTHONPATH={PROGRAM_PARENT}"],
@@ -208,6 +231,9 @@ def preflight_container(
         ],
         labels=check_labels("preflight", strict=args.preflight_strict),
         **log_args(args.host.logs),
+        # The probe of the daemon (args.daemon_inputs), judged by `verdict`.
+        memory=args.daemon_inputs.get("memory"),
+        memory_swap=args.daemon_inputs.get("memorySwap"),
         restart="no",
         must_run=False,
         attach=True,

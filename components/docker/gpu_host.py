@@ -192,7 +192,9 @@ class GpuHost(pulumi.ComponentResource):
         key = checks.partition_images[min(checks.partition_images)]
         self.programs = check_programs_volume(host.name, on_host)
         self.preflight = preflight_container(checks, key, self.images[key].image_id, self.programs, on_host)
-        preflight_passed = verdict(self.preflight, f"host {host.name}: preflight", strict=checks.preflight_strict)
+        preflight_passed = verdict(
+            self.preflight, f"host {host.name}: preflight", checks.preflight_strict, checks.daemon_inputs
+        )
         after_preflight = pulumi.ResourceOptions.merge(on_host, pulumi.ResourceOptions(depends_on=[preflight_passed]))
         for c in host.containers:
             key = checks.partition_images[c.name]
