@@ -39,6 +39,7 @@ from conftest import (
 )
 from policy.rocm_policy import offline, rules
 from schema import load
+from components.docker.daemon import PROBE_MEMORY_MIB
 from tools.synth import docker_create_args, synthesize
 
 P = "rocm-stack:"
@@ -179,6 +180,8 @@ def test_log_rotation_and_memory_come_from_the_config():
         # The monitoring exporters have fixed limits of their own (components/monitoring/docker_host.py).
         limits = (i.get("memory"), i.get("memorySwap"))
         expected = {"rocm-stack-node-exporter": 128, "rocm-stack-cadvisor": 512}.get(name)
+        if name.startswith("preflight-"):  # its probe of the daemon (components/docker/daemon.py)
+            expected = PROBE_MEMORY_MIB
         if name == "train" or name.startswith("gpucheck-train-"):
             expected = 49152
         assert limits == (expected, expected), name

@@ -191,9 +191,9 @@ class HostChecksArgs:
     @property
     def daemon_inputs(self) -> dict[str, Any]:
         """What the preflight is given that a daemon setting may change (camelCase, as read back): the host's log
-        options, and a memory limit with no swap where a partition of the host has a memory limit."""
-        memory = {"memory": PROBE_MEMORY_MIB, "memorySwap": PROBE_MEMORY_MIB}
-        return {"logOpts": self.host.logs.opts, **(memory if any(c.memory for c in self.host.containers) else {})}
+        options, and a memory limit with no swap, as its partitions with a `memory` and the monitoring exporters
+        have (components/monitoring/docker_host.py)."""
+        return {"logOpts": self.host.logs.opts, "memory": PROBE_MEMORY_MIB, "memorySwap": PROBE_MEMORY_MIB}
 
     @property
     def preflight_strict(self) -> bool:
@@ -232,8 +232,8 @@ def preflight_container(
         labels=check_labels("preflight", strict=args.preflight_strict),
         **log_args(args.host.logs),
         # The probe of the daemon (args.daemon_inputs), judged by `verdict`.
-        memory=args.daemon_inputs.get("memory"),
-        memory_swap=args.daemon_inputs.get("memorySwap"),
+        memory=args.daemon_inputs["memory"],
+        memory_swap=args.daemon_inputs["memorySwap"],
         restart="no",
         must_run=False,
         attach=True,

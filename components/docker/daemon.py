@@ -4,8 +4,8 @@ preflight's judgement of them.
 terraform-provider-docker v4.5.0 ("TFD") stores what ContainerInspect reports (components/docker/readback.py), and
 the next `pulumi up` diffs the declaration against it. A daemon that gives a container more than it was given makes
 that diff permanent: `log_opts` is ForceNew (every container replaced on every `up`), `memory_swap` and `memory` an
-update that never sticks. The host's preflight is created by the same daemon with the same log options (and, where a
-partition of the host has a memory limit, a memory limit), before anything else of the host: `read_back_findings`
+update that never sticks. The host's preflight is created by the same daemon with the same log options and a memory limit without swap (as the monitoring exporters and partitions with a `memory`
+have), before anything else of the host: `read_back_findings`
 compares what the daemon gave it back with what it was given, and the stack stops there, naming the keys and the fix.
 
 Every setting below was run on a private dockerd 20.10.24 with all of them in its daemon.json
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# The memory limit the preflight declares where a partition of its host has one: the one-shot program reads files.
+# The preflight's memory limit: the one-shot program reads files.
 PROBE_MEMORY_MIB = 256
 
 
@@ -51,15 +51,14 @@ DAEMON_SETTINGS: tuple[DaemonSetting, ...] = (
         "-1 back (funcs.go L940-944) and every `up` updates `memory_swap` again",
         "memorySwap",
         "enable swap accounting: boot with `swapaccount=1` (cgroup v1) or a cgroup v2 kernel with "
-        "CONFIG_MEMCG_SWAP (`docker info` then shows no 'No swap limit support' warning), or remove "
-        "hosts[].containers[].memory",
+        "CONFIG_MEMCG_SWAP (`docker info` then shows no 'No swap limit support' warning)",
     ),
     DaemonSetting(
         "memory cgroup (kernel)",
         "without it a memory limit is dropped: Memory = 0, MemorySwap = -1 (same function, v20.10.24 L434-438, "
         "v28.5.2 L423-426); TFD reads both back (funcs.go L932, L940-944)",
         "memory",
-        "mount the memory cgroup (boot without cgroup_disable=memory), or remove hosts[].containers[].memory",
+        "mount the memory cgroup (boot without cgroup_disable=memory)",
     ),
     DaemonSetting(
         "default-ulimits",
