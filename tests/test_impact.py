@@ -376,9 +376,16 @@ def test_a_changed_label_value_replaces_through_the_set_rule(dev_plan):
     assert serve.meaning.startswith(f"replaces vLLM server `qwen-small` on `workstation/serve` ({grace}")
 
 
-def test_a_cpuset_change_is_a_live_docker_update(dev_plan):
+def test_a_cpuset_change_replaces_the_partition_and_is_live_only_without_the_option(dev_plan):
+    """A partition's limits replace it (components/docker/gpu_host.py LIMITS_REPLACE); a container without the
+    option gets the change by `docker update`."""
     head = edited(dev_plan, CONTAINER, "workstation-train", lambda r: r["inputs"].update(cpuSet="0-3"))
     train = by_name(report_of(dev_plan, head))[(CONTAINER, "workstation-train")]
+    assert train.action is Action.DELETE_REPLACE and train.replaced_by == [("cpuSet", "pulumi.replace-on-changes")]
+    base = edited(dev_plan, CONTAINER, "workstation-train", lambda r: r.update(replace_on_changes=[]))
+    head = copy.deepcopy(base)
+    next(r for r in head["resources"] if r["name"] == "workstation-train")["inputs"].update(cpuSet="0-3")
+    train = by_name(report_of(base, head))[(CONTAINER, "workstation-train")]
     assert train.action is Action.UPDATE and not train.stops_container
     assert "`docker update` of `cpuSet`, no restart" in train.meaning
 

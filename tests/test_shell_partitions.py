@@ -12,6 +12,7 @@ import copy
 from schema.docker import SHELL_COMMAND
 from tools.impact_rules import Action
 from tools.synth import synthesize
+from components.docker.gpu_host import LIMITS_REPLACE
 from conftest import CONTAINER, on_gpu_hosts, partition_of
 from test_impact import by_name, report_of
 
@@ -81,8 +82,9 @@ def test_every_shell_runs_under_an_init_that_forwards_the_stop_signal(prod_plan)
     for plan in (synthesize("dev", readme_stack()), own_command, prod_plan):
         for container in on_gpu_hosts(plan, CONTAINER):
             assert container["inputs"].get("init") is True, container["name"]
-            # `init` is not ForceNew and the provider's update never applies it: replaceOnChanges does.
-            assert container["replace_on_changes"] == ["init"], container["name"]
+            # `init` is not ForceNew and the provider's update never applies it: replaceOnChanges does (as for the
+            # limits, tests/test_impact_limits.py).
+            assert container["replace_on_changes"] == sorted(["init", *LIMITS_REPLACE]), container["name"]
     workloads = [c for c in prod_plan.of_type(CONTAINER) if c["aliases"] and not c["inputs"].get("attach")]
     assert workloads and not any(c["inputs"].get("init") for c in workloads)
 

@@ -20,6 +20,7 @@ from components.docker.checks import CHECK_LABEL
 from components.docker.provider_schema import (
     CONTAINER,
     DOCKER_LIVE_UPDATES,
+    DOCKER_UNREMOVABLE,
     DOCKER_SCHEMAS,
     MAP,
     NETWORK,
@@ -327,22 +328,42 @@ def _container_meaning(action: Action, old: PlannedResource | None, new: Planned
     return f"replaces {role}: {after}"
 
 
-def _update_meaning(resource: PlannedResource, updated: list[Reason]) -> tuple[str, list[str]]:
+def _removed_limits(old: PlannedResource, new: PlannedResource) -> list[str]:
+    """Limits the update applies live that the new inputs drop: TFD sends 0 or "" for them, which dockerd reads as
+    "unchanged" (rule moby.update-keeps-unset)."""
+    return [p for p in DOCKER_UNREMOVABLE if old.inputs.get(p) and not new.inputs.get(p)]
+
+
+def _update_meaning(old: PlannedResource, resource: PlannedResource, updated: list[Reason]) -> tuple[str, list[str]]:
     if resource.type == CONTAINER:
         paths = sorted({path.split(".")[0].split("[")[0] for path, _ in updated})
-        live = [p for p in paths if p in DOCKER_LIVE_UPDATES]
+        removed = _removed_limits(old, resource)
+        live = [p for p in paths if p in DOCKER_LIVE_UPDATES and p not in removed]
         state_only = [p for p in paths if p not in DOCKER_LIVE_UPDATES and p != "mustRun"]
-        parts = []
+        parts, rules = [], ["tfd.container-update"]
         if live:
             parts.append(f"`docker update` of {', '.join(f'`{p}`' for p in live)}, no restart")
-        if "mustRun" in paths and resource.inputs.get("mustRun"):
-            parts.append("starts it if stopped")
+        if removed:
+            parts.append(
+                f"{', '.join(f'`{p}`' for p in removed)} removed: dockerd keeps the running container's limit (the "
+                "update sends 0 or an empty cpuset, which it reads as unchanged), and every refresh reads it back: "
+                "replace the container (`pulumi up --replace <its URN>`) to remove it"
+            )
+            rules.append("moby.update-keeps-unset")
+        if "mustRun" in paths:
+            parts.append(
+                "starts it if stopped"
+                if resource.inputs.get("mustRun")
+                else "from now on a container stopped by hand stays stopped: `pulumi up` neither starts nor replaces "
+                "it (tfd.container-read-stopped)"
+            )
+            rules += [] if resource.inputs.get("mustRun") else ["tfd.container-read-stopped"]
         if state_only:
             parts.append(
                 f"{', '.join(f'`{p}`' for p in state_only)} only recorded in the state: the running container keeps "
                 "the old value until it is next replaced"
             )
-        return f"{_container_role(resource)}: {'; '.join(parts)}", ["tfd.container-update"]
+        return f"{_container_role(resource)}: {'; '.join(parts)}", rules
     if resource.type == DOCKER_PROVIDER:
         return (
             f"the Docker endpoint of `{resource.name}` changes; its containers are not moved (the same daemon must "
@@ -509,6 +530,13 @@ def _changed(
                     "; the new container is created while the old one, deleted at the end, still holds the Docker "
                     "name: `pulumi up` fails there unless the move is declared as an alias"
                 )
+        removed = _removed_limits(old, new) if new.type == CONTAINER else []
+        if removed and any(rule == "pulumi.replace-on-changes" for _, rule in replaced_by):
+            how.append("moby.update-keeps-unset")
+            meaning += (
+                f"; replaced, not updated, to remove its {', '.join(f'`{p}`' for p in removed)}: `docker update` "
+                "cannot remove a limit"
+            )
         if new.protect or old.protect:
             how.append("pulumi.protect")
             meaning += "; it is protected: `pulumi up` stops with an error instead"
@@ -523,7 +551,7 @@ def _changed(
             stops_container=new.type == CONTAINER and not old.inputs.get("attach"),
             runs_check=_runs_check(action, new),
         )
-    meaning, how = _update_meaning(new, updated)
+    meaning, how = _update_meaning(old, new, updated)
     if new.ignore_changes and new.type.startswith("kubernetes:") and new.type != HELM_RELEASE:
         how.append("k8s.ssa-ignore-changes")  # the ignored paths keep their live values
     return Impact(

@@ -123,6 +123,21 @@ RULES: dict[str, Rule] = {
         "keeps the old value until it is next replaced",
         "TFD internal/provider/resource_docker_container_funcs.go resourceDockerContainerUpdate L991-1077",
     ),
+    "tfd.container-read-stopped": Rule(
+        "a container declared with mustRun false that is found stopped is left alone: Read keeps the state's ports "
+        "and mustRun, so nothing changes; with mustRun true Read stores a stopped container's published ports as "
+        "none, and `ports` is ForceNew: the next `pulumi up` replaces it instead of starting it",
+        "TFD internal/provider/resource_docker_container_funcs.go resourceDockerContainerRead L797-823; "
+        "resource_docker_container.go L122-127 (must_run: 'If `false`, Terraform leaves the container alone'), "
+        "L1193-1196 (ports of another length are never suppressed); measured: tests/e2e/test_e2e_stopped.py",
+    ),
+    "moby.update-keeps-unset": Rule(
+        "a removed memory, memory swap, reservation, CPU shares or cpuset limit never reaches the running "
+        "container: TFD's update sends 0 or an empty string for it (the block-IO sets not at all), which dockerd "
+        "reads as unchanged; the limit stays and every refresh reads it back",
+        "TFD internal/provider/resource_docker_container_funcs.go L1032-1068; moby/moby "
+        "container/container_unix.go UpdateContainer L270-303 @ v28.5.2; measured: tests/e2e/test_e2e_limits.py",
+    ),
     "tfd.container-delete": Rule(
         "deleting a container stops it with destroyGraceSeconds as the timeout (0 when unset: SIGKILL right after "
         "the stop signal), then removes it; a one-shot (attach) container is removed without a stop",

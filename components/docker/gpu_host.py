@@ -82,6 +82,16 @@ def rocm_access(
     }
 
 
+# The limits of a partition's container, which a change replaces (the resource option replaceOnChanges): `docker
+# update` cannot remove one. TFD's update sends 0 or "" for a removed limit (resource_docker_container_funcs.go
+# L1032-1068), which dockerd reads as "unchanged" (moby container/container_unix.go UpdateContainer L285-303 @
+# v28.5.2; tests/e2e/test_e2e_limits.py): the limit would stay while the state said none, and every refresh would
+# read it back. No new input tells a removal from a change without one on every container, which would replace every
+# prod partition once (their cpusets come from the topology); a new limit is rare and mostly comes with a GPU move,
+# which replaces the container anyway.
+LIMITS_REPLACE = ("memory", "memorySwap", "cpuSet")
+
+
 def _memory_args(container: ContainerConfig) -> dict[str, int]:
     """The partition's memory limit in the provider's MiB, with `memory_swap` equal to it: no swap for a GPU
     partition, and what the provider reads back. Unset, the daemon stores MemorySwap = 2 x Memory (moby v20.10.24
@@ -239,8 +249,12 @@ class GpuHost(pulumi.ComponentResource):
             ]
             or None,
             restart=c.restart,
-            must_run=True,
+            # A shell a person stopped stays stopped (with must_run true the provider would replace one that publishes
+            # ports: tests/e2e/test_e2e_stopped.py).
+            must_run=False,
             **graceful_stop(c.stop_grace_seconds),
             **with_init(),
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(replace_on_changes=list(INIT_REPLACES))),
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(replace_on_changes=[*INIT_REPLACES, *LIMITS_REPLACE])
+            ),
         )

@@ -16,7 +16,7 @@ from schema.docker import ContainerConfig, HostConfig, SecurityProfile
 from schema.workloads import partition_size
 from .deadlines import create_timeouts
 from .environment import container_envs
-from .gpu_host import GpuHost, pulled_image, rocm_access, visibility_env
+from .gpu_host import LIMITS_REPLACE, GpuHost, pulled_image, rocm_access, visibility_env
 from .stop import graceful_stop
 
 
@@ -82,7 +82,6 @@ class WorkloadContainerArgs:
     shm_size_bytes: int
     security_profile: SecurityProfile
     restart: str
-    must_run: bool
     stop_grace_seconds: int
     """From SIGTERM to SIGKILL when the container stops (components/docker/stop.py)."""
     max_retry_count: int | None = None
@@ -132,7 +131,9 @@ def workload_container(
         healthcheck=args.healthcheck,
         restart=args.restart,
         max_retry_count=args.max_retry_count,
-        must_run=args.must_run,
+        # A container a person stopped stays stopped: with must_run true the provider's Read would store no ports for
+        # one that publishes some, and the next `pulumi up` would replace it (tests/e2e/test_e2e_stopped.py).
+        must_run=False,
         wait=args.wait_timeout_seconds is not None or None,
         wait_timeout=args.wait_timeout_seconds,
         **graceful_stop(args.stop_grace_seconds),
@@ -141,6 +142,7 @@ def workload_container(
             provider=partition.provider,
             depends_on=[*partition.gates, *args.after],
             custom_timeouts=create_timeouts(args.wait_timeout_seconds or 0),
+            replace_on_changes=list(LIMITS_REPLACE),
             # Stacks deployed before hold the container under its workload: the engine finds it there (its old URN,
             # pulumi step_generator.go getOldResource) and moves it instead of creating it beside the old one.
             aliases=[pulumi.Alias(parent=workload)],

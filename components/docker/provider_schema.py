@@ -321,6 +321,9 @@ DOCKER_LIVE_UPDATES = (
     "deviceWriteBps",
     "deviceWriteIops",
 )
+# Those a removal never reaches: the update sends 0 or "" (the block-IO sets: nothing), which dockerd reads as
+# "unchanged" (moby container/container_unix.go UpdateContainer L270-303 @ v28.5.2); the restart policy is sent whole.
+DOCKER_UNREMOVABLE = tuple(p for p in DOCKER_LIVE_UPDATES if p not in ("restart", "maxRetryCount"))
 
 # A TypeList whose order the provider's diff ignores: `ports` has a DiffSuppressFunc that suppresses every key of a
 # list of the same length whose each old port is found in the new one by internal port, with the same protocol,

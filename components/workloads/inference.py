@@ -661,7 +661,6 @@ class DockerVllm(pulumi.ComponentResource):
                     shm_size_bytes=int(inference.shm_size),
                     security_profile=args.security_profile,
                     restart="unless-stopped",
-                    must_run=True,
                     stop_grace_seconds=placement.stop_grace_seconds,
                     volumes=[
                         docker.ContainerVolumeArgs(
@@ -749,7 +748,8 @@ class DockerVllm(pulumi.ComponentResource):
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=["CHOWN", "SETGID", "SETUID"]),
             security_opts=["no-new-privileges"],
             restart="unless-stopped",
-            must_run=True,
+            # Stopped by hand, it stays stopped, as its server does (components/docker/partitions.py).
+            must_run=False,
             **log_args(partition.host.logs),
             # nginx finishes the requests in flight on SIGQUIT (SIGTERM drops them), within vLLM's own grace.
             destroy_grace_seconds=grace,

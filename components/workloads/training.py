@@ -669,7 +669,6 @@ class DockerTraining(pulumi.ComponentResource):
                     security_profile=args.security_profile,
                     restart="on-failure",
                     max_retry_count=placement.max_retries,
-                    must_run=False,
                     stop_grace_seconds=placement.stop_grace_seconds,
                     volumes=[docker.ContainerVolumeArgs(host_path=host_dir, container_path=CHECKPOINT_MOUNT)],
                     uploads=uploads,
