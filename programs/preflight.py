@@ -12,6 +12,11 @@ Checks (each finding names the value seen and the fix):
                   the IOMMU off (ROCm/system-acceptance-docs docs/gpus/mi300a.md L154).
   driver          /sys/module/amdgpu/version is a driver that supports every --rocm release (DRIVER_ROCM).
   gpu_count       GPU nodes of the KFD topology equal --expect-gpus (hosts[].gpus).
+  docker_stop     with --stop-grace N (the longest stop grace of the host's containers): systemd gives dockerd at least
+                  N + 5 s to stop (docker.service's TimeoutStopSec, from the unit files under --root's etc/ and
+                  lib/systemd), or a daemon stop or reboot SIGKILLs the containers before their grace ends.
+  live-restore    (a note) a running dockerd with live-restore leaves its containers running on a daemon stop,
+                  without any signal: stop them first with `docker stop -t N`.
 Output: one JSON object with --json, else text. Exit 0: no finding; 1: findings; 2: bad arguments.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -199,12 +205,190 @@ def check_gpu_count(root: Path, expected: int, report: Report) -> None:
         )
 
 
-def preflight(root: Path, host: str, expect_gpus: int, gpu_model: str, rocm: list[str]) -> Report:
+# dockerd's stop. On SIGTERM it stops every running container with the container's own stop timeout and waits the
+# longest of them plus 5 s (moby/moby v28.5.2 daemon/daemon.go L1247-1266 shutdownTimeout, `graceTimeout := 5`;
+# Shutdown L1270-1303), unless live-restore is on: then it returns at once and leaves them running, unsignalled
+# (L1276-1282). systemd SIGKILLs dockerd when its stop takes longer than the unit's TimeoutStopSec; Docker's unit
+# sets none (contrib/init/systemd/docker.service @ v28.5.2: TimeoutStartSec=0 only; Debian's docker.io the same), so
+# the manager's DefaultTimeoutStopSec applies, 90 s unless system.conf says otherwise (systemd meson_options.txt
+# `option('default-timeout-sec', type : 'integer', value : 90, ...)`; systemd-system.conf(5)).
+DOCKER_UNIT = "docker.service"
+DOCKERD_GRACE_S = 5
+SYSTEMD_DEFAULT_TIMEOUT_S = 90
+# systemd's system unit load path, highest precedence first (systemd.unit(5), "Unit File Load Path"), the
+# directories a host keeps on disk (those under /run hold runtime units only).
+UNIT_DIRS = ("etc/systemd/system", "usr/local/lib/systemd/system", "usr/lib/systemd/system", "lib/systemd/system")
+# The manager's own configuration (systemd-system.conf(5)): system.conf, then its drop-ins by file name.
+MANAGER_CONF = "etc/systemd/system.conf"
+MANAGER_CONF_DIRS = ("etc/systemd/system.conf.d", "usr/lib/systemd/system.conf.d", "lib/systemd/system.conf.d")
+# A time span (systemd.time(7)): numbers with units, a bare number in seconds.
+_SPAN_UNITS = {
+    **dict.fromkeys(("usec", "us", "µs"), 1e-6),
+    **dict.fromkeys(("msec", "ms"), 1e-3),
+    **dict.fromkeys(("seconds", "second", "sec", "s", ""), 1.0),
+    **dict.fromkeys(("minutes", "minute", "min", "m"), 60.0),
+    **dict.fromkeys(("hours", "hour", "hr", "h"), 3600.0),
+    **dict.fromkeys(("days", "day", "d"), 86400.0),
+    **dict.fromkeys(("weeks", "week", "w"), 604800.0),
+    **dict.fromkeys(("months", "month", "M"), 2629800.0),
+    **dict.fromkeys(("years", "year", "y"), 31557600.0),
+}
+_SPAN_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Zµ]*)")
+DOCKER_DAEMON_JSON = "etc/docker/daemon.json"
+
+
+def timespan_seconds(text: str) -> float | None:
+    """Seconds of a systemd time span; None for "infinity" or 0, which disable a stop timeout (systemd.service(5),
+    TimeoutStopSec=: "Pass "infinity" to disable the timeout logic"; 0 in releases before 236)."""
+    text = text.strip()
+    if text == "infinity":
+        return None
+    total, position = 0.0, 0
+    while position < len(text):
+        part = _SPAN_PART.match(text, position)
+        if part is None or part[2] not in _SPAN_UNITS:
+            raise ValueError(f"not a systemd time span: {text!r}")
+        total += float(part[1]) * _SPAN_UNITS[part[2]]
+        position = part.end()
+    if not text:
+        raise ValueError("an empty time span")
+    return total or None
+
+
+def _ini_assignments(path: Path, section: str) -> list[tuple[str, str]]:
+    """(key, value) of `section` in a systemd unit or configuration file, in order (systemd.syntax(7): `#` and `;`
+    start comments, a trailing backslash continues the line)."""
+    try:
+        lines = path.read_text(errors="replace").replace("\\\n", " ").splitlines()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+        return []
+    current, found = None, []
+    for line in lines:
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1]
+        elif current == section and "=" in line:
+            key, _, value = line.partition("=")
+            found.append((key.strip(), value.strip()))
+    return found
+
+
+def _drop_ins(root: Path, dirs: list[Path]) -> list[Path]:
+    """The `*.conf` files of `dirs` (highest precedence first): one per file name, applied in file-name order."""
+    chosen: dict[str, Path] = {}
+    for directory in dirs:
+        for conf in sorted((root / directory).glob("*.conf")) if (root / directory).is_dir() else []:
+            chosen.setdefault(conf.name, conf)
+    return [chosen[name] for name in sorted(chosen)]
+
+
+def docker_stop_timeout(root: Path) -> tuple[float | None, str] | None:
+    """(seconds, where it is set) of docker.service's stop timeout (None seconds: no timeout), or None without
+    the unit. The unit file is the first on the load path; its drop-ins (`docker.service.d/`, and `service.d/` for
+    every service) follow; the last TimeoutStopSec= or TimeoutSec= wins, an empty one resets to the default."""
+    unit = next((root / d / DOCKER_UNIT for d in UNIT_DIRS if (root / d / DOCKER_UNIT).is_file()), None)
+    if unit is None:
+        return None
+    files = [unit, *_drop_ins(root, [Path(d) / f"{DOCKER_UNIT}.d" for d in UNIT_DIRS])]
+    files += [
+        f for f in _drop_ins(root, [Path(d) / "service.d" for d in UNIT_DIRS]) if f.name not in {x.name for x in files}
+    ]
+    setting: tuple[str, str] | None = None
+    for path in files:
+        for key, value in _ini_assignments(path, "Service"):
+            if key in ("TimeoutStopSec", "TimeoutSec"):
+                setting = (value, f"{key}= in /{path.relative_to(root)}") if value else None
+    if setting is None:
+        default = (f"{SYSTEMD_DEFAULT_TIMEOUT_S}s", "systemd's default (DefaultTimeoutStopSec unset)")
+        for path in [root / MANAGER_CONF, *_drop_ins(root, [Path(d) for d in MANAGER_CONF_DIRS])]:
+            for key, value in _ini_assignments(path, "Manager"):
+                if key == "DefaultTimeoutStopSec" and value:
+                    default = (value, f"DefaultTimeoutStopSec= in /{path.relative_to(root)}")
+        setting = default
+    return timespan_seconds(setting[0]), setting[1]
+
+
+def check_docker_stop(root: Path, grace: int, report: Report) -> None:
+    found = docker_stop_timeout(root)
+    if found is None:
+        report.notes.append(f"no systemd unit {DOCKER_UNIT} under /etc or /lib/systemd: dockerd's stop not checked")
+        return
+    seconds, where = found
+    report.facts["docker_stop_timeout_s"] = seconds
+    needed = grace + DOCKERD_GRACE_S
+    if seconds is not None and seconds < needed:
+        report.findings.append(
+            Finding(
+                "docker_stop",
+                f"systemd SIGKILLs dockerd {seconds:g} s into its stop ({where}); its containers' stop grace is up to "
+                f"{grace} s, and dockerd waits it plus {DOCKERD_GRACE_S} s",
+                f"TimeoutStopSec >= {needed} s for {DOCKER_UNIT}",
+                f"a drop-in /etc/systemd/system/{DOCKER_UNIT}.d/rocm-stack-stop.conf with `[Service]` "
+                f"`TimeoutStopSec={needed + 25}s`, then `systemctl daemon-reload` (docs/operations.md)",
+            )
+        )
+
+
+def _dockerd_configs(root: Path) -> list[tuple[str, list[str]]]:
+    """(pid, argv) of every dockerd process in root/proc (the host's PID namespace)."""
+    found = []
+    for proc in (root / "proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if argv and Path(argv[0]).name == "dockerd":
+            found.append((proc.name, [a for a in argv if a]))
+    return found
+
+
+def live_restore(root: Path, argv: list[str]) -> tuple[bool, str]:
+    """Whether dockerd runs with live-restore, and where that is set: its --live-restore flag, else
+    `"live-restore"` in its --config-file (default /etc/docker/daemon.json, read under `root`)."""
+    for arg in argv:
+        if arg == "--live-restore" or arg.startswith("--live-restore="):
+            return arg.partition("=")[2] in ("", "true", "1"), f"{arg} on its command line"
+    config = f"/{DOCKER_DAEMON_JSON}"
+    for index, arg in enumerate(argv):
+        if arg == "--config-file" and index + 1 < len(argv):
+            config = argv[index + 1]
+        elif arg.startswith("--config-file="):
+            config = arg.partition("=")[2]
+    try:
+        data = json.loads((root / config.lstrip("/")).read_text())
+    except (OSError, ValueError):
+        return False, config
+    on = isinstance(data, dict) and data.get("live-restore") is True
+    return on, f'"live-restore": true in {config}' if on else config
+
+
+def check_live_restore(root: Path, report: Report) -> None:
+    for pid, argv in _dockerd_configs(root):
+        on, where = live_restore(root, argv)
+        if on:
+            report.facts["live_restore"] = True
+            report.notes.append(
+                f"dockerd (pid {pid}) runs with live-restore ({where}): stopping or restarting it leaves the "
+                "containers running without any signal, and a reboot then stops them without their grace: before "
+                "a daemon stop or a reboot, stop them with `docker stop -t <their grace>` (docs/operations.md)"
+            )
+
+
+def preflight(
+    root: Path, host: str, expect_gpus: int, gpu_model: str, rocm: list[str], stop_grace: int | None = None
+) -> Report:
     report = Report(host)
     check_numa_balancing(root, report)
     check_iommu(root, gpu_model, report)
     check_driver(root, rocm, report)
     check_gpu_count(root, expect_gpus, report)
+    if stop_grace is not None:
+        check_docker_stop(root, stop_grace, report)
+    check_live_restore(root, report)
     return report
 
 
@@ -224,13 +408,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--rocm", action="append", default=[], metavar="X.Y", help="ROCm release of an image the host runs (repeatable)"
     )
+    p.add_argument(
+        "--stop-grace",
+        type=int,
+        metavar="SECONDS",
+        help="the longest stop grace of the host's containers: docker.service must give dockerd that + 5 s to stop",
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.expect_gpus < 1:
         p.error("--expect-gpus must be >= 1")
     if not (args.root / "proc").is_dir():
         p.error(f"{args.root}/proc is not a directory: mount the host's /proc and /sys under --root")
-    data = preflight(args.root, args.host, args.expect_gpus, args.gpu_model, args.rocm).to_json()
+    data = preflight(args.root, args.host, args.expect_gpus, args.gpu_model, args.rocm, args.stop_grace).to_json()
     print(json.dumps(data) if args.json else text_report(data), flush=True)
     return 0 if data["verdict"] == "pass" else 1
 

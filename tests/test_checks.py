@@ -150,3 +150,44 @@ def test_docker_vllm_is_awaited_healthy_for_its_startup_timeout(prod_plan):
         # wait needs a healthcheck (the provider errors without one); 1800 s startup + one 30 s interval + 10 s probe.
         assert i["wait"] is True and i["healthcheck"]["startPeriod"] == "30m0s"  # Go's form of 1800 s
         assert i["waitTimeout"] == 1800 + 30 + 10
+
+
+def test_each_preflight_checks_that_dockerds_stop_fits_the_longest_grace_of_its_host(prod_plan):
+    """programs/preflight.py docker_stop: systemd must give dockerd the host's longest stop grace + 5 s; it reads
+    docker.service and systemd's configuration from the host's /etc and /lib/systemd, and dockerd's daemon.json
+    (live-restore), all read-only (issue 35 item 6)."""
+    graces = {}
+    for check in check_containers(prod_plan):
+        inputs = check["inputs"]
+        if not inputs["name"].startswith("preflight-"):
+            continue
+        command = inputs["command"]
+        graces[command[command.index("--host") + 1]] = int(command[command.index("--stop-grace") + 1])
+        mounts = {v["hostPath"]: (v["containerPath"], v.get("readOnly")) for v in inputs["volumes"] if "hostPath" in v}
+        for path in ("/proc", "/sys", "/etc/docker", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd"):
+            assert mounts[path] == (f"/host{path}", True), (inputs["name"], path)
+    # Training (300 s) on gpu-node-1/2, vLLM (120 s) beside a shell (30 s) on gpu-node-3/4.
+    assert graces == {"gpu-node-1": 300, "gpu-node-2": 300, "gpu-node-3": 120, "gpu-node-4": 120}
+
+
+def test_day2_the_stop_check_reruns_each_preflight_and_touches_nothing_else(prod_plan):
+    """The first `pulumi up` with it: each host's preflight has a new command (a new name: a new check container,
+    created before the old one is deleted), which runs again; the partitions depend on its verdict only, so none is
+    replaced. In prod a host whose docker.service lacks the drop-in fails there (docs/operations.md)."""
+    from test_impact import by_name as impacts_of, report_of
+
+    head = prod_plan.to_json()
+    base = json.loads(json.dumps(head))
+    for resource in base["resources"]:
+        command = resource["inputs"].get("command") or []
+        if resource["type"] == CONTAINER and "--stop-grace" in command:
+            at = command.index("--stop-grace")
+            del command[at : at + 2]
+            resource["inputs"]["volumes"] = [
+                v
+                for v in resource["inputs"]["volumes"]
+                if v.get("hostPath") not in ("/etc/docker", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd")
+            ]
+    impacts = impacts_of(report_of(base, head))
+    assert {name for _, name in impacts} == {f"gpu-node-{n}-preflight" for n in range(1, 5)}
+    assert all(i.runs_check and not i.stops_container for i in impacts.values())

@@ -43,8 +43,10 @@ PROGRAMS_VOLUME = "rocm-stack-check-programs-"
 # What programs/gpucheck.py needs of programs/ (the standard library and torch otherwise), on Docker and Kubernetes.
 GPU_CHECK_PROGRAMS = ("__init__.py", "gpucheck.py")
 CHECK_PROGRAMS = (*GPU_CHECK_PROGRAMS, "preflight.py")
-# Where the preflight sees the host's /proc and /sys (read-only), as node-exporter's docs mount them.
+# Where the preflight sees the host's /proc and /sys (read-only), as node-exporter's docs mount them, and the
+# configuration of the host's dockerd and of systemd's docker.service (programs/preflight.py docker_stop, live-restore).
 HOST_ROOT = "/host"
+HOST_PATHS = ("/proc", "/sys", "/etc/docker", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd")
 LOG_LINES_SHOWN = 20
 # Labels of a check container: which check (tools/verify.py finds them by it), and whether its failure stops what
 # depends on it ("fail") or is only reported ("warn": the preflight in dev).
@@ -100,7 +102,7 @@ def gpucheck_command(gpus: int, floors: GpuFloors, timeout_seconds: int) -> list
     return command
 
 
-def preflight_command(host: HostConfig, rocm: Sequence[str]) -> list[str]:
+def preflight_command(host: HostConfig, rocm: Sequence[str], stop_grace_seconds: int) -> list[str]:
     command = [
         "python3",
         "-m",
@@ -113,6 +115,8 @@ def preflight_command(host: HostConfig, rocm: Sequence[str]) -> list[str]:
         str(host.logical_gpus),
         "--gpu-model",
         host.gpu_model,
+        "--stop-grace",
+        str(stop_grace_seconds),
         "--json",
     ]
     for release in sorted(set(rocm)):
@@ -187,6 +191,8 @@ class HostChecksArgs:
     """Partition name -> key of `rocm-stack:images` that its container runs (the workload's image when claimed)."""
     image_rocm: Mapping[str, str | None]
     """The ROCm release of each image key the host runs (None: unknown, refused by the config checks)."""
+    stop_grace_seconds: int
+    """The longest stop grace of the host's containers: docker.service must give dockerd that long to stop them."""
 
     @property
     def daemon_inputs(self) -> dict[str, Any]:
@@ -213,7 +219,7 @@ def preflight_container(
     it (moby v20.10.24 daemon/archive.go L276-285 containerExtractToDir: Mount, then mountVolumes; v28.0.0
     daemon/archive_unix.go L104 openContainerFS, which binds the volumes into a private mount namespace)."""
     rocm = sorted({r for key in set(args.partition_images.values()) if (r := args.image_rocm.get(key))})
-    command = preflight_command(args.host, rocm)
+    command = preflight_command(args.host, rocm, args.stop_grace_seconds)
     return docker.Container(
         f"{args.host.name}-preflight",
         # What it probes is in its name: a new probe is a new preflight, judged afresh.
@@ -225,7 +231,7 @@ def preflight_container(
         volumes=[
             *(
                 docker.ContainerVolumeArgs(host_path=path, container_path=f"{HOST_ROOT}{path}", read_only=True)
-                for path in ("/proc", "/sys")
+                for path in HOST_PATHS
             ),
             programs_mount(programs, writable=True),
         ],

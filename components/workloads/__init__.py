@@ -104,6 +104,13 @@ def host_checks(cfg: StackConfig, host: HostConfig) -> HostChecksArgs | None:
         image_rocm={
             key: cfg.checks.rocm_version(key, host_images(host, cfg.images)[key]) for key in set(images.values())
         },
+        # The partitions' own graces or their workloads' (a vLLM proxy takes its server's; the exporter's is 10 s).
+        stop_grace_seconds=max(
+            claimed[(host.name, c.name)].docker.stop_grace_seconds  # type: ignore[union-attr]
+            if (host.name, c.name) in claimed
+            else c.stop_grace_seconds
+            for c in host.containers
+        ),
     )
 
 
