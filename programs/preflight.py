@@ -15,7 +15,8 @@ Checks (each finding names the value seen and the fix):
   docker_stop     with --stop-grace N (the longest stop grace of the host's containers): systemd gives dockerd at least
                   N + 5 s to stop (docker.service's TimeoutStopSec, from the unit files under --root's etc/ and
                   lib/systemd), or a daemon stop or reboot SIGKILLs the containers before their grace ends.
-  live-restore    (a note) a running dockerd with live-restore leaves its containers running on a daemon stop,
+  live-restore    (a note) a running dockerd with live-restore (its --live-restore flag, or its daemon.json where
+                  --root shows it: not in the stack's container) leaves its containers running on a daemon stop,
                   without any signal: stop them first with `docker stop -t N`.
 Output: one JSON object with --json, else text. Exit 0: no finding; 1: findings; 2: bad arguments.
 """

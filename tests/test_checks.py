@@ -164,7 +164,7 @@ def test_each_preflight_checks_that_dockerds_stop_fits_the_longest_grace_of_its_
         command = inputs["command"]
         graces[command[command.index("--host") + 1]] = int(command[command.index("--stop-grace") + 1])
         mounts = {v["hostPath"]: (v["containerPath"], v.get("readOnly")) for v in inputs["volumes"] if "hostPath" in v}
-        for path in ("/proc", "/sys", "/etc/docker", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd"):
+        for path in ("/proc", "/sys", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd"):
             assert mounts[path] == (f"/host{path}", True), (inputs["name"], path)
     # Training (300 s) on gpu-node-1/2, vLLM (120 s) beside a shell (30 s) on gpu-node-3/4.
     assert graces == {"gpu-node-1": 300, "gpu-node-2": 300, "gpu-node-3": 120, "gpu-node-4": 120}
@@ -186,7 +186,7 @@ def test_day2_the_stop_check_reruns_each_preflight_and_touches_nothing_else(prod
             resource["inputs"]["volumes"] = [
                 v
                 for v in resource["inputs"]["volumes"]
-                if v.get("hostPath") not in ("/etc/docker", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd")
+                if v.get("hostPath") not in ("/etc/systemd", "/usr/lib/systemd", "/lib/systemd")
             ]
     impacts = impacts_of(report_of(base, head))
     assert {name for _, name in impacts} == {f"gpu-node-{n}-preflight" for n in range(1, 5)}

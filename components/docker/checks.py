@@ -43,10 +43,11 @@ PROGRAMS_VOLUME = "rocm-stack-check-programs-"
 # What programs/gpucheck.py needs of programs/ (the standard library and torch otherwise), on Docker and Kubernetes.
 GPU_CHECK_PROGRAMS = ("__init__.py", "gpucheck.py")
 CHECK_PROGRAMS = (*GPU_CHECK_PROGRAMS, "preflight.py")
-# Where the preflight sees the host's /proc and /sys (read-only), as node-exporter's docs mount them, and the
-# configuration of the host's dockerd and of systemd's docker.service (programs/preflight.py docker_stop, live-restore).
+# Where the preflight sees the host's /proc and /sys (read-only), as node-exporter's docs mount them, and systemd's
+# unit files and configuration (programs/preflight.py docker_stop). Not /etc/docker (the policy pack refuses it: it
+# can hold dockerd's TLS keys): live-restore is read from dockerd's command line there.
 HOST_ROOT = "/host"
-HOST_PATHS = ("/proc", "/sys", "/etc/docker", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd")
+HOST_PATHS = ("/proc", "/sys", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd")
 LOG_LINES_SHOWN = 20
 # Labels of a check container: which check (tools/verify.py finds them by it), and whether its failure stops what
 # depends on it ("fail") or is only reported ("warn": the preflight in dev).

@@ -406,8 +406,9 @@ SYSTEM_PATHS = (
     "/run/containerd",
 )
 # Read-only, these only let a container read the host's state: the host preflight does (components/docker/checks.py
-# mounts /proc and /sys at /host to read the amdgpu driver's settings).
-READ_ONLY_SYSTEM_PATHS = ("/proc", "/sys")
+# mounts /proc and /sys at /host to read the amdgpu driver's settings, and systemd's unit files and configuration,
+# world-readable on the host, to read docker.service's stop timeout). Not /etc/docker: it can hold dockerd's TLS keys.
+READ_ONLY_SYSTEM_PATHS = ("/proc", "/sys", "/etc/systemd", "/lib/systemd", "/usr/lib/systemd")
 KFD = "/dev/kfd"
 _RENDER_NODE = re.compile(r"/dev/dri/renderD[0-9]+")
 SSH_PORT = 22
