@@ -22,6 +22,7 @@ import json
 import pytest
 
 from conftest import CONTAINER, check_containers, env_of, gpu_containers, stack_file, synth_with
+from test_impact import by_name as impacts_of, report_of
 from tools.synth import ProgramRefused, synthesize
 
 P = "rocm-stack:"
@@ -174,9 +175,7 @@ def test_day2_the_stop_check_reruns_each_preflight_and_touches_nothing_else(prod
     """The first `pulumi up` with it: each host's preflight has a new command (a new name: a new check container,
     created before the old one is deleted), which runs again; the partitions depend on its verdict only, so none is
     replaced. In prod a host whose docker.service lacks the drop-in fails there (docs/operations.md)."""
-    from test_impact import by_name as impacts_of, report_of
-
-    head = prod_plan.to_json()
+    head = json.loads(json.dumps(prod_plan.to_json()))
     base = json.loads(json.dumps(head))
     for resource in base["resources"]:
         command = resource["inputs"].get("command") or []
