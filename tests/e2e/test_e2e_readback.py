@@ -72,7 +72,7 @@ def _create_body(i: dict[str, Any], image: str) -> dict[str, Any]:
     }
     host: dict[str, Any] = {
         "RestartPolicy": {"Name": i.get("restart", "no"), "MaximumRetryCount": i.get("maxRetryCount", 0)},
-        "Init": False,
+        "Init": bool(i.get("init", False)),  # L447-448: `init := d.Get("init").(bool); hostConfig.Init = &init`
         # The schema's default "bridge" does not exist on this daemon (--bridge=none): the daemon's default network.
         "NetworkMode": "default",
         "LogConfig": {"Type": i.get("logDriver", ""), "Config": i.get("logOpts")},
@@ -118,6 +118,7 @@ def _read(inspected: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]
         "groupAdds": host["GroupAdd"] or [],
         "stopSignal": config.get("StopSignal", ""),
         "stopTimeout": config.get("StopTimeout"),
+        "init": bool(host["Init"]),  # L864-868
     }
     if host["CapAdd"] or host["CapDrop"]:
         stored["capabilities"] = {k: v for k, v in (("adds", host["CapAdd"]), ("drops", host["CapDrop"])) if v}
@@ -199,4 +200,5 @@ def test_docker_gives_back_what_the_table_predicts(request, docker: Docker, stan
         "memory",
         "logOpts",
         "memorySwap",
+        "init",
     }
