@@ -325,15 +325,16 @@ def test_day2_the_first_up_after_this_change_on_a_running_prod(prod):
     CEL rule on them in the v0.19.2 CRD), the serving queue created. The vLLM Deployment gets its queue label by a
     replacement: Kueue's webhook refuses adding queue-name to a Deployment with ready replicas
     (deployment_webhook.go L151-154: old "" and new "serving" with ReadyReplicas > 0), so serving is down while the
-    new replicas load the model: plan it in a window. Nothing else changes: the JobSets keep running."""
+    new replicas load the model: plan it in a window. Nothing else of Kueue's changes the JobSets: they are replaced
+    only by the training program shipped since (its digest in their pod template, by design), never by a queue."""
     assert "charts.kueue.x-k8s.io/config-checksum" in lines("charts/kueue/templates/manager/manager.yaml", 38, 38)
     before = _plan_at(BEFORE, "prod")
     touched = (RELEASE, CLUSTER_QUEUE, LOCAL_QUEUE, JOBSET, DEPLOYMENT)
-    impacts = {
-        (i.type, i.name): i.action
-        for i in predict(before, SynthPlan.model_validate(prod.to_json())).impacts
-        if i.type in touched
-    }
+    found = [i for i in predict(before, SynthPlan.model_validate(prod.to_json())).impacts if i.type in touched]
+    program = ("annotations.rocm-stack/program-sha256", "volumes[0].configMap.name")
+    for jobset in [i for i in found if i.type == JOBSET]:
+        assert jobset.replaced_by and all(path.endswith(program) for path, _ in jobset.replaced_by), jobset
+    impacts = {(i.type, i.name): i.action for i in found if i.type != JOBSET}
     assert impacts == {
         (RELEASE, "kueue"): Action.UPDATE,
         (CLUSTER_QUEUE, "cluster-queue-pretrain"): Action.UPDATE,

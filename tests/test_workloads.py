@@ -834,6 +834,27 @@ def test_docker_training_uploads_the_same_program(prod):
     assert not any("content" in u for u in uploads)
 
 
+def test_the_training_program_ships_what_it_runs_and_nothing_the_hosts_run(tmp_path):
+    """The shipped files alone import: train.py, the rendezvous script, the default entry point and gpucheck, from a
+    folder holding only them (as PROGRAM_DIR does in the image). The Docker hosts' preflight is not among them: its
+    edits changed the program's digest and replaced every training JobSet (seen on prod's first up after issue 35)."""
+    shipped = program_files()
+    assert "preflight.py" not in shipped and (Path(training.PROGRAM_SOURCE) / "preflight.py").is_file()
+    (tmp_path / "programs").mkdir()
+    for name, text in shipped.items():
+        (tmp_path / "programs" / name).write_text(text)
+    modules = ", ".join(f"programs.{Path(name).stem}" for name in training.TRAINING_ENTRIES)
+    run = subprocess.run(
+        [sys.executable, "-c", f"import {modules}"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+
+
 def test_claimed_partitions_stay_children_of_their_host_and_name_their_workload(prod):
     containers = partition_containers(prod)
     assert len(containers) == 8  # still one container per partition

@@ -1,13 +1,14 @@
 """Distributed training of programs/train.py: a Job (one node) or a JobSet (several nodes) on Kubernetes,
 containers on Docker partitions.
 
-The rocm/pytorch image does not contain the program: its files (programs/*.py, read when the Pulumi program
-runs) are shipped as a ConfigMap on Kubernetes and as container uploads on Docker, both at PROGRAM_DIR.
+The rocm/pytorch image does not contain the program: its files (TRAINING_ENTRIES of programs/ and what they
+import, read when the Pulumi program runs) are shipped as a ConfigMap on Kubernetes and as container uploads on Docker, both at PROGRAM_DIR.
 `programs/train.py` puts PROGRAM_DIR's parent on sys.path, so `import programs.*` finds them there.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from schema.project import PROGRAMS
 from schema.queues import KUEUE_QUEUE_LABEL
 from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, Toleration, TrainingConfig, TrainingKubernetes
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from components.docker.checks import GPU_CHECK_PROGRAMS
 from components.docker.programs import program_uploads
 from components.k8s.replacement import replacement
 from .gpu_check import GpuCheckArgs, gpu_check_container
@@ -85,12 +87,39 @@ WORKERS = "workers"
 AWAIT_CREATION = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
 
 
+# What runs from PROGRAM_DIR in a training's pods and containers: train.py, the elastic rendezvous script, the default
+# workload entry point (`programs.synthetic:build`, programs/settings.py TRAIN_ENTRYPOINT's default, loaded by name),
+# and the GPU check of the pods' init container. Only these and what they import ship: a file that is not run there
+# (the Docker hosts' preflight) must not change the program's digest and so replace every training.
+TRAINING_ENTRIES = ("train.py", "rendezvous.py", "synthetic.py", *GPU_CHECK_PROGRAMS)
+
+
+def _imported(text: str) -> set[str]:
+    """The files of programs/ that a module's source imports (`from programs.X import ...`, `import programs.X`)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        names.update(f"{m.split('.')[1]}.py" for m in modules if m.startswith("programs.") and m.count(".") >= 1)
+    return names
+
+
 def program_files(source: Path = PROGRAM_SOURCE) -> dict[str, str]:
-    """The training program's Python files by name (what lands in PROGRAM_DIR)."""
-    files = {path.name: path.read_text() for path in sorted(source.glob("*.py"))}
-    if "train.py" not in files:
-        raise FileNotFoundError(f"{source}/train.py is missing: the training program ships from there")
-    return files
+    """The training program's Python files by name (what lands in PROGRAM_DIR): TRAINING_ENTRIES and what they
+    import, transitively."""
+    available = {path.name: path.read_text() for path in sorted(source.glob("*.py"))}
+    missing = [name for name in TRAINING_ENTRIES if name not in available]
+    if missing:
+        raise FileNotFoundError(f"{source}: {', '.join(missing)} missing: the training program ships from there")
+    files: dict[str, str] = {}
+    pending = list(TRAINING_ENTRIES)
+    while pending:
+        name = pending.pop()
+        if name not in files:
+            files[name] = available[name]
+            pending.extend(_imported(files[name]) & available.keys())
+    return dict(sorted(files.items()))
 
 
 # The pod condition an eviction (a node drain) or a preemption sets before the pod stops (kubernetes.io/docs/concepts/

@@ -110,6 +110,14 @@ class Docker:
             )
         return result
 
+    def answers(self) -> bool:
+        """Whether the daemon answers `docker version` within 10 s: a daemon still starting under load may accept the
+        connection and answer late, which is "not yet", not a failure."""
+        try:
+            return self.run("version", check=False, timeout=10).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
     def out(self, *args: str, **kwargs: Any) -> str:
         return self.run(*args, **kwargs).stdout.decode()
 
@@ -182,9 +190,10 @@ def private_daemon(root: Path, config: dict[str, Any] | None = None) -> Iterator
         start_new_session=True,
     )
     docker = Docker(f"unix://{socket}", root / "cli")
+    answered = False
     try:
         deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
-        while docker.run("version", check=False, timeout=10).returncode != 0:
+        while not (answered := docker.answers()):
             if process.poll() is not None or time.monotonic() > deadline:
                 tail = (root / "dockerd.log").read_text(errors="replace")[-2000:]
                 raise Unavailable(f"the private dockerd did not start (exit {process.poll()}):\n{tail}")
@@ -192,7 +201,7 @@ def private_daemon(root: Path, config: dict[str, Any] | None = None) -> Iterator
         yield docker
     finally:
         try:
-            if process.poll() is None:
+            if answered and process.poll() is None:
                 docker.remove_all_containers()
         finally:
             _stop(process)
