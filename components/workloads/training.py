@@ -2,7 +2,8 @@
 containers on Docker partitions.
 
 The rocm/pytorch image does not contain the program: its files (TRAINING_ENTRIES of programs/ and what they
-import, read when the Pulumi program runs) are shipped as a ConfigMap on Kubernetes and as container uploads on Docker, both at PROGRAM_DIR.
+import, read when the Pulumi program runs) are shipped as a ConfigMap on Kubernetes and as container uploads on
+Docker, both at PROGRAM_DIR.
 `programs/train.py` puts PROGRAM_DIR's parent on sys.path, so `import programs.*` finds them there.
 """
 
