@@ -8,16 +8,21 @@ moby/moby daemon/daemon.go Shutdown) is pinned from the source in tests/test_pre
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from e2e.harness import Docker, private_daemon
 from programs import preflight
 
 
-def test_the_preflight_finds_a_running_dockerds_live_restore(docker: Docker, tmp_path: Path):
+def test_the_preflight_finds_a_running_dockerds_live_restore(docker: Docker):
     """`docker`: the session's daemon, whose fixture decides whether a daemon can run here (a skip, or under CI=1 a
-    failure); this test starts a second one of its own."""
-    with private_daemon(tmp_path, {"live-restore": True}) as live:
+    failure); this test starts a second one of its own, under a short /tmp folder: pytest's tmp_path is too long for
+    containerd's sockets below the exec root (a unix socket path has at most 107 bytes, sun_path in unix(7))."""
+    with (
+        tempfile.TemporaryDirectory(prefix="rocm-stack-e2e-") as tmp,
+        private_daemon(tmp_path := Path(tmp), {"live-restore": True}) as live,
+    ):
         assert live.out("info", "--format", "{{.LiveRestoreEnabled}}").strip() == "true"
         report = preflight.Report("this-machine")
         preflight.check_live_restore(Path("/"), report)
