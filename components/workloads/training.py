@@ -99,10 +99,13 @@ def _imported(text: str) -> set[str]:
     """The files of programs/ that a module's source imports (`from programs.X import ...`, `import programs.X`)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(text)):
-        modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.ImportFrom):
+            modules = [node.module or ""]
+        elif isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
-        names.update(f"{m.split('.')[1]}.py" for m in modules if m.startswith("programs.") and m.count(".") >= 1)
+        else:
+            continue
+        names.update(f"{m.split('.')[1]}.py" for m in modules if m.startswith("programs."))
     return names
 
 
