@@ -10,16 +10,13 @@ and no custom-metrics APIService are needed.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
 from .base import ConfigModel, by_environment, environment_default, matching, shown_default
 from .bounds import MAX_FLOOR, MAX_PODS, MAX_WAIT_SECONDS
 from .types import Name
-
-if TYPE_CHECKING:
-    from .workloads import InferenceKubernetes
 
 # `helm repo add kedacore https://kedacore.github.io/charts` + `helm install keda kedacore/keda --namespace keda`
 # (the production stack's autoscaling-keda.rst step 3; kedacore/charts keda/Chart.yaml `version: 2.20.2`,
@@ -83,7 +80,17 @@ class InferenceAutoscaling(ConfigModel):
         return replicas
 
 
-def autoscaling_problems(cfg: Any, k8s: InferenceKubernetes, at: str) -> Iterable[tuple[str, str]]:
+class Scaled(Protocol):
+    """What the check reads of a workload's `inference[i].kubernetes` (schema.workloads.InferenceKubernetes)."""
+
+    @property
+    def replicas(self) -> int | None: ...
+
+    @property
+    def autoscaling(self) -> InferenceAutoscaling | None: ...
+
+
+def autoscaling_problems(cfg: Any, k8s: Scaled, at: str) -> Iterable[tuple[str, str]]:
     """`cfg`: the stack (schema.workloads._StackWithWorkloads); `at`: the workload's `inference[i].kubernetes`."""
     scaling = k8s.autoscaling
     if scaling is None:

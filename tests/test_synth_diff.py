@@ -1,4 +1,4 @@
-"""tools.synth_diff on the real dev synth plan and edited copies of it."""
+"""tools.synth_diff and `rocm-stack diff` (tools.diff) on the real dev synth plan and edited copies of it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import synth_diff
+from tools import diff as diff_cli, synth_diff
 from conftest import CONTAINER
 from schema.project import ROOT
 
@@ -27,7 +27,7 @@ def write(path: Path, plan: dict) -> Path:
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tools.synth_diff", *map(str, args)],
+        [sys.executable, "-m", "tools.diff", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -109,7 +109,7 @@ def test_output_is_appended_to_a_summary_file_and_cut_at_max_rows(tmp_path, base
 def test_unreadable_plan_exits_2(tmp_path, capsys, base_plan, content):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    assert synth_diff.main([str(bad), str(write(tmp_path / "head.json", base_plan))]) == 2
+    assert diff_cli.main([str(bad), str(write(tmp_path / "head.json", base_plan))]) == 2
     assert capsys.readouterr().err.startswith("error:")
 
 

@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
         True,
     ),
     "diff": (
-        "tools.synth_diff",
+        "tools.diff",
         "Compare two synth plans: resources added, removed, changed, and what `pulumi up` does to them (Markdown, JSON).",
         False,
     ),

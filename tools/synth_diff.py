@@ -1,21 +1,12 @@
-"""Compare two offline synth plans (`plan.json` of `rocm-stack synth`) and summarise in Markdown.
-
-    rocm-stack diff BASE/plan.json HEAD/plan.json [--title TEXT] [--out FILE] [--json FILE]
-
-CI posts this on the pull request: which resources the change adds, removes or changes (by type and name, the
-identity Pulumi keeps across runs) and, for a changed one, which input paths differ; then what `pulumi up` will do
-to each of them and what that means for the running platform (tools/impact.py, by the rules of
-tools/impact_rules.py). `--json` also writes that prediction as JSON.
-Exit codes: 0 summary written, 2 a plan could not be read.
-"""
+"""Compare two offline synth plans (`plan.json` of `rocm-stack synth`): which resources a change adds, removes or
+changes (by type and name, the identity Pulumi keeps across runs) and, for a changed one, which input paths differ;
+in Markdown. `rocm-stack diff` (tools/diff.py) adds what `pulumi up` will do to each (tools/impact.py)."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,37 +173,3 @@ def to_markdown(result: PlanDiff, title: str, max_rows: int = DEFAULT_MAX_ROWS) 
     if len(rows) > max_rows:
         lines += ["", f"... and {len(rows) - max_rows} more rows: see the synth artifact."]
     return "\n".join(lines) + "\n"
-
-
-def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack diff", description=__doc__.split("\n\n")[0])
-    parser.add_argument("base", type=Path, help="plan.json of the base branch")
-    parser.add_argument("head", type=Path, help="plan.json of the change")
-    parser.add_argument("--title", help="heading (default: 'Synth diff: stack STACK')")
-    parser.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS)
-    parser.add_argument("--out", type=Path, help="append the Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
-    parser.add_argument("--json", type=Path, help="write the predicted actions and their rules here as JSON")
-    args = parser.parse_args(list(argv) if argv is not None else None)
-    try:
-        base, head = load(args.base), load(args.head)
-    except UnreadablePlan as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    from tools import impact  # it builds on this module's plan models
-
-    result = diff(base, head)
-    report = impact.predict(base, head, result)
-    markdown = to_markdown(result, args.title or f"Synth diff: stack `{head.stack}`", args.max_rows)
-    markdown += "\n" + impact.to_markdown(report, args.max_rows)
-    if args.json:
-        args.json.write_text(report.model_dump_json(indent=2) + "\n")
-    if args.out:
-        with args.out.open("a") as summary:
-            summary.write(markdown)
-    else:
-        sys.stdout.write(markdown)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

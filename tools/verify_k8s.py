@@ -43,7 +43,7 @@ from components.docker.checks import GPU_CHECK_PROGRAMS, PROGRAM_PARENT, check_r
 from schema import StackConfig
 from schema.gpu_nodes import CHECK_IMAGE_KEY, GpuNodeGroup, gpu_namespace, gpu_node_groups, gpu_node_selector
 from schema.kubernetes import PARTITION_PROFILE_LABEL
-from tools.verify import (
+from tools.verify_common import (
     SCHEDULE_WAIT_S,
     FleetRow,
     Results,

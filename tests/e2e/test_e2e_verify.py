@@ -30,7 +30,8 @@ from e2e.harness import Docker, import_standin_image, make_gpu_nodes, on_cpu, on
 from domain.gpus import gpu_ranges
 from tools.docker_endpoint import connect
 from tools.synth import Plan, synthesize
-from tools.verify import checks_by_host, deployed, docker_connect, table, verify
+from tools.verify import checks_by_host, deployed, docker_connect, verify
+from tools.verify_common import table
 
 
 @pytest.fixture(scope="module")
