@@ -1,7 +1,8 @@
 """The Kubernetes GPU layer: provider and namespaces, then cert-manager + AMD GPU Operator + DeviceConfig
 (`mode: operator`) or the standalone ROCm device plugin (`mode: device-plugin`).
 
-`build_kubernetes(cfg.kubernetes, cfg.environment)` declares it all and returns what other components need.
+`build_kubernetes_layer(cfg)` declares it all (`build_kubernetes`, then the GPU monitoring objects) and returns what
+other components need.
 """
 
 from __future__ import annotations
@@ -13,9 +14,20 @@ from typing import TYPE_CHECKING
 import pulumi
 
 from domain.alerts import GpuStackWorkloads
+from schema import StackConfig
 from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, LWS_NAMESPACE, KubernetesConfig
 from schema.monitoring import MonitoringConfig
 from schema.queues import NOTHING_QUEUED, QueuedWorkloads
+from schema.workloads import namespace_pod_security, queued_workloads
+from components.monitoring import (
+    KUBERNETES_MONITORING,
+    MONITORING_NAMESPACE,
+    MONITORING_NAMESPACE_CHECK,
+    KubernetesMonitoring,
+    KubernetesMonitoringArgs,
+    device_config_service_monitor,
+    kube_prometheus_stack,
+)
 
 from .cluster import Cluster, ClusterArgs
 
@@ -121,8 +133,6 @@ def build_kubernetes(
     prometheus_operator: list[pulumi.Resource] = []
     monitoring_namespace: pulumi.Input[str] | None = None
     if monitoring is not None:
-        from components.monitoring import MONITORING_NAMESPACE, MONITORING_NAMESPACE_CHECK, kube_prometheus_stack
-
         monitoring_namespace = cluster.namespace_name(MONITORING_NAMESPACE)
         release = kube_prometheus_stack(
             monitoring, environment, cluster.provider, monitoring_namespace, config.provider
@@ -203,8 +213,6 @@ def build_kubernetes(
             monitoring_namespace=monitoring_namespace,
         )
 
-    from components.monitoring import device_config_service_monitor
-
     from .cert_manager import CertManager, CertManagerArgs
     from .gpu_operator import GpuOperator, GpuOperatorArgs
 
@@ -247,3 +255,41 @@ def build_kubernetes(
         prometheus_operator=prometheus_operator,
         monitoring_namespace=monitoring_namespace,
     )
+
+
+def build_kubernetes_layer(cfg: StackConfig) -> KubernetesLayer | None:
+    """The stack's Kubernetes layer (None without `rocm-stack:kubernetes`): `build_kubernetes` with what the
+    workloads need of it, then the GPU monitoring objects once the GPUs are up."""
+    if cfg.kubernetes is None:
+        return None
+    monitoring = cfg.monitoring if cfg.monitoring.enabled else None
+    kubernetes = build_kubernetes(
+        cfg.kubernetes,
+        cfg.environment,
+        monitoring=monitoring,
+        needs_job_set=any(t.kubernetes is not None and t.kubernetes.uses_job_set for t in cfg.training),
+        needs_keda=any(i.kubernetes is not None and i.kubernetes.autoscaling is not None for i in cfg.inference),
+        needs_leader_worker_set=any(i.kubernetes is not None and i.kubernetes.multi_node for i in cfg.inference),
+        queued=queued_workloads(cfg),
+        pod_security=namespace_pod_security(
+            cfg,
+            privileged=[MONITORING_NAMESPACE] if cfg.monitoring.installs_kube_prometheus_stack(cfg.environment) else [],
+        ),
+    )
+    if monitoring is not None and kubernetes.monitoring_namespace is not None:
+        KubernetesMonitoring(
+            KUBERNETES_MONITORING,
+            KubernetesMonitoringArgs(
+                config=monitoring,
+                environment=cfg.environment,
+                gpu_stack=cfg.kubernetes.mode,
+                provider=kubernetes.provider,
+                namespace=kubernetes.monitoring_namespace,
+                exporter_node_selector=cfg.kubernetes.device_plugin.node_selector,
+                exporter_tolerations=cfg.kubernetes.gpu_tolerations(),
+                gpu_stack_workloads=gpu_stack_workloads(cfg.kubernetes),
+                prometheus_operator=kubernetes.prometheus_operator,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=kubernetes.gpu_ready),
+        )
+    return kubernetes

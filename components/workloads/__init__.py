@@ -1,8 +1,8 @@
 """Wiring of the workloads: `rocm-stack:training` and `rocm-stack:inference` onto Kubernetes and Docker partitions.
 
-    hosts = {h.name: GpuHost(h.name, GpuHostArgs(host=host_for_gpu_host(cfg, h), ...)) for h in cfg.hosts}
-    k8s = build_kubernetes(cfg.kubernetes, cfg.environment) if cfg.kubernetes is not None else None
-    workloads = build_workloads(cfg, secrets, k8s, hosts)
+    hosts = build_docker_hosts(cfg, secrets)        # components/docker/hosts.py
+    kubernetes = build_kubernetes_layer(cfg)       # components/k8s
+    workloads = build_workloads(cfg, secrets, kubernetes, hosts)
 
 A partition claimed by a workload is declared by the workload (its container runs the workload), so GpuHost
 gets its host without those containers (`host_for_gpu_host`); the container is still the GpuHost's child
