@@ -188,14 +188,101 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
         return str(super().resolve(kind, value, implicit))
 
 
+# yaml.v3 v3.0.1 decode.go L455-491: every node decoded counts, and every one decoded inside an alias's expansion
+# counts as aliased; past 1,000 decodes and 100 aliased ones, a document whose aliased share exceeds the allowed
+# ratio (99% up to 400,000 decodes, falling linearly to 10% at 4,000,000) is refused ("document contains excessive
+# aliasing"). A small file of nested aliases would otherwise expand to billions of values.
+_ALIAS_RATIO_LOW, _ALIAS_RATIO_HIGH = 400_000, 4_000_000
+
+
+def _allowed_alias_ratio(decodes: int) -> float:
+    """decode.go L468-482 allowedAliasRatio."""
+    if decodes <= _ALIAS_RATIO_LOW:
+        return 0.99
+    if decodes >= _ALIAS_RATIO_HIGH:
+        return 0.10
+    return 0.99 - 0.89 * (decodes - _ALIAS_RATIO_LOW) / (_ALIAS_RATIO_HIGH - _ALIAS_RATIO_LOW)
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, SequenceNode) else []
+
+
+def _alias_slots(root: Node) -> set[tuple[int, int]]:
+    """(id of a collection node, index in its content, a mapping's keys and values alternating) of every child that
+    was an alias (`*name`) in the text.
+
+    libyaml's composer hands an alias over as the anchored node itself; the node's first place in document order is
+    its definition, every later one an alias (what yaml.v3 keeps as an AliasNode). Each node is walked once."""
+    seen = {id(root)}
+    aliases: set[tuple[int, int]] = set()
+    stack = [(root, iter(enumerate(_children(root))))]
+    while stack:
+        node, children = stack[-1]
+        step = next(children, None)
+        if step is None:
+            stack.pop()
+        elif id(step[1]) in seen:
+            aliases.add((id(node), step[0]))
+        else:
+            seen.add(id(step[1]))
+            stack.append((step[1], iter(enumerate(_children(step[1])))))
+    return aliases
+
+
 class _Builder:
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, root: Node | None = None):
         self.path = path
+        self.aliases = _alias_slots(root) if root is not None else set()
+        self.decodes = 1  # the document node (decode.go L497)
+        self.aliased = 0
+        self.alias_depth = 0
+        self.expanding: set[int] = set()
 
     def error(self, node: Node, message: str) -> StackFileError:
         return StackFileError(self.path, message, node.start_mark.line + 1, node.start_mark.column + 1)
 
-    def value(self, node: Node) -> Any:
+    def _count(self, node: Node) -> None:
+        """yaml.v3 decode.go L484-491 (decoder.unmarshal): the excessive-aliasing limit."""
+        self.decodes += 1
+        if self.alias_depth:
+            self.aliased += 1
+        if (
+            self.aliased > 100
+            and self.decodes > 1000
+            and self.aliased / self.decodes > _allowed_alias_ratio(self.decodes)
+        ):
+            raise self.error(
+                node,
+                f"document contains excessive aliasing ({self.aliased:,} of the first {self.decodes:,} values come "
+                "from aliases); the Pulumi CLI refuses it too (yaml.v3 decode.go): write the values out, or use fewer "
+                "nested aliases",
+            )
+
+    def value(self, node: Node, alias: bool = False) -> Any:
+        """The node's value; `alias`: it stands where the text has an alias (`*name`), which yaml.v3 decodes as
+        one node more and then the anchored node again, inside the alias (decode.go L533-543)."""
+        self._count(node)
+        if not alias:
+            return self._decoded(node)
+        if id(node) in self.expanding:
+            raise self.error(
+                node,
+                "an anchor's value contains an alias of itself (`&a [*a]`): it never ends; the Pulumi CLI refuses it "
+                "too (yaml.v3 decode.go: anchor value contains itself)",
+            )
+        self.expanding.add(id(node))
+        self.alias_depth += 1
+        try:
+            self._count(node)
+            return self._decoded(node)
+        finally:
+            self.alias_depth -= 1
+            self.expanding.discard(id(node))
+
+    def _decoded(self, node: Node) -> Any:
         if node.tag not in _KNOWN_TAGS and node.tag != _PLAIN:
             raise self.error(node, _ignored_tag(node))
         if isinstance(node, ScalarNode):
@@ -216,13 +303,13 @@ class _Builder:
                 )
             return value
         if isinstance(node, SequenceNode):
-            return [self.value(item) for item in node.value]
+            return [self.value(item, (id(node), index) in self.aliases) for index, item in enumerate(node.value)]
         return self.mapping(node)
 
-    def key(self, node: Node) -> str:
+    def key(self, node: Node, alias: bool = False) -> str:
         if not isinstance(node, ScalarNode):
             raise self.error(node, "a mapping key must be a plain value, not a list or a mapping")
-        value = self.value(node)
+        value = self.value(node, alias)
         # Inside a config value yaml.v3 keys become text with Go's %v (config object.go L505-510).
         return "<nil>" if value is None else json.dumps(value) if isinstance(value, bool) else str(value)
 
@@ -230,13 +317,18 @@ class _Builder:
         out: dict[str, Any] = {}
         seen: dict[tuple[str, str], int] = {}
         merged: dict[str, Any] = {}
-        for key_node, value_node in node.value:
+        for index, (key_node, value_node) in enumerate(node.value):
             if key_node.tag == _MERGE:  # `<<: *anchor` (yaml.v3 decode.go merge): explicit keys win
-                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
-                for source in reversed(sources):
+                if isinstance(value_node, SequenceNode):
+                    sources = [
+                        (source, (id(value_node), at) in self.aliases) for at, source in enumerate(value_node.value)
+                    ]
+                else:
+                    sources = [(value_node, (id(node), 2 * index + 1) in self.aliases)]
+                for source, alias in reversed(sources):
                     if not isinstance(source, MappingNode):
                         raise self.error(source, "a merge key `<<` takes a mapping or a list of mappings")
-                    merged.update(self.mapping(source))
+                    merged.update(self.value(source, alias))
                 continue
             # Duplicates compare the node kind and its raw text, so `a`/"a" and 1/"1" are the same key
             # (yaml.v3 decode.go L767-783; its message is `mapping key "a" already defined at line 1`).
@@ -248,7 +340,9 @@ class _Builder:
                     "the Pulumi CLI refuses a key repeated in one mapping",
                 )
             seen[ident] = key_node.start_mark.line + 1
-            out[self.key(key_node)] = self.value(value_node)
+            out[self.key(key_node, (id(node), 2 * index) in self.aliases)] = self.value(
+                value_node, (id(node), 2 * index + 1) in self.aliases
+            )
         return {**merged, **out}
 
 
@@ -267,7 +361,7 @@ def _parse(text: str, path: Path | str) -> tuple[Any, Node | None]:
         ) from None
     except yaml.YAMLError as error:
         raise StackFileError(path, f"invalid YAML: {error}") from None
-    return (None if node is None else _Builder(path).value(node)), node
+    return (None if node is None else _Builder(path, node).value(node)), node
 
 
 def _node_of(node: Node | None, key: str) -> Node | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from schema import stackfile
 from schema.stackfile import SECRET_PLACEHOLDER, StackFileError, as_program_config, read_config
 from tools import synth
 from tools.synth import ROOT
@@ -169,6 +170,85 @@ def test_merge_keys_are_merged_explicit_keys_win(tmp_path):
         tmp_path, "config:\n  rocm-stack:a: &base {gpus: 8, gpuModel: MI300X}\n  rocm-stack:b: {<<: *base, gpus: 4}\n"
     )
     assert config[P + "b"] == {"gpus": 4, "gpuModel": "MI300X"}
+
+
+# --- aliases (issue 36 item 5) ------------------------------------------------------------------------------------
+# yaml.v3 v3.0.1 decode.go L455-491 refuses a document whose values come mostly from aliases ("document contains
+# excessive aliasing"): past 1,000 decodes and 100 aliased ones, more than 99% aliased up to 400,000 decodes, falling
+# to 10% at 4,000,000. Its own limit tests (limit_test.go L11-42 @ v3.0.1) are read here with the outcome they expect,
+# but for "1000kb of maps with 100 aliases" (refused after 2 million decodes: 15 s here, too slow for the suite).
+_MAPS = "{a: &a [{a}%s]}"
+YAML_V3_LIMIT_TESTS = {
+    # name in limit_test.go: (the document, refused)
+    "1kb of maps": (_MAPS % (",{a}" * (1 * 1024 // 4 - 1)), False),
+    "10kb of maps": (_MAPS % (",{a}" * (10 * 1024 // 4 - 1)), False),
+    "100kb of maps": (_MAPS % (",{a}" * (100 * 1024 // 4 - 1)), False),
+}
+
+
+@pytest.mark.parametrize("name", YAML_V3_LIMIT_TESTS)
+def test_yaml_v3_limit_tests_have_its_outcome(tmp_path, name):
+    document, refused = YAML_V3_LIMIT_TESTS[name]
+    path = tmp_path / "Pulumi.t.yaml"
+    path.write_text(f"config:\n  rocm-stack:x: {document}\n")
+    if refused:
+        with pytest.raises(StackFileError, match="document contains excessive aliasing"):
+            read_config(path, "rocm-stack")
+    else:
+        assert len(read_config(path, "rocm-stack")[P + "x"]["a"]) == document.count("{a}")
+
+
+def test_the_allowed_alias_share_falls_with_the_size_as_in_yaml_v3():
+    # decode.go L468-482 allowedAliasRatio: 0.99 to 400,000 decodes, then linearly to 0.10 at 4,000,000.
+    assert [round(stackfile._allowed_alias_ratio(n), 4) for n in (1001, 400_000, 2_200_000, 4_000_000, 10**8)] == [
+        0.99,
+        0.99,
+        0.545,
+        0.10,
+        0.10,
+    ]
+
+
+# A 400-byte stack file whose nested aliases stand for 10^9 values: expanded eagerly, synth never ends.
+BOMB = "config:\n  rocm-stack:x:\n    a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+    f"    {name}: &{name} [{','.join([f'*{previous}'] * 10)}]\n" for previous, name in zip("abcdefgh", "bcdefghi")
+)
+
+
+def test_an_alias_bomb_is_refused_in_bounded_time(tmp_path):
+    assert len(BOMB) < 420
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(BOMB)
+    # In a child process, so that on a reader without the limit this fails (after 20 s) instead of hanging the suite.
+    code = f"from schema.stackfile import read_config; from pathlib import Path; read_config(Path({str(path)!r}), 'x')"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=20, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading an alias bomb did not end within 20 s")
+    assert "document contains excessive aliasing" in result.stderr, result.stderr[-2000:]
+
+
+def test_an_alias_bomb_stops_synth_with_one_line(tmp_path, capsys):
+    code, err, _ = run(tmp_path, BOMB, capsys=capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "Pulumi.dev.yaml:" in err and ": document contains excessive aliasing (" in err
+    assert "Traceback" not in err
+
+
+def test_an_anchor_containing_itself_is_refused(tmp_path):
+    # decode.go L533-537: "anchor '%s' value contains itself".
+    assert "contains an alias of itself" in error_of(tmp_path, "config:\n  rocm-stack:x: &a [1, *a]\n")
+
+
+def test_aliases_in_moderation_are_expanded(tmp_path):
+    hosts = "".join(f"    - {{<<: *host, name: node-{n}}}\n" for n in range(300))
+    config = config_of(
+        tmp_path, "config:\n  rocm-stack:base: &host {gpus: 8, gpuModel: MI300X}\n  rocm-stack:hosts:\n" + hosts
+    )
+    assert len(config[P + "hosts"]) == 300
+    assert config[P + "hosts"][299] == {"gpus": 8, "gpuModel": "MI300X", "name": "node-299"}
 
 
 # --- tags (issue 24 item 9) ------------------------------------------------------------------------------------
