@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from domain.gpus import MODELS, ModelName
 from schema.base import ConfigModel, by_environment, environment_default, matching
 from schema.bounds import MAX_ITEMS, MAX_WAIT_SECONDS
-from schema.types import Name
+from schema.types import KubeQuantity, Name, quantity_value
 
 # Install command (charts/kueue/README.md L31 @ v0.19.2): `helm install kueue oci://registry.k8s.io/kueue/charts/kueue
 # --version="0.19.2" --create-namespace --namespace=kueue-system`. The chart's values name a staging image
@@ -85,12 +85,6 @@ class QueuedWorkloads:
 NOTHING_QUEUED = QueuedWorkloads(frameworks=(), uncounted=(), start_seconds=0)
 
 
-# A resource quantity: a whole number, or a Kubernetes quantity string ("256", "500m", "2Ti").
-Quantity = Annotated[
-    str,
-    BeforeValidator(lambda v: str(v) if type(v) is int else v),
-    matching(r"[0-9]+(\.[0-9]+)?([mkMGTPE]|[KMGTPE]i)?", 'a quantity such as 16, "500m" or "2Ti"'),
-]
 ResourceName = Annotated[
     str, matching(r"([a-z0-9.-]+/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?", "a resource name such as amd.com/gpu or cpu")
 ]
@@ -178,11 +172,11 @@ class QueueFlavor(ConfigModel):
 
 
 class Quota(ConfigModel):
-    nominal: Quantity
+    nominal: KubeQuantity
     """What the queue owns (`nominalQuota`)."""
-    borrowing_limit: Quantity | None = None
+    borrowing_limit: KubeQuantity | None = None
     """How much more it may borrow from its cohort (unset: all the cohort has unused; needs a cohort)."""
-    lending_limit: Quantity | None = None
+    lending_limit: KubeQuantity | None = None
     """How much of `nominal` its cohort may borrow (unset: all of it)."""
 
 
@@ -221,9 +215,53 @@ class ClusterQueueConfig(ConfigModel):
                     f"gpus.{name} quotes {', '.join(listed)} but another flavor quotes {', '.join(first)}: "
                     "every GPU flavor of a queue quotes the same resources"
                 )
-        if self.cohort is None and any(quota.borrowing_limit for quota in self.quotas()):
-            # CEL: "borrowingLimit must be nil when cohort is empty".
-            raise ValueError("a borrowingLimit needs a cohort to borrow from: set cohort, or remove borrowingLimit")
+        # Kueue's ClusterQueue webhook (pkg/webhooks/clusterqueue_webhook.go @ v0.19.2): either limit "must be nil
+        # when cohort is empty" (validateLimit L368-380), a lendingLimit "must be less than or equal to the
+        # nominalQuota" (validateLendingLimit L383-389), compared as quantities (Quantity.Cmp).
+        for where, quota in self.named_quotas():
+            for key, limit in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
+                if limit is not None and self.cohort is None:
+                    raise ValueError(
+                        f"{where}.{key}: a {key} needs a cohort to {'borrow from' if key == 'borrowingLimit' else 'lend to'}"
+                        f" (Kueue's webhook refuses it without one): set cohort, or remove {key}"
+                    )
+            if quota.lending_limit is not None and quantity_value(quota.lending_limit) > quantity_value(quota.nominal):
+                raise ValueError(
+                    f"{where}.lendingLimit: {quota.lending_limit} is more than the nominal {quota.nominal} (Kueue's "
+                    "webhook refuses it: a queue lends at most what it owns); lower lendingLimit or raise nominal"
+                )
+        return self
+
+    def named_quotas(self) -> list[tuple[str, Quota]]:
+        """(key, quota) of each quota, keyed as the stack file writes it."""
+        return [
+            ("cpu", self.cpu),
+            ("memory", self.memory),
+            *(
+                (f"gpus.{flavor}.{resource}", q)
+                for flavor, quotas in self.gpus.items()
+                for resource, q in quotas.items()
+            ),
+        ]
+
+    @model_validator(mode="after")
+    def _whole_gpus(self) -> ClusterQueueConfig:
+        # A pod asks for whole GPUs: the API server refuses a fraction of an extended resource in a container's
+        # requests ("must be an integer": kubernetes pkg/apis/core/validation/validation.go
+        # ValidateResourceQuantityValue, IsIntegerResourceName), so a fraction of one in a quota is never used.
+        for flavor, quotas in self.gpus.items():
+            for resource, quota in quotas.items():
+                for key, value in (
+                    ("", quota.nominal),
+                    (".borrowingLimit", quota.borrowing_limit),
+                    (".lendingLimit", quota.lending_limit),
+                ):
+                    if value is not None and quantity_value(value) % 1:
+                        raise ValueError(
+                            f"gpus.{flavor}.{resource}{key}: {value} is {quantity_value(value).normalize():f} GPUs, not a "
+                            "whole number; a pod requests whole GPUs (Kubernetes refuses a fraction of an extended "
+                            "resource), so write a whole number"
+                        )
         return self
 
     def quotas(self) -> list[Quota]:

@@ -3,8 +3,12 @@ variables, byte sizes, CPU lists, ports, durations, GPU counts)."""
 
 from __future__ import annotations
 
+import math
 import re
+from decimal import ROUND_CEILING, Decimal
 from typing import Annotated, Any, Literal
+
+from kubernetes.utils.quantity import parse_quantity
 
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field
 
@@ -35,6 +39,102 @@ EnvName = Annotated[
 EnvValue = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)]
 
 
+# --- sizes and quantities, each read as the system that receives it reads it -----------------------------------
+# Kubernetes: the serialization grammar of k8s.io/apimachinery pkg/api/resource/quantity.go L37-61 @ v0.36.3 with the
+# suffixes of suffix.go L113-132 (binary Ki ... Ei; decimal n, u, m, k, M, G, T, P, E; or an exponent e/E and a
+# signed integer). Requests, limits and quotas are never negative (the API server's ValidateNonnegativeQuantity,
+# Kueue's validateResourceQuantity), so no sign.
+QUANTITY_PATTERN = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+# quantity.go L66-69: "no quantity may represent a number greater than 2^63-1"; the stack refuses what it would cap.
+_QUANTITY_MAX = Decimal(2**63 - 1)
+QUANTITY_EXPECTED = "a Kubernetes quantity, e.g. 64Gi, 500m, 2k"
+_QUANTITY_RULE = (
+    "a number and a suffix Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024), m, k, M, G, T, P, E (powers of 1000) or an "
+    "exponent such as e3 (apimachinery resource.Quantity)"
+)
+
+
+def quantity_value(text: str) -> Decimal:
+    """The number a Kubernetes quantity stands for, as the API server reads it: the official client's parser
+    (kubernetes.utils.parse_quantity) on text of apimachinery's grammar (the parser alone also takes `K`, `1_000` or
+    `Infinity`), rounded up to whole nanos as ParseQuantity does (quantity.go L366-371)."""
+    if not _QUANTITY.fullmatch(text):
+        raise ValueError(f"{text!r} is not a Kubernetes quantity: {_QUANTITY_RULE}, e.g. 64Gi, 500m, 2k")
+    value: Decimal = parse_quantity(text)  # type: ignore[no-untyped-call]
+    if value > _QUANTITY_MAX:
+        raise ValueError(f"{text!r} is more than Kubernetes holds in a quantity (2^63-1, quantity.go)")
+    return value.quantize(Decimal("1e-9"), rounding=ROUND_CEILING)
+
+
+def _quantity_text(value: Any) -> Any:
+    # YAML reads `quota: 16` as a number; the quantity is its text.
+    return str(value) if type(value) is int else value
+
+
+def _valid_quantity(text: str) -> str:
+    quantity_value(text)
+    return text
+
+
+# A Kubernetes quantity the stack hands over as written (requests, quotas, volume sizes).
+KubeQuantity = Annotated[
+    str, BeforeValidator(_quantity_text), Check(_valid_quantity, expected=QUANTITY_EXPECTED, pattern=QUANTITY_PATTERN)
+]
+
+
+# Docker: docker/go-units v0.5.0 size.go L86-150 RAMInBytes, what `docker run --shm-size` and `--memory` (opts.MemBytes)
+# and json-file's max-size read: a number (Go's ParseFloat), an optional space, and an optional suffix k, m, g, t or p
+# in any case, with an optional `b` or `ib`, all powers of 1024 (16g = 16GB = 16GiB), or `b` alone; no `Gi`.
+_DOCKER_SIZE = re.compile(r"(?P<n>([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?) ?(?P<unit>([kmgtp])(b|ib)?|b)?", re.I)
+_DOCKER_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
+DOCKER_SIZE_EXPECTED = (
+    "a size as Docker reads it: a number and k, m, g, t or p (with an optional b or ib; each a power of 1024), "
+    "e.g. 16GiB or 16g"
+)
+
+
+def docker_bytes(text: str) -> int:
+    """Bytes of a size as Docker reads it (go-units RAMInBytes: a float times the unit, truncated)."""
+    match = _DOCKER_SIZE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not {DOCKER_SIZE_EXPECTED}")
+    unit = (match["unit"] or "b")[0].lower()
+    return int(float(match["n"]) * _DOCKER_UNITS.get(unit, 1))
+
+
+def kubernetes_bytes(text: str) -> int:
+    """Bytes of a memory quantity (rounded up to a whole byte). `64GiB`, which Kubernetes does not read, is taken for
+    its `64Gi` (the stack writes the request itself): no reader takes it for anything else."""
+    if re.fullmatch(r"[0-9.]+[KMGTPE]iB", text):
+        text = text[:-1]
+    return math.ceil(quantity_value(text))
+
+
+def _both_bytes(text: str) -> int:
+    """A size the stack hands to Docker (`--shm-size`) and to Kubernetes (an emptyDir's sizeLimit) alike: what either
+    reads, unless both read it and differ (`16G`: 16 GiB to Docker, 16 * 10^9 bytes to Kubernetes)."""
+    readings: dict[str, int] = {}
+    for receiver, read in (("Docker", docker_bytes), ("Kubernetes", kubernetes_bytes)):
+        try:
+            readings[receiver] = read(text)
+        except ValueError:
+            pass
+    if not readings:
+        raise ValueError(
+            f"{text!r} is a size neither Docker nor Kubernetes reads; write a number and GiB, MiB (or Gi, Mi), e.g. 16GiB"
+        )
+    if len(set(readings.values())) > 1:
+        number = _DOCKER_SIZE.fullmatch(text)
+        example = f"{number['n'] if number else '16'}GiB"
+        raise ValueError(
+            f"{text!r} means {readings['Docker']:,} bytes to Docker (go-units RAMInBytes: every unit a power of 1024) "
+            f"but {readings['Kubernetes']:,} to Kubernetes (a quantity: k, M, G are powers of 1000, m is 1/1000): "
+            f"write a unit both read alike, e.g. {example}"
+        )
+    return next(iter(readings.values()))
+
+
 def _human_bytes(size: int) -> str:
     for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if size >= factor and size % factor == 0:
@@ -42,17 +142,29 @@ def _human_bytes(size: int) -> str:
     return f"{size} bytes"
 
 
-def byte_size_at_least(minimum: int, whole_mib: bool = False) -> Any:
-    """A byte size with a unit (`16GiB`); a bare number under the minimum is taken for a missing unit. `whole_mib`:
-    a whole number of MiB (what the provider's MiB inputs and `100m`-style options take)."""
+SizeReader = Literal["docker", "kubernetes", "both"]
+_READERS = {"docker": docker_bytes, "kubernetes": kubernetes_bytes, "both": _both_bytes}
+# How the reference (tools.config_reference) names each reading.
+_READ_AS = {
+    "docker": "as Docker reads it: k, m, g, t, p, each a power of 1024 (16g = 16GB = 16GiB)",
+    "kubernetes": "a Kubernetes quantity: Ki, Mi, Gi (or KiB, MiB, GiB) powers of 1024, k, M, G powers of 1000",
+    "both": "read alike by Docker and Kubernetes: 16GiB or 16Gi",
+}
 
-    def unit_needed(value: Any) -> Any:
+
+def byte_size_at_least(minimum: int, reader: SizeReader, whole_mib: bool = False) -> Any:
+    """A byte size with a unit (`16GiB`), read as `reader` reads it (Docker, Kubernetes, or both for a key handed to
+    each); a bare number under the minimum is taken for a missing unit. `whole_mib`: a whole number of MiB (what the
+    provider's MiB inputs and `100m`-style options take)."""
+    read = _READERS[reader]
+
+    def bytes_of(value: Any) -> Any:
         if type(value) is int and 0 <= value < minimum:
             raise ValueError(
                 f"{value} without a unit is {value} bytes, less than {_human_bytes(minimum)}; "
                 f"write the unit, e.g. {value}GiB"
             )
-        return value
+        return read(value) if isinstance(value, str) else value
 
     def within(value: ByteSize) -> ByteSize:
         if value > MAX_BYTES:
@@ -65,19 +177,26 @@ def byte_size_at_least(minimum: int, whole_mib: bool = False) -> Any:
             )
         return value
 
-    return Annotated[ByteSize, BeforeValidator(unit_needed), Check(within, ge=minimum, le=MAX_BYTES)]
+    return Annotated[
+        ByteSize, BeforeValidator(bytes_of), Check(within, expected=_READ_AS[reader], ge=minimum, le=MAX_BYTES)
+    ]
 
 
-# RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB;
-# less would silently become Docker's 64 MiB default.
-ShmSize = byte_size_at_least(1024**2)
+# RCCL and PyTorch DataLoader workers exchange tensors through /dev/shm. The Docker provider takes whole MiB
+# (v4.5.0 resource_docker_container.go L863-865 "Size of `/dev/shm` in MBs"): a part of one would be cut off; less than
+# one would silently become Docker's 64 MiB default.
+ShmSize = byte_size_at_least(1024**2, "docker", whole_mib=True)
+# A workload's /dev/shm: `--shm-size` on Docker, an emptyDir's sizeLimit (written in Mi) on Kubernetes.
+WorkloadShmSize = byte_size_at_least(1024**2, "both", whole_mib=True)
+# A Kubernetes pod's memory (its request and limit).
+PodMemory = byte_size_at_least(1024**2, "kubernetes")
 
 
 # The provider's `memory` is whole MiB (terraform-provider-docker v4.5.0 resource_docker_container.go "memory": "in
 # MBs"), and the daemon refuses less than 6 MiB (moby v20.10.24 daemon/daemon_unix.go L431-432 linuxMinMemory).
-MemoryLimit = byte_size_at_least(6 * 1024**2, whole_mib=True)
+MemoryLimit = byte_size_at_least(6 * 1024**2, "docker", whole_mib=True)
 # json-file's max-size takes a size with a unit; written as whole MiB (`100m`), which the daemon keeps as given.
-LogFileSize = byte_size_at_least(1024**2, whole_mib=True)
+LogFileSize = byte_size_at_least(1024**2, "docker", whole_mib=True)
 
 
 def _cpu_numbers(value: str) -> str:
@@ -94,8 +213,9 @@ def _cpu_numbers(value: str) -> str:
 
 
 # Prometheus's `--storage.tsdb.retention.size`, written in whole MB, which it reads as MiB (alecthomas/units
-# ParseBase2Bytes, what kingpin's BytesVar uses: "MB" = 2^20 bytes); less than 64 MiB would hold no block.
-RetentionSize = byte_size_at_least(64 * 1024**2, whole_mib=True)
+# ParseBase2Bytes, what kingpin's BytesVar uses: "MB" = 2^20 bytes); less than 64 MiB would hold no block. Its units
+# are powers of 1024 with or without the `i`, as Docker's are.
+RetentionSize = byte_size_at_least(64 * 1024**2, "docker", whole_mib=True)
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
 CpuList = Annotated[
     str,

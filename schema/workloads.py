@@ -24,7 +24,6 @@ from pydantic import ByteSize, Field, model_validator
 from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import (
     MAX_BATCH,
-    MAX_BYTES,
     MAX_DEADLINE_SECONDS,
     MAX_GID_INDEX,
     MAX_ITEMS,
@@ -45,8 +44,11 @@ from .types import (
     Labels,
     LabelValue,
     Port,
-    ShmSize,
+    KubeQuantity,
+    PodMemory,
+    quantity_value,
     TaintEffect,
+    WorkloadShmSize,
     StopGraceSeconds,
     WaitSeconds,
     _human_bytes,
@@ -100,11 +102,6 @@ WorkloadName = Annotated[
 PartitionRef = Annotated[
     str, _matching(f"{DNS_LABEL}/{DNS_LABEL}", "'host/container' of a partition in rocm-stack:hosts")
 ]
-Quantity = Annotated[
-    str, _matching(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?", "a Kubernetes quantity such as 100Gi or 500Mi")
-]
-# CPU cores as a Kubernetes quantity: "16", "0.5" or "500m".
-CpuQuantity = Annotated[str, _matching(r"[0-9]+(\.[0-9]+)?|[0-9]+m", 'CPU cores, e.g. "16", "0.5" or "500m"')]
 # An extended resource `<domain>/<name>` (e.g. rdma/hca_shared_devices_a).
 ExtendedResource = Annotated[
     str,
@@ -277,7 +274,7 @@ class PvcStorage(ConfigModel):
     type: Literal["pvc"]
     # None: the cluster's default StorageClass.
     storage_class: str | None = None
-    size: Quantity = "100Gi"
+    size: KubeQuantity = "100Gi"
     # ReadWriteMany: every pod (every node of a training job, every replica of a server) mounts the same volume.
     access_mode: Literal["ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"] = "ReadWriteMany"
 
@@ -289,7 +286,7 @@ class HostPathStorage(ConfigModel):
 
 class EmptyDirStorage(ConfigModel):
     type: Literal["emptyDir"]
-    size_limit: Quantity | None = None
+    size_limit: KubeQuantity | None = None
 
 
 PodSecurityLevel = Literal["privileged", "baseline"]
@@ -347,7 +344,7 @@ def pod_requests(
     resource."""
     return {
         "cpu": cpu,
-        "memory": f"{(memory_bytes + shm_bytes) // MIB}Mi",
+        "memory": f"{-(-(memory_bytes + shm_bytes) // MIB)}Mi",  # rounded up: never less than asked
         gpu_resource: str(gpus),
         **({network.rdma.resource: str(network.rdma.count)} if network is not None else {}),
     }
@@ -379,9 +376,9 @@ class TrainingKubernetes(ConfigModel):
     gpu_resource: GpuResourceName = GPU_RESOURCE_NAME
     """The extended resource each pod requests `gpusPerNode` of: a partition resource such as amd.com/cpx_nps4 runs
     on nodes of a `kubernetes.partitionProfiles` profile (with `resourceNamingStrategy: mixed`)."""
-    cpu: CpuQuantity = "16"
+    cpu: KubeQuantity = "16"
     """CPU request = limit of each pod (Guaranteed QoS: evicted last)."""
-    memory: Annotated[ByteSize, Field(le=MAX_BYTES)] = ByteSize(64 * 1024**3)
+    memory: PodMemory = ByteSize(64 * 1024**3)
     """Working set of each pod besides /dev/shm: its memory request = limit is this + shmSize (tmpfs pages count
     against the container's memory)."""
     pod_security: PodSecurityLevel = "privileged"
@@ -500,7 +497,7 @@ class TrainingConfig(ConfigModel):
         Field(max_length=MAX_ITEMS, json_schema_extra=shown_default(_env_shown(TRAINING_RCCL_ENV))),
     ] = {}
     """RCCL/NCCL variables, merged over the default; `null` removes one."""
-    shm_size: ShmSize = ByteSize(16 * 1024**3)
+    shm_size: WorkloadShmSize = ByteSize(16 * 1024**3)
     """/dev/shm, through which RCCL and DataLoader workers exchange tensors: a memory-backed emptyDir on
     Kubernetes; on Docker `--shm-size` of the partition's private IPC namespace (ignored for a host's only
     partition, which keeps host IPC)."""
@@ -648,9 +645,9 @@ class InferenceKubernetes(ConfigModel):
         None, ge=1, le=MAX_PODS, json_schema_extra=shown_default("prod: `replicas - 1` (no PDB when 0); dev: no PDB")
     )
     """The PodDisruptionBudget's minAvailable."""
-    cpu: CpuQuantity = "8"
+    cpu: KubeQuantity = "8"
     """CPU request = limit of each replica."""
-    memory: Annotated[ByteSize, Field(le=MAX_BYTES)] = ByteSize(64 * 1024**3)
+    memory: PodMemory = ByteSize(64 * 1024**3)
     """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
     pod_security: PodSecurityLevel = "privileged"
     """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
@@ -779,7 +776,7 @@ class InferenceConfig(ConfigModel):
         ),
     ] = {}
     """ROCm/vLLM variables (AMD's MI300X advice, docs/workloads.md), merged over the default; `null` removes one."""
-    shm_size: ShmSize = ByteSize(16 * 1024**3)
+    shm_size: WorkloadShmSize = ByteSize(16 * 1024**3)
     """/dev/shm of each server (as for training)."""
     startup_timeout_seconds: WaitSeconds = 1800
     """How long a server may take to download and load its model: the startup probe (Kubernetes) and the health
@@ -1020,7 +1017,7 @@ def _quota_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
         pools = [pool for pool in gpu_pools(cfg) if pool.resource == pool_resource]
         capacity = sum(pool.nodes * pool.per_node for pool in pools)
         quoted = {
-            name: sum(int(float(q[pool_resource].nominal)) for q in queue.gpus.values() if pool_resource in q)
+            name: sum(int(quantity_value(q[pool_resource].nominal)) for q in queue.gpus.values() if pool_resource in q)
             for name, queue in sorted(queues.cluster_queues.items())
         }
         if sum(quoted.values()) > capacity:
@@ -1290,7 +1287,9 @@ def _queue_problems(
         return
     gpu = k8s.gpu_resource
     members = [q for q in queues.cluster_queues.values() if q is queue or (q.cohort and q.cohort == queue.cohort)]
-    available = sum(int(float(quotas[gpu].nominal)) for q in members for quotas in q.gpus.values() if gpu in quotas)
+    available = sum(
+        int(quantity_value(quotas[gpu].nominal)) for q in members for quotas in q.gpus.values() if gpu in quotas
+    )
     if gpus_at_once > available:
         yield (
             f"{at}.queueName",

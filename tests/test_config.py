@@ -121,7 +121,7 @@ BAD_CONFIGS = {
         "dev",
         {P + "hosts": [host(containers=[{"name": "a", "shmSize": "lots"}])]},
         "hosts[0].containers[0].shmSize",
-        "expected a size with a unit, e.g. 512MiB",
+        "'lots' is not a size as Docker reads it",
     ),
     "shm size under 1 MiB": (
         "dev",

@@ -1246,7 +1246,7 @@ BAD = {
         "prod",
         "inference[0].kubernetes.cpu",
         "eight",
-        "inference[0].kubernetes.cpu: expected CPU cores",
+        "inference[0].kubernetes.cpu: 'eight' is not a Kubernetes quantity",
     ),
     "rdma-on-baseline": (
         "prod",

@@ -1,0 +1,242 @@
+"""Values read as the system that receives them reads them (issue 36 items 1-3): Kubernetes quantities as apimachinery
+reads them, Docker sizes as docker/go-units reads them, and what a receiver refuses refused first. Each table is the
+upstream project's own test table or source, cited; nothing here restates the stack's output."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import docker.utils
+import pytest
+
+from schema.types import docker_bytes, quantity_value
+from tools.synth import synthesize
+from conftest import refusal, stack_file
+
+P = "rocm-stack:"
+KI, MI, GI, TI, PI = (1024**n for n in range(1, 6))
+
+
+# --- Kubernetes quantities: k8s.io/apimachinery pkg/api/resource @ v0.36.3 ------------------------------------------
+# quantity_test.go L267-531 TestQuantityParse: input -> decQuantity(mantissa, exponent) (the value mantissa * 10^exp).
+APIMACHINERY_PARSES = {
+    "0": (0, 0),
+    "0n": (0, 0),
+    "0Ki": (0, 0),
+    "1": (1, 0),
+    "1Ki": (1024, 0),
+    "7Mi": (7 * MI, 0),
+    "3Ei": (3 * 1024**6, 0),
+    "1e3": (1, 3),
+    "100.035k": (100035, 0),
+    "0.0005k": (5, -1),
+    "0.5e-2": (5, -3),
+    "1.3E+6": (13, 5),
+    "1.7E18": (17, 17),
+    "8.1k": (81, 2),
+    "2.5P": (25, 14),
+    "1.01E": (101, 16),
+    "3.001n": (4, -9),  # rounds up to whole nanos
+    "1.1E-9": (2, -9),
+    "0.0000000005": (1, -9),
+    "0.00000012345": (124, -9),
+    "100.035Ki": (10243584, -2),
+    "0.5Mi": (MI // 2, 0),
+    ".001": (1, -3),
+    "1.": (1, 0),
+    "1.G": (1, 9),
+}
+# quantity_test.go L533-546 (invalid), L268 (the empty string), and suffix.go L113-132 (no `K`, no `Gb`).
+APIMACHINERY_REFUSES = [
+    "",
+    "1.1.M",
+    "1+1.0M",
+    "0.1mi",
+    "0.1am",
+    "aoeu",
+    ".5i",
+    "1i",
+    "-3.01e-",
+    " 1",
+    "1 ",
+    "1K",
+    "1Gb",
+]
+# What the client's parse_quantity alone takes but the API server refuses.
+CLIENT_ONLY = ["1K", "1_000", "Infinity", "NaN", "1e3k"]
+
+
+@pytest.mark.parametrize("text", APIMACHINERY_PARSES)
+def test_quantities_are_read_as_apimachinery_reads_them(text):
+    mantissa, exponent = APIMACHINERY_PARSES[text]
+    assert quantity_value(text) == Decimal(mantissa).scaleb(exponent)
+
+
+@pytest.mark.parametrize("text", sorted({*APIMACHINERY_REFUSES, *CLIENT_ONLY}))
+def test_what_apimachinery_refuses_is_no_quantity(text):
+    with pytest.raises(ValueError, match="is not a Kubernetes quantity"):
+        quantity_value(text)
+
+
+def test_a_quantity_past_int64_is_refused_not_capped():
+    # quantity.go L66-69: "no quantity may represent a number greater than 2^63-1 ... Numbers larger ... will be
+    # capped" (TestQuantityParse: "9Ei" -> maxAllowed): refused instead of silently meaning less.
+    with pytest.raises(ValueError, match=r"2\^63-1"):
+        quantity_value("9Ei")
+    assert quantity_value("7Ei") == 7 * 1024**6
+
+
+def _quota(config: dict[str, Any], queue: str) -> dict[str, Any]:
+    gpus = config[P + "kubernetes"]["queues"]["clusterQueues"][queue]["gpus"]["mi300x"]
+    if not isinstance(gpus["amd.com/gpu"], dict):
+        gpus["amd.com/gpu"] = {"nominal": gpus["amd.com/gpu"]}
+    quota: dict[str, Any] = gpus["amd.com/gpu"]
+    return quota
+
+
+def test_a_gpu_quota_of_2k_is_compared_as_the_number_2000():
+    """`2k` is a quantity the schema takes; the queue checks read it with float() and ended in a traceback."""
+    config = stack_file("prod")
+    _quota(config, "pretrain")["nominal"] = "2k"
+    message = refusal("prod", config)
+    assert "the nominal quotas of amd.com/gpu (2000 pretrain + 8 research + 8 serving = 2016) exceed the 32" in message
+
+
+def test_gpu_quotas_in_any_quantity_form_count_as_their_number():
+    config = stack_file("prod")
+    _quota(config, "pretrain")["nominal"] = "1.6e1"  # 16, as the committed stack says
+    _quota(config, "research")["nominal"] = "8000m"
+    synthesize("prod", config)
+
+
+@pytest.mark.parametrize("value", ["1500m", "0.5", "2.5", "1e-1"])
+def test_a_gpu_quota_that_is_no_whole_number_is_refused_with_its_reason(value):
+    # kubernetes pkg/apis/core/validation/validation.go ValidateResourceQuantityValue: an extended resource
+    # (IsIntegerResourceName) "must be an integer" in a pod's requests, so a fraction of a GPU in a quota is never used.
+    config = stack_file("prod")
+    _quota(config, "research")["nominal"] = value
+    message = refusal("prod", config)
+    assert "clusterQueues.research" in message and "gpus.mi300x.amd.com/gpu" in message
+    assert "not a whole number; a pod requests whole GPUs" in message
+
+
+# --- Kueue's ClusterQueue webhook: pkg/webhooks/clusterqueue_webhook.go @ v0.19.2 --------------------------------------
+def test_a_lending_limit_without_a_cohort_is_refused():
+    # validateLimit L368-380: "must be nil when cohort is empty" (for lendingLimit as for borrowingLimit).
+    config = stack_file("prod")
+    queue = config[P + "kubernetes"]["queues"]["clusterQueues"]["pretrain"]
+    queue.pop("cohort")
+    _quota(config, "pretrain")["lendingLimit"] = 4
+    assert "gpus.mi300x.amd.com/gpu.lendingLimit: a lendingLimit needs a cohort to lend to" in refusal("prod", config)
+
+
+@pytest.mark.parametrize(("nominal", "lending", "refused"), [(8, 9, True), ("1k", "1Ki", True), ("1Ki", "1k", False)])
+def test_a_lending_limit_above_the_nominal_quota_is_refused(nominal, lending, refused):
+    # validateLendingLimit L383-389: lend.Cmp(nominal) > 0 -> "must be less than or equal to the nominalQuota".
+    config = stack_file("prod")
+    queue = config[P + "kubernetes"]["queues"]["clusterQueues"]["research"]
+    queue["memory"] = {"nominal": nominal, "lendingLimit": lending}
+    if refused:
+        assert f"memory.lendingLimit: {lending} is more than the nominal {nominal}" in refusal("prod", config)
+    else:
+        synthesize("prod", config)
+
+
+# --- Docker sizes: docker/go-units v0.5.0 size.go L86-150 RAMInBytes --------------------------------------------------
+# size_test.go TestRAMInBytes (v0.5.0): input -> bytes, and the inputs it refuses.
+GO_UNITS_PARSES = {
+    "32": 32,
+    "32b": 32,
+    "32B": 32,
+    "32k": 32 * KI,
+    "32K": 32 * KI,
+    "32kb": 32 * KI,
+    "32Kb": 32 * KI,
+    "32Kib": 32 * KI,
+    "32KIB": 32 * KI,
+    "32Mb": 32 * MI,
+    "32Gb": 32 * GI,
+    "32Tb": 32 * TI,
+    "32Pb": 32 * PI,
+    "32PB": 32 * PI,
+    "32P": 32 * PI,
+    "32.3": 32,
+    "32.3 mb": int(32.3 * MI),
+    "0.3MB": int(0.3 * MI),
+}
+GO_UNITS_REFUSES = ["", "hello", "-32", " 32 ", "32m b", "32bm", "64Gi"]
+
+
+@pytest.mark.parametrize("text", GO_UNITS_PARSES)
+def test_docker_sizes_are_read_as_go_units_reads_them(text):
+    assert docker_bytes(text) == GO_UNITS_PARSES[text]
+
+
+@pytest.mark.parametrize("text", GO_UNITS_REFUSES)
+def test_what_go_units_refuses_is_no_docker_size(text):
+    with pytest.raises(ValueError, match="is not a size as Docker reads it"):
+        docker_bytes(text)
+
+
+def test_docker_py_parse_bytes_is_not_dockers_reading():
+    """The Docker SDK's parse_bytes (docker/utils/utils.py) is not what dockerd and the CLI read: it refuses `32Kib`
+    and `32GiB`, which RAMInBytes takes; hence the stack's own reading of size.go."""
+    with pytest.raises(docker.errors.DockerException):
+        docker.utils.parse_bytes("32GiB")
+    assert docker_bytes("32GiB") == 32 * GI
+    assert docker.utils.parse_bytes("16g") == docker_bytes("16g") == 16 * GI  # where they agree, they agree
+
+
+def _host_shm(value: Any) -> dict[str, Any]:
+    config = {P + "hosts": [{"name": "h", "gpus": 8, "containers": [{"name": "a", "gpus": [0, 1], "shmSize": value}]}]}
+    plan = synthesize("dev", config)
+    [container] = [r for r in plan.of_type("docker:index/container:Container") if r["name"].endswith("h-a")]
+    return dict(container["inputs"])
+
+
+@pytest.mark.parametrize("value", ["16g", "16G", "16GB", "16GiB", "16 g", "16384m"])
+def test_a_docker_shm_size_means_what_docker_reads(value):
+    """`shmSize: 16g` became `--shm-size=15258m` (pydantic read g as 10^9), where `docker run --shm-size=16g` gives
+    16 GiB (opts.MemBytes -> RAMInBytes)."""
+    assert _host_shm(value)["shmSize"] == 16384
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("64Gi", "'64Gi' is not a size as Docker reads it: a number and k, m, g, t or p"),
+        ("1.00001g", "must be a whole number of MiB"),
+    ],
+)
+def test_a_docker_size_docker_would_not_take_is_refused_naming_key_and_fix(value, message):
+    config = {P + "hosts": [{"name": "h", "gpus": 8, "containers": [{"name": "a", "gpus": [0], "shmSize": value}]}]}
+    text = refusal("dev", config)
+    assert "hosts[0].containers[0].shmSize" in text and message in text and "e.g." in text
+
+
+def test_a_workload_shm_size_docker_and_kubernetes_read_differently_is_refused():
+    """A workload's shmSize is `--shm-size` on Docker and an emptyDir's sizeLimit on Kubernetes: `16G` is 16 GiB to
+    Docker (RAMInBytes) and 16 * 10^9 bytes to Kubernetes (decimal SI), so it is refused; 16GiB and 16Gi mean one
+    thing to whichever reads them."""
+    config = stack_file("prod")
+    config[P + "training"][0]["shmSize"] = "16G"
+    message = refusal("prod", config)
+    assert "training[0].shmSize: '16G' means 17,179,869,184 bytes to Docker" in message
+    assert "but 16,000,000,000 to Kubernetes" in message and "e.g. 16GiB" in message
+    sizes = set()
+    for value in ("16GiB", "16Gi", "16g"):
+        config[P + "training"][0]["shmSize"] = value
+        sizes.add(str(synthesize("prod", config).to_json()).count("16384Mi"))
+    assert len(sizes) == 1 and sizes != {0}
+
+
+def test_a_pod_memory_is_a_kubernetes_quantity():
+    """`kubernetes.memory: 64G` is 64 * 10^9 bytes to Kubernetes; the pod's memory (working set + shm) is written
+    in Mi, rounded up so it is never less than asked."""
+    config = stack_file("prod")
+    config[P + "training"][0]["kubernetes"]["memory"] = "64G"
+    plan = synthesize("prod", config)
+    text = str(plan.to_json())
+    expected = -(-(64 * 10**9 + 64 * GI) // MI)
+    assert f"'memory': '{expected}Mi'" in text
