@@ -258,6 +258,14 @@ class DockerEndpoint(ConfigModel):
             raise ValueError(f"the port of {value!r} must be a number from 1 to 65535") from None
         if port == 0 or not parts.hostname or parts.path not in ("", "/") or parts.query or parts.fragment:
             raise ValueError(f"{expected} (got {value!r}); the port is a number from 1 to 65535")
+        if parts.scheme == "ssh" and parts.password is not None:
+            # docker/cli v28.5.2 (the provider's, terraform-provider-docker v4.5.0 go.mod) cli/connhelper/ssh/ssh.go
+            # L52-55: "plain-text password is not supported".
+            raise ValueError(
+                "a password in the URL is refused by Docker's ssh helper ('plain-text password is not supported'), "
+                f"and would sit in the stack file in plain text: write ssh://{parts.username}@{host_port} and log in "
+                f"with your SSH agent or a key (sshOpts: [-i, KEY]) (got ssh://{parts.username}:...@{host_port})"
+            )
         if parts.scheme == "tcp" and port is None:
             raise ValueError(f"tcp:// needs a port, e.g. tcp://{parts.hostname}:2376")
         return value

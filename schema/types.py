@@ -252,17 +252,33 @@ StopGraceSeconds = Annotated[int, Field(ge=1, le=MAX_STOP_GRACE_SECONDS)]
 WaitSeconds = Annotated[int, Field(ge=60, le=86400)]
 
 
-# Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept).
-_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
-_UNIT_SECONDS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+# Prometheus duration syntax (units in descending order, as promtool and the Prometheus Operator CRDs accept), read as
+# prometheus/common v0.65.0 (what Prometheus v3.5.0 builds with, its go.mod) model/time.go L205-259 ParseDuration does:
+# ASCII digits, and "duration out of range" past 2^63-1 nanoseconds (about 292 years), which ends Prometheus at start.
+_DURATION = re.compile(
+    r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?"
+)
+_UNIT_NANOS = (365 * 86400 * 10**9, 7 * 86400 * 10**9, 86400 * 10**9, 3600 * 10**9, 60 * 10**9, 10**9, 10**6)
+_MAX_NANOS = 2**63 - 1
 
 
 def duration_seconds(value: str) -> float:
     """Seconds in a Prometheus duration such as `1h30m`."""
-    match = _DURATION.match(value)
+    match = _DURATION.fullmatch(value)
     if not value or match is None:
         raise ValueError(f"'{value}' is not a Prometheus duration; expected e.g. 30s, 5m, 1h30m")
-    return sum(int(n) * unit for n, unit in zip(match.groups(), _UNIT_SECONDS) if n)
+    nanos = 0
+    for number, unit in zip(match.groups(), _UNIT_NANOS):
+        if number is None:
+            continue
+        # time.go L248-255: each term, then the sum, within 2^63-1 nanoseconds.
+        if int(number) > 2**63 // unit or nanos + int(number) * unit > _MAX_NANOS:
+            raise ValueError(
+                f"'{value}' is beyond the longest duration Prometheus reads (2^63-1 ns, about 292 years: "
+                "prometheus/common ParseDuration, 'duration out of range'); write at most 292y"
+            )
+        nanos += int(number) * unit
+    return nanos / 10**9
 
 
 def _positive_duration(value: str) -> str:

@@ -1534,17 +1534,29 @@ def _training_drain_problems(cfg: _StackWithWorkloads, k8s: TrainingKubernetes, 
 def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     hosts = {(h.name, c.name): (hi, ci, h, c) for hi, h in enumerate(cfg.hosts) for ci, c in enumerate(h.containers)}
     claimed_by: dict[tuple[str, str], str] = {}
+    # Every host port the stack publishes on a host, and what publishes it: a second binding of one does not start
+    # ("Bind for 0.0.0.0:8000 failed: port is already allocated", moby libnetwork portallocator
+    # ErrPortAlreadyAllocated; a server on the host network fails with EADDRINUSE). The stack's own servers first,
+    # then the configurable ones in the order of the file.
     published: dict[tuple[str, int], str] = {}
     claimed = partitions_claimed(cfg)
     monitoring_host = cfg.monitoring_host
+    exporter_port_taken: str | None = None
     for h_index, host in enumerate(cfg.hosts):
         if cfg.monitoring.enabled:  # every Docker host runs the metrics exporters on these host ports
-            published[(host.name, cfg.monitoring.exporter_port)] = "the GPU metrics exporter (monitoring.exporterPort)"
             for number, what in monitoring.EXPORTER_PORTS.items():
                 published[(host.name, number)] = f"the stack's {what}"
         if host.name == monitoring_host:
             for number, what in monitoring.MONITORING_HOST_PORTS.items():
                 published[(host.name, number)] = f"{what} of the monitoring host (monitoring.host)"
+        if cfg.monitoring.enabled:
+            exporter = (host.name, cfg.monitoring.exporter_port)
+            if exporter in published:
+                exporter_port_taken = exporter_port_taken or (
+                    f"host port {exporter[1]} of '{host.name}' is already published by {published[exporter]}"
+                )
+            else:
+                published[exporter] = "the GPU metrics exporter (monitoring.exporterPort)"
         for c_index, c in enumerate(host.containers):
             for p_index, port in enumerate(c.ports if (host.name, c.name) not in claimed else ()):
                 # Without `external` Docker publishes on a free random host port, which clashes with nothing.
@@ -1562,6 +1574,8 @@ def _partition_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
                     )
                     continue
                 published[(host.name, port.external)] = f"container '{c.name}'"
+    if exporter_port_taken is not None:
+        yield "monitoring.exporterPort", f"{exporter_port_taken}; choose another port (upstream's default is 5000)"
     for kind, workloads in _by_kind(cfg):
         for index, workload in enumerate(workloads):
             if workload.docker is None:

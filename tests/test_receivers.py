@@ -10,7 +10,7 @@ from typing import Any
 import docker.utils
 import pytest
 
-from schema.types import docker_bytes, quantity_value
+from schema.types import docker_bytes, duration_seconds, quantity_value
 from tools.synth import synthesize
 from conftest import refusal, stack_file
 
@@ -240,3 +240,71 @@ def test_a_pod_memory_is_a_kubernetes_quantity():
     text = str(plan.to_json())
     expected = -(-(64 * 10**9 + 64 * GI) // MI)
     assert f"'memory': '{expected}Mi'" in text
+
+
+# --- Prometheus durations: prometheus/common v0.65.0 (Prometheus v3.5.0's go.mod) model/time.go L205-259 -------------
+# time_test.go TestParseBadDuration L407-418 (the cases a stack can write: positive, with units) and TestParseDuration.
+PROMETHEUS_REFUSES = ["1", "1y1m1d", "1.5d", "d", "294y", "200y10400w", "107675d", "2584200h", "", "999999999y"]
+PROMETHEUS_PARSES = {"324ms": 0.324, "3s": 3, "5m": 300, "1h": 3600, "4d": 4 * 86400, "4d1h": 4 * 86400 + 3600}
+
+
+@pytest.mark.parametrize("text", PROMETHEUS_REFUSES)
+def test_what_prometheus_refuses_is_no_duration(text):
+    with pytest.raises(ValueError, match="Prometheus"):
+        duration_seconds(text)
+
+
+@pytest.mark.parametrize("text", PROMETHEUS_PARSES)
+def test_durations_are_read_as_prometheus_reads_them(text):
+    assert duration_seconds(text) == PROMETHEUS_PARSES[text]
+
+
+def test_a_duration_prometheus_cannot_hold_is_refused_naming_the_key():
+    """`999999999y` passed the pattern; Prometheus stops at start on it ("duration out of range")."""
+    message = refusal("dev", {P + "monitoring": {"retention": {"time": "999999999y"}}})
+    assert "monitoring.retention.time: '999999999y' is beyond the longest duration Prometheus reads" in message
+
+
+# --- TCP ports and Docker endpoints -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("receiver", "key"),
+    [
+        ({"email": {"to": ["a@b"], "from": "c@d", "smarthost": "smtp.example.com:70000"}}, "email.smarthost"),
+        ({"webhook": {"url": "https://hooks.example.com:99999/x"}}, "webhook.url"),
+    ],
+)
+def test_a_port_beyond_tcp_is_refused(receiver, key):
+    # A TCP port is 16 bits (RFC 9293 section 3.1); Alertmanager takes the digits and fails every notification.
+    message = refusal("dev", {P + "monitoring": {"receivers": [{"name": "x", **receiver}]}})
+    assert f"monitoring.receivers[0].{key}: the port of" in message and "from 1 to 65535" in message
+
+
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+@pytest.mark.parametrize("endpoint", ["ssh://deploy:hunter2@gpu-1", "ssh://deploy:@gpu-1:2222"])
+def test_an_ssh_endpoint_with_a_password_is_refused_everywhere(environment, endpoint):
+    """docker/cli v28.5.2 cli/connhelper/ssh/ssh.go L52-55 (the provider's docker/cli): "plain-text password is not
+    supported", also for an empty one (url.User.Password's ok)."""
+    config = stack_file(environment) if environment == "prod" else {}
+    config[P + "hosts"] = [{"name": "h", "docker": {"host": endpoint}, "gpus": 8, "containers": [{"name": "a"}]}]
+    message = refusal(environment, config)
+    assert "hosts[0].docker.host" in message and "plain-text password is not supported" in message
+    assert "hunter2" not in message
+
+
+# --- host ports the stack publishes twice (issue 36 item 4) -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("monitoring", "holder"),
+    [
+        ({"exporterPort": 9100}, "the stack's node-exporter"),
+        ({"exporterPort": 8080}, "the stack's cAdvisor"),
+        ({"exporterPort": 9090, "host": "local"}, "Prometheus of the monitoring host"),
+        ({"exporterPort": 3000, "host": "local"}, "Grafana of the monitoring host"),
+    ],
+)
+def test_the_exporter_port_on_a_port_the_stack_publishes_already_is_refused(monitoring, holder):
+    """Two bindings of one host port: the second container does not start ("port is already allocated")."""
+    message = refusal("dev", {P + "monitoring": monitoring})
+    assert (
+        f"monitoring.exporterPort: host port {monitoring['exporterPort']} of 'local' is already published by {holder}"
+        in message
+    )
