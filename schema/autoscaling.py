@@ -16,7 +16,7 @@ from pydantic import Field
 
 from .base import ConfigModel, by_environment, environment_default, matching, shown_default
 from .bounds import MAX_FLOOR, MAX_PODS, MAX_WAIT_SECONDS
-from .types import Name
+from .types import Name, Url
 
 # `helm repo add kedacore https://kedacore.github.io/charts` + `helm install keda kedacore/keda --namespace keda`
 # (the production stack's autoscaling-keda.rst step 3; kedacore/charts keda/Chart.yaml `version: 2.20.2`,
@@ -48,12 +48,7 @@ class KedaConfig(ConfigModel):
     chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 2.20.2")] = KEDA_CHART_VERSION
     """Version of the chart `keda` of https://kedacore.github.io/charts (its images are the same version)."""
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
-    prometheus_url: (
-        Annotated[
-            str, matching(r"https?://[^\s/]+(/[^\s]*)?", "an http(s) URL such as http://prometheus.monitoring.svc:9090")
-        ]
-        | None
-    ) = None
+    prometheus_url: Url | None = None
     """The cluster Prometheus's address KEDA queries (`serverAddress`). Unset: the Prometheus of the
     kube-prometheus-stack the stack installs (`monitoring.kubePrometheusStack.install`); required otherwise."""
 

@@ -9,16 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
 
-from urllib.parse import urlsplit
-
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from domain.gpus import MODELS, ModelName
 
 from .base import ConfigModel, matching
 from .bounds import MAX_FLOOR, MAX_ITEMS, MAX_WAIT_SECONDS
-from .types import DNS_LABEL, Duration, Labels, Port, RetentionSize, UnitDuration, duration_seconds
+from .types import DNS_LABEL, Duration, HostPort, Labels, Port, RetentionSize, UnitDuration, Url, duration_seconds
 from .docker import PinnedImage
 
 Celsius = Annotated[float, Field(ge=30, le=125)]
@@ -237,22 +235,6 @@ class Retention(ConfigModel):
         return flags
 
 
-def _tcp_port(value: str) -> str:
-    # A TCP port is 16 bits (RFC 9293 section 3.1): Alertmanager takes any digits (config.go HostPort, url.Parse)
-    # and every notification then fails to dial.
-    try:
-        port = urlsplit(value if "://" in value else f"//{value}").port
-    except ValueError:
-        port = 0
-    if port == 0:
-        raise ValueError(f"the port of {value!r} must be a number from 1 to 65535 (a TCP port)")
-    return value
-
-
-Url = Annotated[str, matching(r"https?://[^\s/?#]+[^\s]*", "an http:// or https:// URL"), AfterValidator(_tcp_port)]
-HostPort = Annotated[
-    str, matching(r"[^\s:]+:[0-9]{1,5}", "host:port, e.g. smtp.example.com:587"), AfterValidator(_tcp_port)
-]
 Email = Annotated[str, matching(r"[^\s@,]+@[^\s@,]+", "an e-mail address")]
 # Alertmanager's receiver names are free text; here they are DNS labels, as they also name the routes.
 ReceiverName = Annotated[str, matching(DNS_LABEL, "lowercase letters, digits and '-', at most 63 characters")]

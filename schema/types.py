@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from urllib.parse import urlsplit
 from decimal import ROUND_CEILING, Decimal
 from typing import Annotated, Any, Literal
 
@@ -234,6 +235,25 @@ def cpus_of(cpu_list: str) -> set[int]:
 
 
 AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces (starting with /)")]
+
+
+def _tcp_port(value: str) -> str:
+    # A TCP port is 16 bits (RFC 9293 section 3.1): Alertmanager and KEDA take any digits (Go url.Parse,
+    # net.SplitHostPort) and every request then fails to dial.
+    try:
+        port = urlsplit(value if "://" in value else f"//{value}").port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError(f"the port of {value!r} must be a number from 1 to 65535 (a TCP port)")
+    return value
+
+
+# An http(s) URL a server of the stack calls (Alertmanager webhooks, KEDA's Prometheus).
+Url = Annotated[str, matching(r"https?://[^\s/?#]+[^\s]*", "an http:// or https:// URL"), AfterValidator(_tcp_port)]
+HostPort = Annotated[
+    str, matching(r"[^\s:]+:[0-9]{1,5}", "host:port, e.g. smtp.example.com:587"), AfterValidator(_tcp_port)
+]
 # A TCP/UDP port number (host side of a published port, a container port, a Service port).
 Port = Annotated[int, Field(ge=1, le=65535)]
 # GPUs of one host, partition, node or server: at most what one host can show, 64 (an 8-GPU node in CPX mode).
