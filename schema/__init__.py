@@ -65,8 +65,8 @@ class StackConfig(ConfigModel):
     images: Annotated[dict[str, ImageRef], Field(max_length=MAX_ITEMS)] = DEFAULT_IMAGES  # type: ignore[assignment]
     """Image references by key (containers and workloads name a key); setting one keeps the other defaults. A key
     is one reference for every GPU family, or one per family (`vllm: {gfx942: REF, gfx950: REF}`): a Docker host
-    takes its `gpuModel`'s family's. Each must be pinned: an explicit version tag other than `latest`, or an
-    `@sha256:` digest."""
+    takes its `gpuModel`'s family's. In prod each must be pinned: an explicit version tag other than `latest`, or an
+    `@sha256:` digest (dev takes a moving tag such as `latest`)."""
     security: SecurityConfig = SecurityConfig()
     """Privileges of the GPU containers: see docs/security.md."""
     registry: RegistryConfig | None = None
@@ -400,6 +400,12 @@ def load(
         )
 
     project_values = {k: v for k, v in values.items() if k.startswith(prefix)}
+    # What the docs state without condition holds in every environment (docs/security.md): no credential flag on a
+    # command line, `--trust-remote-code` only through trustRemoteCode.
+    for key, why in rules.credential_flags(project_values):
+        problems.append(ConfigProblem(key[len(prefix) :], why))
+    for key in rules.remote_code_flags(project_values):  # the pack's remote-code-opt-in rule: one definition
+        problems.append(ConfigProblem(key[len(prefix) :], rules.REMOTE_CODE_FLAG_PROBLEM))
     if data["environment"] == "prod":
         for key, why in rules.text_problems(project_values):
             problems.append(ConfigProblem(key[len(prefix) :], why))
@@ -413,10 +419,6 @@ def load(
         plain = {
             k: v for k, v in project_values.items() if k not in secret_keys and k[len(prefix) :] not in SECRET_KEYS
         }
-        for key, why in rules.credential_flags(project_values):
-            problems.append(ConfigProblem(key[len(prefix) :], why))
-        for key in rules.remote_code_flags(project_values):  # the pack's remote-code-opt-in rule: one definition
-            problems.append(ConfigProblem(key[len(prefix) :], rules.REMOTE_CODE_FLAG_PROBLEM))
         for key, why in rules.plaintext_secrets(plain):
             problems.append(
                 ConfigProblem(

@@ -258,14 +258,6 @@ class DockerEndpoint(ConfigModel):
             raise ValueError(f"the port of {value!r} must be a number from 1 to 65535") from None
         if port == 0 or not parts.hostname or parts.path not in ("", "/") or parts.query or parts.fragment:
             raise ValueError(f"{expected} (got {value!r}); the port is a number from 1 to 65535")
-        if parts.scheme == "ssh" and parts.password is not None:
-            # docker/cli v28.5.2 (the provider's, terraform-provider-docker v4.5.0 go.mod) cli/connhelper/ssh/ssh.go
-            # L52-55: "plain-text password is not supported".
-            raise ValueError(
-                "a password in the URL is refused by Docker's ssh helper ('plain-text password is not supported'), "
-                f"and would sit in the stack file in plain text: write ssh://{parts.username}@{host_port} and log in "
-                f"with your SSH agent or a key (sshOpts: [-i, KEY]) (got ssh://{parts.username}:...@{host_port})"
-            )
         if parts.scheme == "tcp" and port is None:
             raise ValueError(f"tcp:// needs a port, e.g. tcp://{parts.hostname}:2376")
         return value
@@ -510,12 +502,29 @@ def _cpu_ranges(cpus: set[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
+def ssh_password_problem(endpoint: str) -> str | None:
+    """Why the Docker provider cannot use an ssh:// endpoint with a password: docker/cli v28.5.2 (the provider's:
+    terraform-provider-docker v4.5.0 go.mod) cli/connhelper/ssh/ssh.go L52-55 refuses it ("plain-text password is not
+    supported"), in every environment."""
+    parts = urlsplit(endpoint)
+    if parts.scheme != "ssh" or parts.password is None:
+        return None
+    host = parts.netloc.rpartition("@")[2]
+    return (
+        "a password in the URL is refused by Docker's ssh helper ('plain-text password is not supported'): write "
+        f"ssh://{parts.username}@{host} and log in with your SSH agent or a key (sshOpts: [-i, KEY])"
+    )
+
+
 def problems(
     hosts: list[HostConfig], images: dict[str, ImageRef], environment: str, security: SecurityConfig
 ) -> Iterable[tuple[str, str]]:
     """Cross-field checks of the Docker section; yields (key path, what is expected)."""
     for name in sorted(_duplicates(h.name for h in hosts)):
         yield "hosts", f"host name '{name}' is used twice; host names must be unique"
+    for index, host in enumerate(hosts):
+        if (problem := ssh_password_problem(host.docker.host)) is not None:
+            yield f"hosts[{index}].docker.host", problem
     for key, ref in image_refs(images):
         problem = image_pin_problem(ref)
         if problem and (environment == "prod" or "not a Docker image reference" in problem):

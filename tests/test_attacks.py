@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+import schema
+from schema import docker as schema_docker
 from schema.stackfile import read_config
 from tools.synth import ProgramRefused, synthesize
 
@@ -47,11 +49,24 @@ def test_attack_is_refused_by_the_config_loader(path, tmp_path):
         assert any(line.startswith(f"rocm-stack:{key}: ") and text in line for line in lines), (key, lines)
 
 
+def bypassed_plan(config: dict, monkeypatch) -> dict:
+    """What the program declares for this config when its checks are bypassed: synthesized as a dev stack (which
+    skips the prod-only checks), without the checks of every environment that stand in the way (a credential flag,
+    --trust-remote-code, a password in an ssh:// endpoint). The loader's rules module is not the pack's (policy/ is
+    first on sys.path for the pack), so the pack's rules stay as they are."""
+    assert schema.rules is not rules
+    with monkeypatch.context() as patched:
+        patched.setattr(schema.rules, "credential_flags", lambda values: [])
+        patched.setattr(schema.rules, "remote_code_flags", lambda values: [])
+        patched.setattr(schema_docker, "ssh_password_problem", lambda endpoint: None)
+        return synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()
+
+
 @pytest.mark.parametrize("path", ATTACKS, ids=[p.stem for p in ATTACKS])
 def test_attack_is_refused_by_the_policy_pack(path, tmp_path, monkeypatch):
     spec, config = attack(path, tmp_path)
-    # What the program declares for this config when its checks are bypassed: synthesized as a dev stack...
-    plan = synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()
+    # What the program declares for this config when its checks are bypassed...
+    plan = bypassed_plan(config, monkeypatch)
     # ...and presented to the pack as the attacked stack, with the attack's stack file as that stack's config.
     stack = spec["stack"]
     for resource in plan["resources"]:
@@ -201,7 +216,7 @@ def test_the_remote_code_opt_in_is_per_inference_workload(tmp_path, monkeypatch)
     assert str(refused.value).splitlines() == [
         f"rocm-stack:inference[1].extraArgs[0]: {rules.REMOTE_CODE_FLAG_PROBLEM}"
     ], str(refused.value)
-    plan = synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()
+    plan = bypassed_plan(config, monkeypatch)
     for resource in plan["resources"]:
         resource["urn"] = resource["urn"].replace("urn:pulumi:dev::", "urn:pulumi:prod::", 1)
     monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)

@@ -7,6 +7,7 @@ as the Pulumi CLI reads a stack file (schema.stackfile) and synthesized in-proce
 
     <!-- synth: dev prod -->      the environments the snippet claims: each is synthesized (prod as stack `prod-docs`)
     <!-- fragment: WHY -->        not a whole stack (a key's part, a Kubernetes manifest): not synthesized
+    <!-- refused: prod -->        a stack refused in each environment named, with exactly the lines of the next block
 
 `Example (prod)` in a doc is a claim too: such a snippet must say `<!-- synth: prod -->` (or more).
 """
@@ -21,11 +22,14 @@ import pytest
 import yaml
 
 from schema.stackfile import read_config
-from tools.synth import ROOT, synthesize
+from tools.synth import ROOT, ProgramRefused, synthesize
+from conftest import refusal, stack_file
 from k8s_namespaces import namespace_problems
 
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
-MARKER = re.compile(r"^\s*<!--\s*(fragment|synth)\s*:\s*(.*?)\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(fragment|synth|refused)\s*:\s*(.*?)\s*-->\s*$")
+# A line of a refusal as synth prints it: `rocm-stack:KEY: why`.
+REFUSAL_LINE = re.compile(r"^rocm-stack:\S+: ", re.M)
 STACKS = {"dev": "docs", "prod": "prod-docs"}  # prod-* is prod by name; neither has a placement lock
 MAX_MEMBERS = 8
 
@@ -36,7 +40,7 @@ class Snippet:
     line: int
     language: str
     text: str
-    marker: tuple[str, str] | None  # ("fragment", why) or ("synth", "dev prod")
+    marker: tuple[str, str] | None  # ("fragment", why), ("synth", "dev prod") or ("refused", "prod")
     heading: str  # the prose line above the block (for "Example (prod):")
 
     @property
@@ -74,12 +78,14 @@ def snippets(path: Path) -> list[Snippet]:
     return found
 
 
-ALL = [s for path in _docs() for s in snippets(path) if s.language in ("yaml", "yml")]
+BLOCKS = [s for path in _docs() for s in snippets(path)]
+ALL = [s for s in BLOCKS if s.language in ("yaml", "yml")]
 STACK_SNIPPETS = [s for s in ALL if s.marker is None or s.marker[0] == "synth"]
+REFUSED = [s for s in ALL if s.marker is not None and s.marker[0] == "refused"]
 
 
 def environments(snippet: Snippet) -> list[str]:
-    if snippet.marker is not None and snippet.marker[0] == "synth":
+    if snippet.marker is not None and snippet.marker[0] in ("synth", "refused"):
         return snippet.marker[1].split()
     return ["dev"]
 
@@ -90,6 +96,15 @@ def environments(snippet: Snippet) -> list[str]:
     ids=lambda v: v.where if isinstance(v, Snippet) else v,
 )
 def test_each_stack_snippet_synthesizes_in_each_environment_it_claims(snippet, environment, tmp_path):
+    stack = STACKS[environment]
+    plan = synthesize(stack, stack_config(snippet, environment, tmp_path))
+    assert plan.outputs["environment"] == environment, f"{snippet.where} claims {environment}"
+    # It deploys as written on a fresh cluster: every release and object lands in a namespace that exists.
+    assert namespace_problems(plan) == [], snippet.where
+
+
+def stack_config(snippet: Snippet, environment: str, tmp_path: Path) -> dict:
+    """The snippet as stack `docs` or `prod-docs` reads it."""
     data = yaml.safe_load(snippet.text)
     hint = f"{snippet.where}: make it synthesize, or mark it `<!-- fragment: why -->` on the line before the fence"
     assert isinstance(data, dict), hint
@@ -106,16 +121,42 @@ def test_each_stack_snippet_synthesizes_in_each_environment_it_claims(snippet, e
         # must name one of the first 8).
         if "count" in group:
             group["count"] = min(group["count"], MAX_MEMBERS)
-    plan = synthesize(stack, config)
-    assert plan.outputs["environment"] == environment, f"{snippet.where} claims {environment}"
-    # It deploys as written on a fresh cluster: every release and object lands in a namespace that exists.
-    assert namespace_problems(plan) == [], snippet.where
+    return config
+
+
+def shown_refusal(snippet: Snippet) -> Snippet:
+    """The block after a refused snippet: the lines it stops with."""
+    blocks = [b for b in BLOCKS if b.doc == snippet.doc]
+    following = blocks[blocks.index(snippet) + 1]
+    assert REFUSAL_LINE.match(following.text), (
+        f"{snippet.where}: a refused snippet is followed by the lines it stops with"
+    )
+    return following
+
+
+@pytest.mark.parametrize(
+    "snippet, environment",
+    [(s, e) for s in REFUSED for e in environments(s)],
+    ids=lambda v: v.where if isinstance(v, Snippet) else v,
+)
+def test_each_refusal_shown_is_what_synth_says_in_its_environment(snippet, environment, tmp_path):
+    """An error the docs show fails as shown, in the environment shown (issue 36 item 7)."""
+    config = stack_config(snippet, environment, tmp_path)
+    with pytest.raises(ProgramRefused) as refused:
+        synthesize(STACKS[environment], config)
+    assert str(refused.value).splitlines() == shown_refusal(snippet).text.splitlines(), snippet.where
+
+
+def test_every_refusal_shown_comes_from_a_refused_snippet():
+    shown = {shown_refusal(s).where for s in REFUSED}
+    blocks = [b.where for b in BLOCKS if b.language not in ("yaml", "yml") and REFUSAL_LINE.match(b.text)]
+    assert blocks and set(blocks) <= shown, "mark the stack that gives it `<!-- refused: ENVIRONMENT -->`"
 
 
 @pytest.mark.parametrize("snippet", ALL, ids=lambda s: s.where)
 def test_a_snippet_said_to_be_for_an_environment_claims_it(snippet):
     claimed = re.search(r"\((dev|prod)\)|in (dev|prod)\b", snippet.heading)
-    if claimed and (snippet.marker is None or snippet.marker[0] == "synth"):
+    if claimed and (snippet.marker is None or snippet.marker[0] in ("synth", "refused")):
         assert (claimed.group(1) or claimed.group(2)) in environments(snippet), (
             f"{snippet.where} is introduced as {claimed.group(0)!r}: say `<!-- synth: ... -->` with that environment"
         )
@@ -130,7 +171,6 @@ def test_fragments_say_why():
 def test_the_multi_node_example_without_checkpoints_in_dev_names_the_setting_and_the_setting_works(tmp_path):
     """Dev's default checkpoints are a hostPath, which the two nodes of a multi-node job do not share: the message
     gives the setting to write, and written as given it synthesizes (issue 24 item 3)."""
-    from tools.synth import ProgramRefused
 
     (example,) = [
         s
@@ -149,3 +189,21 @@ def test_the_multi_node_example_without_checkpoints_in_dev_names_the_setting_and
     (setting,) = re.findall(r"write `([^`]+)`", line)
     training.update(yaml.safe_load(setting.replace("<a ReadWriteMany class>", "cephfs")))
     assert synthesize("docs", config).outputs["environment"] == "dev"
+
+
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+@pytest.mark.parametrize(
+    ("args", "flag"), [(["--api-key", "k"], "--api-key"), (["--trust-remote-code"], "--trust-remote-code")]
+)
+def test_what_the_extra_args_reference_forbids_is_refused_in_every_environment(environment, args, flag):
+    """docs/config-reference.md says of `inference[].extraArgs` "no `--api-key`, no `--trust-remote-code`", with no
+    environment: dev accepted both (issue 36 item 7)."""
+    [row] = [
+        line
+        for line in (ROOT / "docs" / "config-reference.md").read_text().splitlines()
+        if line.startswith("| `inference[].extraArgs`")
+    ]
+    assert f"no `{flag}`" in row and "prod" not in row
+    config = stack_file(environment)
+    config["rocm-stack:inference"][0]["extraArgs"] = args
+    assert "rocm-stack:inference[0].extraArgs[0]: " in refusal(environment, config)
