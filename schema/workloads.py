@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Protocol
 
-from pydantic import ByteSize, Field, model_validator
+from pydantic import AfterValidator, ByteSize, Field, model_validator
 
 from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import (
@@ -120,7 +120,26 @@ GpuResourceName = Annotated[
 ]
 InterfaceName = Annotated[str, _matching(r"[A-Za-z0-9_.:-]{1,15}", "a network interface name, e.g. eth0 or net1")]
 # A Hugging Face repository id (`org/name`).
-ModelId = Annotated[str, _matching(r"[A-Za-z0-9][\w.-]*/[\w.-]+", "a Hugging Face repository id 'org/name'")]
+
+
+def _hub_repo_id(value: str) -> str:
+    # huggingface_hub validate_repo_id (what vLLM's download calls; https://huggingface.co/docs/huggingface_hub/
+    # package_reference/utilities#huggingface_hub.utils.validate_repo_id): "--" and ".." are forbidden, no ".git" end.
+    if "--" in value or ".." in value or value.endswith(".git"):
+        raise ValueError(f"{value!r} is no Hugging Face repository id: it may not hold '--' or '..' nor end in .git")
+    return value
+
+
+# The repository name: 1 to 96 of [a-zA-Z0-9], '-', '_', '.', starting and ending with a letter, digit or '_' (the
+# regex's word boundaries).
+ModelId = Annotated[
+    str,
+    _matching(
+        r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?/[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?",
+        "a Hugging Face repository id 'org/name'",
+    ),
+    AfterValidator(_hub_repo_id),
+]
 EntryPoint = Annotated[str, _matching(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", "'module:function', e.g. mypkg.train:main")]
 
 # NCCL's own advice for production: WARN prints an explicit message when a collective fails, nothing else

@@ -308,3 +308,16 @@ def test_the_exporter_port_on_a_port_the_stack_publishes_already_is_refused(moni
         f"monitoring.exporterPort: host port {monitoring['exporterPort']} of 'local' is already published by {holder}"
         in message
     )
+
+
+# --- Hugging Face repository ids: huggingface_hub validate_repo_id --------------------------------------------------
+# https://huggingface.co/docs/huggingface_hub/package_reference/utilities#huggingface_hub.utils.validate_repo_id:
+# "Between 1 and 96 characters", "[a-zA-Z0-9] or '-', '_', '.'", "'--' and '..' are forbidden"; vLLM downloads the
+# model through it, so a server with another id never becomes healthy.
+@pytest.mark.parametrize(
+    "model", ["org/a--b", "org/a..b", "org/model.git", "org/-model", "org/" + "x" * 97, "org/modèle"]
+)
+def test_a_model_id_the_hub_refuses_is_refused(model):
+    config = stack_file("dev")
+    config[P + "inference"][0]["model"] = model
+    assert "inference[0].model: " in refusal("dev", config)
