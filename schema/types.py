@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 import re
-from urllib.parse import urlsplit
 from decimal import ROUND_CEILING, Decimal
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from kubernetes.utils.quantity import parse_quantity
-
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field
 
 from domain.gpus import MAX_GPUS_PER_HOST
