@@ -235,7 +235,12 @@ class Retention(ConfigModel):
         return flags
 
 
-Email = Annotated[str, matching(r"[^\s@,]+@[^\s@,]+", "an e-mail address")]
+# An address Go's net/mail reads as one (Alertmanager parses `to` with mail.ParseAddressList when it sends, so another
+# fails every notification): RFC 5322 section 3.4.1 addr-spec of dot-atoms, atext of section 3.2.3.
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+Email = Annotated[
+    str, matching(rf"{_ATOM}(\.{_ATOM})*@{_ATOM}(\.{_ATOM})*", "an e-mail address such as gpu-team@example.com")
+]
 # Alertmanager's receiver names are free text; here they are DNS labels, as they also name the routes.
 ReceiverName = Annotated[str, matching(DNS_LABEL, "lowercase letters, digits and '-', at most 63 characters")]
 

@@ -321,3 +321,13 @@ def test_a_model_id_the_hub_refuses_is_refused(model):
     config = stack_file("dev")
     config[P + "inference"][0]["model"] = model
     assert "inference[0].model: " in refusal("dev", config)
+
+
+@pytest.mark.parametrize("address", ["a;b@example.com", "a..b@example.com", ".a@example.com", "a b@example.com"])
+def test_an_address_go_net_mail_refuses_is_refused(address):
+    """Alertmanager sends to mail.ParseAddressList(to) (Go net/mail: RFC 5322 addr-spec, dot-atoms of atext); an
+    address it refuses fails every notification, long after the deploy."""
+    receiver = {"name": "x", "email": {"to": [address], "from": "c@example.com", "smarthost": "smtp.example.com:587"}}
+    assert "monitoring.receivers[0].email.to[0]: expected an e-mail address" in refusal(
+        "dev", {P + "monitoring": {"receivers": [receiver]}}
+    )
