@@ -238,6 +238,12 @@ class DockerEndpoint(ConfigModel):
     def _known_scheme(cls, value: str) -> str:
         expected = "expected unix:///path/to/docker.sock, ssh://user@host[:port] or tcp://host:port"
         if re.fullmatch(r"unix:///\S+", value):
+            # unix(7): sun_path holds 108 bytes with the terminating NUL; connect(2) refuses a longer path.
+            if len(value.removeprefix("unix://").encode()) > 107:
+                raise ValueError(
+                    f"the socket path of {value!r} is longer than the 107 bytes a Unix socket address holds "
+                    "(unix(7) sun_path): link the socket from a shorter path"
+                )
             return value
         if not re.fullmatch(r"(ssh|tcp)://\S+", value):
             raise ValueError(f"{expected} (got {value!r})")

@@ -331,3 +331,14 @@ def test_an_address_go_net_mail_refuses_is_refused(address):
     assert "monitoring.receivers[0].email.to[0]: expected an e-mail address" in refusal(
         "dev", {P + "monitoring": {"receivers": [receiver]}}
     )
+
+
+def test_a_unix_socket_path_longer_than_sun_path_is_refused():
+    # unix(7): "sun_path ... 108" bytes including the terminating null byte; connect(2) fails on a longer path.
+    path = "/run/" + "d" * 100 + "/docker.sock"
+    config = {
+        P + "hosts": [{"name": "h", "docker": {"host": f"unix://{path}"}, "gpus": 8, "containers": [{"name": "a"}]}]
+    }
+    assert "hosts[0].docker.host: the socket path of" in refusal("dev", config)
+    config[P + "hosts"][0]["docker"]["host"] = "unix:///" + "d" * 106
+    synthesize("dev", config)
