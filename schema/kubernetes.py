@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, PlainValidator, field_validator
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName
 from schema.base import ConfigModel, matching
 from schema.bounds import MAX_ITEMS, MAX_NODES, MAX_WAIT_SECONDS
-from schema.types import GpuIndex, LabelKey, Labels, LabelValue, Name, Port, TaintEffect, UnitDuration
+from schema.types import ChartRepository, GpuIndex, LabelKey, Labels, LabelValue, Name, Port, TaintEffect, UnitDuration
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 from schema.queues import QueuesConfig
@@ -253,7 +253,7 @@ class CertManagerConfig(ConfigModel):
     install: bool = True
     # Created by Helm when missing and left alone when it exists (never owned: see CertManager).
     namespace: NamespaceName = "cert-manager"
-    repository: str = CERT_MANAGER_REPOSITORY
+    repository: ChartRepository = CERT_MANAGER_REPOSITORY
     chart_version: ChartVersion = CERT_MANAGER_CHART_VERSION
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
 
@@ -411,7 +411,7 @@ class DeviceConfigSettings(ConfigModel):
 class GpuOperatorConfig(ConfigModel):
     namespace: NamespaceName = "kube-amd-gpu"
     release_name: NamespaceName = "amd-gpu-operator"
-    repository: str = GPU_OPERATOR_REPOSITORY
+    repository: ChartRepository = GPU_OPERATOR_REPOSITORY
     # The DeviceConfig is validated against this version's CRD: change both together.
     chart_version: ChartVersion = GPU_OPERATOR_CHART_VERSION
     node_feature_discovery: bool = True

@@ -20,7 +20,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
+from pydantic import AfterValidator
+
 from .base import ConfigModel, matching
+from .types import valid_tcp_port
 
 if TYPE_CHECKING:
     from .kubernetes import KubernetesConfig
@@ -29,14 +32,19 @@ DOCKER_HUB = "docker.io"
 # A registry host and optional path: lowercase DNS name (or IP), optional port, then path components.
 _REGISTRY = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
 RegistryPrefix = Annotated[
-    str, matching(_REGISTRY, "a registry host and optional path, e.g. registry.example.internal/mirror")
+    str,
+    matching(_REGISTRY, "a registry host and optional path, e.g. registry.example.internal/mirror"),
+    AfterValidator(valid_tcp_port),
 ]
 ChartPrefix = Annotated[
-    str, matching(rf"oci://{_REGISTRY}", "an OCI chart repository, e.g. oci://registry.example.internal/charts")
+    str,
+    matching(rf"oci://{_REGISTRY}", "an OCI chart repository, e.g. oci://registry.example.internal/charts"),
+    AfterValidator(valid_tcp_port),
 ]
 FilePrefix = Annotated[
     str,
     matching(r"https://[^\s/?#]+(/[^\s?#]*[^\s/?#])?", "an https:// URL prefix, e.g. https://files.example.internal"),
+    AfterValidator(valid_tcp_port),
 ]
 
 

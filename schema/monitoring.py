@@ -16,7 +16,18 @@ from domain.gpus import MODELS, ModelName
 
 from .base import ConfigModel, matching
 from .bounds import MAX_FLOOR, MAX_ITEMS, MAX_WAIT_SECONDS
-from .types import DNS_LABEL, Duration, HostPort, Labels, Port, RetentionSize, UnitDuration, Url, duration_seconds
+from .types import (
+    DNS_LABEL,
+    ChartRepository,
+    Duration,
+    HostPort,
+    Labels,
+    Port,
+    RetentionSize,
+    UnitDuration,
+    Url,
+    duration_seconds,
+)
 from .docker import PinnedImage
 
 Celsius = Annotated[float, Field(ge=30, le=125)]
@@ -166,7 +177,7 @@ class KubePrometheusStackConfig(ConfigModel):
         KUBE_PROMETHEUS_STACK_CHART_VERSION
     )
     """The chart's version: one of majors 84 to 88, whose CRD files the stack knows (it applies them itself)."""
-    repository: str = KUBE_PROMETHEUS_STACK_REPOSITORY
+    repository: ChartRepository = KUBE_PROMETHEUS_STACK_REPOSITORY
     timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 900
 
     @field_validator("chart_version")

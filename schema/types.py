@@ -236,7 +236,7 @@ def cpus_of(cpu_list: str) -> set[int]:
 AbsolutePath = Annotated[str, matching(r"/\S*", "an absolute path without spaces (starting with /)")]
 
 
-def _tcp_port(value: str) -> str:
+def valid_tcp_port(value: str) -> str:
     # A TCP port is 16 bits (RFC 9293 section 3.1): Alertmanager and KEDA take any digits (Go url.Parse,
     # net.SplitHostPort) and every request then fails to dial.
     try:
@@ -249,9 +249,17 @@ def _tcp_port(value: str) -> str:
 
 
 # An http(s) URL a server of the stack calls (Alertmanager webhooks, KEDA's Prometheus).
-Url = Annotated[str, matching(r"https?://[^\s/?#]+[^\s]*", "an http:// or https:// URL"), AfterValidator(_tcp_port)]
+Url = Annotated[
+    str, matching(r"https?://[^\s/?#]+[^\s]*", "an http:// or https:// URL"), AfterValidator(valid_tcp_port)
+]
 HostPort = Annotated[
-    str, matching(r"[^\s:]+:[0-9]{1,5}", "host:port, e.g. smtp.example.com:587"), AfterValidator(_tcp_port)
+    str, matching(r"[^\s:]+:[0-9]{1,5}", "host:port, e.g. smtp.example.com:587"), AfterValidator(valid_tcp_port)
+]
+# A Helm chart repository: an http(s) index URL or an OCI registry path (`helm install --repo URL`, `oci://...`).
+ChartRepository = Annotated[
+    str,
+    matching(r"(https?|oci)://[^\s/?#]+[^\s]*", "an https:// chart repository or an oci:// registry path"),
+    AfterValidator(valid_tcp_port),
 ]
 # A TCP/UDP port number (host side of a published port, a container port, a Service port).
 Port = Annotated[int, Field(ge=1, le=65535)]

@@ -342,3 +342,25 @@ def test_a_unix_socket_path_longer_than_sun_path_is_refused():
     assert "hosts[0].docker.host: the socket path of" in refusal("dev", config)
     config[P + "hosts"][0]["docker"]["host"] = "unix:///" + "d" * 106
     synthesize("dev", config)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("kubernetes.gpuOperator.repository", "https://charts.example.internal:70000/gpu"),
+        ("kubernetes.gpuOperator.repository", "ftp://charts.example.internal/gpu"),
+        ("mirror.registry", "registry.example.internal:99999/mirror"),
+    ],
+)
+def test_a_repository_helm_or_docker_cannot_reach_is_refused(key, value):
+    """Helm fetches a chart repository over http(s) or OCI, Docker pulls from a registry over TCP (16-bit ports,
+    RFC 9293 section 3.1): another scheme or port fails at deploy, not before."""
+    config = stack_file("dev")
+    section, *path, last = key.split(".")
+    node = config.setdefault(P + section, {})
+    for part in path:
+        node = node.setdefault(part, {})
+    node[last] = value
+    if section == "mirror":
+        node.update(charts="oci://registry.example.internal/charts", files="https://files.example.internal")
+    assert f"{key}: " in refusal("dev", config)
