@@ -314,7 +314,7 @@ def autoscaling(config: dict[str, Any]) -> dict[str, Any]:
         ),
         (
             lambda c: c[P + "kubernetes"]["keda"].update(prometheusUrl="prometheus:9090"),
-            "expected an http(s) URL",
+            "expected an http:// or https:// URL",
         ),
     ],
 )
