@@ -241,3 +241,152 @@ def test_an_unknown_op_counts_as_a_change():
     step = dict(doc["steps"][0], op="some-future-op", urn="urn:pulumi:dev::rocm-stack::docker:index/network:Network::n")
     doc["steps"].append(step)
     assert [c.operation for c in drift.analyse(drift.parse(json.dumps(doc))).changes] == ["some-future-op"]
+
+
+# --- the same preview as engine events (PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true, --event-log) -------------------
+
+# The tag the event structs are read at: apitype.EngineEvent and its payloads, ShowJSONEvents.
+PULUMI_V3_259_0 = Upstream("pulumi/pulumi", "0ac56e876614aedf12771d73ef7e80959b8a6fd4")
+EVENTS = DATA / "update.events.jsonl"
+
+
+def event_lines() -> list[dict]:
+    return [json.loads(line) for line in EVENTS.read_text().splitlines()]
+
+
+def write_events(path: Path, events: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    return path
+
+
+def _struct_tags(source: bytes, name: str) -> dict[str, str]:
+    """A Go struct's fields and their JSON names (the tag's first part)."""
+    (struct,) = [
+        n for n in walk(parse(source)) if n.type == "type_spec" and text(n.child_by_field_name("name")) == name
+    ]
+    return {
+        text(f.child_by_field_name("name")): re.search(r'json:"([^",]*)', text(f.child_by_field_name("tag")))[1]
+        for f in walk(struct)
+        if f.type == "field_declaration" and f.child_by_field_name("tag") is not None
+    }
+
+
+def test_the_event_fields_read_are_apitypes_json_names():
+    """sdk/go/common/apitype/events.go @ v3.259.0: the payload fields of EngineEvent, and the fields of the step
+    metadata, property diff and summary the drift report reads; display.go streams them for a JSON preview when
+    PULUMI_ENABLE_STREAMING_JSON_PREVIEW is set, and writes the same to --event-log."""
+    source = PULUMI_V3_259_0.read("sdk/go/common/apitype/events.go")
+    engine_event = _struct_tags(source, "EngineEvent")
+    assert {tag for tag in engine_event.values() if tag.endswith("Event")} == drift.ENGINE_EVENTS
+    assert {"op", "urn", "old", "new", "keys", "diffs", "detailedDiff"} <= set(
+        _struct_tags(source, "StepEventMetadata").values()
+    )
+    assert {"type", "outputs"} <= set(_struct_tags(source, "StepEventStateMetadata").values())
+    assert set(_struct_tags(source, "PropertyDiff").values()) == {"diffKind", "inputDiff"}
+    assert {"maybeCorrupt", "resourceChanges", "isPreview", "result"} <= set(
+        _struct_tags(source, "SummaryEvent").values()
+    )
+    assert {"metadata"} <= set(_struct_tags(source, "ResourcePreEvent").values())
+    display = PULUMI_V3_259_0.read("pkg/backend/display/display.go").decode().splitlines()
+    assert display[107].strip() == "streamPreview := env.EnableStreamingJSONPreview.Value()"
+    assert display[127].strip() == "if isPreview && !streamPreview {" and "ShowJSONEvents(" in display[130]
+    assert "startEventLogger(" in display[99]
+    env = PULUMI_V3_259_0.read("sdk/go/common/env/env.go").decode()
+    assert 'EnableStreamingJSONPreview = env.Bool("ENABLE_STREAMING_JSON_PREVIEW"' in env
+
+
+def test_streamed_events_of_a_preview_with_drift_report_it_as_the_digest_does(tmp_path):
+    streamed = report_of("update.events.jsonl")
+    assert streamed.changes == report_of("update.json").changes and streamed.stack == "prod"
+    assert not streamed.unfinished and not streamed.unexplained
+    result = run_cli(EVENTS, "--out", tmp_path / "summary.md")
+    assert result.returncode == 1, result.stderr
+    assert "`spec.driver.upgradePolicy.maxParallelUpgrades (update)`" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_refresh_step_counts_by_its_refreshed_outputs(tmp_path):
+    """The refresh step's resourcePreEvent has no new state; its resOutputsEvent carries what the refresh read."""
+    events = [
+        e
+        for e in event_lines()
+        if (e.get("resourcePreEvent") or e.get("resOutputsEvent") or {}).get("metadata", {}).get("op") != "update"
+    ]
+    (change,) = drift.analyse(drift.parse(write_events(tmp_path / "e.jsonl", events).read_text())).changes
+    assert (change.name, change.operation, change.properties) == ("gpu-operator-deviceconfig", "refresh", ("spec",))
+
+
+def test_streamed_events_without_a_change_exit_0(tmp_path):
+    events = [
+        e
+        for e in event_lines()
+        if not {"resourcePreEvent", "resOutputsEvent"} & e.keys()
+        or e.get("resourcePreEvent", {}).get("metadata", {}).get("op") == "same"
+    ]
+    for event in events:
+        if "summaryEvent" in event:
+            event["summaryEvent"]["resourceChanges"] = {"same": 15}
+    assert run_cli(write_events(tmp_path / "e.jsonl", events)).returncode == 0
+
+
+@pytest.mark.parametrize("result", [None, "canceled", "failed"])
+def test_streamed_events_that_end_early_prove_nothing_clean_but_show_drift(tmp_path, result):
+    events = event_lines()
+    for event in events:
+        if "summaryEvent" in event:
+            event["summaryEvent"]["result"] = result
+            event["summaryEvent"]["resourceChanges"] = {"same": 15}  # the update below is in the steps alone
+    if result is None:
+        events = [e for e in events if "summaryEvent" not in e]
+    assert run_cli(write_events(tmp_path / "drift.jsonl", events)).returncode == 1
+    clean = [
+        e
+        for e in events
+        if e.get("resourcePreEvent", e.get("resOutputsEvent", {})).get("metadata", {}).get("op", "same") == "same"
+    ]
+    outcome = run_cli(write_events(tmp_path / "clean.jsonl", clean))
+    assert outcome.returncode == 2 and "cannot prove the stack clean" in outcome.stderr
+    assert ("without a summaryEvent" if result is None else f"says the preview {result}") in outcome.stderr
+
+
+def test_the_events_of_an_update_are_no_preview(tmp_path):
+    events = event_lines()
+    for event in events:
+        if "summaryEvent" in event:
+            event["summaryEvent"]["isPreview"] = False
+    outcome = run_cli(write_events(tmp_path / "up.jsonl", events))
+    assert outcome.returncode == 2 and "engine events of an update" in outcome.stderr
+
+
+def test_an_error_diagnostic_event_makes_the_stream_unjudgeable(tmp_path):
+    error = {
+        "sequence": 99,
+        "timestamp": 0,
+        "diagnosticEvent": {"message": "cluster is unreachable", "color": "never", "severity": "error"},
+    }
+    outcome = run_cli(write_events(tmp_path / "e.jsonl", [error, *event_lines()]))
+    assert outcome.returncode == 2 and "cluster is unreachable" in outcome.stderr
+
+
+@pytest.mark.parametrize(
+    ("document", "named"),
+    [
+        ({}, "an empty JSON object, neither a `pulumi preview --json` digest nor its engine events"),
+        ({"version": 3, "deployment": {"resources": []}}, "a Pulumi state file (`pulumi stack export`)"),
+        ({"stack": "dev", "resources": [], "outputs": {}}, "a synth plan (plan.json of `rocm-stack synth`)"),
+        ({"kind": "Deployment", "apiVersion": "apps/v1"}, "a JSON object with keys apiVersion, kind: neither"),
+        ([1, 2], "a JSON list, neither"),
+    ],
+)
+def test_any_other_json_is_named_for_what_it_is(tmp_path, document, named):
+    """Once, any JSON object without a changeSummary was "a cancelled preview"."""
+    (tmp_path / "x.json").write_text(json.dumps(document))
+    outcome = run_cli(tmp_path / "x.json")
+    assert outcome.returncode == 2 and named in outcome.stderr, outcome.stderr
+    assert "cancelled" not in outcome.stderr
+
+
+def test_a_line_amid_the_events_that_is_no_event_is_named(tmp_path):
+    path = write_events(tmp_path / "e.jsonl", event_lines())
+    path.write_text(path.read_text() + '{"hello": 1}\n')
+    outcome = run_cli(path)
+    assert outcome.returncode == 2 and "line 9 is a JSON object with keys hello" in outcome.stderr

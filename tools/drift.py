@@ -24,6 +24,16 @@ Drift is judged from the steps: `steps`, `changeSummary` and `maybeCorrupt` are 
 any of them; the summary only adds changes it counts that no listed step explains. Without a summary (the digest of a
 preview cancelled before its summary event, json.go L171-173, is printed all the same) the steps that show a change
 are drift, but steps that show none cannot prove the stack clean: exit 2.
+
+The same preview as engine events is read too: `PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true pulumi preview --json`
+(pkg/backend/display/display.go L108-131: ShowJSONEvents instead of the digest) and `--event-log FILE` (L99-101,
+startEventLogger) write one apitype.EngineEvent per line (sdk/go/common/apitype/events.go L339-369 @ v3.259.0,
+logJSONEvent: every event, `same` steps and replacement halves included). Drift is judged from their
+`resourcePreEvent.metadata` steps (StepEventMetadata L224-249: op, urn, old/new state, `diffs`, `keys`,
+`detailedDiff` of {diffKind, inputDiff}; a refresh step's refreshed outputs from its `resOutputsEvent`), the error
+`diagnosticEvent`s, and the closing `summaryEvent` (L169-188: resourceChanges, maybeCorrupt, isPreview, result): a
+stream without one, or whose result is not `succeeded`, is unfinished; the events of an update (isPreview false)
+are refused. Any other JSON is named for what it looks like (a state export, a synth plan, ...) and exits 2.
 """
 
 from __future__ import annotations
@@ -43,6 +53,10 @@ NOT_CHANGES = frozenset({"same", "read", "discard", "read-replacement"})
 REPLACE_OPS = frozenset({"replace", "create-replacement", "delete-replaced"})
 
 EXIT_CLEAN, EXIT_DRIFT, EXIT_UNREADABLE = 0, 1, 2
+EXIT_CODES = (
+    "exit codes: 0 no drift; 1 drift (a change the preview proposes, or state it says may be corrupt); 2 unreadable "
+    "input, not a preview, or a preview that cannot be judged (errors, or unfinished without a change)"
+)
 
 
 class _Model(BaseModel):
@@ -82,6 +96,37 @@ class PreviewDigest(_Model):
     change_summary: dict[str, int] = Field(default_factory=dict, alias="changeSummary")
     # "one or more resources may be corrupt" (L46-47): the engine found state it could not trust.
     maybe_corrupt: bool = Field(default=False, alias="maybeCorrupt")
+
+
+class StreamedPreview(PreviewDigest):
+    """A preview read from its engine events, with how the stream ended."""
+
+    summarized: bool = False  # a summaryEvent arrived
+    result: str = ""  # its `result` (older CLIs write none): succeeded, failed or canceled
+
+
+# apitype.EngineEvent's payload fields, one per event (sdk/go/common/apitype/events.go L352-368 @ v3.259.0).
+ENGINE_EVENTS = frozenset(
+    {
+        "cancelEvent",
+        "stdoutEvent",
+        "diagnosticEvent",
+        "preludeEvent",
+        "summaryEvent",
+        "resourcePreEvent",
+        "resOutputsEvent",
+        "resOpFailedEvent",
+        "policyEvent",
+        "policyRemediationEvent",
+        "policyLoadEvent",
+        "policyAnalyzeSummaryEvent",
+        "policyRemediateSummaryEvent",
+        "policyAnalyzeStackSummaryEvent",
+        "startDebuggingEvent",
+        "progressEvent",
+        "errorEvent",
+    }
+)
 
 
 class UnreadableReport(Exception):
@@ -154,22 +199,141 @@ def _first_problem(error: ValidationError) -> str:
     return f"{where or 'the document'}: {first['msg']}{more}"
 
 
-def parse(text: str) -> PreviewDigest:
+DIGEST_KEYS = frozenset({"config", "steps", "diagnostics", "duration", "changeSummary", "maybeCorrupt"})
+_NEITHER = (
+    "neither a `pulumi preview --json` digest nor its engine events (PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true, "
+    "--event-log)"
+)
+
+
+def _decode(text: str) -> Any:
     try:
-        # The digest is printed once the preview ends; tolerate anything a CLI version prints after it.
-        document, _ = json.JSONDecoder().raw_decode(text.lstrip())
+        document, _ = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError as error:
         raise UnreadableReport(f"not JSON: {error}") from None
     except RecursionError:
         raise UnreadableReport("its JSON is nested deeper than any preview digest (the parser gave up)") from None
+    return document
+
+
+def _what_it_is(document: Any) -> str:
+    """A sentence naming a JSON document that is no preview."""
     if not isinstance(document, dict):
-        raise UnreadableReport(f"expected a JSON object (pulumi preview --json), got {type(document).__name__}")
+        return f"a JSON {type(document).__name__}, {_NEITHER}"
+    if not document:
+        return f"an empty JSON object, {_NEITHER}"
+    if "deployment" in document and "version" in document:
+        return "a Pulumi state file (`pulumi stack export`), not a preview: run `pulumi preview --refresh --json`"
+    if "resources" in document and "stack" in document:
+        return "a synth plan (plan.json of `rocm-stack synth`), not a preview: compare two with `rocm-stack diff`"
+    keys = ", ".join(sorted(map(str, document))[:6])
+    return f"a JSON object with keys {keys}: {_NEITHER}"
+
+
+def parse(text: str) -> PreviewDigest:
+    """The preview in `text`: a digest, or engine events (then a StreamedPreview)."""
+    # The digest is printed once the preview ends; tolerate anything a CLI version prints after it.
+    document = _decode(text.lstrip())
+    if isinstance(document, dict) and ENGINE_EVENTS & document.keys():
+        return _streamed(text)
+    if isinstance(document, dict) and isinstance(document.get("events"), list):  # apitype.EngineEventBatch
+        return _from_events(document["events"])
+    if not isinstance(document, dict) or not DIGEST_KEYS & document.keys():
+        raise UnreadableReport(_what_it_is(document))
     try:
         return PreviewDigest.model_validate(document)
     except ValidationError as error:
         raise UnreadableReport(f"not a pulumi preview --json document: {_first_problem(error)}") from None
     except RecursionError:
         raise UnreadableReport("its JSON is nested deeper than any preview digest (the validator gave up)") from None
+
+
+def _streamed(text: str) -> StreamedPreview:
+    events = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            event = _decode(line.strip())
+            if not isinstance(event, dict) or not ENGINE_EVENTS & event.keys():
+                raise UnreadableReport(f"line {number} is {_what_it_is(event)}, amid engine events")
+            events.append(event)
+    return _from_events(events)
+
+
+def _state(metadata: Any) -> dict[str, Any] | None:
+    """StepEventStateMetadata (events.go L252-283) as the digest's state: its type and outputs."""
+    if not isinstance(metadata, dict):
+        return None
+    return {"type": metadata.get("type", ""), "outputs": metadata.get("outputs") or {}}
+
+
+def _step(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A StepEventMetadata (events.go L224-249) as the digest's PreviewStep: `diffs` are the diff reasons, `keys`
+    the replace reasons, a detailed diff's `diffKind` its kind."""
+    detailed = metadata.get("detailedDiff")
+    return {
+        "op": metadata.get("op"),
+        "urn": metadata.get("urn"),
+        "oldState": _state(metadata.get("old")),
+        "newState": _state(metadata.get("new")),
+        "diffReasons": metadata.get("diffs"),
+        "replaceReasons": metadata.get("keys"),
+        "detailedDiff": (
+            {path: {"kind": d.get("diffKind"), "inputDiff": d.get("inputDiff", False)} for path, d in detailed.items()}
+            if isinstance(detailed, dict)
+            else None
+        ),
+    }
+
+
+def _from_events(events: list[Any]) -> StreamedPreview:
+    steps: list[dict[str, Any]] = []
+    refreshed: dict[str, dict[str, Any]] = {}  # urn -> its refresh step's resOutputsEvent
+    diagnostics = []
+    summary: dict[str, Any] | None = None
+    for event in events:
+        if not isinstance(event, dict):
+            raise UnreadableReport(f"an engine event that is {_what_it_is(event)}")
+        if isinstance(pre := event.get("resourcePreEvent"), dict):
+            steps.append(_step(pre.get("metadata") or {}))
+        elif isinstance(outputs := event.get("resOutputsEvent"), dict):
+            metadata = outputs.get("metadata") or {}
+            if metadata.get("op") == "refresh":
+                refreshed[str(metadata.get("urn"))] = _step(metadata)
+        elif isinstance(diagnostic := event.get("diagnosticEvent"), dict):
+            diagnostics.append(diagnostic)
+        elif isinstance(event.get("summaryEvent"), dict):
+            summary = event["summaryEvent"]
+    steps = [refreshed.get(str(s["urn"]), s) if s["op"] == "refresh" else s for s in steps]
+    if summary is not None and summary.get("isPreview") is False:
+        raise UnreadableReport(
+            "the engine events of an update, not of a preview (its summaryEvent has isPreview false): "
+            "run `pulumi preview --refresh --json`"
+        )
+    document = {
+        "steps": steps,
+        "diagnostics": diagnostics,
+        "changeSummary": (summary or {}).get("resourceChanges") or {},
+        "maybeCorrupt": bool((summary or {}).get("maybeCorrupt")),
+        "summarized": summary is not None,
+        "result": str((summary or {}).get("result") or ""),
+    }
+    try:
+        return StreamedPreview.model_validate(document)
+    except ValidationError as error:
+        raise UnreadableReport(f"not the engine events of a preview: {_first_problem(error)}") from None
+
+
+def _unfinished(digest: PreviewDigest) -> str:
+    """Why the preview may have ended early ("" when it finished)."""
+    if isinstance(digest, StreamedPreview):
+        if not digest.summarized:
+            return "its events end without a summaryEvent (the preview did not finish)"
+        if digest.result not in ("", "succeeded"):
+            return f"its summaryEvent says the preview {digest.result}"
+        return ""
+    if not digest.change_summary:
+        return "it has no changeSummary, which the CLI writes from the preview's closing summary event (a cancelled preview has none)"
+    return ""
 
 
 def analyse(digest: PreviewDigest) -> DriftReport:
@@ -207,12 +371,12 @@ def analyse(digest: PreviewDigest) -> DriftReport:
         tuple(changes.values()),
         unexplained,
         digest.maybe_corrupt,
-        unfinished=not digest.change_summary,
+        unfinished=bool(_unfinished(digest)),
     )
     if report.unfinished and not report.drifted:
         raise UnreadableReport(
-            "it has no changeSummary, which the CLI writes from the preview's closing summary event (a cancelled "
-            "preview has none): no listed step changes anything, but an unfinished preview cannot prove the stack clean"
+            f"{_unfinished(digest)}: no listed step changes anything, but an unfinished preview cannot prove the "
+            "stack clean"
         )
     return report
 
@@ -245,8 +409,8 @@ def to_markdown(report: DriftReport) -> str:
     if report.unfinished:
         lines += [
             "",
-            "The preview has no `changeSummary` (it may have been cancelled before the end): other resources may "
-            "differ too.",
+            "The preview has no `changeSummary` (as engine events: no successful `summaryEvent`); it may have been "
+            "cancelled before the end: other resources may differ too.",
         ]
     for op, count in sorted(report.unexplained.items()):
         lines += [
@@ -263,8 +427,18 @@ def to_markdown(report: DriftReport) -> str:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack drift", description=__doc__.split("\n\n")[0])
-    parser.add_argument("report", type=Path, help="the output of `pulumi preview --refresh --json`")
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack drift",
+        description=__doc__.split("\n\n")[0],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "report",
+        type=Path,
+        help="the output of `pulumi preview --refresh --json`: its digest, or its engine events "
+        "(PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true, or the file of --event-log)",
+    )
     parser.add_argument("--out", type=Path, help="write the Markdown summary here (default: stdout)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
