@@ -1,6 +1,10 @@
 """The `rocm-stack` command: every subcommand answers --help, unknown ones fail, progress only for a person."""
 
+import ast
+import importlib
+import inspect
 import io
+import re
 import subprocess
 import sys
 
@@ -15,6 +19,48 @@ def test_each_subcommand_has_help(command, capsys):
     assert cli.run([command, "--help"]) == 0
     # The name a user types, not the module behind it (`python -m tools.synth`: issue 24 item 11).
     assert capsys.readouterr().out.startswith(f"usage: rocm-stack {command} ")
+
+
+def test_h_is_help_for_the_command_and_each_subcommand(capsys):
+    """`rocm-stack -h` was "No such option: -h" (typer's default is --help alone)."""
+    assert cli.run(["-h"]) == 0
+    assert "Usage: rocm-stack [OPTIONS] COMMAND" in capsys.readouterr().out
+    for command in cli.COMMANDS:
+        assert cli.run([command, "-h"]) == 0
+        assert capsys.readouterr().out.startswith(f"usage: rocm-stack {command} ")
+
+
+def _returned_codes(module) -> set[int]:
+    """The exit codes main() returns or passes to parser.exit (literals and module constants)."""
+    tree = ast.parse(inspect.getsource(module))
+    (main,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+    codes: set[int] = set()
+    for node in ast.walk(main):
+        if isinstance(node, ast.Return) and node.value is not None:
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exit":
+            values = node.args[:1]
+        else:
+            continue
+        for value in values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, int):
+                codes.add(value.value)
+            elif isinstance(value, ast.Name) and isinstance(getattr(module, value.id, None), int):
+                codes.add(getattr(module, value.id))
+    return codes
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_each_subcommands_help_lists_its_exit_codes(command, capsys):
+    """Every code main() returns is in the help's `Exit codes:` paragraph, and so is 2, argparse's usage error."""
+    module = importlib.import_module(cli.COMMANDS[command][0])
+    assert cli.run([command, "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "Exit codes:" in help_text, help_text
+    listed = help_text[help_text.index("Exit codes:") :]
+    listed_codes = {int(code) for code in re.findall(r"(?:Exit codes:|[,;]) (\d)\b", listed)}
+    assert _returned_codes(module) | {2} <= listed_codes, listed
+    assert "usage error" in listed
 
 
 def test_synth_writes_to_out_stack_by_default_as_make_synth(tmp_path, monkeypatch):

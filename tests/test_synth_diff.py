@@ -113,6 +113,24 @@ def test_unreadable_plan_exits_2(tmp_path, capsys, base_plan, content):
     assert capsys.readouterr().err.startswith("error:")
 
 
+def test_the_folders_synth_writes_are_read_as_their_plans(tmp_path, base_plan):
+    """`rocm-stack diff out/base out/head`, the folders `synth --out` writes, as well as their plan.json files."""
+    for side in ("base", "head"):
+        (tmp_path / side).mkdir()
+        write(tmp_path / side / "plan.json", base_plan)
+    result = run_cli(tmp_path / "base", tmp_path / "head")
+    assert result.returncode == 0, result.stderr
+    assert "No resource changes" in result.stdout and result.stderr == ""
+    missing = run_cli(tmp_path / "base", tmp_path)  # a folder without plan.json
+    assert missing.returncode == 2 and "plan.json" in missing.stderr
+
+
+def test_plans_of_two_stacks_are_compared_with_a_warning(tmp_path, base_plan, prod_plan):
+    result = run_cli(write(tmp_path / "dev.json", base_plan), write(tmp_path / "prod.json", prod_plan.to_json()))
+    assert result.returncode == 0
+    assert result.stderr.startswith("warning: the plans are of different stacks (base 'dev', head 'prod')")
+
+
 def test_a_new_parent_is_a_change(base_plan):
     """Reparenting changes the URN (Pulumi replaces the resource unless aliased): never 'no changes'."""
     head = copy.deepcopy(base_plan)

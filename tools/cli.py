@@ -52,6 +52,7 @@ app = typer.Typer(
     name="rocm-stack",
     help="The rocm-stack offline tools: synth, diff, drift, topology, alerts, ...",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     add_completion=False,
     pretty_exceptions_enable=False,
 )

@@ -7,6 +7,9 @@ lists. `tests/test_config_reference.py` regenerates them and compares them with 
 
     rocm-stack config-reference --write   # rewrite docs/config-reference.md and the key tables
     rocm-stack config-reference --check   # exit 1 when any of them is stale
+
+Exit codes: 0 printed, written or current; 1 `--check` found a stale page; 2 `--out` names an existing file (without
+`--write`) or the file cannot be written, or a usage error.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pydantic_core import PydanticUndefined
 import schema
 from schema.base import ConfigModel
 from schema.project import ROOT
-from tools.output import add_output_options, emit
+from tools.output import add_output_options, emit, exit_codes
 
 PAGE = ROOT / "docs" / "config-reference.md"
 
@@ -270,7 +273,9 @@ def render_tables(page: str, name: Any = "the page") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack config-reference", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack config-reference", description=__doc__.splitlines()[0], epilog=exit_codes(__doc__)
+    )
     add_output_options(parser, PAGE)
     parser.add_argument("--check", action="store_true", help="exit 1 when the page (or --out) differs from the schema")
     args = parser.parse_args(argv)

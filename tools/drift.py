@@ -3,8 +3,9 @@
     rocm-stack drift REPORT.json [--out SUMMARY.md]
 
 Exit codes: 0 no drift, 1 drift (any change the preview proposes, or state the CLI says may be corrupt), 2 input
-that is not a preview digest or a preview that reported errors (then nothing can be concluded, and the scheduled job
-must fail rather than report "clean"); always one sentence on stderr, never a traceback.
+that is not a preview (its digest or engine events), a preview that reported errors or cannot be judged (then
+nothing can be concluded, and the scheduled job must fail rather than report "clean"), or a usage error; always one
+sentence on stderr, never a traceback.
 
 The input is the CLI's `PreviewDigest` (pulumi/pulumi pkg/display/json.go L31-48 @ 1b5949891b), filled by
 pkg/backend/display/json.go `ShowPreviewDigest` (changeSummary and maybeCorrupt from the closing summary event,
@@ -48,15 +49,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tools.output import exit_codes
+
 NOT_CHANGES = frozenset({"same", "read", "discard", "read-replacement"})
 # The three faces of one replacement are reported once, as "replace".
 REPLACE_OPS = frozenset({"replace", "create-replacement", "delete-replaced"})
 
 EXIT_CLEAN, EXIT_DRIFT, EXIT_UNREADABLE = 0, 1, 2
-EXIT_CODES = (
-    "exit codes: 0 no drift; 1 drift (a change the preview proposes, or state it says may be corrupt); 2 unreadable "
-    "input, not a preview, or a preview that cannot be judged (errors, or unfinished without a change)"
-)
 
 
 class _Model(BaseModel):
@@ -430,8 +429,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rocm-stack drift",
         description=__doc__.split("\n\n")[0],
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes(__doc__),
     )
     parser.add_argument(
         "report",

@@ -12,8 +12,10 @@ pins one.
 - `skopeo`: a `skopeo sync --src yaml` source file (registry -> images -> repository -> tags and digests): `skopeo sync
   --src yaml --dest docker --scoped FILE <mirror.registry>` copies each image to the mirror reference the stack pulls.
 
-Exit codes: 0 listed; 2 the stack configuration was refused. Images of a chart at another version than the one its
-table was read at are listed as read (stderr says which chart).
+Exit codes: 0 listed; 2 the stack configuration was refused, or a usage error.
+
+Images of a chart at another version than the one its table was read at are listed as read (stderr says which
+chart).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from tools.output import exit_codes
 from schema.mirror import MirrorConfig, split_image
 from schema.project import ROOT
 from schema.stackfile import StackFileError
@@ -44,7 +47,9 @@ def skopeo_source(images: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack images", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack images", description=__doc__.split("\n\n")[0], epilog=exit_codes(__doc__)
+    )
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
     parser.add_argument("--format", choices=("lines", "skopeo"), default="lines")
     parser.add_argument("--project-dir", type=Path, default=ROOT, help="the Pulumi project (default: this one)")

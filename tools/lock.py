@@ -7,8 +7,8 @@ holds on its GPUs, places the `gpuCount` partitions it does not hold on the free
 and hosts that no longer exist, and writes the file (commit it). `--relock` releases a host's (or one partition's)
 entries first, so they are placed anew: their containers move on the next `pulumi up`; the lock's error messages
 say when that is needed (the GPU count, the topology or a partition's size changed).
-Exit codes: 0 written (or unchanged), 2 the stack configuration or the lock was refused, or a `--relock` name is no
-entry of the lock (the messages say why).
+Exit codes: 0 written (or unchanged), 2 the stack configuration or the lock was refused, a `--relock` name is no
+entry of the lock (the messages say why), or a usage error.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tools.output import exit_codes
 from domain.topology import Topology, load_topology
 from schema import ConfigError, ConfigProblem, load
 from schema.docker import HostConfig, HostLock, PlacementLock, host_lock, lock_file, lock_text, read_lock
@@ -106,7 +107,9 @@ def host_picture(stack: str, host: HostConfig, topology: Topology | None, gap: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack lock", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack lock", description=__doc__.split("\n\n")[0], epilog=exit_codes(__doc__)
+    )
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
     parser.add_argument(
         "--relock",

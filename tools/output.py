@@ -14,6 +14,12 @@ from pathlib import Path
 from schema.project import ROOT
 
 
+def exit_codes(doc: str | None) -> str:
+    """The `Exit codes:` paragraph of a tool's module docstring: its --help epilog (one text for both)."""
+    text = doc or ""
+    return text[text.index("Exit codes:") :].split("\n\n", 1)[0].strip()
+
+
 def add_output_options(parser: argparse.ArgumentParser, committed: Path) -> None:
     shown = committed.relative_to(ROOT) if committed.is_relative_to(ROOT) else committed
     parser.add_argument(

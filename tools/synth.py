@@ -12,7 +12,9 @@ This is the reviewers' and CI's view of a change; deploying stays `pulumi up -s 
 
 In tests, `synthesize(stack, config)` returns the same `Plan` in-process.
 Exit codes: 0 written; 2 the stack file or its configuration was refused (one line per problem, naming the
-file:line:column or the key), or the output folder cannot take the files. `--out` deletes only files an
+file:line:column or the key), or the output folder cannot take the files; 2 also for a usage error.
+
+`--out` deletes only files an
 earlier synth wrote there (listed in its `.synth-manifest`), only regular files strictly inside it; two
 synths into one folder take turns (a lock on `.synth-lock`).
 """
@@ -40,6 +42,7 @@ from typing import Any, NoReturn, cast
 
 import yaml
 
+from tools.output import exit_codes
 from schema.project import ROOT
 from schema.stackfile import StackFileError, as_program_config, read_config
 
@@ -927,7 +930,9 @@ def _write_locked(files: dict[str, str], out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack synth", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack synth", description=__doc__.split("\n\n")[0], epilog=exit_codes(__doc__)
+    )
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
     # The Makefile's OUT default too (`make synth` passes it): one place a plan is looked for.
     parser.add_argument("--out", type=Path, help="output directory (default: out/STACK, as `make synth`)")

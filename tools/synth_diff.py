@@ -78,6 +78,9 @@ class PlanDiff:
 
 
 def load(path: Path) -> SynthPlan:
+    """A synth plan: `path` itself, or the plan.json of the folder synth wrote."""
+    if path.is_dir():
+        path = path / "plan.json"
     try:
         return SynthPlan.model_validate(json.loads(path.read_text()))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as error:

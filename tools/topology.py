@@ -4,6 +4,9 @@ By default a table as `rocm-smi --showtopo` readers know it, in one matrix: link
 NUMA node per GPU, a legend; with `--place`, the chosen sets and their cost. `--json` prints what scripts read
 (the parsed topology, and `sets`, `sets_numa`, `optimal` with `--place`). `--svg FILE` draws the host's GPUs and
 the placement (domain/picture.py).
+
+Exit codes: 0 shown; 2 the topology file or the placement was refused, the picture could not be written, or a usage
+error (one line why).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tools.output import exit_codes
 from domain.topology import (
     Placement,
     PlacementError,
@@ -133,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _OneLineParser(
         prog="rocm-stack topology",
         description="Show the GPU topology of saved rocm-smi --showtopo / amd-smi topology output, and a placement.",
+        epilog=exit_codes(__doc__),
     )
     parser.add_argument("file", help="saved output of `rocm-smi --showtopo` or `amd-smi topology [--json]`")
     parser.add_argument(

@@ -20,8 +20,8 @@ details; and ends with the fleet table, a row per host and partition: GPUs, the 
 state and restarts (`docker inspect`), the GPU check just run and its slowest GPU's TFLOP/s against its floor.
 A host that cannot be reached is one ERROR row (check `-`) saying why, in one line, in both. `--json` prints both
 as JSON instead.
-Exit status: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused, a host
-could not be reached or a check could not be run (ERROR rows).
+Exit codes: 0 all passed (dev preflight findings are warnings), 1 a check failed, 2 the stack was refused, a host
+could not be reached or a check could not be run (ERROR rows), or a usage error.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.output import exit_codes
 from components.docker.checks import CHECK_LABEL, VERDICT_LABEL, check_report, summary
 from domain.gpus import gpu_ranges
 from schema import ConfigError, StackConfig
@@ -378,7 +379,9 @@ def docker_connect(connect_timeout: float = CONNECT_TIMEOUT_S, call_timeout: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack verify", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack verify", description=__doc__.split("\n\n")[0], epilog=exit_codes(__doc__)
+    )
     parser.add_argument("--stack", required=True, help="stack name: reads stacks/Pulumi.STACK.yaml")
     k8s = parser.add_argument_group("Kubernetes (tools/verify_k8s.py)")
     k8s.add_argument("--kubernetes", action="store_true", help="check the GPU nodes of the stack's cluster instead")
