@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STACK ?= dev
 OUT ?= out/$(STACK)
 
-.PHONY: venv lint synth lock test e2e bench clean verify router-venv
+.PHONY: venv lint synth lock test e2e bench clean verify upstream router-venv
 
 # `pip install -e .` puts the `rocm-stack` command in the venv; the targets below run `python -m tools.cli`, i.e.
 # this checkout's code whatever checkout an editable install points at.
@@ -44,14 +44,22 @@ lint: venv
 test: venv lint
 	$(BIN)/python -m pytest -q -n auto --durations=10 tests
 
+# The upstream sources the tests check the stack against (tests/upstream.txt: repository and pinned ref), fetched
+# into UPSTREAM as bare git repositories (only what is missing; GitHub, or UPSTREAM_URL). Tests that need one skip
+# without it, naming this target. One variable: the tests read it as $ROCM_STACK_UPSTREAM.
+export ROCM_STACK_UPSTREAM ?= $(CURDIR)/.upstream
+UPSTREAM_URL ?= https://github.com
+upstream: venv
+	$(BIN)/python tests/upstream_go.py $(UPSTREAM_URL)
+
 # The vLLM production-stack router's own environment for tests/e2e/test_e2e_router.py (which skips without it):
-# Python >= 3.12 (its pyproject.toml) with its pinned requirements at the tag the stack deploys, read from the
-# mirror that the session tool `fetch github:vllm-project/production-stack` brings.
+# Python >= 3.12 (its pyproject.toml) with its pinned requirements at the tag the stack deploys (from `make upstream`).
 ROUTER_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python) python3.12)
-ROUTER_MIRROR ?= /work/.mirror/vllm-project+production-stack/repo
-router-venv:
+ROUTER_TAG := vllm-stack-0.1.12
+router-venv: upstream
 	$(ROUTER_PYTHON) -m venv .venv-router
-	git -C $(ROUTER_MIRROR) show vllm-stack-0.1.12:src/vllm_router/requirements.txt > .venv-router/requirements.txt
+	git --git-dir=$(ROCM_STACK_UPSTREAM)/vllm-project+production-stack/repo show \
+		$(ROUTER_TAG):src/vllm_router/requirements.txt > .venv-router/requirements.txt
 	.venv-router/bin/pip install --quiet -r .venv-router/requirements.txt
 
 # The end-to-end tests alone (also part of `make test`): a real Docker daemon, as root (tests/e2e/harness.py).

@@ -1,6 +1,6 @@
 """Inference that scales (`inference[].kubernetes.autoscaling`, KEDA v2.20.2): what the committed prod stack declares,
 validated against the vendored ScaledObject CRD (tests/data/kubernetes, kedacore/keda tag v2.20.2), the upstream
-facts it relies on (read from the fetched mirrors at pinned commits; skipped where a mirror is absent) and the config
+facts it relies on (read from the upstream sources `make upstream` fetches at pinned commits; skipped where a mirror is absent) and the config
 refusals. What the query returns on a real Prometheus: tests/e2e/test_e2e_autoscaling.py."""
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 The CLI parses `Pulumi.<stack>.yaml` with gopkg.in/yaml.v3 v3.0.1 (pulumi/pulumi v3.259.0
 sdk/go/common/encoding/marshal.go L27, sdk/go.mod) in workspace.LoadProjectStackBytes
-(sdk/go/common/workspace/loaders.go L173-233). Each test names the upstream line it holds synth to; the research
-notes with the excerpts are /work/research/pulumi-config.md (sections 1-4).
+(sdk/go/common/workspace/loaders.go L173-233). Each test names the upstream file and line it holds synth to.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ An image bump or an API-key rotation replaces every vLLM container. Each server'
 server `maxUnavailable` places before it in `partitions`, and the engine registers a resource only once its
 dependsOn resources' steps are done (a replacement: delete, create, the provider's health wait), so at most that many
 servers are down at a time; the impact preview says which servers stop together and for how long. The engine's
-facts are pinned below (the installed SDK; pulumi/pulumi from the fetched mirror where present);
+facts are pinned below (the installed SDK; pulumi/pulumi from the upstream source `make upstream` fetches where present);
 tests/e2e/test_e2e_rolling.py runs such a roll on a real daemon with two servers, one answering throughout.
 """
 

@@ -1,4 +1,4 @@
-"""The change-impact rules (tools/impact_rules.py) against the providers' own source, read from the fetched mirrors
+"""The change-impact rules (tools/impact_rules.py) against the providers' own source, read from the upstream sources `make upstream` fetches
 at the commits below with tree-sitter's Go grammar (tests/upstream_go.py; skipped where a mirror is absent), and
 every Docker input the program declares covered by a rule (everywhere)."""
 

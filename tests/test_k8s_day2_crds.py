@@ -2,7 +2,7 @@
 the DeviceConfig's ServiceMonitor waits for the Prometheus Operator's CRD.
 
 Each scenario runs before/after stacks through the real program (tools.synth) and the change-impact preview
-(tools.impact.predict); each upstream fact they rest on is read from the fetched mirrors at the commits below
+(tools.impact.predict); each upstream fact they rest on is read from the upstream sources `make upstream` fetches at the commits below
 (tests/upstream_go.py: skipped where a mirror is absent; the citations still pin the facts).
 """
 

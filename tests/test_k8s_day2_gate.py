@@ -1,6 +1,6 @@
 """Day 2 of the Kubernetes GPU check (components/workloads/gpu_check.py, issue 22 items 1 and 2): before/after pairs of
 the prod stack through synth and the change-impact preview (tools/impact.py, pulumi-kubernetes' own rules), and the
-upstream facts the design rests on, read from the fetched mirrors (tests/upstream_go.py: skipped where absent).
+upstream facts the design rests on, read from the upstream sources `make upstream` fetches (tests/upstream_go.py: skipped where absent).
 
 What each scenario asserts: the engine's action on every Kubernetes object, and that nothing waits on GPUs that are
 held: no object but a workload's pod template requests a GPU; each pod's gpucheck init container requests exactly
@@ -277,7 +277,7 @@ def test_a_failed_gpu_check_is_no_invalid_settings(prod_plan):
     assert spec["failurePolicy"]["maxRestarts"] == 6  # training.kubernetes.backoffLimit: restarts, each checked again
 
 
-# --- upstream facts (read from the fetched mirrors) ------------------------------------------------------------
+# --- upstream facts (read from the upstream sources `make upstream` fetches) ------------------------------------------------------------
 
 
 def test_the_engine_awaits_a_resource_whose_create_failed_to_initialize_again_on_the_next_up():

@@ -2,7 +2,7 @@
 
 Before/after stacks go through synth and the change-impact preview (tools.impact.predict, the providers' rules in
 tools/impact_rules.py); what the GPU Operator then does on the cluster is pinned to its source at the pinned
-release (gpu-operator v1.5.1, read from the fetched mirror; skipped where it is absent), and the Kubernetes and
+release (gpu-operator v1.5.1, read from the upstream source `make upstream` fetches; skipped where it is absent), and the Kubernetes and
 JobSet behaviour it relies on to their source.
 """
 

@@ -1,7 +1,7 @@
 """Fields the API server refuses to change (components/k8s/replacement.py IMMUTABLE): the sweep over every kind the
 stack renders (dev, prod, a stack with every Kubernetes feature on, device-plugin mode), each row's before/after
 scenario through the real program and `rocm-stack diff` (tools/impact.py), the vendored CRDs' `oldSelf` rules read
-mechanically, and the upstream lines the rows cite (read from the fetched mirrors; skipped where one is absent)."""
+mechanically, and the upstream lines the rows cite (read from the upstream sources `make upstream` fetches; skipped where one is absent)."""
 
 from __future__ import annotations
 
@@ -314,7 +314,7 @@ def test_the_cited_crd_lines_hold_the_rules():
         assert f"- message: {field} immutable when topologyName is set" in flavor
 
 
-# --- the upstream lines the rows cite (fetched mirrors) -----------------------------------------------------
+# --- the upstream lines the rows cite (the upstream sources of `make upstream`) -----------------------------------------------------
 
 
 def _lines(upstream: Upstream, path: str, first: int, last: int) -> str:

@@ -2,7 +2,7 @@
 the mirror, and `rocm-stack images` lists the images to copy there.
 
 The chart tables of components/supply.py are checked against each chart's values.yaml (and its subcharts') at the
-pinned version, read from the fetched mirrors (tests/upstream_go.py: skipped where absent; the citations still pin
+pinned version, read from the upstream sources `make upstream` fetches (tests/upstream_go.py: skipped where absent; the citations still pin
 the facts): a value naming an image that the table misses is a defect.
 """
 

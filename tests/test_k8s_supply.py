@@ -1,7 +1,7 @@
 """What the Kubernetes layer needs from outside, and where it puts it (issue 33 items 4 and 7): the kube-prometheus-stack
 CRDs follow the chart version, and every release and namespaced object lands in a namespace that exists.
 
-Upstream facts are read from the fetched mirrors at the commits below (tests/upstream_go.py: skipped where a mirror
+Upstream facts are read from the upstream sources `make upstream` fetches at the commits below (tests/upstream_go.py: skipped where a mirror
 is absent; the citations still pin the facts).
 """
 
@@ -27,7 +27,7 @@ from tools.synth_diff import SynthPlan
 from conftest import refusal, stack_file
 from k8s_namespaces import namespace_problems
 from test_k8s_day2_crds import CONFIG_FILE, RELEASE, lines
-from upstream_go import MIRRORS, Upstream
+from upstream_go import Upstream, git_dir
 
 KPS_88_5_3 = Upstream("prometheus-community/helm-charts", "ea930baeebeba39f56d6b44e351f23b2a072a600")  # tag
 KPS_87_21_0 = Upstream("prometheus-community/helm-charts", "2017b1a385179833e2948de2c35625abde38b826")  # tag
@@ -71,19 +71,19 @@ def test_helm_never_upgrades_the_crds_of_kube_prometheus_stacks_crds_subchart():
     assert KPS_88_5_3.read(f"{CRDS}/crd-prometheuses.yaml") != KPS_87_21_0.read(f"{CRDS}/crd-prometheuses.yaml")
 
 
-def _tags(repo: str, pattern: str) -> list[str]:
-    git = ["git", f"--git-dir={MIRRORS / repo.replace('/', '+') / 'repo'}"]
-    found = subprocess.run([*git, "tag", "--list", pattern], capture_output=True, text=True)
-    if found.returncode or not found.stdout:
-        pytest.skip(f"needs the fetch of github:{repo} in {MIRRORS}")
-    return found.stdout.split()
-
-
 def test_the_crd_files_are_those_of_every_chart_version_the_stack_accepts():
-    """Every tag of majors 84 to 88 in the mirror (91 tags, 84.0.0 to 88.5.3) carries exactly these files."""
-    KPS_88_5_3.read(f"{CHART}/Chart.yaml")  # skips without the mirror
-    git = ["git", f"--git-dir={MIRRORS / 'prometheus-community+helm-charts' / 'repo'}", "ls-tree", "--name-only"]
-    tags = [t for t in _tags("prometheus-community/helm-charts", "kube-prometheus-stack-8*") if t.count(".") == 2]
+    """Every tag of majors 84 to 88 (91 tags, 84.0.0 to 88.5.3) carries exactly these files."""
+    repository = git_dir(
+        "prometheus-community/helm-charts", f"kube-prometheus-stack-{KUBE_PROMETHEUS_STACK_CHART_VERSION}"
+    )
+    git = ["git", f"--git-dir={repository}", "ls-tree", "--name-only"]
+    found = subprocess.run(
+        ["git", f"--git-dir={repository}", "tag", "--list", "kube-prometheus-stack-8*"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tags = [t for t in found.stdout.split() if t.count(".") == 2]
     checked = [t for t in tags if int(t.rsplit("-", 1)[1].split(".")[0]) in KUBE_PROMETHEUS_STACK_CRD_MAJORS]
     assert f"kube-prometheus-stack-{KUBE_PROMETHEUS_STACK_CHART_VERSION}" in checked and len(checked) == 91
     for tag in checked:

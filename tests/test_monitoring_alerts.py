@@ -27,6 +27,7 @@ from monitoring_reference import (
 )
 from schema.kubernetes import KubernetesConfig
 from components.k8s import gpu_stack_workloads
+import upstream_go
 
 # The GPU stack of the default operator mode, as the PrometheusRule watches it.
 OPERATOR_STACK = gpu_stack_workloads(KubernetesConfig())
@@ -381,7 +382,6 @@ FLEET = (
     ),
     DeclaredHost("node-b", "node-b", "MI300X", 8),
 )
-CADVISOR_MIRROR = Path("/work/.mirror/google+cadvisor/repo")
 CADVISOR_TAG = "v0.60.5"
 
 
@@ -419,14 +419,7 @@ def test_vllm_rules_use_the_metric_names_of_the_pinned_vllm() -> None:
 def test_docker_host_rules_use_the_cadvisor_metric_names() -> None:
     """google/cadvisor lib/metrics/prometheus.go @ v0.60.5, read from the mirror: the metric names the rules use,
     the health values (1 healthy, 0 starting/unhealthy, -1 none) and the `name` label (the container's alias)."""
-    if not CADVISOR_MIRROR.exists():
-        pytest.skip("google/cadvisor mirror absent")
-    source = subprocess.run(
-        ["git", "-C", str(CADVISOR_MIRROR), "show", f"{CADVISOR_TAG}:lib/metrics/prometheus.go"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    source = upstream_go.show("google/cadvisor", CADVISOR_TAG, "lib/metrics/prometheus.go")
     exported = set(re.findall(r'"(container_[a-z_]+)"', source))
     used = set()
     for rule in alerts.docker_host_alert_rules(MonitoringConfig()):

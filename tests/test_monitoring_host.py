@@ -25,7 +25,6 @@ import posixpath
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +49,7 @@ from tools.impact_rules import Action
 from tools.synth import Plan, synthesize, upload_text
 from tools.synth_diff import SynthPlan
 from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, synth_with
+import upstream_go
 
 P = "rocm-stack:"
 VOLUME = "docker:index/volume:Volume"
@@ -461,19 +461,12 @@ def test_adding_a_docker_host_adds_its_exporters_and_a_target_without_touching_t
 
 # --- the vLLM scrape token: its own volume, written by a one-shot container -----------------------------------------
 
-PROMETHEUS_MIRROR = Path("/work/.mirror/prometheus+prometheus/repo")
-COMMON_MIRROR = Path("/work/.mirror/prometheus+common/repo")
-CADVISOR_MIRROR = Path("/work/.mirror/google+cadvisor/repo")
 TOKEN_WRITER = "gpu-node-1-prometheus-token"
 
 
-def mirror_show(mirror: Path, rev: str, path: str) -> list[str]:
-    """The lines of `path` at `rev` in a fetched mirror (skips where the mirror is absent)."""
-    if not mirror.exists():
-        pytest.skip(f"{mirror} absent")
-    return subprocess.run(
-        ["git", "-C", str(mirror), "show", f"{rev}:{path}"], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+def mirror_show(repo: str, rev: str, path: str) -> list[str]:
+    """The lines of `path` of `repo` at `rev` (tests/upstream_go.py: skips where it is not fetched)."""
+    return upstream_go.show(repo, rev, path).splitlines()
 
 
 def image_tag(reference: str) -> str:
@@ -484,10 +477,10 @@ def test_prometheus_reads_the_credentials_file_on_every_scrape():
     """Why a rotated token needs no Prometheus restart: the pinned Prometheus's go.mod requires prometheus/common
     v0.65.0, whose http_config.go makes a credentials_file a FileSecret (L786) and whose authorization round tripper
     fetches it on every request (L813, L821), a fetch being an os.ReadFile (L745-746)."""
-    go_mod = mirror_show(PROMETHEUS_MIRROR, image_tag(docker_host.PROMETHEUS_IMAGE), "go.mod")
+    go_mod = mirror_show("prometheus/prometheus", image_tag(docker_host.PROMETHEUS_IMAGE), "go.mod")
     (common,) = [line.split()[1] for line in go_mod if line.split()[:1] == ["github.com/prometheus/common"]]
     assert common == "v0.65.0"
-    source = mirror_show(COMMON_MIRROR, common, "config/http_config.go")
+    source = mirror_show("prometheus/common", common, "config/http_config.go")
     assert source[785].strip() == "return NewFileSecret(file), nil"
     assert source[744].startswith("func (s *FileSecret) Fetch(") and "os.ReadFile(s.file)" in source[745]
     assert source[812].startswith("func (rt *authorizationCredentialsRoundTripper) RoundTrip(req *http.Request)")
@@ -557,10 +550,10 @@ def test_the_pinned_cadvisor_reports_container_health():
     v0.52.1, the previous pin, has none): the pinned image's version has it, with 0 for starting or unhealthy."""
     tag = image_tag(docker_host.CADVISOR_IMAGE)
     assert tuple(int(n) for n in tag.removeprefix("v").split(".")) >= (0, 54, 0)
-    source = "\n".join(mirror_show(CADVISOR_MIRROR, tag, "metrics/prometheus.go"))
+    source = "\n".join(mirror_show("google/cadvisor", tag, "metrics/prometheus.go"))
     assert 'name:      "container_health_state"' in source
     assert re.search(r'case "healthy":\s+value = 1\s+case "": // if container has no health check defined', source)
-    assert "container_health_state" not in "\n".join(mirror_show(CADVISOR_MIRROR, "v0.52.1", "metrics/prometheus.go"))
+    assert "container_health_state" not in "\n".join(mirror_show("google/cadvisor", "v0.52.1", "metrics/prometheus.go"))
 
 
 def test_the_first_up_with_the_files_container_replaces_prometheus_once(prod_plan):

@@ -1,7 +1,7 @@
 """The vLLM production-stack router in front of an inference workload (components/workloads/router.py).
 
-Upstream facts are read from the production-stack source at the pinned tag (vllm-stack-0.1.12, in the mirror that
-`fetch github:vllm-project/production-stack` brings; those tests skip without it): the router's own argument parser
+Upstream facts are read from the production-stack source at the pinned tag (vllm-stack-0.1.12, which `make upstream`
+fetches: tests/upstream_go.py; those tests skip without it): the router's own argument parser
 parses the flags the stack passes, the Role's verbs are the API calls of its discovery code, the cited lines say what
 the module docstring says. The plan side: every object validates (kubernetes-validate, strict), the discovery
 selector and port are the replicas', the Service, NetworkPolicies, the proxy and the policy pack's token rule. Day 2
@@ -15,7 +15,6 @@ import argparse
 import ast
 import copy
 import re
-import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -31,11 +30,11 @@ from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
 from conftest import refusal, stack_file
 from k8s_validation import stack_crds, validate_all
+from upstream_go import show
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policy"))
 from rocm_policy import rules  # noqa: E402
 
-MIRROR = Path("/work/.mirror/vllm-project+production-stack/repo")
 TAG = "vllm-stack-0.1.12"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVICE = "kubernetes:core/v1:Service"
@@ -51,15 +50,8 @@ P = "rocm-stack:"
 
 @cache
 def upstream(path: str) -> str:
-    """A file of production-stack at the pinned tag, from the mirror; the test skips without it."""
-    if not MIRROR.is_dir():
-        pytest.skip(f"no production-stack mirror at {MIRROR} (fetch github:vllm-project/production-stack)")
-    return subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{TAG}:src/vllm_router/{path}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    """A file of production-stack's router at the pinned tag; the test skips where it is not fetched."""
+    return show("vllm-project/production-stack", TAG, f"src/vllm_router/{path}")
 
 
 def lines(path: str, first: int, last: int) -> str:

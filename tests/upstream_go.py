@@ -1,15 +1,21 @@
 """Facts read out of the providers' upstream Go source with tree-sitter's Go grammar, so that tools/impact_rules.py
-is checked against the providers' own code, not against itself.
+is checked against the providers' own code, not against itself; and where every test finds its upstream sources.
 
-The project never copies upstream code: the source is read from the git mirrors the `fetch` tool brings
-(`$ROCM_STACK_UPSTREAM_MIRRORS/owner+name/repo`, default /work/.mirror) at a pinned commit. Where a mirror or the
-commit is absent (CI), the tests that need it skip; the table's citations still pin the facts."""
+The project never copies upstream code: the sources are the refs tests/upstream.txt lists, which `make upstream`
+fetches from GitHub into bare git repositories `$ROCM_STACK_UPSTREAM/owner+name/repo` (default: .upstream/ of the
+checkout). A test whose ref is not there skips, naming `make upstream`; the citations still pin the facts. A test
+that reads a repository or ref the list lacks fails: the list is every source the suite reads.
+
+    python tests/upstream_go.py [URL]   # what `make upstream` runs; URL: where owner/name are (https://github.com)
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +25,65 @@ import tree_sitter_go
 from tree_sitter import Language, Node, Parser
 
 _GO = Parser(Language(tree_sitter_go.language()))
-MIRRORS = Path(os.environ.get("ROCM_STACK_UPSTREAM_MIRRORS", "/work/.mirror"))
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = Path(__file__).with_name("upstream.txt")
+MIRRORS = Path(os.environ.get("ROCM_STACK_UPSTREAM") or ROOT / ".upstream")
+FETCH = "make upstream"
+
+
+@functools.cache
+def listed() -> tuple[tuple[str, str], ...]:
+    """(owner/name, ref) of every line of tests/upstream.txt."""
+    lines = (line.split("#", 1)[0].split() for line in MANIFEST.read_text().splitlines())
+    return tuple((fields[0], fields[1]) for fields in lines if fields)
+
+
+def _is_listed(repo: str, ref: str) -> bool:
+    for listed_repo, listed_ref in listed():
+        if listed_repo != repo:
+            continue
+        if listed_ref == ref or fnmatch.fnmatchcase(f"refs/tags/{ref}", listed_ref) or listed_ref == f"refs/tags/{ref}":
+            return True
+    return False
+
+
+def git_dir(repo: str, ref: str) -> Path:
+    """The bare repository of `repo` (owner/name) where it holds `ref` (a commit or a tag); skips the calling test
+    where it does not, fails where tests/upstream.txt does not list the ref."""
+    assert _is_listed(repo, ref), f"{repo} {ref} is not in {MANIFEST.name}: add it there (then `{FETCH}`)"
+    path = MIRRORS / repo.replace("/", "+") / "repo"
+    if subprocess.run(
+        ["git", f"--git-dir={path}", "cat-file", "-e", f"{ref}^{{commit}}"], capture_output=True
+    ).returncode:
+        pytest.skip(f"needs {repo} @ {ref} in {MIRRORS}: run `{FETCH}` (tests/upstream.txt)")
+    return path
+
+
+def show(repo: str, ref: str, path: str) -> str:
+    """`path` of `repo` at `ref` (see git_dir)."""
+    git = ["git", f"--git-dir={git_dir(repo, ref)}", "show", f"{ref}:{path}"]
+    return subprocess.run(git, capture_output=True, check=True, text=True).stdout
+
+
+def fetch(url: str = "https://github.com") -> int:
+    """Fetch every listed ref that is not there yet (depth 1); 1 when one could not be fetched."""
+    failed = 0
+    for repo, ref in listed():
+        path = MIRRORS / repo.replace("/", "+") / "repo"
+        if not path.is_dir():
+            subprocess.run(["git", "init", "--quiet", "--bare", str(path)], check=True)
+        git = ["git", f"--git-dir={path}"]
+        name = ref.removeprefix("refs/tags/")
+        if "*" in ref:
+            if subprocess.run([*git, "tag", "--list", name], capture_output=True, text=True).stdout:
+                continue
+        elif not subprocess.run([*git, "cat-file", "-e", f"{name}^{{commit}}"], capture_output=True).returncode:
+            continue
+        refspec = f"+{ref}:{ref}" if ref.startswith("refs/") else f"{ref}:refs/pins/{ref}"
+        print(f"{repo} {ref}", file=sys.stderr)
+        done = subprocess.run([*git, "fetch", "--quiet", "--depth", "1", "--no-tags", f"{url}/{repo}", refspec])
+        failed |= done.returncode != 0
+    return int(failed)
 
 
 @dataclass(frozen=True)
@@ -34,16 +98,14 @@ class Upstream:
         lacks the path (the citation is wrong)."""
         return _show(self.repo, self.commit, path)
 
+    def __post_init__(self) -> None:
+        assert _is_listed(self.repo, self.commit), f"{self.repo} {self.commit} is not in {MANIFEST.name}"
+
 
 @functools.cache  # the tests read the same few files many times
 def _show(repo: str, commit: str, path: str) -> bytes:
-    git = ["git", f"--git-dir={MIRRORS / repo.replace('/', '+') / 'repo'}"]
-    if subprocess.run([*git, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode:
-        pytest.skip(
-            f"needs {repo} @ {commit} in {MIRRORS} (the fetch of github:{repo}; "
-            "ROCM_STACK_UPSTREAM_MIRRORS names the mirrors' folder)"
-        )
-    return subprocess.run([*git, "show", f"{commit}:{path}"], capture_output=True, check=True).stdout
+    git = ["git", f"--git-dir={git_dir(repo, commit)}", "show", f"{commit}:{path}"]
+    return subprocess.run(git, capture_output=True, check=True).stdout
 
 
 def parse(source: bytes) -> Node:
@@ -174,3 +236,7 @@ def string_list_in_function(source: bytes, function: str) -> tuple[list[str], in
             strings = [text(n).strip('"') for n in walk(literal) if n.type == "interpreted_string_literal"]
             return strings, literal.start_point[0] + 1
     raise ValueError(f"no function {function}")
+
+
+if __name__ == "__main__":
+    sys.exit(fetch(*sys.argv[1:2]))

@@ -1,8 +1,8 @@
 """The rules by which `rocm-stack diff` predicts what `pulumi up` does to each changed resource, in one table.
 
 Each rule names its upstream source; the citations pin the facts. tools/impact.py applies them to two synth plans;
-tests/test_impact_rules.py checks the same table against the upstream code read from the fetched git mirrors at the
-cited commits, where they are present (ROCM_STACK_UPSTREAM_MIRRORS; never copied into the repo).
+tests/test_impact_rules.py checks the same table against the upstream code at the
+cited commits, where `make upstream` has fetched them (never copied into the repo).
 Versions: pulumi-docker 5.2.0 built from kreuzwerker/terraform-provider-docker ("TFD") v4.5.0 with
 terraform-plugin-sdk v2.40.1; pulumi-kubernetes 4.x (provider/pkg/provider/diff.go and provider.go as of July 2026,
 after v4.32.0; the program pins the SDK 4.34.2).

@@ -3,7 +3,7 @@ resources this program declares, with its kind and ForceNew, in one table, and h
 value of each kind.
 
 Both the change-impact preview (tools/impact.py) and the read-back table (components/docker/readback.py) compare
-inputs by this table; tests/test_impact_rules.py checks it against TFD's schema read from the fetched mirror.
+inputs by this table; tests/test_impact_rules.py checks it against TFD's schema read from the upstream source `make upstream` fetches.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 deploys (components/workloads/router.py), in front of stand-in replicas, discovering them through a stand-in
 Kubernetes API server (tests/e2e/router_standins.py):
 
-- the router's source at the pinned tag (vllm-stack-0.1.12, from the production-stack mirror; never copied into the
-  repository) on Python >= 3.12 with its own pinned requirements (src/vllm_router/requirements.txt): `make
-  router-venv` builds that environment in .venv-router; the module skips without the mirror or the environment;
+- the router's source at the tag the stack deploys (vllm-stack-0.1.12, whose image the chart runs; never copied into
+  the repository: `make upstream` fetches it, tests/upstream.txt) on Python >= 3.12 with its own pinned requirements
+  (src/vllm_router/requirements.txt): `make router-venv` builds that environment in .venv-router from PyPI; the
+  module skips without the source or the environment, naming the command. (PyPI's `vllm-router` is another program,
+  vllm-project/router's Rust router: production-stack publishes its router only as the image and the source.)
 - the real nginx (Debian's, as tests/test_vllm_proxy.py) with the router's ConfigMap text from the prod plan.
 
 What it shows: the router asks the API server only to list+watch pods by the stack's selector and to get each pod
@@ -39,11 +41,11 @@ from e2e.router_standins import ApiServer, Replica, pod
 from tools.synth import synthesize
 
 ROOT = Path(__file__).resolve().parents[2]
-MIRROR = Path(os.environ.get("PRODUCTION_STACK_MIRROR", "/work/.mirror/vllm-project+production-stack/repo"))
 TAG = "vllm-stack-0.1.12"
 VENV_PYTHON = ROOT / ".venv-router" / "bin" / "python"
 sys.path.insert(0, str(ROOT / "tests"))
 from test_vllm_proxy import NGINX, _running  # noqa: E402 (the nginx runner of the proxy tests)
+from upstream_go import git_dir  # noqa: E402
 
 KEY = "k3y-0f_the.stack~+/=="  # test_vllm_proxy's KEY: _running writes its key map
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -51,7 +53,6 @@ REPLICA_IPS = ("127.0.0.2", "127.0.0.3")
 NEW_REPLICA_IP = "127.0.0.4"
 
 pytestmark = [
-    pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason=f"no production-stack mirror at {MIRROR}"),
     pytest.mark.skipif(not VENV_PYTHON.exists(), reason="no router environment: `make router-venv`"),
     pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx-light)"),
 ]
@@ -104,10 +105,11 @@ def deployed() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """src/vllm_router at the pinned tag, unpacked from the mirror."""
+    """src/vllm_router at the pinned tag (skips where `make upstream` has not fetched it)."""
+    repository = git_dir("vllm-project/production-stack", TAG)
     target = tmp_path_factory.mktemp("production-stack")
     archive = subprocess.run(
-        ["git", "-C", str(MIRROR), "archive", TAG, "src/vllm_router"], check=True, capture_output=True
+        ["git", f"--git-dir={repository}", "archive", TAG, "src/vllm_router"], check=True, capture_output=True
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
