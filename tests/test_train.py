@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -157,23 +158,28 @@ def test_sigterm_to_one_rank_stops_every_rank_after_one_step_with_a_checkpoint_a
     directory = tmp_path / "checkpoints"
     directory.mkdir()
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(TRAIN)]
-    launcher = subprocess.Popen(
-        [*command, "--checkpoint-dir", str(directory), *RUN, *many],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env=clean_env(),
-    )
+    stderr = tmp_path / "stopped.stderr"
+    with stderr.open("w") as stderr_file:
+        launcher = subprocess.Popen(
+            [*command, "--checkpoint-dir", str(directory), *RUN, *many],
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            text=True,
+            cwd=tmp_path,
+            env=clean_env(),
+        )
     assert launcher.stdout is not None
+    watchdog = threading.Timer(120, launcher.kill)
+    watchdog.start()
     lines = []
-    for line in launcher.stdout:  # until rank 0 has logged step 5
+    # One reader to the end: the pipe's text reader reads ahead, so the lines after step 5 may already be in its
+    # buffer (communicate() reads the pipe's fd itself and would never see them: steps 6.. lost, 1 run in ~8).
+    for line in launcher.stdout:
         lines.append(line)
-        if line.startswith("{") and json.loads(line).get("step", 0) >= 5 and json.loads(line)["event"] == "step":
-            break
-    os.kill(_workers(launcher.pid)[1], signal.SIGTERM)
-    out, err = launcher.communicate(timeout=120)
-    stopped = subprocess.CompletedProcess(launcher.args, launcher.returncode, "".join(lines) + out, err)
+        if line.startswith("{") and json.loads(line)["event"] == "step" and json.loads(line)["step"] == 5:
+            os.kill(_workers(launcher.pid)[1], signal.SIGTERM)
+    watchdog.cancel()
+    stopped = subprocess.CompletedProcess(launcher.args, launcher.wait(timeout=120), "".join(lines), stderr.read_text())
     assert stopped.returncode == 0, stopped.stderr[-3000:]
     (stop,) = events(stopped, "stop")
     step = stop["step"]
