@@ -49,6 +49,18 @@ def test_configuration_md_key_table_is_generated_from_the_schema():
     assert schema.load("dev", {"rocm-stack:hosts": [{"name": "big", "gpus": 64}]}).hosts[0].gpus == 64
 
 
+def test_configuration_md_lists_every_key_of_the_sections_it_explains():
+    """Its table once listed chosen keys, and the newest host keys (`pullTimeoutSeconds`, `logs.*`) were missing:
+    now every key under its sections, at every depth."""
+    table = config_reference.configuration_table()
+    shown = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    for path, *_ in config_reference.rows(schema.StackConfig, ""):
+        if path.split(".")[0].split("[")[0] in config_reference.CONFIGURATION_SECTIONS:
+            assert path.replace("hosts[].containers[].", "…containers[].") in shown, path
+    assert {"hosts[].docker.pullTimeoutSeconds", "hosts[].logs.maxSize", "hosts[].logs.maxFile"} <= shown
+    assert (ROOT / "docs" / "configuration.md").read_text().count("`hosts[].logs.maxFile`") == 1
+
+
 def test_check_reports_a_stale_configuration_table(tmp_path, monkeypatch, capsys):
     page = tmp_path / "configuration.md"
     committed = (ROOT / "docs" / "configuration.md").read_text()
