@@ -297,6 +297,8 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from kubernetes.problems(cfg)
     yield from workloads.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
+    hosts = [host.name for host in cfg.hosts]
+    yield from monitoring.effect_problems(cfg.monitoring, cfg.environment, cfg.kubernetes is not None, hosts)
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
     yield from mirror.problems(cfg.mirror, cfg.kubernetes, cfg.registry.server if cfg.registry else None)
 

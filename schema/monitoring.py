@@ -377,6 +377,53 @@ def host_problems(cfg: MonitoringConfig, hosts: Sequence[str]) -> Iterable[tuple
         seen.add(receiver.name)
 
 
+def _changed(model: ConfigModel) -> set[str]:
+    """The fields set to another value than their default (writing a default down does nothing, on purpose)."""
+    return {name for name in model.model_fields_set if getattr(model, name) != type(model).model_fields[name].default}
+
+
+def effect_problems(
+    cfg: MonitoringConfig, environment: str, has_kubernetes: bool, hosts: Sequence[str]
+) -> Iterable[tuple[str, str]]:
+    """Settings that would do nothing in this stack, each with the line that makes it take effect."""
+    where = f"monitoring.host: {hosts[0]}" if hosts else "a Docker host in rocm-stack:hosts, and monitoring.host"
+    if not cfg.enabled and cfg.host not in (None, False):
+        yield "monitoring.host", "does nothing while monitoring.enabled is false; remove it, or set enabled: true"
+    elif cfg.host is True and not hosts:
+        yield (
+            "monitoring.host",
+            "true names the first Docker host, but the stack declares none (rocm-stack:hosts); remove it, or declare "
+            "the host that should run Prometheus, Alertmanager and Grafana",
+        )
+    elif cfg.monitoring_host(environment, has_kubernetes, hosts) is None:
+        # What only the monitoring host's servers read: its Alertmanager's receivers, its Prometheus's retention.
+        unread = (["receivers"] if cfg.receivers else []) + [
+            f"retention.{to_camel(field)}" for field in sorted(_changed(cfg.retention))
+        ]
+        for key in unread:
+            yield (
+                f"monitoring.{key}",
+                f"does nothing: this stack runs no monitoring host, whose Alertmanager and Prometheus read it; set "
+                f"{where}, or remove it",
+            )
+    kps = cfg.kube_prometheus_stack
+    if kps.install and not has_kubernetes:
+        yield (
+            "monitoring.kubePrometheusStack.install",
+            "true does nothing without a Kubernetes layer (rocm-stack:kubernetes); remove it, or add the cluster",
+        )
+    elif not (has_kubernetes and cfg.installs_kube_prometheus_stack(environment)):
+        why = (
+            "installs no kube-prometheus-stack" if has_kubernetes else "has no Kubernetes layer (rocm-stack:kubernetes)"
+        )
+        fix = "set monitoring.kubePrometheusStack.install: true" if has_kubernetes else "add the cluster"
+        for field in sorted(_changed(kps) - {"install"}):
+            yield (
+                f"monitoring.kubePrometheusStack.{to_camel(field)}",
+                f"does nothing: this stack {why}; {fix}, or remove it",
+            )
+
+
 def problems(cfg: MonitoringConfig, host_gpu_models: Iterable[tuple[str, str]] = ()) -> Iterable[tuple[str, str]]:
     """Cross-field checks; `host_gpu_models` is (host name, hosts[].gpuModel) for the Docker hosts."""
     host_gpu_models = list(host_gpu_models)

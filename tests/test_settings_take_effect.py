@@ -1,0 +1,176 @@
+"""No setting that silently does nothing (issue 36 item 6): each documented key of a section, set to another valid
+value in each committed stack (dev, prod), changes the plan, or the program refuses it with a message that names
+the key and the line that makes it take effect."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import schema
+from components.monitoring import declared_fleet
+from conftest import refusal, stack_file
+from domain.alerts import rules_file_text
+from schema import decode
+from schema.stackfile import as_program_config
+from tools.config_reference import rows
+from tools.synth import ProgramRefused, synthesize
+
+
+@dataclass(frozen=True)
+class ByStack:
+    """A flip that differs by stack (the committed value of one is the other's flip)."""
+
+    dev: Any
+    prod: Any
+
+
+RECEIVER = {"name": "ops", "webhook": {"url": "https://alerts.example.internal/hook"}}
+# monitoring.<key> -> another valid value than the committed stacks' (a receivers[] key: a receiver with it).
+FLIPS: dict[str, Any] = {
+    "enabled": False,
+    "thresholds.gpuTemperatureCelsius": 91,
+    "thresholds.memoryTemperatureCelsius": 97,
+    "thresholds.powerCapWatts": 640,
+    "thresholds.powerCapFraction": 0.9,
+    "thresholds.idleUtilizationPercent": 3,
+    "thresholds.idleFor": "2h",
+    "thresholds.idleVramInUseFraction": 0.2,
+    "thresholds.vramFullFraction": 0.9,
+    "thresholds.eccWindow": "2h",
+    "thresholds.eccCorrectableMaxIncrease": 7,
+    "thresholds.exporterDownFor": "7m",
+    "thresholds.sustainedFor": "7m",
+    "thresholds.filesystemFreeFraction": 0.2,
+    "thresholds.containerRestarts": 9,
+    "thresholds.containerRestartWindow": "2h",
+    "thresholds.vllmWaitingRequests": 77,
+    "thresholds.vllmTimeToFirstTokenSeconds": 7,
+    "modelThresholds.<key>.gpuTemperatureCelsius": {"MI300X": {"gpuTemperatureCelsius": 91}},
+    "modelThresholds.<key>.memoryTemperatureCelsius": {"MI300X": {"memoryTemperatureCelsius": 97}},
+    "modelThresholds.<key>.powerCapWatts": {"MI300X": {"powerCapWatts": 640}},
+    "exporterPort": 5055,
+    "scrapeInterval": "20s",
+    "kubePrometheusStack.install": ByStack(dev=False, prod=True),
+    "kubePrometheusStack.timeoutSeconds": 1200,
+    "grafanaDashboard": False,
+    "prometheusSelectorLabels": {"release": "other"},
+    "host": ByStack(dev=True, prod=False),
+    "retention.time": "45d",
+    "retention.size": "100GiB",
+    "receivers": [RECEIVER],
+    "receivers[].email.requireTls": [
+        {
+            "name": "mail",
+            "email": {
+                "to": ["a@example.com"],
+                "from": "b@example.com",
+                "smarthost": "smtp.example.com:25",
+                "requireTls": False,
+            },
+        }
+    ],
+    "receivers[].severities": [{**RECEIVER, "severities": ["critical"]}],
+}
+# Keys whose change is another key's (a required field of a list item; a pinned version's fact is its own test).
+COVERED = {
+    "modelThresholds": "modelThresholds.<key>.gpuTemperatureCelsius",
+    "receivers[].name": "receivers",
+    "receivers[].webhook": "receivers",
+    "receivers[].webhook.url": "receivers",
+    "receivers[].email": "receivers[].email.requireTls",
+    "receivers[].email.to": "receivers[].email.requireTls",
+    "receivers[].email.from": "receivers[].email.requireTls",
+    "receivers[].email.smarthost": "receivers[].email.requireTls",
+    "exporterImage": "a pinned image: tests/test_monitoring.py",
+    "kubePrometheusStack.chartVersion": "a pinned chart with its CRDs: tests/test_k8s_supply.py",
+    "kubePrometheusStack.repository": "the chart's source: tests/test_k8s_mirror.py",
+}
+
+
+def leaf_keys(section: str) -> list[str]:
+    return [
+        path[len(section) + 1 :]
+        for path, kind, _, _ in rows(schema.StackConfig, "")
+        if path.startswith(f"{section}.") and kind != "object"
+    ]
+
+
+def test_every_documented_monitoring_key_is_flipped():
+    assert sorted(set(leaf_keys("monitoring")) - set(FLIPS) - set(COVERED)) == []
+
+
+def _set(config: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    config = copy.deepcopy(config)
+    monitoring = config.setdefault("rocm-stack:monitoring", {})
+    head, *rest = key.replace("<key>.", "").replace("[].", ".").split(".")
+    if head in ("modelThresholds", "receivers"):
+        monitoring[head] = value
+        return config
+    for part in [head, *rest][:-1]:
+        monitoring = monitoring.setdefault(part, {})
+    monitoring[[head, *rest][-1]] = value
+    return config
+
+
+def _effects(stack: str, config: dict[str, Any]) -> str:
+    """The plan, and the alert rules `rocm-stack alerts --stack` writes for a stack's Docker hosts (a setup without a
+    monitoring host loads them into its own Prometheus)."""
+    plan = json.dumps(synthesize(stack, config).to_json(), sort_keys=True, default=str)
+    values, secret_keys = as_program_config(config)
+    loaded = schema.load(stack, {k: decode(v) for k, v in values.items()}, secret_keys, place_unlocked=True)
+    return plan + rules_file_text(loaded.monitoring, declared_fleet(loaded))
+
+
+@pytest.fixture(scope="module")
+def baselines() -> dict[str, str]:
+    return {stack: _effects(stack, stack_file(stack)) for stack in ("dev", "prod")}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("key", sorted(FLIPS))
+def test_a_monitoring_key_changes_the_plan_or_is_refused_saying_why(baselines, stack, key):
+    value = getattr(FLIPS[key], stack) if isinstance(FLIPS[key], ByStack) else FLIPS[key]
+    config = _set(stack_file(stack), key, value)
+    try:
+        effects = _effects(stack, config)
+    except ProgramRefused as error:
+        message = str(error)
+        assert f"monitoring.{key.split('<key>')[0].split('[]')[0].rstrip('.')}" in message, message
+        return
+    assert effects != baselines[stack], f"monitoring.{key} = {value!r} changes nothing in {stack}"
+
+
+def kubernetes_only(**monitoring: Any) -> dict[str, Any]:
+    """The dev stack's cluster alone: no Docker host."""
+    config = {
+        key: value
+        for key, value in stack_file("dev").items()
+        if key in ("rocm-stack:environment", "rocm-stack:kubernetes")
+    }
+    return {**config, "rocm-stack:monitoring": monitoring}
+
+
+def test_the_issues_cases_are_refused_with_the_line_that_makes_them_work():
+    """Alert receivers while no monitoring host runs (dev's default), `monitoring.host: true` on a stack without
+    Docker hosts, a monitoring host with monitoring off: each once accepted and ignored."""
+    config = stack_file("dev")
+    config["rocm-stack:monitoring"] = {"receivers": [RECEIVER]}
+    message = refusal("dev", config)
+    assert "monitoring.receivers: does nothing: this stack runs no monitoring host" in message
+    assert "set monitoring.host: workstation" in message
+    config["rocm-stack:monitoring"] = {"receivers": [RECEIVER], "host": "workstation"}
+    assert "workstation-alertmanager" in {r["name"] for r in synthesize("dev", config).to_json()["resources"]}
+    message = refusal("dev", kubernetes_only(host=True))
+    assert "monitoring.host: true names the first Docker host, but the stack declares none" in message
+    message = refusal("dev", {**stack_file("dev"), "rocm-stack:monitoring": {"enabled": False, "host": True}})
+    assert "monitoring.host: does nothing while monitoring.enabled is false" in message
+    message = refusal("dev", kubernetes_only(kubePrometheusStack={"install": False, "timeoutSeconds": 600}))
+    assert (
+        "monitoring.kubePrometheusStack.timeoutSeconds: does nothing: this stack installs no kube-prometheus-stack"
+        in message
+    )
