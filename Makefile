@@ -10,7 +10,7 @@ OUT ?= out/$(STACK)
 # `pip install -e .` puts the `rocm-stack` command in the venv; the targets below run `python -m tools.cli`, i.e.
 # this checkout's code whatever checkout an editable install points at.
 # synth needs only what `pulumi up` needs; the tests add their tools (and CPU torch) on top.
-$(BIN)/.runtime: requirements.txt
+$(BIN)/.runtime: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt

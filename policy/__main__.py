@@ -1,13 +1,19 @@
 """rocm-stack policy pack (Pulumi CrossGuard): `pulumi preview --policy-pack policy`.
 
 The CLI runs this file with the policy pack directory as working directory and first entry of sys.path, so
-the rules are imported as the package `rocm_policy` beside it. Starting the pack serves the policies to the
-engine over gRPC until the operation ends.
+the pack's bindings are imported as the package `rocm_policy` beside it; the rules themselves are the project's rule
+catalogue (`rules/`, one level up: the config loader runs the same), which goes on sys.path right after.
+Starting the pack serves the policies to the engine over gRPC until the operation ends.
 """
 
-from pulumi_policy import PolicyPack
+import sys
+from pathlib import Path
 
-from rocm_policy.pack import POLICIES, enforcement_level, stack_context
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
+from pulumi_policy import PolicyPack  # noqa: E402
+
+from rocm_policy.pack import POLICIES, enforcement_level, stack_context  # noqa: E402
 
 PolicyPack(
     name="rocm-stack",

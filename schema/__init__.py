@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from policy.rocm_policy import rules
+import rules
 
 from . import checks, docker, groups, kubernetes, mirror, monitoring, workloads
 from .base import ConfigModel, environment_default, shown_default, strict_problems

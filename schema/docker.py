@@ -110,7 +110,7 @@ def image_pin_problem(ref: str) -> str | None:
     match = _IMAGE_REF.match(ref)
     if match is None:
         return f"'{ref}' is not a Docker image reference (repository[:tag][@sha256:digest])"
-    from policy.rocm_policy.rules import unpinned_reason  # the policy pack's rule: one definition for both
+    from rules import unpinned_reason  # the policy pack's rule: one definition for both
 
     reason = unpinned_reason(ref)
     return f"'{ref}' is not pinned: it {reason}; use an explicit version tag or an @sha256 digest" if reason else None
@@ -536,7 +536,7 @@ def problems(
         if problem and (environment == "prod" or "not a Docker image reference" in problem):
             yield f"images.{key}", problem
     if environment == "prod" and security.profile is not None and not security.allow_debug_in_prod:
-        from policy.rocm_policy import rules  # the pack's no-debug-privileges-in-prod rule: one definition for both
+        import rules  # the pack's no-debug-privileges-in-prod rule: one definition for both
 
         profile = security.profile
         for why in rules.docker_debug_privileges(profile.capabilities, profile.security_opts, privileged=False):
@@ -668,9 +668,9 @@ def problems(
 
 
 def _host_access_problems(hosts: list[HostConfig]) -> Iterable[tuple[str, str]]:
-    """What prod's containers may reach of their hosts: the policy pack's rules (policy/rocm_policy/rules.py), here
+    """What prod's containers may reach of their hosts: the policy pack's rules (rules/__init__.py), here
     on what the config asks for, there on what the program declares."""
-    from policy.rocm_policy import rules
+    import rules
 
     index = {h.name: i for i, h in enumerate(hosts)}
     for name, message in rules.duplicate_endpoint_problems({h.name: h.docker.host for h in hosts}):
@@ -821,9 +821,9 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
 
 
 def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tuple[str, str]]:
-    """The placed host's partitions against the pack's isolation rules (policy/rocm_policy/rules.py, GPUs and IPC):
+    """The placed host's partitions against the pack's isolation rules (rules/__init__.py, GPUs and IPC):
     the same functions judge the config here and the declared containers in the policy pack."""
-    from policy.rocm_policy.rules import GpuReach, ipc_problems, isolation_problems as rule
+    from rules import GpuReach, ipc_problems, isolation_problems as rule
 
     reach = {}
     for container in host.containers:

@@ -678,7 +678,7 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
     yield from _reboot_problems(k8s, cfg.environment)
     yield from _queue_problems(k8s)
     if prod:
-        from policy.rocm_policy.rules import helm_repository_problem  # the policy pack's rule
+        from rules import helm_repository_problem  # the policy pack's rule
 
         repositories = [("kubernetes.gpuOperator.repository", k8s.gpu_operator.repository)]
         if k8s.cert_manager.install:

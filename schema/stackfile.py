@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from policy.rocm_policy.rules import is_secure  # the pack reads stack files with it too
+from rules import is_secure  # the pack reads stack files with it too
 
 # What the Pulumi runtime hands the program in place of a `secure:` value that synth cannot decrypt.
 SECRET_PLACEHOLDER = "[secret]"

@@ -63,7 +63,7 @@ from .autoscaling import (
 from .checks import ChecksConfig
 from .stackfile import set_secret
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS
-from policy.rocm_policy import rules
+import rules
 
 from .docker import (
     VISIBILITY_VARIABLES,
@@ -1099,8 +1099,8 @@ def namespace_pod_security(cfg: _StackWithWorkloads, privileged: Collection[str]
 
 def _host_access_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     """The host directories the Docker workloads mount and the ports they publish, by the policy pack's rules
-    (policy/rocm_policy/rules.py; schema/docker.py checks the partitions' own)."""
-    from policy.rocm_policy import rules
+    (rules/__init__.py; schema/docker.py checks the partitions' own)."""
+    import rules
 
     for index, training in enumerate(cfg.training):
         if training.docker is not None:

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ATTACKS = sorted((ROOT / "tests" / "attacks").glob("*.yaml"))
 sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
 
-from rocm_policy import offline, pack, rules  # noqa: E402
+import rules  # noqa: E402
+from rocm_policy import offline, pack  # noqa: E402
 
 
 def attack(path: Path, tmp_path: Path) -> tuple[dict, dict]:

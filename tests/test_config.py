@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policy.rocm_policy import rules
+import rules
 from schema import ConfigError, load
 from schema.docker import image_pin_problem
 from tools.synth import ROOT

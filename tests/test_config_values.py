@@ -213,7 +213,7 @@ def test_only_prod_and_prod_dash_stacks_are_prod(stack, environment):
     from policy.rocm_policy import pack
 
     assert load(stack, {}).environment == environment
-    # The policy pack's enforcement level follows the same rule (policy/rocm_policy/rules.py environment_of).
+    # The policy pack's enforcement level follows the same rule (rules/__init__.py environment_of).
     assert pack.stack_context(environ={"PULUMI_STACK": stack}).environment == environment
 
 
@@ -237,8 +237,8 @@ def test_kubernetes_only_stack_gets_no_docker_host():
 
 def test_plain_credentials_in_prod_are_the_policy_packs_findings():
     """One definition: the paths refused at config time are exactly those the pack's no-plaintext-secrets-in-config
-    rule reports for the same stack file (policy/rocm_policy/rules.py plaintext_secrets)."""
-    from policy.rocm_policy import rules
+    rule reports for the same stack file (rules/__init__.py plaintext_secrets)."""
+    import rules
 
     config = stack_file("prod")
     containers = config[P + "hosts"][0]["containers"]

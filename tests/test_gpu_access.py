@@ -13,7 +13,8 @@ import pytest
 
 from conftest import CONTAINER, env_of, gpu_containers, partition_of, refusal, render_nodes_of, stack_file
 from domain.render_nodes import RenderNodesError, load_render_nodes, parse_render_nodes
-from policy.rocm_policy import offline, rules
+import rules
+from policy.rocm_policy import offline
 from tools.synth import SECRET, synthesize
 
 P = "rocm-stack:"

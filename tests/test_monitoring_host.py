@@ -40,7 +40,7 @@ from components.monitoring.docker_host import (
     targets_file,
 )
 from domain.dashboard import DASHBOARD_FILE
-from policy.rocm_policy import rules
+import rules
 from schema import ConfigError, load
 from domain.alerts import VLLM_JOB
 from schema.monitoring import MonitoringConfig, Retention

@@ -26,7 +26,7 @@ from tools.synth_diff import SynthPlan
 from conftest import stack_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policy"))
-from rocm_policy import rules  # noqa: E402
+import rules  # noqa: E402
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"

@@ -22,7 +22,8 @@ sys.path.insert(0, str(POLICY_DIR))  # the CLI runs the pack with policy/ first 
 
 from pulumi_policy import EnforcementLevel, PolicyResource, ResourceValidationArgs, StackValidationArgs  # noqa: E402
 from pulumi_policy.policy import _NotApplicableError  # noqa: E402
-from rocm_policy import offline, pack, rules  # noqa: E402
+import rules  # noqa: E402
+from rocm_policy import offline, pack  # noqa: E402
 
 POLICIES = {p.name: p for p in pack.POLICIES}
 CONTAINER, REMOTE_IMAGE, DEVICE_CONFIG = rules.CONTAINER, rules.REMOTE_IMAGE, rules.DEVICE_CONFIG

@@ -33,7 +33,7 @@ from k8s_validation import stack_crds, validate_all
 from upstream_go import show
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policy"))
-from rocm_policy import rules  # noqa: E402
+import rules  # noqa: E402
 
 TAG = "vllm-stack-0.1.12"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"

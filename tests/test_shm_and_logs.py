@@ -37,7 +37,8 @@ from conftest import (
     stack_file,
     stack_without_kubernetes,
 )
-from policy.rocm_policy import offline, rules
+import rules
+from policy.rocm_policy import offline
 from schema import load
 from components.docker.daemon import PROBE_MEMORY_MIB
 from tools.synth import docker_create_args, synthesize
@@ -91,7 +92,7 @@ def test_a_hosts_only_partition_keeps_the_hosts_ipc_and_ipc_can_be_chosen():
 
 
 def test_prod_refuses_host_ipc_beside_other_partitions_and_the_pack_too():
-    """One rule (policy/rocm_policy/rules.py ipc_problems) for the config loader and the policy pack."""
+    """One rule (rules/__init__.py ipc_problems) for the config loader and the policy pack."""
     prod = stack_file("prod")
     prod[P + "hosts"][0]["containers"][1]["ipc"] = "host"
     message = refusal("prod", prod)

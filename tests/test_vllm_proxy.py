@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from components.workloads import proxy
-from policy.rocm_policy import rules
+import rules
 
 NGINX = shutil.which("nginx") or next(
     (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None

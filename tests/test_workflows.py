@@ -504,6 +504,8 @@ def test_codeowners_cover_what_decides_how_prod_is_judged_and_deployed(tmp_path)
         ".github/actions/pulumi-setup/action.yml",
         *(str(p.relative_to(ROOT)) for p in WORKFLOWS.glob("*.yml")),
         *(str(p.relative_to(ROOT)) for p in (ROOT / "policy").rglob("*") if p.is_file() and ".venv" not in p.parts),
+        # The rules the pack runs (and the config loader): they judge prod as much as policy/ does.
+        *(str(p.relative_to(ROOT)) for p in (ROOT / "rules").rglob("*.py")),
         "policy/prod.json",
         "stacks/Pulumi.prod.yaml",
         "stacks/Pulumi.prod-eu.yaml",  # a prod stack by its name (docs/security.md)

@@ -30,7 +30,7 @@ from components.docker.provider_schema import (
 )
 from components.k8s.replacement import Immutable, group_of, rows
 from components.monitoring.docker_host import PROMETHEUS_FILES
-from policy.rocm_policy.rules import MONITORING_LABEL, PARTITION_LABEL
+from rules import MONITORING_LABEL, PARTITION_LABEL
 from tools.impact_rules import HELM_IDENTITY, K8S_FORCE_NEW, K8S_IDENTITY, RULES, Action
 from tools.synth import SECRET, autoname, autonamed
 from tools.synth_diff import Key, PlanDiff, PlannedResource, SynthPlan, cell, diff, matched

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_docker as docker
 
-from policy.rocm_policy.rules import PARTITION_LABEL
+from rules import PARTITION_LABEL
 from schema import RegistryConfig
 from schema.docker import (
     SHELL_COMMAND,

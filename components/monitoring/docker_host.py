@@ -59,7 +59,7 @@ import yaml
 from domain.alerts import rules_file_text
 from domain.dashboard import DASHBOARD_UID, dashboard_json_text
 from domain.fleet import DeclaredHost
-from policy.rocm_policy.rules import CADVISOR, CADVISOR_MOUNTS, MONITORING_LABEL
+from rules import CADVISOR, CADVISOR_MOUNTS, MONITORING_LABEL
 from schema.docker import LogConfig, PortMapping
 from schema.monitoring import (
     ALERTMANAGER_PORT,

@@ -13,7 +13,7 @@ from pulumi_kubernetes.networking import v1 as networking_v1
 
 from components.docker.programs import program_digest
 from components.k8s.replacement import replacement
-from policy.rocm_policy.rules import LOAD_BALANCER_OPT_IN
+from rules import LOAD_BALANCER_OPT_IN
 from schema.docker import PROXY_IMAGE
 from schema.workloads import MIB, EmptyDirStorage, HostPathStorage, PvcStorage, Toleration, TrainingNetwork
 from components import supply

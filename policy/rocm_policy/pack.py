@@ -34,7 +34,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from . import rules
+import rules
 
 PROJECT = "rocm-stack"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"

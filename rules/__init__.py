@@ -1,4 +1,7 @@
-"""The rules of the rocm-stack policy pack as plain functions over what the engine hands a policy.
+"""The project's rules (the guard rails): plain functions over what the engine hands a policy and what the stack
+config says, run by the policy pack (policy/rocm_policy/pack.py) and by the config loader (schema/) alike.
+
+It imports the standard library only: the pack runs in its own virtualenv (policy/requirements.txt).
 
 Each resource rule takes (resource type token, input properties) and returns violation messages (empty:
 compliant); the stack rules take the declared resources with their `protect` option or the stack's config.
@@ -457,7 +460,7 @@ def device_problem(host_path: str, container_path: str | None = None) -> str | N
     )
 
 
-def published_port_problem(internal: int, external: int | None) -> str | None:
+def published_port_problem(internal: int | None, external: int | None) -> str | None:
     """Why prod refuses a published port (None: allowed): SSH into a partition is a shell beside its GPUs that
     bypasses the deploy (and host port 22 is the host's own sshd, through which `pulumi up` reaches it)."""
     if SSH_PORT in (internal, external):
