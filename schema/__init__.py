@@ -14,6 +14,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 import rules
+from rules.credentials import (
+    NO_CREDENTIALS_ON_COMMAND_LINES,
+    NO_PLAINTEXT_SECRETS_IN_CONFIG,
+    REMOTE_CODE_OPT_IN,
+)
 
 from . import checks, docker, groups, kubernetes, mirror, monitoring, workloads
 from .base import ConfigModel, environment_default, shown_default, strict_problems
@@ -405,16 +410,18 @@ def load(
     # What the docs state without condition holds in every environment (docs/security.md): no credential flag on a
     # command line, `--trust-remote-code` only through trustRemoteCode.
     for key, why in rules.credential_flags(project_values):
-        problems.append(ConfigProblem(key[len(prefix) :], why))
+        problems.append(ConfigProblem(key[len(prefix) :], NO_CREDENTIALS_ON_COMMAND_LINES.refusal(why)))
     for key in rules.remote_code_flags(project_values):  # the pack's remote-code-opt-in rule: one definition
-        problems.append(ConfigProblem(key[len(prefix) :], rules.REMOTE_CODE_FLAG_PROBLEM))
+        problems.append(ConfigProblem(key[len(prefix) :], REMOTE_CODE_OPT_IN.refusal(rules.REMOTE_CODE_FLAG_PROBLEM)))
     if data["environment"] == "prod":
         for key, why in rules.text_problems(project_values):
-            problems.append(ConfigProblem(key[len(prefix) :], why))
+            problems.append(ConfigProblem(key[len(prefix) :], NO_CREDENTIALS_ON_COMMAND_LINES.refusal(why)))
         # Synth hands the program a placeholder for each `secure:` value; `pulumi up` the decrypted text, where only
         # the stack file (the policy pack reads it) still says which it was.
         for key in rules.secrets_in_arguments(project_values, lambda v: v == SECRET_PLACEHOLDER):
-            problems.append(ConfigProblem(key[len(prefix) :], rules.SECRET_IN_ARGUMENTS))
+            problems.append(
+                ConfigProblem(key[len(prefix) :], NO_PLAINTEXT_SECRETS_IN_CONFIG.refusal(rules.SECRET_IN_ARGUMENTS))
+            )
         # The policy pack's rule (one definition): a credential, by its key's name or its value's shape, is a
         # Pulumi secret. A key that holds a nested `secure:` value is secret as a whole in the runtime's config, so
         # it passes here; the pack, which reads the stack file, still checks its other leaves.
@@ -425,7 +432,7 @@ def load(
             problems.append(
                 ConfigProblem(
                     key[len(prefix) :],
-                    (
+                    NO_PLAINTEXT_SECRETS_IN_CONFIG.refusal(
                         f"holds a credential in plain text ({why}), which prod refuses; run "
                         f"{set_secret(key, 'VALUE', path=True)} to store it encrypted, or give a file's path"
                     ),

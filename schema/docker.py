@@ -31,6 +31,15 @@ from domain.gpus import (
 if TYPE_CHECKING:  # imported where used: `pulumi up` reads no topology module for a stack without one
     from domain.topology import Topology
 
+import rules
+from rules.docker_hosts import (
+    GPU_PARTITIONS_ISOLATED,
+    NO_DEBUG_PRIVILEGES_IN_PROD,
+    ONE_HOST_ENTRY_PER_MACHINE,
+    PROD_HOST_ACCESS,
+)
+from rules.supply import PINNED_IMAGES
+from rules import unpinned_reason
 from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import MAX_HOSTS, MAX_ITEMS, MAX_NUMA_NODES
 from .types import (
@@ -110,10 +119,12 @@ def image_pin_problem(ref: str) -> str | None:
     match = _IMAGE_REF.match(ref)
     if match is None:
         return f"'{ref}' is not a Docker image reference (repository[:tag][@sha256:digest])"
-    from rules import unpinned_reason  # the policy pack's rule: one definition for both
-
     reason = unpinned_reason(ref)
-    return f"'{ref}' is not pinned: it {reason}; use an explicit version tag or an @sha256 digest" if reason else None
+    if reason is None:
+        return None
+    return PINNED_IMAGES.refusal(
+        f"'{ref}' is not pinned: it {reason}; use an explicit version tag or an @sha256 digest"
+    )
 
 
 def _always_pinned(value: str) -> str:
@@ -536,14 +547,14 @@ def problems(
         if problem and (environment == "prod" or "not a Docker image reference" in problem):
             yield f"images.{key}", problem
     if environment == "prod" and security.profile is not None and not security.allow_debug_in_prod:
-        import rules  # the pack's no-debug-privileges-in-prod rule: one definition for both
-
         profile = security.profile
         for why in rules.docker_debug_privileges(profile.capabilities, profile.security_opts, privileged=False):
             yield (
                 "security.profile",
-                f"the {profile.value} profile {why}; use 'hardened' or set security.allowDebugInProd: true to accept "
-                "the risk",
+                NO_DEBUG_PRIVILEGES_IN_PROD.refusal(
+                    f"the {profile.value} profile {why}; use 'hardened' or set security.allowDebugInProd: true to "
+                    "accept the risk"
+                ),
             )
     if environment == "prod":
         yield from _host_access_problems(hosts)
@@ -670,11 +681,15 @@ def problems(
 def _host_access_problems(hosts: list[HostConfig]) -> Iterable[tuple[str, str]]:
     """What prod's containers may reach of their hosts: the policy pack's rules (rules/__init__.py), here
     on what the config asks for, there on what the program declares."""
-    import rules
-
     index = {h.name: i for i, h in enumerate(hosts)}
     for name, message in rules.duplicate_endpoint_problems({h.name: h.docker.host for h in hosts}):
-        yield f"hosts[{index[name]}].docker.host", message
+        yield f"hosts[{index[name]}].docker.host", ONE_HOST_ENTRY_PER_MACHINE.refusal(message)
+    for path, message in _access_problems(hosts):
+        yield path, PROD_HOST_ACCESS.refusal(message)
+
+
+def _access_problems(hosts: list[HostConfig]) -> Iterable[tuple[str, str]]:
+    """prod-host-access on what each host's entry asks for: its endpoint, device paths, mounts and ports."""
     for h_index, host in enumerate(hosts):
         at = f"hosts[{h_index}]"
         for message in rules.docker_endpoint_problems(host.docker.host):
@@ -823,21 +838,21 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
 def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tuple[str, str]]:
     """The placed host's partitions against the pack's isolation rules (rules/__init__.py, GPUs and IPC):
     the same functions judge the config here and the declared containers in the policy pack."""
-    from rules import GpuReach, ipc_problems, isolation_problems as rule
-
     reach = {}
     for container in host.containers:
         devices = gpu_devices(host, container)
-        reach[container.name] = GpuReach.of(
+        reach[container.name] = rules.GpuReach.of(
             [host_path for host_path, _ in devices.devices],
             [container_path for _, container_path in devices.devices],
             devices.cdi_devices,
         )
     index = {c.name: i for i, c in enumerate(host.containers)}
-    return [(f"{at}.gpuAccess", message) for message in rule(reach, prod=environment == "prod")] + [
+    found = [(f"{at}.gpuAccess", message) for message in rules.isolation_problems(reach, prod=environment == "prod")]
+    found += [
         (f"{at}.containers[{index[name]}].ipc", message)
-        for name, message in ipc_problems({c.name: c.ipc for c in host.containers}, environment == "prod")
+        for name, message in rules.ipc_problems({c.name: c.ipc for c in host.containers}, environment == "prod")
     ]
+    return [(path, GPU_PARTITIONS_ISOLATED.refusal(message)) for path, message in found]
 
 
 # ---------------------------------------------------------------------------------------- placement lock

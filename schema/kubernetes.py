@@ -16,6 +16,8 @@ from typing import Annotated, Literal, Protocol
 from pydantic import AfterValidator, Field, PlainValidator, field_validator
 
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS, ComputePartition, MemoryPartition, ModelName
+from rules import helm_repository_problem
+from rules.kubernetes import PROD_EXPOSURE
 from schema.base import ConfigModel, matching
 from schema.bounds import MAX_ITEMS, MAX_NODES, MAX_WAIT_SECONDS
 from schema.types import ChartRepository, GpuIndex, LabelKey, Labels, LabelValue, Name, Port, TaintEffect, UnitDuration
@@ -678,8 +680,6 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
     yield from _reboot_problems(k8s, cfg.environment)
     yield from _queue_problems(k8s)
     if prod:
-        from rules import helm_repository_problem  # the policy pack's rule
-
         repositories = [("kubernetes.gpuOperator.repository", k8s.gpu_operator.repository)]
         if k8s.cert_manager.install:
             repositories.append(("kubernetes.certManager.repository", k8s.cert_manager.repository))
@@ -687,7 +687,11 @@ def problems(cfg: _StackWithKubernetes) -> Iterable[tuple[str, str]]:
             repositories.append(
                 ("monitoring.kubePrometheusStack.repository", cfg.monitoring.kube_prometheus_stack.repository)
             )
-        yield from ((path, problem) for path, url in repositories if (problem := helm_repository_problem(url)))
+        yield from (
+            (path, PROD_EXPOSURE.refusal(problem))
+            for path, url in repositories
+            if (problem := helm_repository_problem(url))
+        )
 
     images: list[tuple[str, str]] = []
     if k8s.mode == "operator":

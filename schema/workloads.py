@@ -64,6 +64,9 @@ from .checks import ChecksConfig
 from .stackfile import set_secret
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS
 import rules
+from rules.credentials import PROD_VLLM_BEHIND_PROXY
+from rules.docker_hosts import PROD_HOST_ACCESS
+from rules.kubernetes import PROD_EXPOSURE, PROD_POD_HOST_ACCESS
 
 from .docker import (
     VISIBILITY_VARIABLES,
@@ -1100,35 +1103,33 @@ def namespace_pod_security(cfg: _StackWithWorkloads, privileged: Collection[str]
 def _host_access_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
     """The host directories the Docker workloads mount and the ports they publish, by the policy pack's rules
     (rules/__init__.py; schema/docker.py checks the partitions' own)."""
-    import rules
-
     for index, training in enumerate(cfg.training):
         if training.docker is not None:
             if problem := rules.host_mount_problem(training.docker.checkpoint_dir, read_only=False):
-                yield f"training[{index}].docker.checkpointDir", problem
+                yield f"training[{index}].docker.checkpointDir", PROD_HOST_ACCESS.refusal(problem)
     for index, inference in enumerate(cfg.inference):
         if inference.docker is not None:
             if problem := rules.host_mount_problem(inference.docker.model_cache_dir, read_only=False):
-                yield f"inference[{index}].docker.modelCacheDir", problem
+                yield f"inference[{index}].docker.modelCacheDir", PROD_HOST_ACCESS.refusal(problem)
             if problem := rules.published_port_problem(inference.port, inference.docker.published_port):
-                yield f"inference[{index}].docker.publishedPort", problem
+                yield f"inference[{index}].docker.publishedPort", PROD_HOST_ACCESS.refusal(problem)
         k8s = inference.kubernetes
         if k8s is not None:
             cache = k8s.effective_model_cache(cfg.environment)
             if isinstance(cache, HostPathStorage) and (
                 problem := rules.host_mount_problem(cache.path, read_only=False)
             ):
-                yield f"inference[{index}].kubernetes.modelCache.path", problem
+                yield f"inference[{index}].kubernetes.modelCache.path", PROD_POD_HOST_ACCESS.refusal(problem)
             if problem := rules.load_balancer_problem(k8s.service_type, k8s.allow_load_balancer):
-                yield f"inference[{index}].kubernetes.serviceType", problem
+                yield f"inference[{index}].kubernetes.serviceType", PROD_EXPOSURE.refusal(problem)
     for index, training in enumerate(cfg.training):
         checkpoints = training.kubernetes.checkpoints if training.kubernetes is not None else None
         if isinstance(checkpoints, HostPathStorage) and (
             problem := rules.host_mount_problem(checkpoints.path, read_only=False)
         ):
-            yield f"training[{index}].kubernetes.checkpoints.path", problem
+            yield f"training[{index}].kubernetes.checkpoints.path", PROD_POD_HOST_ACCESS.refusal(problem)
     if cfg.monitoring.enabled and (problem := rules.published_port_problem(0, cfg.monitoring.exporter_port)):
-        yield "monitoring.exporterPort", problem
+        yield "monitoring.exporterPort", PROD_HOST_ACCESS.refusal(problem)
 
 
 def _memory_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
@@ -1161,7 +1162,7 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
         if served:
             yield (
                 "vllmApiKey",
-                (
+                PROD_VLLM_BEHIND_PROXY.refusal(
                     f"prod serves {', '.join(served)} on Kubernetes, reachable by every pod of the cluster: set the API "
                     f"key vLLM requires on /v1 with {set_secret('vllmApiKey', '<key>')}"
                 ),
@@ -1170,7 +1171,7 @@ def secret_problems(cfg: _StackWithWorkloads, secret_names: Collection[str]) -> 
             if inference.docker is not None:
                 yield (
                     "vllmApiKey",
-                    (
+                    PROD_VLLM_BEHIND_PROXY.refusal(
                         f"inference[{index}] ('{inference.name}') publishes vLLM's API on Docker hosts, which prod "
                         f"protects with an API key: run {set_secret('vllmApiKey', '<key>')}"
                     ),

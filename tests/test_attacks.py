@@ -215,7 +215,7 @@ def test_the_remote_code_opt_in_is_per_inference_workload(tmp_path, monkeypatch)
     with pytest.raises(ProgramRefused) as refused:
         synthesize("prod", config)
     assert str(refused.value).splitlines() == [
-        f"rocm-stack:inference[1].extraArgs[0]: {rules.REMOTE_CODE_FLAG_PROBLEM}"
+        f"rocm-stack:inference[1].extraArgs[0]: {rules.REMOTE_CODE_FLAG_PROBLEM} (rule remote-code-opt-in)"
     ], str(refused.value)
     plan = bypassed_plan(config, monkeypatch)
     for resource in plan["resources"]:
@@ -224,5 +224,6 @@ def test_the_remote_code_opt_in_is_per_inference_workload(tmp_path, monkeypatch)
     with offline.stack_environment("prod"):
         violations = [v for v in offline.check(plan["resources"]) if v.policy == "remote-code-opt-in"]
     assert [v.message for v in violations] == [
-        "runs --trust-remote-code without `trustRemoteCode: true` on its own inference workload (gpu-node-1/serve-b)"
+        "runs --trust-remote-code without `trustRemoteCode: true` on its own inference workload (gpu-node-1/serve-b) "
+        "(rule remote-code-opt-in)"
     ]

@@ -185,7 +185,7 @@ def test_prod_refuses_a_whole_dri_beside_another_partition_in_config_and_policy(
         violations = [v for v in offline.check(resources) if v.policy == "gpu-partitions-isolated"]
     assert sorted(v.message for v in violations) == [
         f"host 'gpu-node-1': partition '{name}' maps the whole /dev/dri (every GPU of the host) beside 1 other "
-        "partition(s): prod isolates partitions by device; use gpuAccess renderNodes (or cdi)"
+        "partition(s): prod isolates partitions by device; use gpuAccess renderNodes (or cdi) (rule gpu-partitions-isolated)"
         for name in ("serve-b", "train-a")
     ]
     with offline.stack_environment("prod"):

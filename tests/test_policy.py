@@ -450,10 +450,10 @@ def test_config_secrets_policy_reads_the_stack_file(tmp_path, monkeypatch):
     assert sorted(messages) == [
         "config 'rocm-stack:registry.password' holds a credential in plain text in Pulumi.prod.yaml ('password' is "
         "named like a credential): run `pulumi config set --path --secret 'rocm-stack:registry.password' ...`, or "
-        "give a file's path",
+        "give a file's path (rule no-plaintext-secrets-in-config)",
         "config 'rocm-stack:registryPassword' holds a credential in plain text in Pulumi.prod.yaml ('registryPassword' "
         "is named like a credential): run `pulumi config set --secret 'rocm-stack:registryPassword' ...`, or give a "
-        "file's path",
+        "file's path (rule no-plaintext-secrets-in-config)",
     ]
     monkeypatch.setenv("PULUMI_STACK", "staging")  # no such stack file: config lives elsewhere
     with pytest.raises(_NotApplicableError):

@@ -110,7 +110,7 @@ def test_prod_refuses_host_ipc_beside_other_partitions_and_the_pack_too():
     assert violations == [
         f"host 'gpu-node-2': partition '{name}' uses the host's IPC namespace (ipc: host) beside 1 other "
         "partition(s): they would share the host's /dev/shm; prod gives each partition its own (ipc: private, "
-        "sized by shmSize)"
+        "sized by shmSize) (rule gpu-partitions-isolated)"
         for name in ("serve-b", "train-a")
     ]
     # The same containers on a dev stack (its URNs name the stack too: a prod URN is judged as prod).

@@ -1,4 +1,5 @@
-"""The CrossGuard policies of the rocm-stack pack: the rules of `rules.py` bound to the engine's callbacks.
+"""The CrossGuard policies of the rocm-stack pack: one per entry of the rule catalogue (rules/catalogue.py), bound to
+the engine's callbacks.
 
 Which stack is checked, and whether it is prod (rules.environment_of, the program's config loader's rule too): the
 stack's name, from PULUMI_STACK (the Pulumi CLI starts the pack with PULUMI_STACK and PULUMI_CONFIG, the stack's
@@ -35,6 +36,8 @@ from pulumi_policy import (
 )
 
 import rules
+from rules.catalogue import CATALOGUE
+from rules.rule import Rule
 
 PROJECT = "rocm-stack"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
@@ -124,14 +127,14 @@ ResourceRule = Callable[[str, Mapping[str, Any]], list[str]]
 
 
 def _resource_policy(
-    name: str, description: str, rule: ResourceRule, *, prod_only: bool = False
+    name: str, description: str, rule: ResourceRule, *, prod_only: bool, tag: Callable[[str], str]
 ) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         context = stack_context(args.get_config(), [args.urn])
         if prod_only and not context.prod:
             args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
         for message in rule(args.resource_type, args.props):
-            report_violation(message, None)
+            report_violation(tag(message), None)
 
     return ResourceValidationPolicy(
         name=name, description=description, validate=validate, config_schema=PolicyConfigSchema(PROD_SCHEMA)
@@ -256,140 +259,32 @@ def _validate_config_secrets(args: StackValidationArgs, report_violation: Report
         report_violation(f"config '{key}' {rules.SECRET_IN_ARGUMENTS}", None)
 
 
-POLICIES = [
-    _resource_policy(
-        "pinned-images",
-        "Images are pinned: a version tag or a digest, never 'latest', a moving tag (nightly, main, ...) or no tag "
-        "(Docker images, every pod template including JobSets', the DeviceConfig's images).",
-        rules.unpinned_images,
-    ),
-    _resource_policy(
-        "pinned-charts",
-        "Helm releases name an exact chart version, never a range or none.",
-        rules.helm_release_problems,
-    ),
-    _resource_policy(
-        "prod-pod-host-access",
-        "In prod no pod shares the node's PID or IPC namespace, and no workload pod runs privileged or mounts a "
-        "system path of its node.",
-        rules.pod_host_access_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "prod-pod-hardening",
-        "In prod every workload pod runs a seccomp profile, without privilege escalation or, under the default "
-        "service account, a service-account token.",
-        rules.pod_hardening_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "prod-exposure",
-        "In prod a LoadBalancer Service needs the explicit opt-in, and Helm charts come over https or OCI.",
-        rules.exposure_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "prod-namespaces-pod-security",
-        "In prod every namespace the stack creates carries its Pod Security Admission enforce level.",
-        rules.namespace_pod_security_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "docker-gpu-container-devices",
-        "Docker GPU containers map /dev/kfd and render nodes (or CDI GPUs), have a /dev/shm (IPC private or host) "
-        "and add only numeric groups.",
-        rules.docker_gpu_container_problems,
-    ),
-    _resource_policy(
-        "no-debug-privileges-in-prod",
-        "Prod runs no SYS_PTRACE, privileged or seccomp-unconfined containers.",
-        rules.debug_privilege_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "gpu-pods-limits-and-shm",
-        "Pods asking for amd.com/gpu set it as a limit and mount a memory-backed /dev/shm.",
-        rules.gpu_pod_problems,
-    ),
-    _resource_policy(
-        "gpu-operator-drains-before-driver-upgrade",
-        "In prod the GPU Operator cordons and drains nodes, a bounded number at a time, before a driver upgrade.",
-        rules.driver_upgrade_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "prod-host-access",
-        "In prod a Docker container mounts neither the Docker socket nor a system path of its host, maps only GPU "
-        "device nodes and publishes no SSH port; a Docker provider reaches its daemon over ssh:// (or a local "
-        "socket) with host keys checked and no password in the URL.",
-        rules.host_access_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "no-credentials-on-command-lines",
-        "In prod no container's command line carries a credential (a credential flag such as --api-key, or a value "
-        "shaped like a token or a URL with a password), and every argument and environment value can be passed to "
-        "a process (no NUL byte, under MAX_ARG_STRLEN).",
-        rules.command_line_problems,
-        prod_only=True,
-    ),
-    _resource_policy(
-        "prod-vllm-behind-proxy",
-        "In prod no vLLM server is reachable but through its authenticating proxy (Docker: no published port of "
-        "its own; Kubernetes: listening on the pod's loopback).",
-        rules.exposed_vllm_problems,
-        prod_only=True,
-    ),
-    _stack_policy(
-        "gpu-partitions-isolated",
-        "The partitions of a Docker host have disjoint render nodes; in prod none maps the whole /dev/dri "
-        "or uses the host's IPC namespace beside another partition.",
-        _validate_isolation,
-    ),
-    _stack_policy(
-        "one-host-entry-per-machine",
-        "In prod no two Docker hosts reach the same machine (each would hand out the same GPUs).",
-        _validate_one_entry_per_machine,
-    ),
-    _stack_policy(
-        "prod-service-account-tokens-read-only",
-        "In prod a pod mounts a service-account token only as an account of the stack's own that may only read "
-        "(get, list, watch) through the stack's Roles.",
-        _validate_token_holders,
-    ),
-    _stack_policy(
-        "prod-workloads-network-isolated",
-        "In prod an ingress NetworkPolicy selects every workload's pods.",
-        _validate_network_isolation,
-    ),
-    _stack_policy(
-        "no-plaintext-secrets-in-config",
-        "Stack config values that are credentials (by the key's name: password, token, api key, PGPASSWORD...; or by "
-        "the value's shape: a known token prefix, a URL with a password) are Pulumi secrets, and no secret sits in "
-        "a command line (command, args, extraArgs).",
-        _validate_config_secrets,
-    ),
-    _stack_policy(
-        "prod-no-plaintext-credentials-in-environment",
-        "In prod no container's environment holds a credential (by the variable's name or the value's shape, the "
-        "config's rule) that is not one of the stack's Pulumi secrets: as the plan declares it, whatever the stack "
-        "file says.",
-        _validate_environment_credentials,
-    ),
-    _stack_policy(
-        "remote-code-opt-in",
-        "In prod a model repository's code runs (--trust-remote-code) only in the servers of an inference workload "
-        "whose stack config opts in (inference[].trustRemoteCode: true), never elsewhere.",
-        _validate_remote_code,
-    ),
-    _stack_policy(
-        "prod-operator-and-namespaces-protected",
-        "In prod the GPU Operator and cert-manager Helm releases and the namespaces are protected.",
-        _validate_protection,
-        charts={
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Helm charts whose releases must be protected",
-        },
-    ),
-]
+# The stack rules' bindings: what each reads of the stack (its resources, the stack file, the engine's config).
+STACK_VALIDATORS: dict[str, Callable[[StackValidationArgs, ReportViolation], None]] = {
+    "gpu-partitions-isolated": _validate_isolation,
+    "one-host-entry-per-machine": _validate_one_entry_per_machine,
+    "prod-service-account-tokens-read-only": _validate_token_holders,
+    "prod-workloads-network-isolated": _validate_network_isolation,
+    "no-plaintext-secrets-in-config": _validate_config_secrets,
+    "prod-no-plaintext-credentials-in-environment": _validate_environment_credentials,
+    "remote-code-opt-in": _validate_remote_code,
+    "prod-operator-and-namespaces-protected": _validate_protection,
+}
+
+
+def policy(rule: Rule) -> ResourceValidationPolicy | StackValidationPolicy:
+    """The catalogue entry as a CrossGuard policy: its id is the policy's name, its statement the description, and
+    every message it reports ends with its id."""
+
+    def tagged(report_violation: ReportViolation) -> ReportViolation:
+        return lambda message, urn=None: report_violation(rule.refusal(message), urn)
+
+    if rule.scope == "resource":
+        return _resource_policy(rule.id, rule.statement, rule.check, prod_only=rule.prod_only, tag=rule.refusal)
+    validate = STACK_VALIDATORS[rule.id]
+    return _stack_policy(
+        rule.id, rule.statement, lambda args, report: validate(args, tagged(report)), **rule.config_schema
+    )
+
+
+POLICIES = [policy(rule) for rule in CATALOGUE]

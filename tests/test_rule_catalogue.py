@@ -1,0 +1,101 @@
+"""The rule catalogue (rules/catalogue.py): every rule's examples through the config loader and through the policy
+pack, each refusal ending with the rule's id; the pack declares the catalogue's rules and nothing else."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rules.catalogue import BY_ID, CATALOGUE
+from rules.rule import Example, Rule
+from schema import ConfigError, load
+from schema.project import ROOT
+from schema.stackfile import SECRET_PLACEHOLDER
+
+sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
+
+from rocm_policy import offline, pack  # noqa: E402
+
+PREFIX = "rocm-stack:"
+EXAMPLES = [
+    pytest.param(rule, example, passes, id=f"{rule.id}-{'pass' if passes else 'fail'}-{n}")
+    for rule in CATALOGUE
+    for passes, examples in ((True, rule.passing), (False, rule.failing))
+    for n, example in enumerate(examples)
+]
+
+
+def config_refusals(example: Example) -> list[str]:
+    """What the config loader refuses of the example's stack config (secure values as synth hands them)."""
+    assert example.config is not None
+    values = {
+        PREFIX + k: SECRET_PLACEHOLDER if isinstance(v, dict) and set(v) == {"secure"} else v
+        for k, v in example.config.items()
+    }
+    secrets = [PREFIX + k for k, v in example.config.items() if isinstance(v, dict) and set(v) == {"secure"}]
+    try:
+        load(example.stack, values, secrets, place_unlocked=True)
+    except ConfigError as error:
+        return [str(problem) for problem in error.problems]
+    return []
+
+
+def pack_violations(rule: Rule, example: Example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the pack's policy of the rule reports of the example's plan, with its config as the stack file."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "Pulumi.yaml").write_text("name: rocm-stack\nruntime: python\n")
+    config = {PREFIX + k: v for k, v in (example.config or {}).items()}
+    (project / f"Pulumi.{example.stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+    monkeypatch.setattr(pack, "PROJECT_DIR", project)
+    (policy,) = [p for p in pack.POLICIES if p.name == rule.id]
+    with offline.stack_environment(example.stack, project):
+        return [v.message for v in offline.check([d.resource(example.stack) for d in example.plan], [policy])]
+
+
+@pytest.mark.parametrize("rule, example, passes", EXAMPLES)
+def test_each_example_through_the_pack(rule, example, passes, tmp_path, monkeypatch):
+    violations = pack_violations(rule, example, tmp_path, monkeypatch)
+    if passes:
+        assert violations == []
+    else:
+        assert violations and all(v.endswith(f"(rule {rule.id})") for v in violations)
+
+
+@pytest.mark.parametrize("rule, example, passes", EXAMPLES)
+def test_each_example_through_the_config_loader(rule, example, passes):
+    if example.config is None:
+        assert not passes and not rule.config_keys, (
+            "only a rule that reads no config has examples the config cannot say"
+        )
+        pytest.skip(f"{rule.id} reads no config: the program always declares it so")
+    tagged = [r for r in config_refusals(example) if r.endswith(f"(rule {rule.id})")]
+    assert (tagged == []) if passes else tagged, config_refusals(example)
+
+
+@pytest.mark.parametrize("rule", CATALOGUE, ids=lambda r: r.id)
+def test_each_rule_is_a_whole_entry(rule: Rule):
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.id)
+    assert "\n" not in rule.statement and rule.statement.endswith(".")
+    assert re.search(r"https?://|[\w.-]+/[\w./-]+|\w+\.\w+/", rule.reason), "the reason cites its source"
+    assert set(rule.environments) <= {"dev", "prod"} and "prod" in rule.environments
+    assert rule.plan_fields and rule.passing and rule.failing
+    # A rule that reads config says each case as config too: the loader must apply it (its failing config refused).
+    if rule.config_keys:
+        assert all(e.config is not None for e in (*rule.passing, *rule.failing))
+
+
+def test_the_pack_declares_the_catalogue_and_nothing_else():
+    assert [p.name for p in pack.POLICIES] == [r.id for r in CATALOGUE]
+    assert [p.description for p in pack.POLICIES] == [r.statement for r in CATALOGUE]
+    assert len(BY_ID) == len(CATALOGUE)
+
+
+def test_the_committed_prod_pack_config_names_catalogue_rules():
+    names: dict[str, Any] = yaml.safe_load((ROOT / "policy" / "prod.json").read_text())
+    assert set(names) - {"all"} <= set(BY_ID)
