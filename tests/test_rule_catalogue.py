@@ -16,6 +16,7 @@ from rules.rule import Example, Rule
 from schema import ConfigError, load
 from schema.project import ROOT
 from schema.stackfile import SECRET_PLACEHOLDER
+from tools import rules_reference
 
 sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
 
@@ -99,3 +100,17 @@ def test_the_pack_declares_the_catalogue_and_nothing_else():
 def test_the_committed_prod_pack_config_names_catalogue_rules():
     names: dict[str, Any] = yaml.safe_load((ROOT / "policy" / "prod.json").read_text())
     assert set(names) - {"all"} <= set(BY_ID)
+
+
+def test_docs_rules_md_is_generated_from_the_catalogue(capsys):
+    assert rules_reference.PAGE.read_text() == rules_reference.render(), "run `rocm-stack rules --write` and commit it"
+    assert rules_reference.main(["--check"]) == 0
+    for rule in CATALOGUE:
+        assert f"\n## {rule.id}\n" in rules_reference.render()
+
+
+def test_a_stale_rules_page_fails_the_check(tmp_path, capsys):
+    stale = tmp_path / "rules.md"
+    stale.write_text("# Rules\n")
+    assert rules_reference.main(["--check", "--out", str(stale)]) == 1
+    assert "rocm-stack rules --write" in capsys.readouterr().err

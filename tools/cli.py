@@ -43,6 +43,11 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
         "Print (or --write, --check) docs/config-reference.md, generated from the schema.",
         False,
     ),
+    "rules": (
+        "tools.rules_reference",
+        "Print (or --write, --check) docs/rules.md, generated from the rule catalogue.",
+        False,
+    ),
     "images": ("tools.images", "List every image the stack pulls (for copying them into an air-gapped mirror).", True),
     "lock": ("tools.lock", "Write the stack's placement lock (stacks/placement.STACK.yaml).", True),
     "verify": ("tools.verify", "Verify a deployed stack.", True),
