@@ -379,7 +379,7 @@ def host_isolation_problems(containers: Iterable[Mapping[str, Any]], prod: bool)
 
 
 # --- what a prod container may reach of its host ---------------------------------------------------------
-# Each rule below judges one value: the config loader (schema/docker.py, schema/workloads.py) calls it on what the
+# Each rule below judges one value: the config loader (schema/docker.py, schema/workload_checks.py) calls it on what the
 # stack config asks for, the policy pack on what the program declares.
 
 # The Docker daemon's socket: whoever reaches it starts a privileged container with the host's / mounted, i.e. is
@@ -1356,7 +1356,7 @@ REMOTE_CODE_FLAG_PROBLEM = "runs the model repository's code; opt in explicitly 
 def remote_code_opt_ins(inference: Any) -> set[str]:
     """What names the servers of each inference workload that opts in (`trustRemoteCode: true`) in a stack file's
     `inference`: its name (its Kubernetes objects' INSTANCE_LABEL, with APP_LABEL `vllm`) and its Docker partitions
-    (PARTITION_LABEL; a partition serves one workload: schema/workloads.py partitions_claimed)."""
+    (PARTITION_LABEL; a partition serves one workload: schema/derived.py partitions_claimed)."""
     names: set[str] = set()
     for workload in map(_mapping, _sequence(inference)):
         if workload.get("trustRemoteCode") is True:

@@ -177,7 +177,7 @@ PROD_NAMESPACES_POD_SECURITY = Rule(
     reason="Without the label the cluster's default decides what its pods may do (often baseline, which refuses the "
     "GPU layer's privileged DaemonSets, or nothing) "
     "(kubernetes.io/docs/concepts/security/pod-security-admission/). The program labels every namespace it creates "
-    "(schema.workloads.namespace_pod_security).",
+    "(schema.derived.namespace_pod_security).",
     environments=PROD,
     config_keys=(),
     plan_fields=(f"Namespace metadata.labels['{PSA_ENFORCE}']",),

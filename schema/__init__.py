@@ -20,7 +20,7 @@ from rules.credentials import (
     REMOTE_CODE_OPT_IN,
 )
 
-from . import checks, docker, groups, kubernetes, mirror, monitoring, workloads
+from . import checks, docker, groups, kubernetes, mirror, monitoring, workload_checks
 from .base import ConfigModel, environment_default, shown_default, strict_problems
 from .bounds import MAX_HOSTS, MAX_ITEMS
 from .checks import ChecksConfig
@@ -300,7 +300,7 @@ def _allowed_keys_hint(parent_loc: tuple[int | str, ...], data: Mapping[str, Any
 def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     yield from docker.problems(cfg.hosts, cfg.images, cfg.environment, cfg.security)
     yield from kubernetes.problems(cfg)
-    yield from workloads.problems(cfg)
+    yield from workload_checks.problems(cfg)
     yield from monitoring.problems(cfg.monitoring, [(h.name, h.gpu_model) for h in cfg.hosts])
     hosts = [host.name for host in cfg.hosts]
     yield from monitoring.effect_problems(cfg.monitoring, cfg.environment, cfg.kubernetes is not None, hosts)
@@ -473,7 +473,7 @@ def load(
                 ]
         cfg = cfg.model_copy(update={"hosts": hosts})
     secret_names = {key[len(prefix) :] for key in secret_keys if key.startswith(prefix)}
-    problems += [ConfigProblem(path, message) for path, message in workloads.secret_problems(cfg, secret_names)]
+    problems += [ConfigProblem(path, message) for path, message in workload_checks.secret_problems(cfg, secret_names)]
     # The proxy in front of vLLM compares this key (components/workloads/proxy.py): never empty, a Bearer token.
     # Synth, which cannot decrypt, hands a placeholder; a stack file read as is holds `{secure: ...}`.
     api_key = values.get(f"{prefix}vllmApiKey")

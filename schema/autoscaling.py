@@ -86,7 +86,7 @@ class Scaled(Protocol):
 
 
 def autoscaling_problems(cfg: Any, k8s: Scaled, at: str) -> Iterable[tuple[str, str]]:
-    """`cfg`: the stack (schema.workloads._StackWithWorkloads); `at`: the workload's `inference[i].kubernetes`."""
+    """`cfg`: the stack (schema.workloads.StackWithWorkloads); `at`: the workload's `inference[i].kubernetes`."""
     scaling = k8s.autoscaling
     if scaling is None:
         return

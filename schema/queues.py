@@ -35,7 +35,7 @@ KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # DCM's node label naming a node's partition profile (schema.kubernetes.PARTITION_PROFILE_LABEL; no import cycle).
 _PROFILE_LABEL = "dcm.amd.com/gpu-config-profile"
-# The node labeller's label with the GPU's PCI device ID (schema.workloads.DEVICE_ID_LABEL).
+# The node labeller's label with the GPU's PCI device ID (schema.derived.DEVICE_ID_LABEL).
 _DEVICE_ID_LABEL = "amd.com/gpu.device-id"
 # The ResourceFlavor of the pods' CPU and memory: no node labels, so it fits every node (an elastic run's rendezvous
 # pod asks for no GPU: with the GPU flavor's labels Kueue would send it to a GPU node).
@@ -72,7 +72,7 @@ PODS_READY_MARGIN_S = 600
 
 @dataclass(frozen=True)
 class QueuedWorkloads:
-    """What the stack's queued workloads need of the Kueue it installs (schema.workloads.queued_workloads)."""
+    """What the stack's queued workloads need of the Kueue it installs (schema.derived.queued_workloads)."""
 
     frameworks: tuple[str, ...]
     """Kueue integrations of their kinds."""

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_docker as docker
 
 from schema.docker import ContainerConfig, HostConfig, SecurityProfile
-from schema.workloads import partition_size
+from schema.derived import partition_size
 from .deadlines import create_timeouts
 from .environment import container_envs
 from .gpu_host import LIMITS_REPLACE, GpuHost, pulled_image, rocm_access, visibility_env

@@ -18,7 +18,7 @@ from schema import StackConfig
 from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, LWS_NAMESPACE, KubernetesConfig
 from schema.monitoring import MonitoringConfig
 from schema.queues import NOTHING_QUEUED, QueuedWorkloads
-from schema.workloads import namespace_pod_security, queued_workloads
+from schema.derived import namespace_pod_security, queued_workloads
 from components.monitoring import (
     KUBERNETES_MONITORING,
     MONITORING_NAMESPACE,
@@ -127,8 +127,8 @@ def build_kubernetes(
     `needs_job_set`: a workload runs as a JobSet (installed unless `jobSet.install` says the cluster has it).
     `needs_keda`: an inference workload autoscales (KEDA installed then, unless `keda.install` says otherwise).
     `needs_leader_worker_set`: an inference runs as a LeaderWorkerSet (unless `leaderWorkerSet.install` is off).
-    `pod_security`: owned namespace -> its Pod Security level (schema.workloads.namespace_pod_security).
-    `queued`: what the queued workloads need of Kueue's configuration (schema.workloads.queued_workloads)."""
+    `pod_security`: owned namespace -> its Pod Security level (schema.derived.namespace_pod_security).
+    `queued`: what the queued workloads need of Kueue's configuration (schema.derived.queued_workloads)."""
     cluster = Cluster("k8s", ClusterArgs(config=config, environment=environment, pod_security=pod_security or {}))
     prometheus_operator: list[pulumi.Resource] = []
     monitoring_namespace: pulumi.Input[str] | None = None

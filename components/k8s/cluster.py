@@ -23,7 +23,7 @@ class ClusterArgs:
     config: KubernetesConfig
     environment: str
     pod_security: Mapping[str, str] = field(default_factory=dict)
-    """Owned namespace -> the Pod Security level it enforces (schema.workloads.namespace_pod_security); others
+    """Owned namespace -> the Pod Security level it enforces (schema.derived.namespace_pod_security); others
     baseline."""
 
 

@@ -42,7 +42,8 @@ from domain.fleet import DeclaredHost, DeclaredPartition
 from domain.gpus import MODELS
 from schema import StackConfig
 from schema.docker import LogConfig, PortMapping
-from schema.workloads import InferenceConfig, partitions_claimed
+from schema.workloads import InferenceConfig
+from schema.derived import partitions_claimed
 
 # The exporters' host ports on every Docker host, re-exported (one definition, which the schema checks against
 # the partitions' published ports).

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from schema import StackConfig, StackSecrets
-from schema.workloads import host_data_dirs
+from schema.derived import host_data_dirs
 from components.docker.gpu_host import GpuHost
 from components.monitoring import (
     DockerExporter,

@@ -19,7 +19,8 @@ from schema import StackConfig, StackSecrets
 from schema.docker import HostConfig, host_images, image_for
 from schema.gpu_nodes import pod_floors
 from schema.queues import SERVING_PRIORITY_CLASS, TRAINING_PRIORITY_CLASS
-from schema.workloads import InferenceKubernetes, kubernetes_gfx, partitions_claimed, pod_tolerations
+from schema.workloads import InferenceKubernetes, pod_tolerations
+from schema.derived import kubernetes_gfx, partitions_claimed
 from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
 from components import supply
