@@ -15,6 +15,9 @@ so a cpuset hint has to come from the host's config (`numa_node_of` gives the no
 host whose GPUs are split by a compute partition mode (logical GPUs), physical GPUs first.
 
 CLI: `rocm-stack topology FILE [--place 4,4] [--svg FILE] [--json]` (tools/topology.py): a table, a picture or JSON.
+
+Why one file: the parsers and the placement search share the topology model and its link costs; the search (branch
+and bound over the link weights) is most of it.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ Properties are read through the Mapping/Sequence interfaces only, so the engine'
 UnknownValueError for values unknown during preview) work as well as plain dicts in tests.
 Field names are the provider's (camelCase): pulumi_docker 5.x Container/RemoteImage, Kubernetes API objects,
 and the GPU Operator CRD `amd.com/v1alpha1` DeviceConfig (helm-charts-k8s/crds/deviceconfig-crd.yaml).
+
+Why one file: the check functions share the readers of the engine's property proxies (`_mapping`, `_sequence`,
+`_dig`, `pod_specs`, `_devices`, `_label`); the catalogue's entries are split by topic (rules/supply.py,
+docker_hosts.py, kubernetes.py, credentials.py), and the functions are to follow them by topic.
 """
 
 from __future__ import annotations

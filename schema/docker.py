@@ -1,4 +1,8 @@
-"""Docker GPU-host section of the stack config: hosts, their GPUs, images and containers."""
+"""Docker GPU-host section of the stack config: hosts, their GPUs, images and containers.
+
+Why one file: the Docker section's models and the placement of its partitions onto GPUs (render-node maps, the
+placement lock) read each other throughout; the placement is the part to move out next.
+"""
 
 from __future__ import annotations
 

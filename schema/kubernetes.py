@@ -6,6 +6,9 @@ Two ways to expose `amd.com/gpu` to the scheduler:
 
 Every DeviceConfig field below maps 1:1 to a field of the `amd.com/v1alpha1` CRD shipped with
 gpu-operator-charts v1.5.1 (tests validate the rendered object against that CRD strictly).
+
+Why one file: the `rocm-stack:kubernetes` section is one model tree (GPU Operator, device plugin, partition
+profiles, taints, queues) whose cross-field checks read all of it.
 """
 
 import re

@@ -11,6 +11,9 @@
   restarted together); each pod has `gpusPerNode` GPUs; an inference is a Deployment of `replicas` pods with
   `gpus` GPUs each. Every pod requests `cpu` and `memory` (+ /dev/shm) so it is never BestEffort. The cluster cannot be asked offline, so its GPU nodes
   are declared in `rocm-stack:gpuFleet`; problems() uses it to refuse workloads that could never be scheduled.
+
+Why one file: training and inference share their Kubernetes and Docker parts, storage, tolerations and environment
+rules; their checks are schema/workload_checks.py's and schema/capacity_checks.py's.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ For each resource the synth diff (tools/synth_diff.py) finds added, removed or c
 (create, delete, update in place, replace, delete-then-replace) with the rules it follows (tools/impact_rules.py,
 each with its upstream source), and what it means in plain words: which container stops, for how long, which GPU
 check runs again, which change never reaches the running container.
+
+Why one file: each resource kind's prediction (Docker containers, images, networks, Kubernetes objects, Helm
+releases) ends in the one report and its Markdown; the rules they apply are tools/impact_rules.py's.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ file:line:column or the key), or the output folder cannot take the files; 2 also
 `--out` deletes only files an
 earlier synth wrote there (listed in its `.synth-manifest`), only regular files strictly inside it; two
 synths into one folder take turns (a lock on `.synth-lock`).
+
+Why one file: the mock engine, the plan it records and the files written from it (manifests, HOST.sh, the output
+folder's safety rules) are one command's steps, each reading the plan's records.
 """
 
 from __future__ import annotations

@@ -43,6 +43,9 @@ scrape (prometheus/common config/http_config.go: v0.65.0, which Prometheus v3.5.
 prometheus 2.42, L541-542 and L620-622 "This file is read for every request"). So a rotated key replaces the
 one-shot container alone (its `uploads`, ForceNew), which rewrites the file, and the running Prometheus sends the
 new token from its next scrape on.
+
+Why one file: the exporters on every host and the monitoring host's servers share the files container, the volumes
+and the scrape targets they are provisioned with; apart, each half would import the other's names.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""vLLM's OpenAI-compatible server (`vllm serve MODEL`) on Kubernetes and on Docker partitions."""
+"""vLLM's OpenAI-compatible server (`vllm serve MODEL`) on Kubernetes and on Docker partitions.
+
+Why one file: the Deployment, the LeaderWorkerSet and the Docker containers of one vLLM server share its arguments,
+its authenticating proxy and its probes.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ The rocm/pytorch image does not contain the program: its files (TRAINING_ENTRIES
 import, read when the Pulumi program runs) are shipped as a ConfigMap on Kubernetes and as container uploads on
 Docker, both at PROGRAM_DIR.
 `programs/train.py` puts PROGRAM_DIR's parent on sys.path, so `import programs.*` finds them there.
+
+Why one file: the Job, the JobSet and the Docker containers of one training share its pod template, its program
+files, its checkpoints and its shutdown settings.
 """
 
 from __future__ import annotations
