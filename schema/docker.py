@@ -35,6 +35,7 @@ from domain.gpus import (
 if TYPE_CHECKING:  # imported where used: `pulumi up` reads no topology module for a stack without one
     from domain.topology import Topology
 
+from domain.render_nodes import CAPTURE, RenderNodesError, load_render_nodes, smi_renumbering
 import rules
 from rules.docker_hosts import (
     GPU_PARTITIONS_ISOLATED,
@@ -470,8 +471,6 @@ def partition_gpus(host: HostConfig, container: ContainerConfig) -> list[int]:
 
 def gpu_devices(host: HostConfig, container: ContainerConfig) -> GpuDevices:
     """The device access of a placed container under its host's `gpuAccess`."""
-    from domain.render_nodes import load_render_nodes
-
     gpus = partition_gpus(host, container)
     kfd = (host.device_paths.kfd, KFD)
     if host.gpu_access is GpuAccess.cdi:
@@ -774,8 +773,6 @@ def _partition_mode_problems(host: HostConfig, at: str) -> Iterable[tuple[str, s
 
 
 def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]]:
-    from domain.render_nodes import CAPTURE, RenderNodesError, load_render_nodes, smi_renumbering
-
     if host.render_nodes is None:
         if host.gpu_access is GpuAccess.render_nodes:
             yield (
@@ -974,6 +971,7 @@ def place_partitions(
     it. A container's set on one NUMA node gets that node's CPUs from `numaCpus` unless it names its own `cpuset`.
     The placed host carries the proven gap of the placement made here (`placement_gap`; None: nothing placed).
     """
+    # Here, not at the top: domain.topology adds ~50 ms to every config load that places nothing (python -X importtime).
     from domain.topology import (
         EXACT_GPUS,
         Placement,
