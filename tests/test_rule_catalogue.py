@@ -1,5 +1,6 @@
 """The rule catalogue (rules/catalogue.py): every rule's examples through the config loader and through the policy
-pack, each refusal ending with the rule's id; the pack declares the catalogue's rules and nothing else."""
+pack, each refusal ending with the rule's id; a failing example's config, declared anyway by the real program (its
+loader's checks bypassed), refused by the pack too; the pack declares the catalogue's rules and nothing else."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from rules.rule import Example, Rule
 from schema import ConfigError, load
 from schema.project import ROOT
 from schema.stackfile import SECRET_PLACEHOLDER
+from schema.stackfile import read_config
 from tools import rules_reference
+from tools.synth import synthesize
 
 sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
 
@@ -114,3 +117,31 @@ def test_a_stale_rules_page_fails_the_check(tmp_path, capsys):
     stale.write_text("# Rules\n")
     assert rules_reference.main(["--check", "--out", str(stale)]) == 1
     assert "rocm-stack rules --write" in capsys.readouterr().err
+
+
+REFUSED_IN_PROD = [
+    pytest.param(rule, example, id=rule.id)
+    for rule in CATALOGUE
+    for example in rule.failing
+    if example.config is not None
+]
+
+
+@pytest.mark.parametrize("rule, example", REFUSED_IN_PROD)
+def test_a_refused_config_declared_anyway_is_refused_by_the_pack(rule, example, tmp_path, monkeypatch):
+    """One case, both ways: what the program declares for a failing example's config with the loader's prod rules
+    bypassed (synthesized as a dev stack, as tests/test_attacks.py does for a tampered program) is refused by the
+    rule's policy once presented as the prod stack, with the example as its stack file."""
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    stack_file = tmp_path / "stacks" / f"Pulumi.{example.stack}.yaml"
+    stack_file.parent.mkdir()
+    stack_file.write_text(yaml.safe_dump({"config": {PREFIX + k: v for k, v in (example.config or {}).items()}}))
+    config = read_config(stack_file, "rocm-stack")
+    plan = synthesize("dev", {**config, PREFIX + "environment": "dev"}).to_json()
+    for resource in plan["resources"]:
+        resource["urn"] = resource["urn"].replace("urn:pulumi:dev::", f"urn:pulumi:{example.stack}::", 1)
+    monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
+    (policy,) = [p for p in pack.POLICIES if p.name == rule.id]
+    with offline.stack_environment(example.stack, tmp_path):
+        violations = offline.check(plan["resources"], [policy])
+    assert violations and all(v.message.endswith(f"(rule {rule.id})") for v in violations)
