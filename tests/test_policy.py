@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import select
+import site
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -625,13 +626,16 @@ def pack_process(stack: str, config: dict):
 
     env = {
         **os.environ,
+        # The pack's own virtualenv knows nothing of the project (no editable install mapping `rules`): site-packages
+        # on PYTHONPATH without site's .pth files (-S), so only policy/__main__.py's path puts rules/ in reach.
+        "PYTHONPATH": os.pathsep.join(site.getsitepackages()),
         "PULUMI_STACK": stack,
         "PULUMI_PROJECT": "rocm-stack",
         "PULUMI_DRY_RUN": "true",
         "PULUMI_CONFIG": json.dumps(config),
     }
     process = subprocess.Popen(
-        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+        [sys.executable, "-S", "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
         cwd=POLICY_DIR,
         env=env,
         stdout=subprocess.PIPE,
