@@ -73,7 +73,9 @@ NO_CREDENTIALS_ON_COMMAND_LINES = Rule(
     reason="A command line is readable by every process of the host (/proc/<pid>/cmdline) and in the container's "
     "spec, and vLLM logs its non-default arguments at start-up (vllm-project/vllm vllm/entrypoints/utils.py "
     "log_non_default_args); vLLM takes its key from VLLM_API_KEY instead. execve takes C strings and refuses an "
-    "argument of MAX_ARG_STRLEN (131072 bytes) or more with E2BIG (linux include/uapi/linux/binfmts.h).",
+    "argument of MAX_ARG_STRLEN (131072 bytes) or more with E2BIG (linux include/uapi/linux/binfmts.h). The config "
+    "loader refuses a credential flag in every environment (docs/security.md states it without condition), the "
+    "rest in prod.",
     environments=PROD,
     config_keys=("command", "args", "inference[].extraArgs", "any text (NUL, length)"),
     plan_fields=("Container entrypoints, command, envs", "pod templates' containers[].command, args, env"),
@@ -102,7 +104,7 @@ REMOTE_CODE_OPT_IN = Rule(
     reason="`--trust-remote-code` runs the model repository's Python code in the server with the server's access "
     "(huggingface.co/docs/transformers/models#custom-models: 'only use it with repositories you trust'); vLLM also "
     "reads `--trust_remote_code` and `=value` (its argparse). The opt-in names the workload, so the flag reaches its "
-    "servers alone.",
+    "servers alone. The config loader refuses the flag written by hand in every environment.",
     environments=PROD,
     config_keys=("inference[].trustRemoteCode", "command", "args", "inference[].extraArgs"),
     plan_fields=("Container command (partition label)", "pod templates' command, args (app.kubernetes.io labels)"),

@@ -150,7 +150,8 @@ PROD_HOST_ACCESS = Rule(
     "/var/lib/docker, ...) or a directory above one lets the container take the host over. `--device` with a "
     "directory maps every node under it (moby v20.10.24 oci/devices_linux.go DevicesFromPath). tcp:// without TLS is "
     "root for whoever reaches the port (docs.docker.com/engine/security/protect-access/); StrictHostKeyChecking=no "
-    "accepts any host key (ssh_config(5)).",
+    "accepts any host key (ssh_config(5)). A password in the URL is refused in every environment (Docker's ssh "
+    "helper refuses it).",
     environments=PROD,
     config_keys=(
         "hosts[].containers[].volumes[].hostPath",

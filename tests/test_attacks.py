@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-import schema
-from schema import docker as schema_docker
 from schema.stackfile import read_config
 from tools.synth import ProgramRefused, synthesize
+from conftest import bypassed_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKS = sorted((ROOT / "tests" / "attacks").glob("*.yaml"))
@@ -48,19 +47,6 @@ def test_attack_is_refused_by_the_config_loader(path, tmp_path):
     lines = str(refused.value).splitlines()
     for key, text in spec["refused_by_config"].items():
         assert any(line.startswith(f"rocm-stack:{key}: ") and text in line for line in lines), (key, lines)
-
-
-def bypassed_plan(config: dict, monkeypatch) -> dict:
-    """What the program declares for this config when its checks are bypassed: synthesized as a dev stack (which
-    skips the prod-only checks), without the checks of every environment that stand in the way (a credential flag,
-    --trust-remote-code, a password in an ssh:// endpoint). The loader's rules module is not the pack's (policy/ is
-    first on sys.path for the pack), so the pack's rules stay as they are."""
-    assert schema.rules is not rules
-    with monkeypatch.context() as patched:
-        patched.setattr(schema.rules, "credential_flags", lambda values: [])
-        patched.setattr(schema.rules, "remote_code_flags", lambda values: [])
-        patched.setattr(schema_docker, "ssh_password_problem", lambda endpoint: None)
-        return synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()
 
 
 @pytest.mark.parametrize("path", ATTACKS, ids=[p.stem for p in ATTACKS])

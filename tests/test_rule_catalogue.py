@@ -19,7 +19,7 @@ from schema.project import ROOT
 from schema.stackfile import SECRET_PLACEHOLDER
 from schema.stackfile import read_config
 from tools import rules_reference
-from tools.synth import synthesize
+from conftest import bypassed_plan
 
 sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
 
@@ -129,15 +129,15 @@ REFUSED_IN_PROD = [
 
 @pytest.mark.parametrize("rule, example", REFUSED_IN_PROD)
 def test_a_refused_config_declared_anyway_is_refused_by_the_pack(rule, example, tmp_path, monkeypatch):
-    """One case, both ways: what the program declares for a failing example's config with the loader's prod rules
-    bypassed (synthesized as a dev stack, as tests/test_attacks.py does for a tampered program) is refused by the
-    rule's policy once presented as the prod stack, with the example as its stack file."""
+    """One case, both ways: what the program declares for a failing example's config with the loader's checks
+    bypassed (conftest.bypassed_plan, as tests/test_attacks.py does for a tampered program) is refused by the rule's
+    policy once presented as the prod stack, with the example as its stack file."""
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     stack_file = tmp_path / "stacks" / f"Pulumi.{example.stack}.yaml"
     stack_file.parent.mkdir()
     stack_file.write_text(yaml.safe_dump({"config": {PREFIX + k: v for k, v in (example.config or {}).items()}}))
     config = read_config(stack_file, "rocm-stack")
-    plan = synthesize("dev", {**config, PREFIX + "environment": "dev"}).to_json()
+    plan = bypassed_plan(config, monkeypatch)
     for resource in plan["resources"]:
         resource["urn"] = resource["urn"].replace("urn:pulumi:dev::", f"urn:pulumi:{example.stack}::", 1)
     monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
