@@ -453,7 +453,7 @@ def test_a_plain_credential_in_prod_names_the_fix(tmp_path, capsys):
         "rocm-stack:hosts[0].containers[0].env.API_KEY: holds a credential in plain text ('API_KEY' is named like a "
         "credential), which prod refuses; run `pulumi config set --path --secret "
         "'rocm-stack:hosts[0].containers[0].env.API_KEY' VALUE` (synth alone: write `{secure: v1:REPLACE-ME}` there in "
-        "the stack file) to store it encrypted, or give a file's path"
+        "the stack file) to store it encrypted, or give a file's path (rule no-plaintext-secrets-in-config)"
     ) in err.splitlines()
     # What the message says for synth alone is what synth takes (issue 24 item 4).
     followed = text.replace("abc123", "{secure: v1:REPLACE-ME}")
