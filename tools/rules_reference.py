@@ -4,6 +4,9 @@
 
 A refusal of the config loader or the policy pack ends with `(rule ID)`; the page has a section per id, with the
 rule's statement, why (with its source), where it refuses, what it reads and its examples.
+
+Exit codes: 0 printed, written or current; 1 `--check` found a stale page; 2 `--out` names an existing file (without
+`--write`) or the file cannot be written, or a usage error.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import yaml
 from rules.catalogue import CATALOGUE
 from rules.rule import Example, Rule
 from schema.project import ROOT
-from tools.output import add_output_options, emit
+from tools.output import add_output_options, emit, exit_codes
 
 PAGE = ROOT / "docs" / "rules.md"
 
@@ -91,7 +94,9 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack rules", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack rules", description=__doc__.splitlines()[0], epilog=exit_codes(__doc__)
+    )
     add_output_options(parser, PAGE)
     parser.add_argument(
         "--check", action="store_true", help="exit 1 when the page (or --out) differs from the catalogue"
