@@ -48,11 +48,12 @@ class RegistryConfig(ConfigModel):
 
 class StackConfig(ConfigModel):
     environment: Literal["dev", "prod"] = Field(
-        json_schema_extra=shown_default("`prod` for a stack named `prod` or `prod-*`, else `dev`")
+        json_schema_extra=shown_default("`prod` for a stack whose name has the word `prod` or `production`, else `dev`")
     )
-    """Selects the safe defaults and the stricter checks of prod. A stack named `prod` or `prod-*` (`prod-eu`) is
-    prod whatever this says (`dev` there is refused); `prod` makes any other stack prod. Unset: `dev` for a stack of
-    another name (`product-demo` is dev)."""
+    """Selects the safe defaults and the stricter checks of prod. A stack whose name has `prod` or `production` as a
+    word, in any case (`prod`, `PROD`, `prod-eu`, `prod_eu`, `eu.prod`, `euProd`, `production`), is prod whatever
+    this says (`dev` there is refused); `prod` makes any other stack prod. Unset: `dev` for a stack of another name
+    (`product-demo` and `preprod` are dev)."""
     hosts: Annotated[list[HostConfig], Field(max_length=MAX_HOSTS)] = Field(
         [HostConfig(name="local")],
         json_schema_extra=shown_default("one host `local`, unless `hostGroups` or `kubernetes` is set"),

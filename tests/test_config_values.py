@@ -203,18 +203,38 @@ def test_published_port_on_another_address_is_no_clash():
     [
         ("prod", "prod"),
         ("prod-eu", "prod"),
+        # Issue 34 item 11: each of these was judged dev.
+        ("Prod", "prod"),
+        ("PROD", "prod"),
+        ("prod_eu", "prod"),
+        ("prod.eu", "prod"),
+        ("eu-prod", "prod"),
+        ("euProd", "prod"),
+        ("production", "prod"),
+        ("Production-EU", "prod"),
+        ("acme/rocm-stack/PROD", "prod"),
+        # `prod` is a word of the name, not any part of a word.
         ("product-demo", "dev"),
-        ("production", "dev"),
+        ("preprod", "dev"),
+        ("reproduce", "dev"),
         ("dev", "dev"),
         ("org/rocm-stack/prod", "prod"),
     ],
 )
-def test_only_prod_and_prod_dash_stacks_are_prod(stack, environment):
+def test_a_stack_with_the_word_prod_or_production_in_its_name_is_prod(stack, environment, tmp_path):
+    """Pulumi stack names hold letters, digits, `-`, `_` and `.` (`pulumi stack init --help`); a person reads
+    `prod_eu`, `eu.prod` and `PROD` as prod. The program's config loader and the pack (from PULUMI_STACK and from
+    the resources' URNs) judge with one function, rules.is_prod_stack."""
     from policy.rocm_policy import pack
 
     assert load(stack, {}).environment == environment
     # The policy pack's enforcement level follows the same rule (policy/rocm_policy/rules.py environment_of).
     assert pack.stack_context(environ={"PULUMI_STACK": stack}).environment == environment
+    urn = f"urn:pulumi:{stack.rsplit('/', 1)[-1]}::rocm-stack::pulumi:pulumi:Stack::rocm-stack-x"
+    assert pack.stack_context(urns=[urn], environ={}).environment == environment
+    if environment == "prod":
+        (laxer,) = problems(stack, {P + "environment": "dev"})
+        assert "cannot make it laxer" in laxer
 
 
 def test_config_makes_a_stack_stricter_never_a_prod_stack_laxer():

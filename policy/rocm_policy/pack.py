@@ -3,8 +3,8 @@
 Which stack is checked, and whether it is prod (rules.environment_of, the program's config loader's rule too): the
 stack's name, from PULUMI_STACK (the Pulumi CLI starts the pack with PULUMI_STACK and PULUMI_CONFIG, the stack's
 config as JSON, in its environment: pulumi/pulumi sdk/go/common/resource/plugin/analyzer_plugin.go constructEnv)
-and from the URNs of the resources checked (`urn:pulumi:<stack>::...`); a stack named `prod` or `prod-*` is prod
-whatever its config says. The stack's `rocm-stack:environment` only ever makes a stack stricter: it is the config
+and from the URNs of the resources checked (`urn:pulumi:<stack>::...`); a stack whose name has the word `prod` or
+`production` is prod whatever its config says (rules.is_prod_stack). The stack's `rocm-stack:environment` only ever makes a stack stricter: it is the config
 being policed, so it never switches a prod rule off. The pack's own config, set by whoever enables the pack
 (`pulumi up --policy-pack policy --policy-pack-config policy/prod.json`, `pulumi policy enable ... --config`), is
 the switch that does not trust the stack author: `{"<policy>": {"prod": true}}` makes a policy judge any stack

@@ -1013,11 +1013,16 @@ def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[
     return problems
 
 
+PROD_WORDS = frozenset({"prod", "production"})
+
+
 def is_prod_stack(stack: str) -> bool:
-    """`prod` and `prod-*` (`prod-eu`) are prod, whatever their config says; `product-demo` is not.
-    `org/project/prod` counts as `prod`."""
-    name = stack.rsplit("/", 1)[-1]
-    return name == "prod" or name.startswith("prod-")
+    """A stack is prod when `prod` or `production`, in any case, is a word of its name (words split at any character
+    but a letter or digit, and where case or letters and digits change, the config keys' rule `_words`): `prod`,
+    `PROD`, `prod-eu`, `prod_eu`, `eu.prod`, `eu-prod`, `euProd`, `prod2`, `production`, also `non-prod` (fail
+    closed: name a development stack otherwise); `product-demo` and `preprod` are not. `org/project/prod` counts as
+    `prod`."""
+    return not PROD_WORDS.isdisjoint(_words(stack.rsplit("/", 1)[-1]))
 
 
 def environment_of(stack: str, configured: Any = None) -> str:
@@ -1031,8 +1036,8 @@ def laxer_environment_problem(stack: str, configured: Any) -> str | None:
     """Why a stack's `environment` is refused: `dev` on a stack whose name makes it prod."""
     if configured == "dev" and is_prod_stack(stack):
         return (
-            f"stack '{stack}' is prod by its name (`prod` or `prod-*`), and its config cannot make it laxer: remove "
-            "`environment: dev` (or set prod); a development stack takes another name (`dev`, `lab-*`)"
+            f"stack '{stack}' is prod by its name (`prod` or `production` is a word of it), and its config cannot make it "
+            "laxer: remove `environment: dev` (or set prod); a development stack takes another name (`dev`, `lab-*`)"
         )
     return None
 
