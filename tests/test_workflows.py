@@ -3,6 +3,7 @@ structure the operations rely on holds, and the shell glue of the drift job beha
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -250,12 +251,34 @@ def test_the_change_impact_is_a_sticky_comment_per_stack():
     assert names.index(step["name"]) == names.index("Summarise the synth diff and its impact") + 1
 
 
-@pytest.mark.parametrize("existing, size", [("", 100), ("4711", 100), ("", 70_000)])
-def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, size):
-    """The step's shell with a recording `gh`: an existing comment of this stack (found by its marker) is edited,
-    otherwise one is created; a report over GitHub's 65,536-character limit is cut with a pointer to the summary."""
+BOT = {"login": "github-actions[bot]", "type": "Bot"}  # the author of what the job's GITHUB_TOKEN writes
+OURS = {"id": 4711, "user": BOT, "body": "<!-- rocm-stack diff: prod -->\nold report"}
+MALLORY = {"id": 13, "user": {"login": "mallory", "type": "User"}, "body": "<!-- rocm-stack diff: prod -->\nfake"}
+OTHER_BOT = {"id": 14, "user": {"login": "renovate[bot]", "type": "Bot"}, "body": OURS["body"]}
+DEV_REPORT = {"id": 15, "user": BOT, "body": "<!-- rocm-stack diff: dev -->\nthe other stack's"}
+
+
+@pytest.mark.parametrize(
+    "comments, edited, size",
+    [
+        ([], None, 100),
+        ([OURS], 4711, 100),
+        # Issue 34 item 12: a comment that someone else wrote first, starting with the marker, was edited.
+        ([MALLORY, OURS], 4711, 100),
+        ([MALLORY], None, 100),
+        ([OTHER_BOT, DEV_REPORT], None, 100),
+        ([], None, 70_000),
+    ],
+)
+def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, comments, edited, size):
+    """The step's shell with a recording `gh` that answers `api --paginate ... --jq EXPR` by running EXPR over the
+    recorded comments with jq (gh's --jq is gojq, a jq implementation; `env`, `select`, `startswith` are jq's own):
+    the first comment of this workflow's own (author github-actions[bot], the account GITHUB_TOKEN writes as) that
+    starts with this stack's marker is edited, whoever else wrote one; otherwise one is created. A report over
+    GitHub's 65,536-character limit is cut with a pointer to the summary."""
     (tmp_path / "out" / "prod").mkdir(parents=True)
     (tmp_path / "out" / "prod" / "synth-diff.md").write_text("x" * size)
+    (tmp_path / "comments.json").write_text(json.dumps(comments))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     gh = bin_dir / "gh"
@@ -264,7 +287,9 @@ def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, s
         'echo "$*" >> "$CALLS"\n'
         'for a in "$@"; do case "$a" in body=@*) cp "${a#body=@}" "$SENT";; esac; done\n'
         'case "$*" in *--body-file*) cp "${@: -1}" "$SENT";; esac\n'
-        'if [ "$1 $2" = "api --paginate" ]; then [ -n "$EXISTING" ] && echo "$EXISTING"; fi\n'
+        'if [ "$1 $2" = "api --paginate" ]; then\n'
+        '  while [ $# -gt 0 ]; do [ "$1" = --jq ] && exec jq -r "$2" "$COMMENTS"; shift; done\n'
+        "fi\n"
         "exit 0\n"
     )
     gh.chmod(0o755)
@@ -273,12 +298,13 @@ def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, s
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "STACK": "prod",
         "PR": "12",
-        "MARKER": "<!-- rocm-stack diff: prod -->",
+        # The step's own MARKER and AUTHOR, as the runner sets them for stack prod.
+        **{k: comment_step()["env"][k].replace("${{ matrix.stack }}", "prod") for k in ("MARKER", "AUTHOR")},
         "GITHUB_REPOSITORY": "org/repo",
         "RUNNER_TEMP": str(tmp_path),
         "CALLS": str(tmp_path / "calls"),
         "SENT": str(tmp_path / "sent"),
-        "EXISTING": existing,
+        "COMMENTS": str(tmp_path / "comments.json"),
     }
     result = subprocess.run(
         ["bash", "-e", "-c", comment_step()["run"]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
@@ -286,10 +312,10 @@ def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, s
     assert result.returncode == 0, result.stdout + result.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0].startswith("api --paginate repos/org/repo/issues/12/comments")
-    if existing:
-        assert calls[1].startswith("api --method PATCH repos/org/repo/issues/comments/4711 -F body=@")
+    if edited:
+        assert calls[1:] == [f"api --method PATCH repos/org/repo/issues/comments/{edited} -F body=@{tmp_path}/comment.md"]
     else:
-        assert calls[1].startswith("pr comment 12 --repo org/repo --body-file")
+        assert calls[1:] == [f"pr comment 12 --repo org/repo --body-file {tmp_path}/comment.md"]
     sent = (tmp_path / "sent").read_text()
     assert sent.startswith("<!-- rocm-stack diff: prod -->\n")
     assert len(sent) < 65_536 and (("cut: the whole report" in sent) == (size > 60_000))
