@@ -315,7 +315,9 @@ def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, comments, e
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0].startswith("api --paginate repos/org/repo/issues/12/comments")
     if edited:
-        assert calls[1:] == [f"api --method PATCH repos/org/repo/issues/comments/{edited} -F body=@{tmp_path}/comment.md"]
+        assert calls[1:] == [
+            f"api --method PATCH repos/org/repo/issues/comments/{edited} -F body=@{tmp_path}/comment.md"
+        ]
     else:
         assert calls[1:] == [f"pr comment 12 --repo org/repo --body-file {tmp_path}/comment.md"]
     sent = (tmp_path / "sent").read_text()
