@@ -34,7 +34,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from . import rules
+from . import allowlist, rules
 
 PROJECT = "rocm-stack"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
@@ -256,6 +256,29 @@ def _validate_config_secrets(args: StackValidationArgs, report_violation: Report
         report_violation(f"config '{key}' {rules.SECRET_IN_ARGUMENTS}", None)
 
 
+def _images(resource: Any) -> tuple[str, ...]:
+    """The image references a resource's `image` depends on: the RemoteImages among the engine's dependencies of that
+    property (of the resource, where the engine records none per property)."""
+    by_property = getattr(resource, "property_dependencies", None) or {}
+    dependencies = by_property.get("image") or getattr(resource, "dependencies", None) or []
+    return tuple(
+        str(d.props.get("name"))
+        for d in dependencies
+        if d.resource_type == allowlist.REMOTE_IMAGE and d.props.get("name")
+    )
+
+
+def _validate_declared_by_the_program(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if not context.prod:
+        args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
+    allowed = allowlist.load()
+    for r in args.resources:
+        declared = allowlist.Declared(r.resource_type, r.props, r.urn, _images(r))
+        for message in allowlist.problems(declared, allowed):
+            report_violation(message, r.urn)
+
+
 POLICIES = [
     _resource_policy(
         "pinned-images",
@@ -381,6 +404,13 @@ POLICIES = [
         "In prod a model repository's code runs (--trust-remote-code) only in the servers of an inference workload "
         "whose stack config opts in (inference[].trustRemoteCode: true), never elsewhere.",
         _validate_remote_code,
+    ),
+    _stack_policy(
+        "prod-declared-by-the-program",
+        "In prod every resource type, field and value is one the program declares for the committed prod stacks "
+        "(policy/rocm_policy/allowlist.prod.json, derived from their synth: `rocm-stack allowlist`), whatever its "
+        "name: a Docker container's role by its image and the stack's labels, a field it always has not dropped.",
+        _validate_declared_by_the_program,
     ),
     _stack_policy(
         "prod-operator-and-namespaces-protected",
