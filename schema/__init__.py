@@ -403,11 +403,12 @@ def load(
         )
 
     project_values = {k: v for k, v in values.items() if k.startswith(prefix)}
-    # What the docs state without condition holds in every environment (docs/security.md): no credential flag on a
-    # command line, `--trust-remote-code` only through trustRemoteCode.
+    # What the docs state for every environment (`extraArgs`: no `--api-key`, no `--trust-remote-code`): a credential
+    # flag and the remote-code flag in any argument list, read as vLLM reads them (abbreviated too). The policy pack's
+    # rules (one definition each); the pack judges prod.
     for key, why in rules.credential_flags(project_values):
         problems.append(ConfigProblem(key[len(prefix) :], why))
-    for key in rules.remote_code_flags(project_values):  # the pack's remote-code-opt-in rule: one definition
+    for key in rules.remote_code_flags(project_values):
         problems.append(ConfigProblem(key[len(prefix) :], rules.REMOTE_CODE_FLAG_PROBLEM))
     if data["environment"] == "prod":
         for key, why in rules.text_problems(project_values):

@@ -21,6 +21,8 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import AfterValidator, ByteSize, Field, model_validator
 
+from policy.rocm_policy import rules
+
 from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import (
     MAX_BATCH,
@@ -63,7 +65,6 @@ from .autoscaling import (
 from .checks import ChecksConfig
 from .stackfile import set_secret
 from domain.gpus import MAX_GPUS_PER_HOST, MODELS
-from policy.rocm_policy import rules
 
 from .docker import (
     VISIBILITY_VARIABLES,
@@ -780,7 +781,8 @@ class InferenceConfig(ConfigModel):
     largest group."""
     port: Port = 8000
     extra_args: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
-    """More `vllm serve` flags: not those derived from the keys here, no `--api-key`, no `--trust-remote-code`."""
+    """More `vllm serve` flags: not those derived from the keys here, no `--api-key`, no `--trust-remote-code`, in
+    any environment and any spelling vLLM's parser accepts (`--trust_remote_code`, abbreviated `--trust-remote`)."""
     trust_remote_code: bool = False
     """Runs the model repository's own Python code (vLLM `--trust-remote-code`: custom architectures): code from
     the Hub with the server's GPUs, cache and API key. Off unless this says so; never as a raw flag in extraArgs."""
@@ -1391,9 +1393,8 @@ def _network_problems(k8s: TrainingKubernetes | InferenceKubernetes, at: str, wh
 
 def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
     for index, arg in enumerate(inference.extra_args):
-        flag = arg.split("=", 1)[0]
-        # vLLM's argument parser reads `--snake_case` as `--kebab-case`.
-        if (flag.replace("_", "-") if flag.startswith("--") else flag) in VLLM_MANAGED_FLAGS:
+        # As vLLM's parser reads it (rules.vllm_options): `--snake_case` is `--kebab-case`, `--por` is `--port`.
+        if arg.split("=", 1)[0] in VLLM_MANAGED_FLAGS or rules.vllm_options(arg, VLLM_MANAGED_FLAGS):
             yield (
                 f"{at}.extraArgs[{index}]",
                 (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; set those keys instead"),
