@@ -39,6 +39,7 @@ CONTAINER = "docker:index/container:Container"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+PROVIDERS = "pulumi:providers:"
 # Where synth shows a secret (tools/synth.py); the engine hands the pack the decrypted value instead.
 SECRET = "[secret]"
 # Stands, in a derived value, for the text another resource's output gives it.
@@ -49,35 +50,48 @@ LIST_ITEM = "[]"
 ROLE_LABELS = ("rocm-stack.partition", "rocm-stack.check", "rocm-stack.monitoring")
 APP_LABEL = "app.kubernetes.io/name"
 
-# The schema defaults of terraform-provider-docker v4.5.0 (what pulumi-docker 5.2.0 bridges) for top-level inputs
-# the program may leave unset: the engine sends the pack a resource's inputs as the provider's Check returns them
+# The schema defaults of terraform-provider-docker v4.5.0 (what pulumi-docker 5.2.0 bridges), by input path, for the
+# inputs the program may leave unset: the engine sends the pack a resource's inputs as the provider's Check returns them
 # (pulumi/pulumi pkg/resource/deploy/step_generator.go: `new.Inputs = resp.Properties` before the analyzers'
-# AnalyzerResource{Properties: inputs}), and the bridge's Check fills in schema defaults. Unset and default are one
-# value; the Go source lines are in internal/provider/resource_docker_container.go (rm L60, read_only L67, start L75,
-# wait L82, wait_timeout L89, attach L96, logs L103, must_run L125, restart L233, remove_volumes L259,
-# memory_reservation L853, network_mode L906, container_read_refresh_timeout_milliseconds L1102 with
+# AnalyzerResource{Properties: inputs}), and the bridge's Check fills in schema defaults, nested blocks' too. Unset and
+# default are one value. Go source lines: internal/provider/resource_docker_container.go (rm L60, read_only L67, start
+# L75, wait L82, wait_timeout L89, attach L96, logs L103, must_run L125, restart L233, remove_volumes L259, ports ip
+# L512 and protocol L528, devices permissions L687, device_requests driver L786 and count L793, memory_reservation
+# L853, network_mode L906, upload executable L1018, healthcheck interval L1062, timeout L1069, start_period L1076,
+# start_interval L1083, retries L1090, container_read_refresh_timeout_milliseconds L1102 with
 # resource_docker_container_funcs.go L34, tty L1135, stdin_open L1142), resource_docker_image.go (platform L94) and
 # resource_docker_network.go (ipam_driver L88).
 PROVIDER_DEFAULTS: dict[str, dict[str, Any]] = {
     CONTAINER: {
-        "rm": False,
-        "readOnly": False,
-        "start": True,
-        "wait": False,
-        "waitTimeout": 60,
-        "attach": False,
-        "logs": False,
-        "mustRun": True,
-        "restart": "no",
-        "removeVolumes": True,
-        "memoryReservation": 0,
-        "networkMode": "bridge",
-        "containerReadRefreshTimeoutMilliseconds": 15000,
-        "tty": False,
-        "stdinOpen": False,
+        ".rm": False,
+        ".readOnly": False,
+        ".start": True,
+        ".wait": False,
+        ".waitTimeout": 60,
+        ".attach": False,
+        ".logs": False,
+        ".mustRun": True,
+        ".restart": "no",
+        ".removeVolumes": True,
+        ".ports[].ip": "0.0.0.0",
+        ".ports[].protocol": "tcp",
+        ".devices[].permissions": "rwm",
+        ".deviceRequests[].driver": "cdi",
+        ".deviceRequests[].count": 0,
+        ".memoryReservation": 0,
+        ".networkMode": "bridge",
+        ".uploads[].executable": False,
+        ".healthcheck.interval": "0s",
+        ".healthcheck.timeout": "0s",
+        ".healthcheck.startPeriod": "0s",
+        ".healthcheck.startInterval": "0s",
+        ".healthcheck.retries": 0,
+        ".containerReadRefreshTimeoutMilliseconds": 15000,
+        ".tty": False,
+        ".stdinOpen": False,
     },
-    REMOTE_IMAGE: {"platform": ""},
-    "docker:index/network:Network": {"ipamDriver": "default"},
+    REMOTE_IMAGE: {".platform": ""},
+    "docker:index/network:Network": {".ipamDriver": "default"},
 }
 # The bridge's record of which inputs it defaulted (pulumi-terraform-bridge), not an input of the program's.
 BRIDGE_KEYS = frozenset({"__defaults"})
@@ -279,6 +293,10 @@ class Declared:
 def problems(resource: Declared, allowlist: Mapping[str, Any]) -> list[str]:
     """Why a declaration is not one the program makes for prod (empty: it is)."""
     by_type = allowlist["types"]
+    if resource.type.startswith(PROVIDERS) and resource.type in by_type:
+        # A provider's inputs reach the engine JSON-encoded and with what the SDK and engine add (its plugin
+        # version); where it connects is judged by `prod-host-access` (rules.docker_provider_problems).
+        return []
     if resource.type not in by_type:
         if resource.type.startswith("pulumi:pulumi:Stack") or _is_crd_of_a_config_file(resource.type, resource.urn):
             return []
@@ -299,9 +317,8 @@ def problems(resource: Declared, allowlist: Mapping[str, Any]) -> list[str]:
             seen.update(s for s in secret if _under(path, [s]))
             continue
         seen.add(path)
-        top = path[1:].split(".", 1)[0].split("[", 1)[0]
         if path not in fields:
-            if path == f".{top}" and top in defaults and _normal(defaults[top]) == value:
+            if path in defaults and _text(defaults[path]) == _text(value):
                 continue  # what the provider's Check fills in for an input left unset
             found.append(f"field {_shown(path)} is not one the program declares for prod")
         elif value is UNKNOWN:
