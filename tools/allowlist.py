@@ -3,6 +3,9 @@ every committed prod stack (a stack file under stackConfigDir whose name or conf
 
     rocm-stack allowlist --write   # after a change of the program or of a prod stack file: commit the result
     rocm-stack allowlist --check   # exit 1 when the committed list is not what the program declares now
+
+Exit codes: 0 printed, written or current; 1 `--check` found the committed list stale; 2 `--out` names an existing
+file (without `--write`) or the file cannot be written, or a usage error.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from policy.rocm_policy import allowlist, rules
 from schema.project import ROOT
-from tools.output import add_output_options, emit
+from tools.output import add_output_options, emit, exit_codes
 from tools.synth import Plan, autoname, autonamed, mock_id, stack_config, stack_file, synthesize
 
 
@@ -54,7 +57,9 @@ def render(stacks: list[str] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocm-stack allowlist", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rocm-stack allowlist", description=__doc__.splitlines()[0], epilog=exit_codes(__doc__)
+    )
     add_output_options(parser, allowlist.ALLOWLIST_FILE)
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed list is stale")
     args = parser.parse_args(argv)
