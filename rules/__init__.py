@@ -1009,8 +1009,8 @@ def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[
             args = _vllm_serve_args([*_sequence(container.get("command")), *_sequence(container.get("args"))])
             if args is None:
                 continue
-            # `vllm serve` without --host listens on every address.
-            host = args[args.index("--host") + 1] if "--host" in args[:-1] else "0.0.0.0"
+            # `vllm serve` without --host listens on every address; the last --host given (or abbreviated) wins.
+            host = vllm_option_value(args, VLLM_HOST) or "0.0.0.0"
             if host not in _LOOPBACK:
                 problems.append(
                     f"{where}container '{container.get('name')}' serves vLLM on {host}, reachable by every pod "
@@ -1020,11 +1020,16 @@ def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[
     return problems
 
 
+PROD_WORDS = frozenset({"prod", "production"})
+
+
 def is_prod_stack(stack: str) -> bool:
-    """`prod` and `prod-*` (`prod-eu`) are prod, whatever their config says; `product-demo` is not.
-    `org/project/prod` counts as `prod`."""
-    name = stack.rsplit("/", 1)[-1]
-    return name == "prod" or name.startswith("prod-")
+    """A stack is prod when `prod` or `production`, in any case, is a word of its name (words split at any character
+    but a letter or digit, and where case or letters and digits change, the config keys' rule `_words`): `prod`,
+    `PROD`, `prod-eu`, `prod_eu`, `eu.prod`, `eu-prod`, `euProd`, `prod2`, `production`, also `non-prod` (fail
+    closed: name a development stack otherwise); `product-demo` and `preprod` are not. `org/project/prod` counts as
+    `prod`."""
+    return not PROD_WORDS.isdisjoint(_words(stack.rsplit("/", 1)[-1]))
 
 
 def environment_of(stack: str, configured: Any = None) -> str:
@@ -1038,8 +1043,8 @@ def laxer_environment_problem(stack: str, configured: Any) -> str | None:
     """Why a stack's `environment` is refused: `dev` on a stack whose name makes it prod."""
     if configured == "dev" and is_prod_stack(stack):
         return (
-            f"stack '{stack}' is prod by its name (`prod` or `prod-*`), and its config cannot make it laxer: remove "
-            "`environment: dev` (or set prod); a development stack takes another name (`dev`, `lab-*`)"
+            f"stack '{stack}' is prod by its name (`prod` or `production` is a word of it), and its config cannot make it "
+            "laxer: remove `environment: dev` (or set prod); a development stack takes another name (`dev`, `lab-*`)"
         )
     return None
 
@@ -1233,6 +1238,41 @@ SECRET_IN_ARGUMENTS = (
 )
 
 
+# How `vllm serve` reads its arguments: vLLM's FlexibleArgumentParser (vllm-project/vllm vllm/utils/argparse_utils.py;
+# vllm/utils/__init__.py before the module was split out) is an argparse.ArgumentParser built with
+# `super().__init__(*args, **kwargs)`, so argparse's `allow_abbrev=True` default holds: "Allows long options to be
+# abbreviated if the abbreviation is unambiguous" (https://docs.python.org/3/library/argparse.html#allow-abbrev;
+# `--hos 0.0.0.0` is `--host 0.0.0.0`). Its parse_args first turns `_` into `-` in an option's name up to its first
+# `.` (`--trust_remote_code`; `--x.key` sets a key of the JSON option `--x`), and argparse takes `--opt=value` as well
+# as `--opt value`, the last occurrence winning for a value.
+# vLLM options the rules judge: the listening address, the credentials it takes on its command line, remote code.
+VLLM_HOST, VLLM_API_KEY, VLLM_HF_TOKEN = "--host", "--api-key", "--hf-token"
+VLLM_CREDENTIAL_OPTIONS = (VLLM_API_KEY, VLLM_HF_TOKEN)
+
+
+def vllm_options(arg: Any, options: Iterable[str]) -> list[str]:
+    """The long options of `options` that argument `arg` may select as vLLM's parser reads it: the one it names
+    exactly, else each it abbreviates (an abbreviation shared by several is refused by argparse as ambiguous, so
+    judging it as each of them refuses nothing vLLM would run)."""
+    if not isinstance(arg, str) or not arg.startswith("--") or arg == "--":
+        return []
+    name = "--" + arg[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+    options = list(options)
+    return [name] if name in options else [o for o in options if o.startswith(name)]
+
+
+def vllm_option_value(args: Sequence[Any], option: str) -> str | None:
+    """The value `option` gets from an argument list as vLLM's parser reads it (the last one given), or None."""
+    value = None
+    for index, arg in enumerate(args):
+        if vllm_options(arg, [option]):
+            if "=" in arg:
+                value = arg.split("=", 1)[1]
+            elif index + 1 < len(args):
+                value = str(args[index + 1])
+    return value
+
+
 # Flags whose name reads as a credential but whose value is a name: the vLLM production-stack router's
 # `--session-key` is the request header that names a session (src/vllm_router/parsers/parser.py @ vllm-stack-0.1.12:
 # "The key (in the header) to identify a session.").
@@ -1245,11 +1285,9 @@ def credential_flag_problem(arg: str) -> str | None:
     `logger.info("non-default args: %s", non_default_args)`, unredacted before releases added
     redact_sensitive_args), and any process's arguments show in `ps` on the host and in the container's spec."""
     flag = arg.split("=", 1)[0]
-    if (
-        not flag.startswith("--")
-        or flag in NOT_CREDENTIAL_FLAGS
-        or not is_credential_key(flag[2:].replace("-", "_").upper())
-    ):
+    if not flag.startswith("--") or flag in NOT_CREDENTIAL_FLAGS:
+        return None
+    if not is_credential_key(flag[2:].replace("-", "_").upper()) and not vllm_options(arg, VLLM_CREDENTIAL_OPTIONS):
         return None
     return (
         f"'{flag}' passes a credential on the command line, which the container's spec and `ps` show and vLLM logs "
@@ -1344,8 +1382,9 @@ APP_LABEL, INSTANCE_LABEL = "app.kubernetes.io/name", "app.kubernetes.io/instanc
 
 
 def is_remote_code_flag(arg: Any) -> bool:
-    """`--trust-remote-code` as vLLM's parser reads it: also `--trust_remote_code` and with `=value`."""
-    return isinstance(arg, str) and arg.split("=", 1)[0].replace("_", "-") == TRUST_REMOTE_CODE
+    """`--trust-remote-code` as vLLM's parser reads it (vllm_options): also `--trust_remote_code`, with `=value`, and
+    abbreviated (`--trust-remote`)."""
+    return bool(vllm_options(arg, [TRUST_REMOTE_CODE]))
 
 
 def remote_code_flags(config: Mapping[str, Any]) -> list[str]:

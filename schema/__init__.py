@@ -53,11 +53,12 @@ class RegistryConfig(ConfigModel):
 
 class StackConfig(ConfigModel):
     environment: Literal["dev", "prod"] = Field(
-        json_schema_extra=shown_default("`prod` for a stack named `prod` or `prod-*`, else `dev`")
+        json_schema_extra=shown_default("`prod` for a stack whose name has the word `prod` or `production`, else `dev`")
     )
-    """Selects the safe defaults and the stricter checks of prod. A stack named `prod` or `prod-*` (`prod-eu`) is
-    prod whatever this says (`dev` there is refused); `prod` makes any other stack prod. Unset: `dev` for a stack of
-    another name (`product-demo` is dev)."""
+    """Selects the safe defaults and the stricter checks of prod. A stack whose name has `prod` or `production` as a
+    word, in any case (`prod`, `PROD`, `prod-eu`, `prod_eu`, `eu.prod`, `euProd`, `production`), is prod whatever
+    this says (`dev` there is refused); `prod` makes any other stack prod. Unset: `dev` for a stack of another name
+    (`product-demo` and `preprod` are dev)."""
     hosts: Annotated[list[HostConfig], Field(max_length=MAX_HOSTS)] = Field(
         [HostConfig(name="local")],
         json_schema_extra=shown_default("one host `local`, unless `hostGroups` or `kubernetes` is set"),
@@ -407,8 +408,9 @@ def load(
         )
 
     project_values = {k: v for k, v in values.items() if k.startswith(prefix)}
-    # What the docs state without condition holds in every environment (docs/security.md): no credential flag on a
-    # command line, `--trust-remote-code` only through trustRemoteCode.
+    # What the docs state for every environment (`extraArgs`: no `--api-key`, no `--trust-remote-code`): a credential
+    # flag and the remote-code flag in any argument list, read as vLLM reads them (abbreviated too). The policy pack's
+    # rules (one definition each); the pack judges prod.
     for key, why in rules.credential_flags(project_values):
         problems.append(ConfigProblem(key[len(prefix) :], NO_CREDENTIALS_ON_COMMAND_LINES.refusal(why)))
     for key in rules.remote_code_flags(project_values):  # the pack's remote-code-opt-in rule: one definition

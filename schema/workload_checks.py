@@ -442,9 +442,8 @@ def _network_problems(k8s: TrainingKubernetes | InferenceKubernetes, at: str, wh
 
 def _inference_problems(cfg: StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
     for index, arg in enumerate(inference.extra_args):
-        flag = arg.split("=", 1)[0]
-        # vLLM's argument parser reads `--snake_case` as `--kebab-case`.
-        if (flag.replace("_", "-") if flag.startswith("--") else flag) in VLLM_MANAGED_FLAGS:
+        # As vLLM's parser reads it (rules.vllm_options): `--snake_case` is `--kebab-case`, `--por` is `--port`.
+        if arg.split("=", 1)[0] in VLLM_MANAGED_FLAGS or rules.vllm_options(arg, VLLM_MANAGED_FLAGS):
             yield (
                 f"{at}.extraArgs[{index}]",
                 (f"'{arg}' is derived from port / tensorParallelSize / gpus / revision; set those keys instead"),

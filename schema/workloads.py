@@ -764,7 +764,8 @@ class InferenceConfig(ConfigModel):
     largest group."""
     port: Port = 8000
     extra_args: Annotated[list[str], Field(max_length=MAX_ITEMS)] = []
-    """More `vllm serve` flags: not those derived from the keys here, no `--api-key`, no `--trust-remote-code`."""
+    """More `vllm serve` flags: not those derived from the keys here, no `--api-key`, no `--trust-remote-code`, in
+    any environment and any spelling vLLM's parser accepts (`--trust_remote_code`, abbreviated `--trust-remote`)."""
     trust_remote_code: bool = False
     """Runs the model repository's own Python code (vLLM `--trust-remote-code`: custom architectures): code from
     the Hub with the server's GPUs, cache and API key. Off unless this says so; never as a raw flag in extraArgs."""

@@ -129,7 +129,10 @@ def test_a_default_by_environment_is_shown_as_such_and_is_what_the_loader_applie
 
 
 def test_keys_decided_by_the_stack_are_not_shown_as_required_or_unset():
-    assert reference_row("environment")[2] == "`prod` for a stack named `prod` or `prod-*`, else `dev`"
+    assert (
+        reference_row("environment")[2]
+        == "`prod` for a stack whose name has the word `prod` or `production`, else `dev`"
+    )
     assert schema.load("prod-eu", {}).environment == "prod" and schema.load("product-demo", {}).environment == "dev"
     assert reference_row("training[].kubernetes.checkpoints")[2].startswith('dev: `{"type": "hostPath"')
     assert reference_row("hosts[].containers[].command")[2] == "`sleep infinity`"

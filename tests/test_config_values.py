@@ -203,18 +203,38 @@ def test_published_port_on_another_address_is_no_clash():
     [
         ("prod", "prod"),
         ("prod-eu", "prod"),
+        # Issue 34 item 11: each of these was judged dev.
+        ("Prod", "prod"),
+        ("PROD", "prod"),
+        ("prod_eu", "prod"),
+        ("prod.eu", "prod"),
+        ("eu-prod", "prod"),
+        ("euProd", "prod"),
+        ("production", "prod"),
+        ("Production-EU", "prod"),
+        ("acme/rocm-stack/PROD", "prod"),
+        # `prod` is a word of the name, not any part of a word.
         ("product-demo", "dev"),
-        ("production", "dev"),
+        ("preprod", "dev"),
+        ("reproduce", "dev"),
         ("dev", "dev"),
         ("org/rocm-stack/prod", "prod"),
     ],
 )
-def test_only_prod_and_prod_dash_stacks_are_prod(stack, environment):
+def test_a_stack_with_the_word_prod_or_production_in_its_name_is_prod(stack, environment, tmp_path):
+    """Pulumi stack names hold letters, digits, `-`, `_` and `.` (`pulumi stack init --help`); a person reads
+    `prod_eu`, `eu.prod` and `PROD` as prod. The program's config loader and the pack (from PULUMI_STACK and from
+    the resources' URNs) judge with one function, rules.is_prod_stack."""
     from policy.rocm_policy import pack
 
     assert load(stack, {}).environment == environment
     # The policy pack's enforcement level follows the same rule (rules/__init__.py environment_of).
     assert pack.stack_context(environ={"PULUMI_STACK": stack}).environment == environment
+    urn = f"urn:pulumi:{stack.rsplit('/', 1)[-1]}::rocm-stack::pulumi:pulumi:Stack::rocm-stack-x"
+    assert pack.stack_context(urns=[urn], environ={}).environment == environment
+    if environment == "prod":
+        (laxer,) = problems(stack, {P + "environment": "dev"})
+        assert "cannot make it laxer" in laxer
 
 
 def test_config_makes_a_stack_stricter_never_a_prod_stack_laxer():
@@ -305,3 +325,69 @@ def test_workload_mounts_and_ports_follow_the_host_access_rules():
     assert "system path /etc" in refused["training[0].docker.checkpointDir"]
     assert "system path /var/lib/docker" in refused["inference[0].docker.modelCacheDir"]
     assert "publishes SSH" in refused["inference[0].docker.publishedPort"]
+
+
+# Python's argparse with allow_abbrev left at True, as vLLM's FlexibleArgumentParser leaves it (an ArgumentParser
+# subclass that passes its keyword arguments through: vllm-project/vllm vllm/utils/argparse_utils.py); these are the
+# options the rules judge and neighbours vLLM has that share a prefix with them (vllm/engine/arg_utils.py,
+# vllm/entrypoints/openai/cli_args.py).
+VLLM_LIKE_OPTIONS = ("--host", "--port", "--api-key", "--api-server-count", "--trust-remote-code", "--hf-token")
+
+
+@pytest.mark.parametrize(
+    "arg, selects",
+    [
+        ("--hos", "--host"),
+        ("--host", "--host"),
+        ("--ho=0.0.0.0", "--host"),
+        ("--trust-remote", "--trust-remote-code"),
+        ("--trust_remote", "--trust-remote-code"),  # vLLM turns `_` into `-` before argparse
+        ("--api-ke=x", "--api-key"),
+        ("--hf-tok=x", "--hf-token"),
+        ("--por", "--port"),
+        ("--api-", None),  # ambiguous: argparse refuses it
+        ("--hostname", None),
+    ],
+)
+def test_vllm_arguments_are_judged_as_its_parser_reads_them(arg, selects):
+    """Issue 34 item 8: `--hos 0.0.0.0`, `--trust-remote` and `--api-ke=` passed the rules, which compared names
+    exactly. Python's argparse ("allow_abbrev: Allows long options to be abbreviated if the abbreviation is
+    unambiguous", https://docs.python.org/3/library/argparse.html#allow-abbrev) run here on vLLM-like options: the
+    option it selects is one rules.vllm_options finds (which also names each option of an ambiguous prefix)."""
+    import argparse
+
+    import rules
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    for option in VLLM_LIKE_OPTIONS:
+        parser.add_argument(option, nargs="?", const="set")
+    name, equals, value = arg.partition("=")
+    try:  # vLLM's parse_args turns `_` into `-` in the name first
+        parsed = vars(parser.parse_args([name.replace("_", "-") + equals + value]))
+        chosen = next(o for o in VLLM_LIKE_OPTIONS if parsed[o[2:].replace("-", "_")] is not None)
+    except (argparse.ArgumentError, SystemExit):  # ambiguous or unknown: argparse refuses the command line
+        chosen = None
+    assert chosen == selects
+    found = rules.vllm_options(arg, VLLM_LIKE_OPTIONS)
+    assert selects in found if selects else len(found) != 1
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize(
+    "arg, text",
+    [
+        ("--hos", "is derived from port / tensorParallelSize / gpus / revision"),
+        ("--por=9000", "is derived from port / tensorParallelSize / gpus / revision"),
+        ("--trust-remote", "runs the model repository's code"),
+        ("--api-ke=abc", "'--api-ke' passes a credential on the command line"),
+        ("--hf_tok=abc", "'--hf_tok' passes a credential on the command line"),
+    ],
+)
+def test_abbreviated_vllm_flags_in_extra_args_are_refused_in_every_environment(stack, arg, text):
+    """The extraArgs reference states them unconditionally (no `--api-key`, no `--trust-remote-code`, nothing the
+    keys derive), so dev refuses them too; abbreviated, as vLLM reads them."""
+    config = stack_file("dev")
+    config.pop(P + "environment")
+    config[P + "inference"][0]["extraArgs"] = [arg]
+    found = problems(stack, config)
+    assert any(line.startswith(P + "inference[0].extraArgs[0]: ") and text in line for line in found), found

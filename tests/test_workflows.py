@@ -3,13 +3,16 @@ structure the operations rely on holds, and the shell glue of the drift job beha
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pathspec
 import pytest
 import yaml
 from schema.project import ROOT
@@ -250,12 +253,34 @@ def test_the_change_impact_is_a_sticky_comment_per_stack():
     assert names.index(step["name"]) == names.index("Summarise the synth diff and its impact") + 1
 
 
-@pytest.mark.parametrize("existing, size", [("", 100), ("4711", 100), ("", 70_000)])
-def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, size):
-    """The step's shell with a recording `gh`: an existing comment of this stack (found by its marker) is edited,
-    otherwise one is created; a report over GitHub's 65,536-character limit is cut with a pointer to the summary."""
+BOT = {"login": "github-actions[bot]", "type": "Bot"}  # the author of what the job's GITHUB_TOKEN writes
+OURS = {"id": 4711, "user": BOT, "body": "<!-- rocm-stack diff: prod -->\nold report"}
+MALLORY = {"id": 13, "user": {"login": "mallory", "type": "User"}, "body": "<!-- rocm-stack diff: prod -->\nfake"}
+OTHER_BOT = {"id": 14, "user": {"login": "renovate[bot]", "type": "Bot"}, "body": OURS["body"]}
+DEV_REPORT = {"id": 15, "user": BOT, "body": "<!-- rocm-stack diff: dev -->\nthe other stack's"}
+
+
+@pytest.mark.parametrize(
+    "comments, edited, size",
+    [
+        ([], None, 100),
+        ([OURS], 4711, 100),
+        # Issue 34 item 12: a comment that someone else wrote first, starting with the marker, was edited.
+        ([MALLORY, OURS], 4711, 100),
+        ([MALLORY], None, 100),
+        ([OTHER_BOT, DEV_REPORT], None, 100),
+        ([], None, 70_000),
+    ],
+)
+def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, comments, edited, size):
+    """The step's shell with a recording `gh` that answers `api --paginate ... --jq EXPR` by running EXPR over the
+    recorded comments with jq (gh's --jq is gojq, a jq implementation; `env`, `select`, `startswith` are jq's own):
+    the first comment of this workflow's own (author github-actions[bot], the account GITHUB_TOKEN writes as) that
+    starts with this stack's marker is edited, whoever else wrote one; otherwise one is created. A report over
+    GitHub's 65,536-character limit is cut with a pointer to the summary."""
     (tmp_path / "out" / "prod").mkdir(parents=True)
     (tmp_path / "out" / "prod" / "synth-diff.md").write_text("x" * size)
+    (tmp_path / "comments.json").write_text(json.dumps(comments))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     gh = bin_dir / "gh"
@@ -264,7 +289,9 @@ def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, s
         'echo "$*" >> "$CALLS"\n'
         'for a in "$@"; do case "$a" in body=@*) cp "${a#body=@}" "$SENT";; esac; done\n'
         'case "$*" in *--body-file*) cp "${@: -1}" "$SENT";; esac\n'
-        'if [ "$1 $2" = "api --paginate" ]; then [ -n "$EXISTING" ] && echo "$EXISTING"; fi\n'
+        'if [ "$1 $2" = "api --paginate" ]; then\n'
+        '  while [ $# -gt 0 ]; do [ "$1" = --jq ] && exec jq -r "$2" "$COMMENTS"; shift; done\n'
+        "fi\n"
         "exit 0\n"
     )
     gh.chmod(0o755)
@@ -273,12 +300,13 @@ def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, s
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "STACK": "prod",
         "PR": "12",
-        "MARKER": "<!-- rocm-stack diff: prod -->",
+        # The step's own MARKER and AUTHOR, as the runner sets them for stack prod.
+        **{k: comment_step()["env"][k].replace("${{ matrix.stack }}", "prod") for k in ("MARKER", "AUTHOR")},
         "GITHUB_REPOSITORY": "org/repo",
         "RUNNER_TEMP": str(tmp_path),
         "CALLS": str(tmp_path / "calls"),
         "SENT": str(tmp_path / "sent"),
-        "EXISTING": existing,
+        "COMMENTS": str(tmp_path / "comments.json"),
     }
     result = subprocess.run(
         ["bash", "-e", "-c", comment_step()["run"]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
@@ -286,10 +314,12 @@ def test_comment_step_edits_its_own_comment_or_creates_one(tmp_path, existing, s
     assert result.returncode == 0, result.stdout + result.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0].startswith("api --paginate repos/org/repo/issues/12/comments")
-    if existing:
-        assert calls[1].startswith("api --method PATCH repos/org/repo/issues/comments/4711 -F body=@")
+    if edited:
+        assert calls[1:] == [
+            f"api --method PATCH repos/org/repo/issues/comments/{edited} -F body=@{tmp_path}/comment.md"
+        ]
     else:
-        assert calls[1].startswith("pr comment 12 --repo org/repo --body-file")
+        assert calls[1:] == [f"pr comment 12 --repo org/repo --body-file {tmp_path}/comment.md"]
     sent = (tmp_path / "sent").read_text()
     assert sent.startswith("<!-- rocm-stack diff: prod -->\n")
     assert len(sent) < 65_536 and (("cut: the whole report" in sent) == (size > 60_000))
@@ -488,46 +518,90 @@ def test_host_access_comes_from_the_environment_and_stays_in_the_job(tmp_path, g
 
 
 CODEOWNERS = ROOT / ".github" / "CODEOWNERS"
+OWNERS = ["@example-org/platform-owners"]
+# What the program reads and imports in a prod synth and the pack in its prod run: the files of the repository
+# opened (audit event `open`) or imported (`sys.modules`).
+_OPENED_BY_PROD = """
+import json, os, sys
+from pathlib import Path
+seen = set()
+sys.addaudithook(lambda event, args: event == "open" and isinstance(args[0], str) and seen.add(os.path.abspath(args[0])))
+sys.path.insert(0, "policy")
+from tools.synth import synthesize
+from rocm_policy import offline
+plan = synthesize("prod").to_json()
+with offline.stack_environment("prod"):
+    offline.check(plan["resources"], config=offline.read_policy_config(Path("policy/prod.json")))
+seen |= {os.path.abspath(m.__file__) for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
+print(json.dumps(sorted(seen)))
+"""
 
 
-def test_codeowners_cover_what_decides_how_prod_is_judged_and_deployed(tmp_path):
-    """GitHub CODEOWNERS: patterns follow .gitignore's rules (no `!` negation, no `[ ]` ranges) and "the last
-    matching pattern takes the most precedence"; .github/ is searched first
-    (https://docs.github.com/en/repositories/managing-your-repositorys-settings-and-features/customizing-your-repository/about-code-owners).
-    Which pattern owns a path is asked of git itself (`git check-ignore -v` reports the last matching
-    pattern of the same rules), on a tree with the repository's paths plus future prod stacks."""
-    rules = [line for line in CODEOWNERS.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    patterns = [rule.split()[0] for rule in rules]
-    assert not [p for p in patterns if p.startswith("!") or "[" in p], "syntax GitHub does not support"
-    protected = [
-        ".github/CODEOWNERS",
-        ".github/actions/pulumi-setup/action.yml",
-        *(str(p.relative_to(ROOT)) for p in WORKFLOWS.glob("*.yml")),
-        *(str(p.relative_to(ROOT)) for p in (ROOT / "policy").rglob("*") if p.is_file() and ".venv" not in p.parts),
-        # The rules the pack runs (and the config loader): they judge prod as much as policy/ does.
-        *(str(p.relative_to(ROOT)) for p in (ROOT / "rules").rglob("*.py")),
-        "policy/prod.json",
-        "stacks/Pulumi.prod.yaml",
-        "stacks/Pulumi.prod-eu.yaml",  # a prod stack by its name (docs/security.md)
-        "stacks/placement.prod.yaml",
-    ]
-    unprotected = ["stacks/Pulumi.dev.yaml", "README.md"]
-    for path in protected + unprotected:
-        (tmp_path / "tree" / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "tree" / path).touch()
-    subprocess.run(["git", "init", "-q", str(tmp_path / "tree")], check=True)
-    excludes = tmp_path / "patterns"  # the patterns alone, one per rule, in order
-    excludes.write_text("\n".join(patterns) + "\n")
-    result = subprocess.run(
-        ["git", "-c", f"core.excludesFile={excludes}", "check-ignore", "--no-index", "-v", *protected, *unprotected],
-        cwd=tmp_path / "tree",
-        capture_output=True,
-        text=True,
+def owners_by(codeowners: str) -> Callable[[str], list[str]]:
+    """A CODEOWNERS file as GitHub reads it: each line a pattern and its owners, patterns following .gitignore's
+    rules (no `!` negation, no `[ ]` ranges), "the last matching pattern takes the most precedence", and a pattern
+    without owners leaves its paths unowned (https://docs.github.com/en/repositories/managing-your-repositorys-settings-and-features/customizing-your-repository/about-code-owners).
+    Each pattern is matched against a file's path with pathspec's gitignore patterns. Not `git check-ignore`: git
+    never looks inside a directory a pattern excludes, so after `*` it gives `stacks/x` to `*` whatever follows,
+    against GitHub's own `/apps/` then `/apps/github` example (test_codeowners_match_as_github_documents)."""
+    rules = [line.split() for line in codeowners.splitlines() if line.strip() and not line.startswith("#")]
+    assert not [r for r in rules if r[0].startswith("!") or "[" in r[0]], "syntax GitHub does not support"
+    spec = pathspec.PathSpec.from_lines("gitignore", [r[0] for r in rules])
+
+    def owners(path: str) -> list[str]:
+        index = spec.check_file(path).index
+        return [] if index is None else rules[index][1:]
+
+    return owners
+
+
+def test_codeowners_match_as_github_documents():
+    """The examples of GitHub's "About code owners" page, with the owners it states for each path."""
+    owners = owners_by(
+        "* @global-owner1 @global-owner2\n*.js @js-owner\n/build/logs/ @doctocat\ndocs/* docs@example.com\n"
+        "apps/ @octocat\n/scripts/ @doctocat @octocat\n/apps/ @octocat\n/apps/github\n"
     )
-    owner_of = {}
-    for line in result.stdout.splitlines():
-        source, path = line.split("\t")
-        owner_of[path] = rules[int(source.split(":")[1]) - 1].split()[1:]
-    for path in protected:
-        assert owner_of.get(path) == ["@example-org/platform-owners"], path
-    assert not set(unprotected) & set(owner_of)
+    assert owners("src/main.go") == ["@global-owner1", "@global-owner2"]
+    assert owners("web/app.js") == ["@js-owner"]
+    assert owners("build/logs/2024/run.txt") == ["@doctocat"]  # "and any of its subdirectories"
+    assert owners("docs/getting-started.md") == ["docs@example.com"]
+    assert owners("docs/build-app/troubleshooting.md") == ["@global-owner1", "@global-owner2"]  # "not further nested"
+    assert owners("x/apps/a.rb") == ["@octocat"]  # "an apps directory anywhere"
+    assert owners("apps/github/a.rb") == []  # "as this subdirectory has no code owners"
+
+
+def test_codeowners_own_everything_a_prod_preview_or_deploy_runs():
+    """Issue 34 item 6: Pulumi.yaml (its stackConfigDir picks prod's config file), the program, the requirements,
+    pyproject.toml and the Makefile were nobody's. What a prod preview or deploy runs or reads: every file the prod
+    synth and the pack's prod run open or import (measured, in a fresh interpreter), what the Pulumi CLI reads before
+    (Pulumi.yaml, requirements.txt: its Python runtime installs it; the pack's PulumiPolicy.yaml, __main__.py and
+    requirements.txt), what the workflows run (.github/, the Makefile's synth, pyproject.toml through `pip install -e
+    .`, .ci/run), and files such a change would add. All of it is the platform owners'; the repository's other
+    tracked files are too, but for the exceptions CODEOWNERS lists, none of which a prod run touches."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    opened = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", _OPENED_BY_PROD], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+        ).stdout
+    )
+    run_by_prod = {str(Path(p).relative_to(ROOT)) for p in opened if Path(p).is_relative_to(ROOT)} & set(tracked)
+    assert {"__main__.py", "Pulumi.yaml", "stacks/Pulumi.prod.yaml", "rules/__init__.py"} <= run_by_prod
+    run_by_prod |= {"Pulumi.yaml", "requirements.txt", "pyproject.toml", "Makefile", ".ci/run"}
+    run_by_prod |= {p for p in tracked if p.startswith((".github/", "policy/"))}
+    future = [
+        "stacks/Pulumi.prod-eu.yaml",  # prod stacks by their names (rules.is_prod_stack)
+        "stacks/Pulumi.production.yaml",
+        "prodstacks/Pulumi.prod.yaml",  # where a changed stackConfigDir would point
+        "components/storage/__init__.py",  # a new package of the program
+        "requirements-gpu.txt",
+        ".github/workflows/new.yml",
+    ]
+    owners = owners_by(CODEOWNERS.read_text())
+    owner_of = {path: owners(path) for path in [*tracked, *future]}
+    assert {p: owner_of[p] for p in sorted(run_by_prod) + future if owner_of[p] != OWNERS} == {}
+    unowned = {p for p in tracked if not owner_of[p]}
+    assert unowned == {p for p in tracked if p.startswith(("docs/", "tests/", "bench/"))} | {
+        "README.md",
+        "stacks/Pulumi.dev.yaml",
+    }
+    assert not unowned & run_by_prod

@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
         "Print (or --write, --check) docs/rules.md, generated from the rule catalogue.",
         False,
     ),
+    "allowlist": (
+        "tools.allowlist",
+        "Print (or --write, --check) the policy pack's prod allow-list, derived from the synth of the prod stacks.",
+        True,
+    ),
     "images": ("tools.images", "List every image the stack pulls (for copying them into an air-gapped mirror).", True),
     "lock": ("tools.lock", "Write the stack's placement lock (stacks/placement.STACK.yaml).", True),
     "verify": ("tools.verify", "Verify a deployed stack.", True),

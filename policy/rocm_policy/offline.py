@@ -140,6 +140,9 @@ def check(
                     )
                     for r in resources
                 ]
+                by_urn = {p.urn: p for p in stack if p.urn}
+                for p, r in zip(stack, resources, strict=True):  # the engine's dependencies, as plan.json records them
+                    p.dependencies = [by_urn[u] for u in r.get("depends_on", ()) if u in by_urn]
                 policy.validate(StackValidationArgs(stack, properties), reporter(policy.name, level, ""))
         except _NotApplicableError:
             continue  # the pack's rules only decline for a whole stack (a prod-only rule on dev)

@@ -4,8 +4,8 @@ the engine's callbacks.
 Which stack is checked, and whether it is prod (rules.environment_of, the program's config loader's rule too): the
 stack's name, from PULUMI_STACK (the Pulumi CLI starts the pack with PULUMI_STACK and PULUMI_CONFIG, the stack's
 config as JSON, in its environment: pulumi/pulumi sdk/go/common/resource/plugin/analyzer_plugin.go constructEnv)
-and from the URNs of the resources checked (`urn:pulumi:<stack>::...`); a stack named `prod` or `prod-*` is prod
-whatever its config says. The stack's `rocm-stack:environment` only ever makes a stack stricter: it is the config
+and from the URNs of the resources checked (`urn:pulumi:<stack>::...`); a stack whose name has the word `prod` or
+`production` is prod whatever its config says (rules.is_prod_stack). The stack's `rocm-stack:environment` only ever makes a stack stricter: it is the config
 being policed, so it never switches a prod rule off. The pack's own config, set by whoever enables the pack
 (`pulumi up --policy-pack policy --policy-pack-config policy/prod.json`, `pulumi policy enable ... --config`), is
 the switch that does not trust the stack author: `{"<policy>": {"prod": true}}` makes a policy judge any stack
@@ -38,6 +38,8 @@ from pulumi_policy import (
 import rules
 from rules.catalogue import CATALOGUE
 from rules.rule import Rule
+
+from . import allowlist
 
 PROJECT = "rocm-stack"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
@@ -259,6 +261,29 @@ def _validate_config_secrets(args: StackValidationArgs, report_violation: Report
         report_violation(f"config '{key}' {rules.SECRET_IN_ARGUMENTS}", None)
 
 
+def _images(resource: Any) -> tuple[str, ...]:
+    """The image references a resource's `image` depends on: the RemoteImages among the engine's dependencies of that
+    property (of the resource, where the engine records none per property)."""
+    by_property = getattr(resource, "property_dependencies", None) or {}
+    dependencies = by_property.get("image") or getattr(resource, "dependencies", None) or []
+    return tuple(
+        str(d.props.get("name"))
+        for d in dependencies
+        if d.resource_type == allowlist.REMOTE_IMAGE and d.props.get("name")
+    )
+
+
+def _validate_declared_by_the_program(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if not context.prod:
+        args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
+    allowed = allowlist.load()
+    for r in args.resources:
+        declared = allowlist.Declared(r.resource_type, r.props, r.urn, _images(r))
+        for message in allowlist.problems(declared, allowed):
+            report_violation(message, r.urn)
+
+
 # The stack rules' bindings: what each reads of the stack (its resources, the stack file, the engine's config).
 STACK_VALIDATORS: dict[str, Callable[[StackValidationArgs, ReportViolation], None]] = {
     "gpu-partitions-isolated": _validate_isolation,
@@ -287,4 +312,14 @@ def policy(rule: Rule) -> ResourceValidationPolicy | StackValidationPolicy:
     )
 
 
-POLICIES = [policy(rule) for rule in CATALOGUE]
+# The prod allow-list (allowlist.py): a policy of the pack's own, not yet an entry of the catalogue (its check reads
+# the pack's allowlist.prod.json through pulumi_policy's proxies).
+ALLOWLIST_POLICY = _stack_policy(
+    "prod-declared-by-the-program",
+    "In prod every resource type, field and value is one the program declares for the committed prod stacks "
+    "(policy/rocm_policy/allowlist.prod.json, derived from their synth: `rocm-stack allowlist`), whatever its "
+    "name: a Docker container's role by its image and the stack's labels, a field it always has not dropped.",
+    _validate_declared_by_the_program,
+)
+
+POLICIES = [*(policy(rule) for rule in CATALOGUE), ALLOWLIST_POLICY]
