@@ -389,3 +389,16 @@ def test_more_flavor_resource_combinations_than_kueues_webhook_takes_is_refused(
     queue = config[P + "kubernetes"]["queues"]["clusterQueues"]["pretrain"]
     queue["gpus"] = {f"f{n}": {f"example.com/r{m}": 1 for m in range(23)} for n in range(23)}
     assert "23 flavors x 23 resources are 529 flavor-resource combinations" in refusal("prod", config)
+
+
+def test_a_storage_class_kubernetes_cannot_name_is_refused():
+    # A StorageClass's name is a DNS subdomain (kubernetes pkg/apis/storage/validation ValidateStorageClass:
+    # ValidateObjectMeta with NameIsDNSSubdomain); a PVC naming another is never bound.
+    config = stack_file("prod")
+    config[P + "training"][0]["kubernetes"]["checkpoints"] = {"type": "pvc", "storageClass": "Fast_SSD"}
+    assert "checkpoints.storageClass: 'Fast_SSD' is no DNS subdomain" in refusal("prod", config)
+
+
+def test_a_registry_server_docker_cannot_log_in_to_is_refused():
+    config = {P + "registry": {"server": "registry.example.com:99999", "username": "ci"}}
+    assert "registry.server: the port of" in refusal("dev", config)
