@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from schema.types import docker_bytes, duration_seconds, quantity_value
+from tools import verify_k8s
 from tools.synth import synthesize
 from conftest import refusal, stack_file
 
@@ -402,3 +403,10 @@ def test_a_storage_class_kubernetes_cannot_name_is_refused():
 def test_a_registry_server_docker_cannot_log_in_to_is_refused():
     config = {P + "registry": {"server": "registry.example.com:99999", "username": "ci"}}
     assert "registry.server: the port of" in refusal("dev", config)
+
+
+@pytest.mark.parametrize(("allocatable", "count"), [("8", 8), ("1k", 1000), ("1234k", 1234000)])
+def test_verify_reads_a_nodes_count_in_the_api_servers_canonical_form(allocatable, count):
+    """The API server writes quantities in canonical form, 1000 as "1k" (apimachinery quantity_test.go TestNewSet
+    L984-992 @ v0.36.3): a node with 1000 RDMA shared devices reports "1k", which int() read as 0."""
+    assert verify_k8s.quantity(allocatable) == count
