@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-
 from components.docker.checks import CHECK_LABEL
 from components.docker.provider_schema import (
     CONTAINER,
