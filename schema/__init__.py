@@ -29,7 +29,7 @@ from .groups import HostGroup
 from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
 from .monitoring import MonitoringConfig
-from .mirror import MirrorConfig
+from .mirror import MirrorConfig, RegistryPrefix
 from .stackfile import SECRET_PLACEHOLDER, set_secret
 
 PROJECT = "rocm-stack"
@@ -46,7 +46,7 @@ SECRET_KEYS = {
 class RegistryConfig(ConfigModel):
     """A private registry the hosts pull from; its password is the secret `rocm-stack:registryPassword`."""
 
-    server: str
+    server: RegistryPrefix
     """The registry's host name (and port), as `docker login` takes it."""
     username: str
 

@@ -188,6 +188,13 @@ def _quota(value: Any) -> Any:
 QuotaValue = Annotated[Quota, BeforeValidator(_quota)]
 
 
+# The ClusterQueue CRD's bounds (config/components/crd/bases/kueue.x-k8s.io_clusterqueues.yaml @ v0.19.2, vendored in
+# tests/data/kubernetes): at most 64 flavors in a resource group, 64 covered resources, 64 resources per flavor; and
+# the webhook's: at most 512 flavor-resource combinations in a group (clusterqueue_webhook.go L213-229).
+KUEUE_MAX_ITEMS = 64
+KUEUE_MAX_COMBINATIONS = 512
+
+
 class ClusterQueueConfig(ConfigModel):
     namespaces: list[Name] = Field(min_length=1, max_length=MAX_ITEMS)
     """Namespaces whose LocalQueues may point at this queue (its namespaceSelector)."""
@@ -197,8 +204,8 @@ class ClusterQueueConfig(ConfigModel):
     memory: QuotaValue
     """Kueue admits a job only if its queue covers every resource its pods request: the pods' CPU and memory (on
     any node: the flavor CPU_FLAVOR, no node labels) as well as their GPUs."""
-    gpus: dict[Name, Annotated[dict[ResourceName, QuotaValue], Field(max_length=MAX_ITEMS)]] = Field(
-        min_length=1, max_length=MAX_ITEMS
+    gpus: dict[Name, Annotated[dict[ResourceName, QuotaValue], Field(max_length=KUEUE_MAX_ITEMS)]] = Field(
+        min_length=1, max_length=KUEUE_MAX_ITEMS
     )
     """GPU flavor -> GPU resource (`amd.com/gpu`, or a partition resource) -> quota. Every flavor quotes the same
     resources."""
@@ -215,6 +222,13 @@ class ClusterQueueConfig(ConfigModel):
                     f"gpus.{name} quotes {', '.join(listed)} but another flavor quotes {', '.join(first)}: "
                     "every GPU flavor of a queue quotes the same resources"
                 )
+        combinations = len(self.gpus) * len(first)
+        if combinations > KUEUE_MAX_COMBINATIONS:
+            raise ValueError(
+                f"gpus: {len(self.gpus)} flavors x {len(first)} resources are {combinations} flavor-resource "
+                f"combinations, more than the {KUEUE_MAX_COMBINATIONS} Kueue's webhook takes in one resource group; "
+                "split the queue"
+            )
         # Kueue's ClusterQueue webhook (pkg/webhooks/clusterqueue_webhook.go @ v0.19.2): either limit "must be nil
         # when cohort is empty" (validateLimit L368-380), a lendingLimit "must be less than or equal to the
         # nominalQuota" (validateLendingLimit L383-389), compared as quantities (Quantity.Cmp).

@@ -385,6 +385,19 @@ def _label_value(value: str) -> str:
     return value
 
 
+def _dns_subdomain(value: str) -> str:
+    if len(value) > _DNS1123_SUBDOMAIN_MAX or not _DNS1123_SUBDOMAIN.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is no DNS subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter "
+            f"or digit, at most {_DNS1123_SUBDOMAIN_MAX} characters: apimachinery IsDNS1123Subdomain)"
+        )
+    return value
+
+
+# An object name Kubernetes validates as a DNS subdomain (a StorageClass's: ValidateClassName, NameIsDNSSubdomain).
+DnsSubdomain = Annotated[str, Check(_dns_subdomain, expected="a DNS subdomain, e.g. fast-ssd")]
+
+
 LabelKey = Annotated[
     str,
     Check(

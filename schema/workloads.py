@@ -46,6 +46,7 @@ from .types import (
     Labels,
     LabelValue,
     Port,
+    DnsSubdomain,
     KubeQuantity,
     PodMemory,
     TaintEffect,
@@ -276,7 +277,7 @@ def pod_tolerations(tolerations: list[Toleration] | None, taints: Iterable[GpuNo
 class PvcStorage(ConfigModel):
     type: Literal["pvc"]
     # None: the cluster's default StorageClass.
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
     size: KubeQuantity = "100Gi"
     # ReadWriteMany: every pod (every node of a training job, every replica of a server) mounts the same volume.
     access_mode: Literal["ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"] = "ReadWriteMany"

@@ -5,12 +5,15 @@ upstream project's own test table or source, cited; nothing here restates the st
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import docker.utils
 import pytest
+import yaml
 
 from schema.types import docker_bytes, duration_seconds, quantity_value
+from tools import verify_k8s
 from tools.synth import synthesize
 from conftest import refusal, stack_file
 
@@ -364,3 +367,46 @@ def test_a_repository_helm_or_docker_cannot_reach_is_refused(key, value):
     if section == "mirror":
         node.update(charts="oci://registry.example.internal/charts", files="https://files.example.internal")
     assert f"{key}: " in refusal("dev", config)
+
+
+def test_more_gpu_flavors_than_the_cluster_queue_crd_holds_is_refused():
+    # kueue.x-k8s.io_clusterqueues.yaml @ v0.19.2 (tests/data/kubernetes): resourceGroups[].flavors maxItems 64.
+    crd = yaml.safe_load(
+        (Path(__file__).parent / "data" / "kubernetes" / "kueue.x-k8s.io_clusterqueues.yaml").read_text()
+    )
+    [v1beta2] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+    group = v1beta2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["resourceGroups"]["items"]
+    assert group["properties"]["flavors"]["maxItems"] == 64
+    config = stack_file("prod")
+    queue = config[P + "kubernetes"]["queues"]["clusterQueues"]["pretrain"]
+    queue["gpus"] = {f"f{n}": {"amd.com/gpu": 1} for n in range(65)}
+    assert "clusterQueues.pretrain.gpus: " in refusal("prod", config)
+
+
+def test_more_flavor_resource_combinations_than_kueues_webhook_takes_is_refused():
+    # clusterqueue_webhook.go L213-229 @ v0.19.2: "number of flavor-resource combinations in a resourceGroup must be
+    # ≤ 512".
+    config = stack_file("prod")
+    queue = config[P + "kubernetes"]["queues"]["clusterQueues"]["pretrain"]
+    queue["gpus"] = {f"f{n}": {f"example.com/r{m}": 1 for m in range(23)} for n in range(23)}
+    assert "23 flavors x 23 resources are 529 flavor-resource combinations" in refusal("prod", config)
+
+
+def test_a_storage_class_kubernetes_cannot_name_is_refused():
+    # A StorageClass's name is a DNS subdomain (kubernetes pkg/apis/storage/validation ValidateStorageClass:
+    # ValidateObjectMeta with NameIsDNSSubdomain); a PVC naming another is never bound.
+    config = stack_file("prod")
+    config[P + "training"][0]["kubernetes"]["checkpoints"] = {"type": "pvc", "storageClass": "Fast_SSD"}
+    assert "checkpoints.storageClass: 'Fast_SSD' is no DNS subdomain" in refusal("prod", config)
+
+
+def test_a_registry_server_docker_cannot_log_in_to_is_refused():
+    config = {P + "registry": {"server": "registry.example.com:99999", "username": "ci"}}
+    assert "registry.server: the port of" in refusal("dev", config)
+
+
+@pytest.mark.parametrize(("allocatable", "count"), [("8", 8), ("1k", 1000), ("1234k", 1234000)])
+def test_verify_reads_a_nodes_count_in_the_api_servers_canonical_form(allocatable, count):
+    """The API server writes quantities in canonical form, 1000 as "1k" (apimachinery quantity_test.go TestNewSet
+    L984-992 @ v0.36.3): a node with 1000 RDMA shared devices reports "1k", which int() read as 0."""
+    assert verify_k8s.quantity(allocatable) == count

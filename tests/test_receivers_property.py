@@ -27,7 +27,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from schema import StackConfig
+from schema.mirror import ChartPrefix, FilePrefix, RegistryPrefix
 from schema.types import (
+    ChartRepository,
     Duration,
     HostPort,
     KubeQuantity,
@@ -155,6 +157,19 @@ def alertmanager_url(text: str) -> str | None:
     return text
 
 
+def repository_address(text: str, schemes: tuple[str, ...]) -> str | None:
+    """Where Helm or Docker connects for a chart or image: one of `schemes` (none: a registry host and path, as Docker
+    reads an image's prefix), a host, and a TCP port if any."""
+    try:
+        parts = urlsplit(text if schemes else f"//{text}")
+        port = parts.port
+    except ValueError:
+        return None
+    if (schemes and parts.scheme not in schemes) or not parts.hostname or port == 0 or re.search(r"\s", text):
+        return None
+    return text
+
+
 def smtp_host_port(text: str) -> str | None:
     """Alertmanager's HostPort (net.SplitHostPort, a port required), dialled over TCP."""
     host, _, port = text.rpartition(":")
@@ -177,6 +192,17 @@ KINDS: dict[Any, str] = {
     Port: "port",
     Url: "url",
     HostPort: "host:port",
+    ChartRepository: "chart repository",
+    RegistryPrefix: "registry",
+    ChartPrefix: "oci charts",
+    FilePrefix: "https files",
+}
+# The schemes Helm and Docker connect by, per kind of address.
+SCHEMES = {
+    "chart repository": ("http", "https", "oci"),
+    "registry": (),
+    "oci charts": ("oci",),
+    "https files": ("https",),
 }
 
 
@@ -243,7 +269,9 @@ def test_every_kind_of_value_has_its_keys():
 
 def test_no_size_port_or_duration_key_escapes_the_kinds():
     """A key named like a size, port, duration or URL is of one of the kinds (a new key must pick its receiver)."""
-    named = re.compile(r"(size|Size|memory|port|Port|url|Url|For|Window|interval|Interval|time)$")
+    named = re.compile(
+        r"(size|Size|memory|port|Port|url|Url|For|Window|interval|Interval|time|repository|registry|charts|files)$"
+    )
     kinds = {key for key, _ in KEYS}
     missing = []
     for key, field in _all_leaf_keys(StackConfig):
@@ -294,6 +322,9 @@ VALUES = {
     "port": st.integers(-2, 70000),
     "url": _near(r"(https?|ftp)://[a-z]{1,5}(:[0-9]{1,6})?(/[a-z]{0,3})?", "htps:/.a0123456789 "),
     "host:port": _near(r"[a-z.]{0,6}:[0-9]{1,6}", "smtp.:0123456789 "),
+    "address": _near(
+        r"((https?|oci|ftp)://)?[a-z]{1,5}(\.[a-z]{1,3})?(:[0-9]{1,6})?(/[a-z]{0,3})?", "htpsoci:/.a0123456789 "
+    ),
 }
 
 
@@ -334,12 +365,15 @@ def _check(kind: str, annotation: Any, value: Any) -> None:
     elif kind == "host:port":
         if accepted is not None:
             assert smtp_host_port(value) == accepted, value
+    elif kind in SCHEMES:
+        if accepted is not None:
+            assert repository_address(value, SCHEMES[kind]) == accepted, value
 
 
 @pytest.mark.parametrize(("key", "annotation"), KEYS, ids=[key for key, _ in KEYS])
 def test_each_key_takes_what_its_receiver_takes_and_reads_it_alike(key, annotation):
     kind = KINDS[annotation]
-    values = VALUES["size" if kind.endswith("size") else kind]
+    values = VALUES["size" if kind.endswith("size") else "address" if kind in SCHEMES else kind]
 
     @settings(**{**BOUNDED, "max_examples": max(EXAMPLES // 3, 30)})
     @given(values)

@@ -17,8 +17,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from kubernetes.utils.quantity import parse_quantity
-
 from components.docker.checks import CHECK_LABEL
 from components.docker.provider_schema import (
     CONTAINER,
@@ -34,6 +32,7 @@ from components.docker.provider_schema import (
 from components.k8s.replacement import Immutable, group_of, rows
 from components.monitoring.docker_host import PROMETHEUS_FILES
 from rules import MONITORING_LABEL, PARTITION_LABEL
+from schema.types import quantity_value
 from tools.impact_rules import HELM_IDENTITY, K8S_FORCE_NEW, K8S_IDENTITY, RULES, Action
 from tools.synth import SECRET, autoname, autonamed
 from tools.synth_diff import Key, PlanDiff, PlannedResource, SynthPlan, cell, diff, matched
@@ -152,8 +151,8 @@ def _value(inputs: dict[str, Any], row: Immutable) -> Any:
 
 
 def _quantity(value: Any) -> Any:
-    """A Kubernetes quantity ("2Ti") as a number, by the official client's parser."""
-    return parse_quantity(value)  # type: ignore[no-untyped-call]
+    """A Kubernetes quantity ("2Ti") as a number (schema.types.quantity_value, the stack's one reader)."""
+    return quantity_value(str(value))
 
 
 def _refusing(old: PlannedResource, new: PlannedResource, path: str) -> list[Immutable]:

@@ -43,6 +43,7 @@ from components.docker.checks import GPU_CHECK_PROGRAMS, PROGRAM_PARENT, check_r
 from schema import StackConfig
 from schema.gpu_nodes import CHECK_IMAGE_KEY, GpuNodeGroup, gpu_namespace, gpu_node_groups, gpu_node_selector
 from schema.kubernetes import PARTITION_PROFILE_LABEL
+from schema.types import quantity_value
 from tools.verify_common import (
     SCHEDULE_WAIT_S,
     FleetRow,
@@ -135,9 +136,10 @@ def api_error(error: Exception) -> str:
 
 
 def quantity(value: str | None) -> int:
-    """A count of an extended resource (an integer quantity such as "8")."""
+    """A count of an extended resource, an integer quantity in the API server's canonical form ("8", or "1k" for
+    1000: apimachinery writes the largest suffix that loses nothing), read by the stack's one quantity reader."""
     try:
-        return int(value or 0)
+        return int(quantity_value(value or "0"))
     except ValueError:
         return 0
 
