@@ -235,4 +235,35 @@ def build_workloads(
                         secret_env=secrets.env_is_secret("hosts", "inference"),
                     ),
                 )
+        if workloads.vllm_servers:
+            assert kubernetes is not None
+            _serving_policy(cfg, kubernetes)
     return workloads
+
+
+SERVING_POLICY = "rocm-stack-serving"
+
+
+def _serving_policy(cfg: StackConfig, kubernetes: KubernetesLayer) -> None:
+    """The admission policy that keeps serving's labels to the stack's own pods (admission.py)."""
+    from .admission import ServingPolicy, ServingPolicyArgs
+
+    namespaces, deployments, sets = set(), [], []
+    for inference in cfg.inference:
+        if (k8s := inference.kubernetes) is not None:
+            namespaces.add(k8s.namespace)
+            if k8s.multi_node:
+                sets.append(inference.leader_worker_set_name)
+            else:
+                deployments.append(inference.name)
+            if k8s.router is not None:
+                deployments.append(f"{inference.name}-router")
+    ServingPolicy(
+        SERVING_POLICY,
+        ServingPolicyArgs(
+            provider=kubernetes.provider,
+            namespaces=sorted(namespaces),
+            names={"deployments": sorted(deployments), "leaderworkersets": sorted(sets)},
+            depends_on=list(kubernetes.namespaces.values()),
+        ),
+    )

@@ -1,0 +1,200 @@
+"""The stack's ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, stable since Kubernetes 1.30: KEP-3488,
+https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/): CEL the API server evaluates
+on every matching request, refusing what fails (`validationActions: [Deny]`).
+
+Serving trusts pod labels: the router discovers its replicas by label and hands each one the API key and clients'
+prompts (router.py), the replicas' Service sends to every pod it selects, the ServiceMonitor scrapes them and KEDA
+sums their queue. So in each namespace the stack serves from, a pod carrying serving's labels
+(`app.kubernetes.io/managed-by: rocm-stack` with `app.kubernetes.io/name` vllm or vllm-router) is admitted only from
+the controllers that create the stack's pods, and so on up the chain to objects only the stack declares:
+
+- pods: the ReplicaSet controller (Deployments) or the StatefulSet controller (LeaderWorkerSet groups);
+- ReplicaSets: the Deployment controller; StatefulSets: the LeaderWorkerSet controller;
+- Deployments and LeaderWorkerSets: only the names the stack declares there.
+
+The built-in controllers' user names: kube-controller-manager with `--use-service-account-credentials` runs each
+controller as `system:serviceaccount:kube-system:<controller>`, otherwise all as `system:kube-controller-manager`
+(https://kubernetes.io/docs/reference/access-authn-authz/rbac/#controller-roles). A pod or template that was
+already serving's on UPDATE stays admissible (status, finalizers, the garbage collector's patches).
+
+The expressions use CEL's core only (no Kubernetes library), so tests evaluate them as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_kubernetes import Provider
+from pulumi_kubernetes.admissionregistration import v1 as admission_v1
+from pulumi_kubernetes.meta import v1 as meta_v1
+
+from schema.kubernetes import LWS_NAMESPACE
+from . import multinode
+from .pods import app_labels
+from .router import ROUTER_APP
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+SERVING_APPS = ("vllm", ROUTER_APP)
+MANAGED_BY = "app.kubernetes.io/managed-by"
+APP_NAME = "app.kubernetes.io/name"
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+
+
+def controller(name: str) -> str:
+    """A built-in controller's user name under --use-service-account-credentials."""
+    return f"system:serviceaccount:kube-system:{name}"
+
+
+# The LeaderWorkerSet controller's ServiceAccount: `{{ include "lws.fullname" . }}-controller-manager` in the
+# release's namespace, fullname the release name when it contains the chart's (kubernetes-sigs/lws
+# charts/lws/templates/rbac/serviceaccount.yaml, _helpers.tpl L13-24 @ v0.10.0; components/k8s/lws.py installs
+# release `lws` in lws-system).
+LWS_CONTROLLER = f"system:serviceaccount:{LWS_NAMESPACE}:lws-controller-manager"
+POD_CREATORS = (controller("replicaset-controller"), controller("statefulset-controller"), CONTROLLER_MANAGER)
+REPLICA_SET_CREATORS = (controller("deployment-controller"), CONTROLLER_MANAGER)
+STATEFUL_SET_CREATORS = (LWS_CONTROLLER,)
+
+
+def _list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def serving(meta: str) -> str:
+    """CEL: the object metadata at path `meta` (present) carries serving's labels."""
+    labels = f"{meta}.labels"
+    owner = app_labels("vllm")[MANAGED_BY]
+    return (
+        f"(has({labels}) && '{MANAGED_BY}' in {labels} && {labels}['{MANAGED_BY}'] == '{owner}' && "
+        f"'{APP_NAME}' in {labels} && {labels}['{APP_NAME}'] in {_list(SERVING_APPS)})"
+    )
+
+
+def _template(root: str, path: str) -> str:
+    """CEL: the pod template at `root.path` (whose parents are required fields) is serving's."""
+    return f"(has({root}.{path}.metadata) && {serving(f'{root}.{path}.metadata')})"
+
+
+def _by(creators: Sequence[str]) -> str:
+    return f"request.userInfo.username in {_list(creators)}"
+
+
+def _kept(judged: str) -> str:
+    """CEL: an UPDATE of what was already serving's."""
+    return f"(request.operation == 'UPDATE' && {judged.replace('object.', 'oldObject.')})"
+
+
+def serving_validations(names: Mapping[str, Sequence[str]]) -> list[tuple[str, str, str]]:
+    """(resource, CEL expression, message) of the serving policy; `names`: resource -> the names the stack declares
+    (deployments, leaderworkersets)."""
+    pod = serving("object.metadata")
+    replica_set = _template("object.spec", "template")
+    lws = (
+        f"({_template('object.spec.leaderWorkerTemplate', 'workerTemplate')} || "
+        f"(has(object.spec.leaderWorkerTemplate.leaderTemplate) && "
+        f"{_template('object.spec.leaderWorkerTemplate', 'leaderTemplate')}))"
+    )
+
+    def rule(resource: str, judged: str, allowed: str) -> str:
+        return f"request.resource.resource != '{resource}' || !{judged} || {allowed}"
+
+    return [
+        (
+            "pods",
+            rule("pods", pod, f"{_kept(pod)} || {_by(POD_CREATORS)}"),
+            "a pod with serving's labels is created only by the ReplicaSet or StatefulSet controller",
+        ),
+        (
+            "replicasets",
+            rule("replicasets", replica_set, f"{_kept(replica_set)} || {_by(REPLICA_SET_CREATORS)}"),
+            "a ReplicaSet of serving's pods is created only by the Deployment controller",
+        ),
+        (
+            "statefulsets",
+            rule("statefulsets", replica_set, f"{_kept(replica_set)} || {_by(STATEFUL_SET_CREATORS)}"),
+            "a StatefulSet of serving's pods is created only by the LeaderWorkerSet controller",
+        ),
+        (
+            "deployments",
+            rule("deployments", replica_set, f"object.metadata.name in {_list(names.get('deployments', ()))}"),
+            "a Deployment of serving's pods is only one the stack declares",
+        ),
+        (
+            "leaderworkersets",
+            rule("leaderworkersets", lws, f"object.metadata.name in {_list(names.get('leaderworkersets', ()))}"),
+            "a LeaderWorkerSet of serving's pods is only one the stack declares",
+        ),
+    ]
+
+
+SERVING_RESOURCES = (
+    ("", "pods"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "deployments"),
+    (multinode.LWS_API_VERSION.split("/")[0], "leaderworkersets"),
+)
+
+
+@dataclass(frozen=True)
+class ServingPolicyArgs:
+    provider: Provider
+    namespaces: Sequence[str]
+    """The namespaces the stack serves from."""
+    names: Mapping[str, Sequence[str]]
+    """Resource -> the names the stack declares there (serving_validations)."""
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class ServingPolicy(pulumi.ComponentResource):
+    """The serving policy and its binding to the serving namespaces."""
+
+    def __init__(self, name: str, args: ServingPolicyArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("rocm-stack:workloads:ServingPolicy", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        groups: dict[str, list[str]] = {}
+        for group, resource in SERVING_RESOURCES:
+            groups.setdefault(group, []).append(resource)
+        self.policy = admission_v1.ValidatingAdmissionPolicy(
+            name,
+            metadata=meta_v1.ObjectMetaArgs(name=name, labels={MANAGED_BY: "rocm-stack"}),
+            spec=admission_v1.ValidatingAdmissionPolicySpecArgs(
+                failure_policy="Fail",
+                match_constraints=admission_v1.MatchResourcesArgs(
+                    resource_rules=[
+                        admission_v1.NamedRuleWithOperationsArgs(
+                            api_groups=[group],
+                            api_versions=["*"],
+                            resources=sorted(resources),
+                            operations=["CREATE", "UPDATE"],
+                        )
+                        for group, resources in sorted(groups.items())
+                    ]
+                ),
+                validations=[
+                    admission_v1.ValidationArgs(expression=expression, message=message, reason="Forbidden")
+                    for _, expression, message in serving_validations(args.names)
+                ],
+            ),
+            opts=child,
+        )
+        self.binding = admission_v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-binding",
+            metadata=meta_v1.ObjectMetaArgs(name=name, labels={MANAGED_BY: "rocm-stack"}),
+            spec=admission_v1.ValidatingAdmissionPolicyBindingSpecArgs(
+                policy_name=self.policy.metadata.name,
+                validation_actions=["Deny"],
+                match_resources=admission_v1.MatchResourcesArgs(
+                    namespace_selector=meta_v1.LabelSelectorArgs(
+                        match_expressions=[
+                            meta_v1.LabelSelectorRequirementArgs(
+                                key=NAMESPACE_NAME_LABEL, operator="In", values=sorted(args.namespaces)
+                            )
+                        ]
+                    )
+                ),
+            ),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(args.depends_on))),
+        )
+        self.register_outputs({"policy": self.policy.metadata.name})
