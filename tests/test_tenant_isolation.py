@@ -11,15 +11,23 @@ from typing import Any
 
 import pytest
 
+from admission_cel import refusals, request
 from components.k8s.keda import RESTRICTED_SECRETS
+from components.workloads import SERVING_POLICY
+from components.workloads.admission import CONTROLLER_MANAGER, LWS_CONTROLLER, controller
+from k8s_validation import validate_all
 from tools.impact import predict
 from tools.impact_rules import Action
-from tools.synth import Plan
+from tools.synth import Plan, manifest_of
 from tools.synth_diff import SynthPlan
 from upstream_go import Upstream
 
 KEDA_CHARTS = Upstream("kedacore/charts", "cbb9bb8ce0809dc9048f72302f7c09765d66ed56")  # tag v2.20.2
+PRODUCTION_STACK = Upstream(
+    "vllm-project/production-stack", "66b60661aa3052810859a417559e9e830772a091"
+)  # vllm-stack-0.1.12
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 
 
@@ -100,3 +108,137 @@ def test_keda_restricted_on_the_next_pulumi_up(prod: Plan) -> None:
     report = predict(SynthPlan.model_validate(base), SynthPlan.model_validate(head))
     changed = {(i.type, i.name): i.action for i in report.impacts}
     assert changed == {(HELM_RELEASE, "keda"): Action.UPDATE}
+
+
+# --- item 1: serving trusts no label a tenant can write ------------------------------------------------------------
+
+POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+TENANT = "system:serviceaccount:ml:default"  # a training team's pod-creating identity in `ml`
+REPLICA_SETS = controller("replicaset-controller")
+
+
+@pytest.fixture(scope="module")
+def serving_policy(prod: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    policy = prod.get(POLICY, SERVING_POLICY)["inputs"]
+    binding = prod.get(BINDING, f"{SERVING_POLICY}-binding")["inputs"]
+    return policy, binding
+
+
+def _replica_labels(prod: Plan) -> dict[str, str]:
+    """What the router selects: the labels of prod's vLLM pods, as its Deployment declares them."""
+    template = prod.get(DEPLOYMENT, "llama")["inputs"]["spec"]["template"]
+    return dict(template["metadata"]["labels"])
+
+
+def test_the_router_hands_every_pod_its_selector_matches_the_key() -> None:
+    """vllm-project/production-stack @ vllm-stack-0.1.12 src/vllm_router/service_discovery.py: the router watches the
+    pods of its namespace by label selector alone (L674-678), asks each ready one's /v1/models with `Authorization:
+    Bearer $VLLM_API_KEY` (L601-606) and routes to it once it names a model (L796-799). Whoever can create a pod with
+    the selector's labels in that namespace gets the key and clients' prompts: the labels must be the stack's alone."""
+    source = PRODUCTION_STACK.read("src/vllm_router/service_discovery.py").decode().splitlines()
+    assert [line.strip() for line in source[600:606]] == [
+        'url = f"http://{pod_ip}:{self.port}/v1/models"',
+        "try:",
+        "headers = None",
+        'if VLLM_API_KEY := os.getenv("VLLM_API_KEY"):',
+        'logger.info("Using vllm server authentication")',
+        'headers = {"Authorization": f"Bearer {VLLM_API_KEY}"}',
+    ]
+    assert [line.strip() for line in source[673:678]] == [
+        "for event in self.k8s_watcher.stream(",
+        "self.k8s_api.list_namespaced_pod,",
+        "namespace=self.namespace,",
+        "label_selector=self.label_selector,",
+        "timeout_seconds=self.watcher_timeout_seconds,",
+    ]
+    assert [line.strip() for line in source[795:799]] == [
+        "if not model_names:",
+        "return",
+        "",
+        "self._add_engine(engine_name, engine_ip, model_names, model_label)",
+    ]
+
+
+def test_a_pod_with_the_replicas_labels_is_refused_unless_a_controller_creates_it(prod, serving_policy) -> None:
+    """The rogue pod of the finding (the replicas' labels, created in serving's namespace by a training team's
+    identity, or by a Job, a DaemonSet, any controller but the ReplicaSet and StatefulSet ones) is refused; the
+    stack's own pods (ReplicaSet controller, also as kube-controller-manager's own user) and unlabelled pods pass."""
+    namespace = prod.get(DEPLOYMENT, "llama")["inputs"]["metadata"]["namespace"]
+    labels = _replica_labels(prod)
+    rogue = {"metadata": {"name": "rogue", "labels": labels}, "spec": {}}
+    policy, binding = serving_policy
+    for creator in (TENANT, "alice", controller("job-controller"), controller("daemon-set-controller")):
+        assert refusals(policy, binding, request("CREATE", "", "pods", rogue, creator, namespace)), creator
+    for creator in (REPLICA_SETS, controller("statefulset-controller"), CONTROLLER_MANAGER):
+        assert refusals(policy, binding, request("CREATE", "", "pods", rogue, creator, namespace)) == []
+    router_pod = {
+        "metadata": {"labels": prod.get(DEPLOYMENT, "llama-router")["inputs"]["spec"]["selector"]["matchLabels"]}
+    }
+    assert refusals(policy, binding, request("CREATE", "", "pods", router_pod, TENANT, namespace))
+    training = {"metadata": {"labels": {**labels, "app.kubernetes.io/name": "training"}}}
+    assert (
+        refusals(policy, binding, request("CREATE", "", "pods", training, controller("job-controller"), namespace))
+        == []
+    )
+    assert refusals(policy, binding, request("CREATE", "", "pods", {"metadata": {}}, TENANT, namespace)) == []
+    # Labels added later: refused; a serving pod's own updates (status, finalizers) pass.
+    plain = {"metadata": {"name": "rogue"}}
+    assert refusals(policy, binding, request("UPDATE", "", "pods", rogue, TENANT, namespace, old=plain))
+    assert refusals(policy, binding, request("UPDATE", "", "pods", rogue, TENANT, namespace, old=rogue)) == []
+
+
+def test_no_controller_path_around_the_policy(prod, serving_policy) -> None:
+    """The controllers that may create serving's pods create them from templates: a ReplicaSet only from the
+    Deployment controller, a StatefulSet only from the LeaderWorkerSet controller, a Deployment or LeaderWorkerSet
+    with serving's template only under a name the stack declares."""
+    namespace = prod.get(DEPLOYMENT, "llama")["inputs"]["metadata"]["namespace"]
+    policy, binding = serving_policy
+    template = {"metadata": {"labels": _replica_labels(prod)}}
+
+    def workload(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"template": template}}
+
+    def judged(group: str, resource: str, obj: dict[str, Any], creator: str) -> list[str]:
+        return refusals(policy, binding, request("CREATE", group, resource, obj, creator, namespace))
+
+    assert judged("apps", "replicasets", workload("x"), TENANT)
+    assert judged("apps", "replicasets", workload("llama-5d4f"), controller("deployment-controller")) == []
+    assert judged("apps", "statefulsets", workload("x"), TENANT)
+    assert judged("apps", "statefulsets", workload("x"), LWS_CONTROLLER) == []
+    assert judged("apps", "deployments", workload("rogue"), TENANT)
+    assert judged("apps", "deployments", workload("llama"), TENANT) == []  # the stack's: its deployer's RBAC
+    assert judged("apps", "deployments", {"metadata": {"name": "x"}, "spec": {"template": {}}}, TENANT) == []
+    group = "leaderworkerset.x-k8s.io"
+    lws = {"metadata": {"name": "rogue"}, "spec": {"leaderWorkerTemplate": {"workerTemplate": template}}}
+    assert judged(group, "leaderworkersets", lws, TENANT)
+    leader = {
+        "metadata": {"name": "rogue"},
+        "spec": {"leaderWorkerTemplate": {"leaderTemplate": template, "workerTemplate": {}}},
+    }
+    assert judged(group, "leaderworkersets", leader, TENANT)
+
+
+def test_the_policy_binds_where_the_stack_serves_and_refuses(prod, serving_policy) -> None:
+    """Bound to the namespaces of the stack's vLLM servers, on CREATE and UPDATE, failing closed: `Deny`
+    (https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/, stable since 1.30:
+    kubernetes/website content/en/docs/reference/command-line-tools-reference/feature-gates/
+    ValidatingAdmissionPolicy.md)."""
+    policy, binding = serving_policy
+    namespaces = {r["inputs"]["metadata"]["namespace"] for r in prod.of_type(DEPLOYMENT)}
+    [expression] = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert set(expression["values"]) == namespaces
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]} == {
+        ("", "pods"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "deployments"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    }
+    assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in rules)
+    objects = [
+        manifest_of(prod.get(POLICY, SERVING_POLICY)),
+        manifest_of(prod.get(BINDING, f"{SERVING_POLICY}-binding")),
+    ]
+    assert validate_all(objects) == 2  # kubernetes-validate --strict, the built-in kinds
