@@ -13,12 +13,13 @@ import pytest
 
 from admission_cel import refusals, request
 from components.k8s.keda import RESTRICTED_SECRETS
+from conftest import stack_file
 from components.workloads import SERVING_POLICY
 from components.workloads.admission import CONTROLLER_MANAGER, LWS_CONTROLLER, controller
 from k8s_validation import validate_all
 from tools.impact import predict
 from tools.impact_rules import Action
-from tools.synth import Plan, manifest_of
+from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
 from upstream_go import Upstream
 
@@ -26,6 +27,7 @@ KEDA_CHARTS = Upstream("kedacore/charts", "cbb9bb8ce0809dc9048f72302f7c09765d66e
 PRODUCTION_STACK = Upstream(
     "vllm-project/production-stack", "66b60661aa3052810859a417559e9e830772a091"
 )  # vllm-stack-0.1.12
+P = "rocm-stack:"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
@@ -242,3 +244,47 @@ def test_the_policy_binds_where_the_stack_serves_and_refuses(prod, serving_polic
         manifest_of(prod.get(BINDING, f"{SERVING_POLICY}-binding")),
     ]
     assert validate_all(objects) == 2  # kubernetes-validate --strict, the built-in kinds
+
+
+def serving_moved(namespace: str = "serving") -> dict[str, Any]:
+    """Prod's stack file with serving in a namespace of its own, with its LocalQueue (docs/kubernetes.md)."""
+    config = stack_file("prod")
+    k8s = config[P + "kubernetes"]
+    k8s["namespaces"] = [*k8s["namespaces"], namespace]
+    k8s["queues"]["clusterQueues"]["serving"]["namespaces"] = [namespace]
+    for queue in k8s["queues"]["localQueues"]:
+        if queue["name"] == "serving":
+            queue["namespace"] = namespace
+    config[P + "inference"][0]["kubernetes"]["namespace"] = namespace
+    return config
+
+
+def test_moving_serving_to_its_own_namespace_on_a_running_prod(prod: Plan) -> None:
+    """Day 2 of the move, as `rocm-stack diff` predicts it through the real program: a namespace is part of an
+    object's identity, so every serving object is replaced. The replicas' Deployment and their model-cache PVC go
+    first (deleteBeforeReplace: their GPUs and fixed names), so serving is down until the new replicas have loaded the
+    model again into an empty cache; the router's objects are created in the new namespace first and the old ones
+    deleted at the end: the clients' address changes (`llama-router.serving.svc`). The policy's binding follows
+    the namespace in place; nothing of the training changes."""
+    report = predict(
+        SynthPlan.model_validate(prod.to_json()),
+        SynthPlan.model_validate(synthesize("prod", serving_moved()).to_json()),
+    )
+    actions = {(i.type.rsplit(":", 1)[-1], i.name): i.action for i in report.impacts}
+    meanings = {(i.type.rsplit(":", 1)[-1], i.name): i.meaning for i in report.impacts}
+    assert actions[("Deployment", "llama")] == Action.DELETE_REPLACE
+    assert meanings[("Deployment", "llama")] == "deletes Deployment `ml/llama`, then creates it as `serving/llama`"
+    assert actions[("PersistentVolumeClaim", "llama-model-cache")] == Action.DELETE_REPLACE
+    for kind, name in (
+        ("Deployment", "llama-router"),
+        ("Service", "llama-router-service"),
+        ("Secret", "llama-api-key"),
+    ):
+        assert actions[(kind, name)] == Action.REPLACE, (kind, name)
+    assert meanings[("Service", "llama-router-service")].startswith(
+        "creates Service `serving/llama-router`, then deletes `ml/llama-router`"
+    )
+    assert actions[("Namespace", "k8s-serving")] == Action.CREATE
+    assert actions[("ValidatingAdmissionPolicyBinding", f"{SERVING_POLICY}-binding")] == Action.UPDATE
+    assert actions[("LocalQueue", "local-queue-ml.serving")] == Action.DELETE
+    assert not [key for key in actions if key[0] in ("JobSet", "Job") or key[1].startswith("llm-")]
