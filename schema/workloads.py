@@ -330,7 +330,7 @@ class TrainingNetwork(ConfigModel):
     rdma: RdmaResource
     """The RDMA resource every pod requests."""
     host_network: bool = False
-    """The pods use the node's network namespace (its RDMA NICs directly); needs podSecurity privileged."""
+    """The pods use the node's network namespace (its RDMA NICs directly); makes the namespace privileged."""
     networks: str | None = None
     """Multus secondary network(s): the pod annotation `k8s.v1.cni.cncf.io/networks`, e.g. `rdma-net`."""
     interface: InterfaceName
@@ -402,9 +402,12 @@ class TrainingKubernetes(ConfigModel):
     memory: PodMemory = ByteSize(64 * 1024**3)
     """Working set of each pod besides /dev/shm: its memory request = limit is this + shmSize (tmpfs pages count
     against the container's memory)."""
-    pod_security: PodSecurityLevel = "privileged"
-    """The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK and
-    hostNetwork are only added at `privileged`."""
+    numa_binding: bool = False
+    """SYS_NICE for the pods, which libnuma (numactl, ROCm's NUMA-aware allocator) needs to bind memory under the
+    runtime's default seccomp profile; Pod Security baseline forbids it, so the namespace becomes privileged."""
+    pod_security: PodSecurityLevel | None = Field(None, json_schema_extra=shown_default("what its pods need"))
+    """The namespace's enforced Pod Security level; unset: what the pods need, baseline unless numaBinding, `network`
+    (IPC_LOCK, hostNetwork) or a hostPath volume asks for privileged. A level laxer or stricter than that is refused."""
     node_selector: Labels = {}
     tolerations: Annotated[
         list[Toleration] | None, Field(max_length=MAX_ITEMS, json_schema_extra=TAINT_TOLERATIONS_DEFAULT)
@@ -670,8 +673,12 @@ class InferenceKubernetes(ConfigModel):
     """CPU request = limit of each replica."""
     memory: PodMemory = ByteSize(64 * 1024**3)
     """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
-    pod_security: PodSecurityLevel = "privileged"
-    """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
+    numa_binding: bool = False
+    """SYS_NICE for the replicas, which libnuma (numactl, ROCm's NUMA-aware allocator) needs to bind memory under the
+    runtime's default seccomp profile; Pod Security baseline forbids it, so the namespace becomes privileged."""
+    pod_security: PodSecurityLevel | None = Field(None, json_schema_extra=shown_default("what its pods need"))
+    """The namespace's enforced Pod Security level; unset: what the pods need, baseline unless numaBinding, `network`
+    (IPC_LOCK, hostNetwork) or a hostPath volume asks for privileged. A level laxer or stricter than that is refused."""
     network: TrainingNetwork | None = None
     """RDMA for RCCL between the pods of a multi-node replica (`nodes` > 1), as for a training's; unset: RCCL falls
     back to TCP sockets on the pod network."""
@@ -1088,16 +1095,44 @@ def namespace_pod_security(cfg: _StackWithWorkloads, privileged: Collection[str]
     if k8s is None:
         return {}
     gpu_layer = k8s.gpu_operator.namespace if k8s.mode == "operator" else k8s.device_plugin.namespace
-    workloads: list[TrainingKubernetes | InferenceKubernetes] = [t.kubernetes for t in cfg.training if t.kubernetes]
-    workloads += [i.kubernetes for i in cfg.inference if i.kubernetes]
     levels = {}
+    needs = {name: workload_pod_needs(k, name, cfg.environment) for name, k in _kubernetes_workloads(cfg)}
     for namespace in k8s.owned_namespaces():
-        asked = {w.pod_security for w in workloads if w.namespace == namespace}
+        asked = {needs[name].level() for name, w in _kubernetes_workloads(cfg) if w.namespace == namespace}
         if namespace == gpu_layer or namespace in privileged or "privileged" in asked:
             levels[namespace] = "privileged"
         else:
             levels[namespace] = "baseline"
     return levels
+
+
+def _kubernetes_workloads(cfg: _StackWithWorkloads) -> list[tuple[str, TrainingKubernetes | InferenceKubernetes]]:
+    workloads: list[tuple[str, TrainingKubernetes | InferenceKubernetes]] = [
+        (t.name, t.kubernetes) for t in cfg.training if t.kubernetes
+    ]
+    return workloads + [(i.name, i.kubernetes) for i in cfg.inference if i.kubernetes]
+
+
+def pod_capabilities(k8s: TrainingKubernetes | InferenceKubernetes) -> list[str]:
+    """What a workload's GPU containers add: SYS_NICE with numaBinding (libnuma's mbind and set_mempolicy are allowed
+    only with CAP_SYS_NICE under the runtime's default seccomp profile: containerd contrib/seccomp/seccomp_default.go
+    since v1.7.0, moby profiles/seccomp/default.json), IPC_LOCK with `network` (RDMA registers memory beyond the
+    memlock limit: "This limit is not enforced if the process is privileged (CAP_IPC_LOCK)", man 2 mlock)."""
+    return [*(["SYS_NICE"] if k8s.numa_binding else []), *(["IPC_LOCK"] if k8s.network is not None else [])]
+
+
+def workload_pod_needs(k8s: TrainingKubernetes | InferenceKubernetes, name: str, environment: str) -> rules.PodNeeds:
+    """What of Pod Security's baseline a workload's pods break (the pack reads the same from the plan's pods)."""
+    storage = (
+        k8s.effective_checkpoints(name, environment)
+        if isinstance(k8s, TrainingKubernetes)
+        else k8s.effective_model_cache(environment)
+    )
+    return rules.PodNeeds(
+        capabilities=frozenset(pod_capabilities(k8s)),
+        host_paths=frozenset([storage.path] if isinstance(storage, HostPathStorage) else []),
+        host_network=k8s.network is not None and k8s.network.host_network,
+    )
 
 
 def _host_access_problems(cfg: _StackWithWorkloads) -> Iterable[tuple[str, str]]:
@@ -1203,10 +1238,24 @@ def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterab
 
 
 def _security_problems(
-    cfg: _StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes, at: str
+    cfg: _StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes, name: str, at: str
 ) -> Iterable[tuple[str, str]]:
-    """Pods must tolerate the GPU nodes' NoSchedule and NoExecute taints, or they never schedule there (a
+    """`podSecurity`, if set, is the level the pods need (policy/rocm_policy/rules.py, the pack's rule for the
+    namespaces). Pods must tolerate the GPU nodes' NoSchedule and NoExecute taints, or they never schedule there (a
     PreferNoSchedule taint only lowers the node's score)."""
+    needed = workload_pod_needs(k8s, name, cfg.environment).level()
+    if k8s.pod_security is not None:
+        laxer = rules.laxer_pod_security_problem("this workload's namespace", k8s.pod_security, needed)
+        if laxer:
+            yield f"{at}.podSecurity", laxer
+        elif k8s.pod_security != needed:
+            # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT; no
+            # hostNetwork, no hostPath volume (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
+            yield (
+                f"{at}.podSecurity",
+                f"'{k8s.pod_security}' forbids what the pods need (numaBinding's SYS_NICE, `network`'s IPC_LOCK and "
+                "hostNetwork, a hostPath volume): remove podSecurity, the namespace then gets what they need",
+            )
     if cfg.kubernetes is None:
         return
     tolerations = pod_tolerations(k8s.tolerations, cfg.kubernetes.gpu_node_taints)
@@ -1339,7 +1388,7 @@ def _training_problems(cfg: _StackWithWorkloads, training: TrainingConfig, at: s
         return
     at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, at)
-    yield from _security_problems(cfg, k8s, at)
+    yield from _security_problems(cfg, k8s, training.name, at)
     yield from _training_drain_problems(cfg, k8s, at)
     yield from _queue_problems(cfg, k8s, training.pod_requests(), k8s.nodes * k8s.gpus_per_node, at)
     yield from _network_problems(k8s, at, "training")
@@ -1380,16 +1429,6 @@ def _network_problems(k8s: TrainingKubernetes | InferenceKubernetes, at: str, wh
         yield f"{at}.network", f"a one-node {what} has no traffic between pods; remove it or raise nodes"
     if network.host_network and network.networks is not None:
         yield f"{at}.network.networks", "a hostNetwork pod has no secondary networks; set one of the two"
-    if k8s.pod_security != "privileged":
-        # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT;
-        # hostNetwork disallowed (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
-        yield (
-            f"{at}.podSecurity",
-            (
-                f"'{k8s.pod_security}' forbids IPC_LOCK (RDMA memory registration) and "
-                "hostNetwork, which `network` needs; run it in a privileged namespace"
-            ),
-        )
 
 
 def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
@@ -1405,7 +1444,7 @@ def _inference_problems(cfg: _StackWithWorkloads, inference: InferenceConfig, at
         return
     k_at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, k_at)
-    yield from _security_problems(cfg, k8s, k_at)
+    yield from _security_problems(cfg, k8s, inference.name, k_at)
     yield from _network_problems(k8s, k_at, "vLLM replica")
     gpus, world = inference.pod_gpus(), inference.world_size
     # Kueue admits a Deployment's pods one by one, a LeaderWorkerSet's group whole.

@@ -192,6 +192,11 @@ def _validate_token_holders(args: StackValidationArgs, report_violation: ReportV
         report_violation(message, urn)
 
 
+def _validate_namespace_levels(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for message, urn in rules.namespace_level_problems(_prod_resources(args)):
+        report_violation(message, urn)
+
+
 def _validate_network_isolation(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     for message, urn in rules.unisolated_workloads(_prod_resources(args)):
         report_violation(message, urn)
@@ -379,6 +384,12 @@ POLICIES = [
         "In prod a pod mounts a service-account token only as an account of the stack's own that may only read "
         "(get, list, watch) through the stack's Roles.",
         _validate_token_holders,
+    ),
+    _stack_policy(
+        "prod-namespaces-pod-security-as-needed",
+        "In prod no namespace the stack creates enforces a Pod Security level laxer than the pods it declares there "
+        "need (privileged only for capabilities beyond baseline's, hostPath, host namespaces or ports).",
+        _validate_namespace_levels,
     ),
     _stack_policy(
         "prod-workloads-network-isolated",
