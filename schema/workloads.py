@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Protocol
@@ -1094,16 +1095,22 @@ def namespace_pod_security(cfg: _StackWithWorkloads, privileged: Collection[str]
     k8s = cfg.kubernetes
     if k8s is None:
         return {}
-    gpu_layer = k8s.gpu_operator.namespace if k8s.mode == "operator" else k8s.device_plugin.namespace
-    levels = {}
-    needs = {name: workload_pod_needs(k, name, cfg.environment) for name, k in _kubernetes_workloads(cfg)}
-    for namespace in k8s.owned_namespaces():
-        asked = {needs[name].level() for name, w in _kubernetes_workloads(cfg) if w.namespace == namespace}
-        if namespace == gpu_layer or namespace in privileged or "privileged" in asked:
-            levels[namespace] = "privileged"
-        else:
-            levels[namespace] = "baseline"
-    return levels
+    needs = workload_namespace_needs(cfg)
+    return {
+        namespace: "privileged"
+        if namespace == k8s.gpu_layer_namespace or namespace in privileged or needs[namespace].level() == "privileged"
+        else "baseline"
+        for namespace in k8s.owned_namespaces()
+    }
+
+
+def workload_namespace_needs(cfg: _StackWithWorkloads) -> dict[str, rules.PodNeeds]:
+    """Each owned namespace's needs beyond Pod Security baseline: those of the workloads the stack runs there."""
+    needs: dict[str, rules.PodNeeds] = defaultdict(rules.PodNeeds)
+    for name, k8s in _kubernetes_workloads(cfg):
+        needs[k8s.namespace] = needs[k8s.namespace] | workload_pod_needs(k8s, name, cfg.environment)
+    owned = cfg.kubernetes.owned_namespaces() if cfg.kubernetes is not None else []
+    return {namespace: needs[namespace] for namespace in owned}
 
 
 def _kubernetes_workloads(cfg: _StackWithWorkloads) -> list[tuple[str, TrainingKubernetes | InferenceKubernetes]]:

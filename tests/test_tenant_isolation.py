@@ -7,13 +7,15 @@ Upstream facts, each cited where it is used: the keda chart's values and RBAC te
 from __future__ import annotations
 
 import copy
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from admission_cel import refusals, request
 from components.k8s.keda import RESTRICTED_SECRETS
-from conftest import stack_file
+from conftest import refusal, stack_file
 from components.workloads import SERVING_POLICY
 from components.workloads.admission import CONTROLLER_MANAGER, LWS_CONTROLLER, controller
 from k8s_validation import validate_all
@@ -22,6 +24,9 @@ from tools.impact_rules import Action
 from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
 from upstream_go import Upstream
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policy"))
+from rocm_policy import offline, rules  # noqa: E402
 
 KEDA_CHARTS = Upstream("kedacore/charts", "cbb9bb8ce0809dc9048f72302f7c09765d66ed56")  # tag v2.20.2
 PRODUCTION_STACK = Upstream(
@@ -288,3 +293,134 @@ def test_moving_serving_to_its_own_namespace_on_a_running_prod(prod: Plan) -> No
     assert actions[("ValidatingAdmissionPolicyBinding", f"{SERVING_POLICY}-binding")] == Action.UPDATE
     assert actions[("LocalQueue", "local-queue-ml.serving")] == Action.DELETE
     assert not [key for key in actions if key[0] in ("JobSet", "Job") or key[1].startswith("llm-")]
+
+
+# --- item 2: Pod Security baseline unless a workload needs more, and then exactly that ----------------------------
+
+NAMESPACE = "kubernetes:core/v1:Namespace"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+def _numa(config: dict[str, Any]) -> dict[str, Any]:
+    """Prod's stack file with its pretraining asking for NUMA binding (SYS_NICE)."""
+    config[P + "training"][0]["kubernetes"]["numaBinding"] = True
+    return config
+
+
+@pytest.fixture(scope="module")
+def numa() -> Plan:
+    return synthesize("prod", _numa(stack_file("prod")))
+
+
+def _level(plan: Plan, namespace: str) -> str:
+    return str(plan.get(NAMESPACE, f"k8s-{namespace}")["inputs"]["metadata"]["labels"][rules.PSA_ENFORCE])
+
+
+def test_workload_namespaces_are_baseline_unless_a_workload_needs_more(prod: Plan, numa: Plan) -> None:
+    """Pod Security Standards (https://kubernetes.io/docs/concepts/security/pod-security-standards/), baseline:
+    capabilities only from AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP,
+    SETGID, SETPCAP, SETUID, SYS_CHROOT; no privileged container, hostPath volume, host namespace or hostPort.
+    Prod's workloads need none of these: `ml` enforces baseline and no pod adds SYS_NICE; one asking for NUMA binding
+    gets SYS_NICE alone, and its namespace privileged."""
+    assert _level(prod, "ml") == "baseline"
+    assert not [r for r in prod.to_json()["resources"] if r["name"].startswith("rocm-stack-pods-")]
+    for r in prod.to_json()["resources"]:
+        for spec in rules.workload_pod_specs(r["type"], r["inputs"]):
+            assert rules.pod_needs(spec).level() == "baseline", r["name"]
+    assert _level(numa, "ml") == "privileged"
+    [pretrain] = rules.workload_pod_specs(JOBSET, numa.get(JOBSET, "llm-pretrain")["inputs"])
+    assert rules.pod_needs(pretrain).capabilities == {"SYS_NICE"}
+    assert rules.BASELINE_CAPABILITIES == frozenset(
+        "AUDIT_WRITE CHOWN DAC_OVERRIDE FOWNER FSETID KILL MKNOD NET_BIND_SERVICE SETFCAP SETGID SETPCAP SETUID "
+        "SYS_CHROOT".split()
+    )
+
+
+def test_the_config_refuses_a_level_laxer_than_the_pods_need() -> None:
+    """`podSecurity: privileged` on a workload whose pods need baseline is refused, by the rule the pack applies to
+    the namespaces (rules.laxer_pod_security_problem); with NUMA binding it is what they need."""
+    config = stack_file("prod")
+    config[P + "training"][0]["kubernetes"]["podSecurity"] = "privileged"
+    problem = refusal("prod", config)
+    assert "training[0].kubernetes.podSecurity" in problem and "need only 'baseline'" in problem
+    synthesize("prod", _numa(config))
+
+
+def test_the_pack_refuses_a_namespace_laxer_than_its_pods_need(prod: Plan, numa: Plan) -> None:
+    """The pack reads the same rule from the plan: every pod template the stack declares in a namespace it creates
+    (JobSets, Deployments, LeaderWorkerSets, ...), against the namespace's enforce label; a namespace a Helm release
+    installs into is left out (its pods are not in the plan)."""
+    for plan in (prod, numa):
+        with offline.stack_environment("prod"):
+            assert offline.check(plan.to_json()["resources"]) == []
+    tampered = copy.deepcopy(prod.to_json())
+    [ml] = [r for r in tampered["resources"] if r["type"] == NAMESPACE and r["name"] == "k8s-ml"]
+    ml["inputs"]["metadata"]["labels"][rules.PSA_ENFORCE] = "privileged"
+    with offline.stack_environment("prod"):
+        violations = offline.check(tampered["resources"])
+    assert [(v.policy, v.message.split(":")[0]) for v in violations] == [
+        (
+            "prod-namespaces-pod-security-as-needed",
+            "namespace 'ml' enforces Pod Security 'privileged' but its pods need only 'baseline'",
+        )
+    ]
+
+
+def _pod(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "tenant"}, "spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
+
+
+def test_a_privileged_namespace_admits_baseline_and_the_stacks_exceptions_only(numa: Plan) -> None:
+    """Where a workload needs privileged, Pod Security enforces nothing; the pod policy bound there admits every pod
+    template the stack declares in it and a tenant's baseline pod, and refuses a privileged container, another
+    capability, a hostPath, the node's namespaces and a hostPort, also through an ephemeral container."""
+    policy = numa.get(POLICY, "rocm-stack-pods-ml")["inputs"]
+    binding = numa.get(BINDING, "rocm-stack-pods-ml-binding")["inputs"]
+
+    def refused(pod: dict[str, Any], resource: str = "pods") -> list[str]:
+        return refusals(policy, binding, request("CREATE", "", resource, pod, TENANT, "ml"))
+
+    for r in numa.to_json()["resources"]:
+        if r["inputs"].get("metadata", {}).get("namespace") == "ml":
+            for spec in rules.workload_pod_specs(r["type"], r["inputs"]):
+                assert refused({"metadata": {}, "spec": spec}) == [], r["name"]
+    assert refused(_pod()) == []
+    nice = {"name": "c", "image": "x", "securityContext": {"capabilities": {"add": ["SYS_NICE", "CHOWN"]}}}
+    assert refused(_pod(containers=[nice])) == []
+    for bad in (
+        _pod(containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}]),
+        _pod(containers=[{"name": "c", "image": "x", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]),
+        _pod(initContainers=[{"name": "i", "image": "x", "securityContext": {"capabilities": {"add": ["BPF"]}}}]),
+        _pod(volumes=[{"name": "root", "hostPath": {"path": "/"}}]),
+        _pod(hostPID=True),
+        _pod(hostIPC=True),
+        _pod(hostNetwork=True),
+        _pod(containers=[{"name": "c", "image": "x", "ports": [{"containerPort": 80, "hostPort": 80}]}]),
+        _pod(ephemeralContainers=[{"name": "e", "image": "x", "securityContext": {"privileged": True}}]),
+    ):
+        assert refused(bad), bad
+        assert rules.pod_needs(bad["spec"]).level() == "privileged"  # what baseline would have refused
+    ephemeral = _pod(ephemeralContainers=[{"name": "e", "image": "x", "securityContext": {"privileged": True}}])
+    assert refused(ephemeral, "pods/ephemeralcontainers")
+
+
+def test_baseline_by_default_on_a_running_prod(prod: Plan) -> None:
+    """Day 2, from main's prod (every GPU pod with SYS_NICE, `ml` privileged: this program with numaBinding on every
+    workload, less the pod policy main did not have) to this one: the namespace's label is patched in place (Pod
+    Security then checks the running pods and only warns, https://kubernetes.io/docs/concepts/security/
+    pod-security-admission/), the vLLM Deployment rolls, each training JobSet is replaced (its spec is immutable:
+    the training restarts from its newest checkpoint); nothing else changes."""
+    before = stack_file("prod")
+    for key in (P + "training", P + "inference"):
+        for workload in before[key]:
+            workload["kubernetes"]["numaBinding"] = True
+    base = synthesize("prod", before).to_json()
+    base["resources"] = [r for r in base["resources"] if not r["name"].startswith("rocm-stack-pods-")]
+    assert _level(synthesize("prod", before), "ml") == "privileged"
+    report = predict(SynthPlan.model_validate(base), SynthPlan.model_validate(prod.to_json()))
+    actions = {(i.type.rsplit(":", 1)[-1], i.name): i.action for i in report.impacts}
+    assert actions.pop(("Namespace", "k8s-ml")) == Action.UPDATE
+    assert actions.pop(("Deployment", "llama")) == Action.UPDATE
+    for training in ("llm-pretrain", "llm-finetune"):
+        assert actions.pop(("JobSet", training)) in (Action.REPLACE, Action.DELETE_REPLACE)
+    assert actions == {}

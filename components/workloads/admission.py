@@ -22,7 +22,7 @@ The expressions use CEL's core only (no Kubernetes library), so tests evaluate t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -31,13 +31,12 @@ from pulumi_kubernetes.admissionregistration import v1 as admission_v1
 from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.kubernetes import LWS_NAMESPACE
+from components.k8s.admission import MANAGED_BY, bind, cel_list
 from . import multinode
 from .pods import app_labels
 from .router import ROUTER_APP
 
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 SERVING_APPS = ("vllm", ROUTER_APP)
-MANAGED_BY = "app.kubernetes.io/managed-by"
 APP_NAME = "app.kubernetes.io/name"
 CONTROLLER_MANAGER = "system:kube-controller-manager"
 
@@ -57,17 +56,13 @@ REPLICA_SET_CREATORS = (controller("deployment-controller"), CONTROLLER_MANAGER)
 STATEFUL_SET_CREATORS = (LWS_CONTROLLER,)
 
 
-def _list(values: Iterable[str]) -> str:
-    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
-
-
 def serving(meta: str) -> str:
     """CEL: the object metadata at path `meta` (present) carries serving's labels."""
     labels = f"{meta}.labels"
     owner = app_labels("vllm")[MANAGED_BY]
     return (
         f"(has({labels}) && '{MANAGED_BY}' in {labels} && {labels}['{MANAGED_BY}'] == '{owner}' && "
-        f"'{APP_NAME}' in {labels} && {labels}['{APP_NAME}'] in {_list(SERVING_APPS)})"
+        f"'{APP_NAME}' in {labels} && {labels}['{APP_NAME}'] in {cel_list(SERVING_APPS)})"
     )
 
 
@@ -77,7 +72,7 @@ def _template(root: str, path: str) -> str:
 
 
 def _by(creators: Sequence[str]) -> str:
-    return f"request.userInfo.username in {_list(creators)}"
+    return f"request.userInfo.username in {cel_list(creators)}"
 
 
 def _kept(judged: str) -> str:
@@ -117,12 +112,12 @@ def serving_validations(names: Mapping[str, Sequence[str]]) -> list[tuple[str, s
         ),
         (
             "deployments",
-            rule("deployments", replica_set, f"object.metadata.name in {_list(names.get('deployments', ()))}"),
+            rule("deployments", replica_set, f"object.metadata.name in {cel_list(names.get('deployments', ()))}"),
             "a Deployment of serving's pods is only one the stack declares",
         ),
         (
             "leaderworkersets",
-            rule("leaderworkersets", lws, f"object.metadata.name in {_list(names.get('leaderworkersets', ()))}"),
+            rule("leaderworkersets", lws, f"object.metadata.name in {cel_list(names.get('leaderworkersets', ()))}"),
             "a LeaderWorkerSet of serving's pods is only one the stack declares",
         ),
     ]
@@ -179,22 +174,5 @@ class ServingPolicy(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.binding = admission_v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-binding",
-            metadata=meta_v1.ObjectMetaArgs(name=name, labels={MANAGED_BY: "rocm-stack"}),
-            spec=admission_v1.ValidatingAdmissionPolicyBindingSpecArgs(
-                policy_name=self.policy.metadata.name,
-                validation_actions=["Deny"],
-                match_resources=admission_v1.MatchResourcesArgs(
-                    namespace_selector=meta_v1.LabelSelectorArgs(
-                        match_expressions=[
-                            meta_v1.LabelSelectorRequirementArgs(
-                                key=NAMESPACE_NAME_LABEL, operator="In", values=sorted(args.namespaces)
-                            )
-                        ]
-                    )
-                ),
-            ),
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(args.depends_on))),
-        )
+        bind(name, self.policy, args.namespaces, child, args.depends_on)
         self.register_outputs({"policy": self.policy.metadata.name})
