@@ -8,7 +8,7 @@ The expressions use CEL's core only (no Kubernetes library), so tests evaluate t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -107,34 +107,45 @@ class PodPolicyArgs:
     depends_on: Sequence[pulumi.Resource] = ()
 
 
+def admission_policy(
+    name: str,
+    resources: Mapping[str, Sequence[str]],
+    validations: Sequence[tuple[str, str]],
+    opts: pulumi.ResourceOptions,
+) -> admission_v1.ValidatingAdmissionPolicy:
+    """A policy judging CREATE and UPDATE of `resources` (API group -> resources) by `validations` ((CEL, message),
+    every one must hold), failing closed."""
+    return admission_v1.ValidatingAdmissionPolicy(
+        name,
+        metadata=meta_v1.ObjectMetaArgs(name=name, labels={MANAGED_BY: "rocm-stack"}),
+        spec=admission_v1.ValidatingAdmissionPolicySpecArgs(
+            failure_policy="Fail",
+            match_constraints=admission_v1.MatchResourcesArgs(
+                resource_rules=[
+                    admission_v1.NamedRuleWithOperationsArgs(
+                        api_groups=[group], api_versions=["*"], resources=list(names), operations=["CREATE", "UPDATE"]
+                    )
+                    for group, names in sorted(resources.items())
+                ]
+            ),
+            validations=[
+                admission_v1.ValidationArgs(expression=expression, message=message, reason="Forbidden")
+                for expression, message in validations
+            ],
+        ),
+        opts=opts,
+    )
+
+
 class PodPolicy(pulumi.ComponentResource):
     """A privileged workload namespace's policy and binding: Pod Security admits everything there, this admits
     baseline and the stack's exceptions."""
 
     def __init__(self, name: str, args: PodPolicyArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("rocm-stack:workloads:PodPolicy", name, None, opts)
+        super().__init__("rocm-stack:k8s:PodPolicy", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.policy = admission_v1.ValidatingAdmissionPolicy(
-            name,
-            metadata=meta_v1.ObjectMetaArgs(name=name, labels={MANAGED_BY: "rocm-stack"}),
-            spec=admission_v1.ValidatingAdmissionPolicySpecArgs(
-                failure_policy="Fail",
-                match_constraints=admission_v1.MatchResourcesArgs(
-                    resource_rules=[
-                        admission_v1.NamedRuleWithOperationsArgs(
-                            api_groups=[""],
-                            api_versions=["*"],
-                            resources=["pods", "pods/ephemeralcontainers"],
-                            operations=["CREATE", "UPDATE"],
-                        )
-                    ]
-                ),
-                validations=[
-                    admission_v1.ValidationArgs(expression=expression, message=message, reason="Forbidden")
-                    for expression, message in pod_validations(args.needs)
-                ],
-            ),
-            opts=child,
+        self.policy = admission_policy(
+            name, {"": ["pods", "pods/ephemeralcontainers"]}, pod_validations(args.needs), child
         )
         bind(name, self.policy, [args.namespace], child, args.depends_on)
         self.register_outputs({"policy": self.policy.metadata.name})

@@ -27,11 +27,9 @@ from dataclasses import dataclass
 
 import pulumi
 from pulumi_kubernetes import Provider
-from pulumi_kubernetes.admissionregistration import v1 as admission_v1
-from pulumi_kubernetes.meta import v1 as meta_v1
 
 from schema.kubernetes import LWS_NAMESPACE
-from components.k8s.admission import MANAGED_BY, bind, cel_list
+from components.k8s.admission import MANAGED_BY, admission_policy, bind, cel_list
 from . import multinode
 from .pods import app_labels
 from .router import ROUTER_APP
@@ -94,33 +92,40 @@ def serving_validations(names: Mapping[str, Sequence[str]]) -> list[tuple[str, s
     def rule(resource: str, judged: str, allowed: str) -> str:
         return f"request.resource.resource != '{resource}' || !{judged} || {allowed}"
 
-    return [
+    deployments, sets = (cel_list(names.get(r, ())) for r in ("deployments", "leaderworkersets"))
+    table = (
         (
             "pods",
-            rule("pods", pod, f"{_kept(pod)} || {_by(POD_CREATORS)}"),
+            pod,
+            f"{_kept(pod)} || {_by(POD_CREATORS)}",
             "a pod with serving's labels is created only by the ReplicaSet or StatefulSet controller",
         ),
         (
             "replicasets",
-            rule("replicasets", replica_set, f"{_kept(replica_set)} || {_by(REPLICA_SET_CREATORS)}"),
+            replica_set,
+            f"{_kept(replica_set)} || {_by(REPLICA_SET_CREATORS)}",
             "a ReplicaSet of serving's pods is created only by the Deployment controller",
         ),
         (
             "statefulsets",
-            rule("statefulsets", replica_set, f"{_kept(replica_set)} || {_by(STATEFUL_SET_CREATORS)}"),
+            replica_set,
+            f"{_kept(replica_set)} || {_by(STATEFUL_SET_CREATORS)}",
             "a StatefulSet of serving's pods is created only by the LeaderWorkerSet controller",
         ),
         (
             "deployments",
-            rule("deployments", replica_set, f"object.metadata.name in {cel_list(names.get('deployments', ()))}"),
+            replica_set,
+            f"object.metadata.name in {deployments}",
             "a Deployment of serving's pods is only one the stack declares",
         ),
         (
             "leaderworkersets",
-            rule("leaderworkersets", lws, f"object.metadata.name in {cel_list(names.get('leaderworkersets', ()))}"),
+            lws,
+            f"object.metadata.name in {sets}",
             "a LeaderWorkerSet of serving's pods is only one the stack declares",
         ),
-    ]
+    )
+    return [(resource, rule(resource, judged, allowed), message) for resource, judged, allowed, message in table]
 
 
 SERVING_RESOURCES = (
@@ -151,28 +156,9 @@ class ServingPolicy(pulumi.ComponentResource):
         groups: dict[str, list[str]] = {}
         for group, resource in SERVING_RESOURCES:
             groups.setdefault(group, []).append(resource)
-        self.policy = admission_v1.ValidatingAdmissionPolicy(
-            name,
-            metadata=meta_v1.ObjectMetaArgs(name=name, labels={MANAGED_BY: "rocm-stack"}),
-            spec=admission_v1.ValidatingAdmissionPolicySpecArgs(
-                failure_policy="Fail",
-                match_constraints=admission_v1.MatchResourcesArgs(
-                    resource_rules=[
-                        admission_v1.NamedRuleWithOperationsArgs(
-                            api_groups=[group],
-                            api_versions=["*"],
-                            resources=sorted(resources),
-                            operations=["CREATE", "UPDATE"],
-                        )
-                        for group, resources in sorted(groups.items())
-                    ]
-                ),
-                validations=[
-                    admission_v1.ValidationArgs(expression=expression, message=message, reason="Forbidden")
-                    for _, expression, message in serving_validations(args.names)
-                ],
-            ),
-            opts=child,
+        validations = [(expression, message) for _, expression, message in serving_validations(args.names)]
+        self.policy = admission_policy(
+            name, {group: sorted(resources) for group, resources in groups.items()}, validations, child
         )
         bind(name, self.policy, args.namespaces, child, args.depends_on)
         self.register_outputs({"policy": self.policy.metadata.name})
