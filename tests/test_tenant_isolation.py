@@ -376,6 +376,11 @@ def test_a_privileged_namespace_admits_baseline_and_the_stacks_exceptions_only(n
     capability, a hostPath, the node's namespaces and a hostPort, also through an ephemeral container."""
     policy = numa.get(POLICY, "rocm-stack-pods-ml")["inputs"]
     binding = numa.get(BINDING, "rocm-stack-pods-ml-binding")["inputs"]
+    objects = [
+        manifest_of(numa.get(POLICY, "rocm-stack-pods-ml")),
+        manifest_of(numa.get(BINDING, "rocm-stack-pods-ml-binding")),
+    ]
+    assert validate_all(objects) == 2  # kubernetes-validate --strict
 
     def refused(pod: dict[str, Any], resource: str = "pods") -> list[str]:
         return refusals(policy, binding, request("CREATE", "", resource, pod, TENANT, "ml"))
