@@ -160,5 +160,5 @@ class ServingPolicy(pulumi.ComponentResource):
         self.policy = admission_policy(
             name, {group: sorted(resources) for group, resources in groups.items()}, validations, child
         )
-        bind(name, self.policy, args.namespaces, child, args.depends_on)
+        self.binding = bind(name, self.policy, args.namespaces, child, args.depends_on)
         self.register_outputs({"policy": self.policy.metadata.name})
