@@ -866,6 +866,115 @@ def exposure_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
+# Pod Security Standards (https://kubernetes.io/docs/concepts/security/pod-security-standards/), baseline: added
+# capabilities only "AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP, SETGID,
+# SETPCAP, SETUID, SYS_CHROOT"; no privileged container, no hostPath volume, no host namespaces (hostNetwork, hostPID,
+# hostIPC), no hostPort. A pod needing any of these needs `privileged`, the only laxer level.
+BASELINE_CAPABILITIES = frozenset(
+    "AUDIT_WRITE CHOWN DAC_OVERRIDE FOWNER FSETID KILL MKNOD NET_BIND_SERVICE SETFCAP SETGID SETPCAP SETUID "
+    "SYS_CHROOT".split()
+)
+# Strictest first.
+POD_SECURITY_LEVELS = ("restricted", "baseline", "privileged")
+LEADER_WORKER_SET = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+
+
+@dataclass(frozen=True)
+class PodNeeds:
+    """What of Pod Security's baseline a pod (or a workload's pods) would break."""
+
+    capabilities: frozenset[str] = frozenset()
+    host_paths: frozenset[str] = frozenset()
+    host_network: bool = False
+    host_pid_or_ipc: bool = False
+    privileged: bool = False
+    host_ports: bool = False
+
+    def __or__(self, other: PodNeeds) -> PodNeeds:
+        return PodNeeds(
+            self.capabilities | other.capabilities,
+            self.host_paths | other.host_paths,
+            self.host_network or other.host_network,
+            self.host_pid_or_ipc or other.host_pid_or_ipc,
+            self.privileged or other.privileged,
+            self.host_ports or other.host_ports,
+        )
+
+    def level(self) -> str:
+        """The strictest Pod Security level that admits these needs: baseline, or privileged beyond it."""
+        beyond = (
+            self.privileged
+            or self.host_network
+            or self.host_pid_or_ipc
+            or self.host_ports
+            or bool(self.host_paths)
+            or not self.capabilities <= BASELINE_CAPABILITIES
+        )
+        return "privileged" if beyond else "baseline"
+
+
+def pod_needs(spec: Mapping[str, Any]) -> PodNeeds:
+    """A pod spec's needs, read as Pod Security Admission reads them (every container kind)."""
+    containers = [
+        _mapping(c) for key in ("containers", "initContainers", "ephemeralContainers") for c in _sequence(spec.get(key))
+    ]
+    contexts = [_mapping(c.get("securityContext")) for c in containers]
+    return PodNeeds(
+        capabilities=frozenset(str(a) for ctx in contexts for a in _sequence(_dig(ctx, ("capabilities", "add")))),
+        host_paths=frozenset(
+            str(_dig(_mapping(v), ("hostPath", "path")))
+            for v in _sequence(spec.get("volumes"))
+            if _mapping(v).get("hostPath")
+        ),
+        host_network=spec.get("hostNetwork") is True,
+        host_pid_or_ipc=spec.get("hostPID") is True or spec.get("hostIPC") is True,
+        privileged=any(ctx.get("privileged") is True for ctx in contexts),
+        host_ports=any(_mapping(port).get("hostPort") for c in containers for port in _sequence(c.get("ports"))),
+    )
+
+
+def workload_pod_specs(resource_type: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every pod template of a resource: pod_specs' and a LeaderWorkerSet's leader and worker templates."""
+    if resource_type == LEADER_WORKER_SET:
+        template = _mapping(_dig(props, ("spec", "leaderWorkerTemplate")))
+        return [
+            _mapping(_dig(template, (key, "spec"))) for key in ("leaderTemplate", "workerTemplate") if template.get(key)
+        ]
+    return [spec for _, spec in pod_specs(resource_type, props)]
+
+
+def laxer_pod_security_problem(what: str, declared: str, needed: str) -> str | None:
+    """`declared` (a namespace's enforced level, a workload's podSecurity) laxer than its pods need."""
+    if declared not in POD_SECURITY_LEVELS or POD_SECURITY_LEVELS.index(declared) > POD_SECURITY_LEVELS.index(needed):
+        return (
+            f"{what} enforces Pod Security '{declared}' but its pods need only '{needed}': a laxer level lets anyone "
+            f"who may create a pod there run it privileged, on the node's namespaces or with its files; use '{needed}'"
+        )
+    return None
+
+
+def namespace_level_problems(resources: Iterable[Declared]) -> list[tuple[str, str]]:
+    """(message, urn) for each namespace the stack creates whose enforced level is laxer than the pods the stack
+    declares in it need. Namespaces a Helm release installs into are left out: its pods are not in the plan."""
+    resources = list(resources)
+    charted = {str(r.props.get("namespace")) for r in resources if r.type in HELM_TYPES}
+    needs: dict[str, PodNeeds] = defaultdict(PodNeeds)
+    for r in resources:
+        namespace = str(_dig(r.props, ("metadata", "namespace")) or "default")
+        for spec in workload_pod_specs(r.type, r.props):
+            needs[namespace] = needs[namespace] | pod_needs(spec)
+    problems = []
+    for r in resources:
+        name = str(_dig(r.props, ("metadata", "name")))
+        level = _mapping(_dig(r.props, ("metadata", "labels"))).get(PSA_ENFORCE)
+        if r.type != NAMESPACE or level is None or name in charted:
+            continue
+        problem = laxer_pod_security_problem(f"namespace '{name}'", str(level), needs[name].level())
+        if problem:
+            problems.append((problem, r.urn))
+    return problems
+
+
 def namespace_pod_security_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Prod: each namespace the stack creates states its Pod Security level, so the cluster's default (often
     baseline, or nothing) does not decide what its pods may do."""

@@ -4,10 +4,13 @@ them; the checks too)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+
+import rules
 
 from .checks import ChecksConfig
 from domain.gpus import MODELS
@@ -25,6 +28,7 @@ from .monitoring import MonitoringConfig
 from .queues import DEPLOYMENT_FRAMEWORKS, JOB_FRAMEWORK, JOBSET_FRAMEWORK, LWS_FRAMEWORK, QueuedWorkloads
 from .workloads import (
     GpuFleet,
+    HostPathStorage,
     InferenceConfig,
     InferenceKubernetes,
     TrainingConfig,
@@ -110,17 +114,51 @@ def namespace_pod_security(cfg: StackWithWorkloads, privileged: Collection[str] 
     k8s = cfg.kubernetes
     if k8s is None:
         return {}
-    gpu_layer = k8s.gpu_operator.namespace if k8s.mode == "operator" else k8s.device_plugin.namespace
-    workloads: list[TrainingKubernetes | InferenceKubernetes] = [t.kubernetes for t in cfg.training if t.kubernetes]
-    workloads += [i.kubernetes for i in cfg.inference if i.kubernetes]
-    levels = {}
-    for namespace in k8s.owned_namespaces():
-        asked = {w.pod_security for w in workloads if w.namespace == namespace}
-        if namespace == gpu_layer or namespace in privileged or "privileged" in asked:
-            levels[namespace] = "privileged"
-        else:
-            levels[namespace] = "baseline"
-    return levels
+    needs = workload_namespace_needs(cfg)
+    return {
+        namespace: "privileged"
+        if namespace == k8s.gpu_layer_namespace or namespace in privileged or needs[namespace].level() == "privileged"
+        else "baseline"
+        for namespace in k8s.owned_namespaces()
+    }
+
+
+def workload_namespace_needs(cfg: StackWithWorkloads) -> dict[str, rules.PodNeeds]:
+    """Each owned namespace's needs beyond Pod Security baseline: those of the workloads the stack runs there."""
+    needs: dict[str, rules.PodNeeds] = defaultdict(rules.PodNeeds)
+    for name, k8s in _kubernetes_workloads(cfg):
+        needs[k8s.namespace] = needs[k8s.namespace] | workload_pod_needs(k8s, name, cfg.environment)
+    owned = cfg.kubernetes.owned_namespaces() if cfg.kubernetes is not None else []
+    return {namespace: needs[namespace] for namespace in owned}
+
+
+def _kubernetes_workloads(cfg: StackWithWorkloads) -> list[tuple[str, TrainingKubernetes | InferenceKubernetes]]:
+    workloads: list[tuple[str, TrainingKubernetes | InferenceKubernetes]] = [
+        (t.name, t.kubernetes) for t in cfg.training if t.kubernetes
+    ]
+    return workloads + [(i.name, i.kubernetes) for i in cfg.inference if i.kubernetes]
+
+
+def pod_capabilities(k8s: TrainingKubernetes | InferenceKubernetes) -> list[str]:
+    """What a workload's GPU containers add: SYS_NICE with numaBinding (libnuma's mbind and set_mempolicy are allowed
+    only with CAP_SYS_NICE under the runtime's default seccomp profile: containerd contrib/seccomp/seccomp_default.go
+    since v1.7.0, moby profiles/seccomp/default.json), IPC_LOCK with `network` (RDMA registers memory beyond the
+    memlock limit: "This limit is not enforced if the process is privileged (CAP_IPC_LOCK)", man 2 mlock)."""
+    return [*(["SYS_NICE"] if k8s.numa_binding else []), *(["IPC_LOCK"] if k8s.network is not None else [])]
+
+
+def workload_pod_needs(k8s: TrainingKubernetes | InferenceKubernetes, name: str, environment: str) -> rules.PodNeeds:
+    """What of Pod Security's baseline a workload's pods break (the pack reads the same from the plan's pods)."""
+    storage = (
+        k8s.effective_checkpoints(name, environment)
+        if isinstance(k8s, TrainingKubernetes)
+        else k8s.effective_model_cache(environment)
+    )
+    return rules.PodNeeds(
+        capabilities=frozenset(pod_capabilities(k8s)),
+        host_paths=frozenset([storage.path] if isinstance(storage, HostPathStorage) else []),
+        host_network=k8s.network is not None and k8s.network.host_network,
+    )
 
 
 def queued_workloads(cfg: StackWithWorkloads) -> QueuedWorkloads:

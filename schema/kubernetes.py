@@ -630,14 +630,15 @@ class KubernetesConfig(ConfigModel):
     def gpu_tolerations(self) -> list[dict[str, str]]:
         return gpu_node_tolerations(self.gpu_node_taints)
 
+    @property
+    def gpu_layer_namespace(self) -> str:
+        """Where the GPU layer's privileged pods run: the operator's namespace, or the standalone device plugin's."""
+        return self.gpu_operator.namespace if self.mode == "operator" else self.device_plugin.namespace
+
     def owned_namespaces(self) -> list[str]:
         """Namespaces this stack creates (and protects in prod), in a stable order, without duplicates.
         cert-manager's and JobSet's are Helm's (`createNamespace`), so an existing one is no error."""
-        own: list[str] = []
-        if self.mode == "operator":
-            own.append(self.gpu_operator.namespace)
-        else:
-            own.append(self.device_plugin.namespace)
+        own: list[str] = [self.gpu_layer_namespace]
         # Built-in namespaces are deployed into, never created (and, in prod, protected) by the stack.
         own = [namespace for namespace in own if namespace not in BUILTIN_NAMESPACES]
         own.extend(self.namespaces)

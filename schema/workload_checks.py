@@ -1,12 +1,20 @@
 """The workloads' cross-field checks (`problems`): each training and inference against the rest of the stack
 (images per GPU family, namespaces, security, queues, networks, drains, multi-node, services, secrets, memory), and
 the catalogue's rules on what they ask of their hosts (rules/). Their capacity (partitions, resources, fleets) is
-schema/capacity_checks.py's."""
+schema/capacity_checks.py's.
+
+Why one file: `problems` runs each workload's checks in one pass, and they share its helpers (namespaces, drains,
+queues)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
+
+import rules
+from rules.credentials import PROD_VLLM_BEHIND_PROXY
+from rules.docker_hosts import PROD_HOST_ACCESS
+from rules.kubernetes import PROD_EXPOSURE, PROD_POD_HOST_ACCESS
 
 from .types import (
     quantity_value,
@@ -18,10 +26,6 @@ from .autoscaling import (
 )
 from .stackfile import set_secret
 from domain.gpus import MODELS
-import rules
-from rules.credentials import PROD_VLLM_BEHIND_PROXY
-from rules.docker_hosts import PROD_HOST_ACCESS
-from rules.kubernetes import PROD_EXPOSURE, PROD_POD_HOST_ACCESS
 
 from .docker import (
     host_gfx,
@@ -35,6 +39,7 @@ from .kubernetes import (
 )
 from .capacity_checks import fleet_problems, partition_problems, resource_problems
 from .derived import (
+    workload_pod_needs,
     DEVICE_ID_LABEL,
     StackWithWorkloads,
     by_kind,
@@ -285,10 +290,24 @@ def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterab
 
 
 def _security_problems(
-    cfg: StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes, at: str
+    cfg: StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes, name: str, at: str
 ) -> Iterable[tuple[str, str]]:
-    """Pods must tolerate the GPU nodes' NoSchedule and NoExecute taints, or they never schedule there (a
+    """`podSecurity`, if set, is the level the pods need (rules/__init__.py, the pack's rule for the
+    namespaces). Pods must tolerate the GPU nodes' NoSchedule and NoExecute taints, or they never schedule there (a
     PreferNoSchedule taint only lowers the node's score)."""
+    needed = workload_pod_needs(k8s, name, cfg.environment).level()
+    if k8s.pod_security is not None:
+        laxer = rules.laxer_pod_security_problem("this workload's namespace", k8s.pod_security, needed)
+        if laxer:
+            yield f"{at}.podSecurity", laxer
+        elif k8s.pod_security != needed:
+            # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT; no
+            # hostNetwork, no hostPath volume (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
+            yield (
+                f"{at}.podSecurity",
+                f"'{k8s.pod_security}' forbids what the pods need (numaBinding's SYS_NICE, `network`'s IPC_LOCK and "
+                "hostNetwork, a hostPath volume): remove podSecurity, the namespace then gets what they need",
+            )
     if cfg.kubernetes is None:
         return
     tolerations = pod_tolerations(k8s.tolerations, cfg.kubernetes.gpu_node_taints)
@@ -387,7 +406,7 @@ def _training_problems(cfg: StackWithWorkloads, training: TrainingConfig, at: st
         return
     at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, at)
-    yield from _security_problems(cfg, k8s, at)
+    yield from _security_problems(cfg, k8s, training.name, at)
     yield from _training_drain_problems(cfg, k8s, at)
     yield from _queue_problems(cfg, k8s, training.pod_requests(), k8s.nodes * k8s.gpus_per_node, at)
     yield from _network_problems(k8s, at, "training")
@@ -428,16 +447,6 @@ def _network_problems(k8s: TrainingKubernetes | InferenceKubernetes, at: str, wh
         yield f"{at}.network", f"a one-node {what} has no traffic between pods; remove it or raise nodes"
     if network.host_network and network.networks is not None:
         yield f"{at}.network.networks", "a hostNetwork pod has no secondary networks; set one of the two"
-    if k8s.pod_security != "privileged":
-        # Pod Security Standards, baseline: capabilities.add only AUDIT_WRITE, CHOWN, ..., SYS_CHROOT;
-        # hostNetwork disallowed (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
-        yield (
-            f"{at}.podSecurity",
-            (
-                f"'{k8s.pod_security}' forbids IPC_LOCK (RDMA memory registration) and "
-                "hostNetwork, which `network` needs; run it in a privileged namespace"
-            ),
-        )
 
 
 def _inference_problems(cfg: StackWithWorkloads, inference: InferenceConfig, at: str) -> Iterable[tuple[str, str]]:
@@ -453,7 +462,7 @@ def _inference_problems(cfg: StackWithWorkloads, inference: InferenceConfig, at:
         return
     k_at = f"{at}.kubernetes"
     yield from _namespace_problems(cfg, k8s.namespace, k_at)
-    yield from _security_problems(cfg, k8s, k_at)
+    yield from _security_problems(cfg, k8s, inference.name, k_at)
     yield from _network_problems(k8s, k_at, "vLLM replica")
     gpus, world = inference.pod_gpus(), inference.world_size
     # Kueue admits a Deployment's pods one by one, a LeaderWorkerSet's group whole.

@@ -23,6 +23,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ByteSize, Field, model_validator
 
+import rules
+
 from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import (
     MAX_BATCH,
@@ -61,7 +63,6 @@ from .autoscaling import (
 )
 from .checks import ChecksConfig
 from domain.gpus import MAX_GPUS_PER_HOST
-import rules
 
 from .docker import (
     VISIBILITY_VARIABLES,
@@ -313,7 +314,7 @@ class TrainingNetwork(ConfigModel):
     rdma: RdmaResource
     """The RDMA resource every pod requests."""
     host_network: bool = False
-    """The pods use the node's network namespace (its RDMA NICs directly); needs podSecurity privileged."""
+    """The pods use the node's network namespace (its RDMA NICs directly); makes the namespace privileged."""
     networks: str | None = None
     """Multus secondary network(s): the pod annotation `k8s.v1.cni.cncf.io/networks`, e.g. `rdma-net`."""
     interface: InterfaceName
@@ -385,9 +386,12 @@ class TrainingKubernetes(ConfigModel):
     memory: PodMemory = ByteSize(64 * 1024**3)
     """Working set of each pod besides /dev/shm: its memory request = limit is this + shmSize (tmpfs pages count
     against the container's memory)."""
-    pod_security: PodSecurityLevel = "privileged"
-    """The namespace's enforced Pod Security level: SYS_NICE (NUMA binding) and the RDMA network's IPC_LOCK and
-    hostNetwork are only added at `privileged`."""
+    numa_binding: bool = False
+    """SYS_NICE for the pods, which libnuma (numactl, ROCm's NUMA-aware allocator) needs to bind memory under the
+    runtime's default seccomp profile; Pod Security baseline forbids it, so the namespace becomes privileged."""
+    pod_security: PodSecurityLevel | None = Field(None, json_schema_extra=shown_default("what its pods need"))
+    """The namespace's enforced Pod Security level; unset: what the pods need, baseline unless numaBinding, `network`
+    (IPC_LOCK, hostNetwork) or a hostPath volume asks for privileged. A level laxer or stricter than that is refused."""
     node_selector: Labels = {}
     tolerations: Annotated[
         list[Toleration] | None, Field(max_length=MAX_ITEMS, json_schema_extra=TAINT_TOLERATIONS_DEFAULT)
@@ -653,8 +657,12 @@ class InferenceKubernetes(ConfigModel):
     """CPU request = limit of each replica."""
     memory: PodMemory = ByteSize(64 * 1024**3)
     """Working set of each replica besides /dev/shm: its memory request = limit is this + shmSize."""
-    pod_security: PodSecurityLevel = "privileged"
-    """The namespace's enforced Pod Security level: SYS_NICE is only added at `privileged`."""
+    numa_binding: bool = False
+    """SYS_NICE for the replicas, which libnuma (numactl, ROCm's NUMA-aware allocator) needs to bind memory under the
+    runtime's default seccomp profile; Pod Security baseline forbids it, so the namespace becomes privileged."""
+    pod_security: PodSecurityLevel | None = Field(None, json_schema_extra=shown_default("what its pods need"))
+    """The namespace's enforced Pod Security level; unset: what the pods need, baseline unless numaBinding, `network`
+    (IPC_LOCK, hostNetwork) or a hostPath volume asks for privileged. A level laxer or stricter than that is refused."""
     network: TrainingNetwork | None = None
     """RDMA for RCCL between the pods of a multi-node replica (`nodes` > 1), as for a training's; unset: RCCL falls
     back to TCP sockets on the pod network."""

@@ -94,7 +94,7 @@ def test_every_rendered_kind_is_swept():
         *("Namespace ConfigMap Secret Service ServiceAccount PersistentVolumeClaim Deployment DaemonSet Job").split(),
         *("NetworkPolicy PodDisruptionBudget Role RoleBinding ClusterRole ClusterRoleBinding PriorityClass").split(),
         *("DeviceConfig PrometheusRule ServiceMonitor JobSet LeaderWorkerSet ClusterQueue LocalQueue").split(),
-        *("ResourceFlavor ScaledObject").split(),
+        *("ResourceFlavor ScaledObject ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding").split(),
     }
 
 

@@ -68,23 +68,22 @@ def _pods(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_each_owned_namespace_enforces_the_level_its_pods_need(prod):
-    """ml runs the GPU pods with SYS_NICE (not in baseline's list): privileged; the operator's namespace runs its
-    privileged DaemonSets. With every workload at baseline, ml enforces baseline."""
+    """ml runs GPU pods that add no capability: baseline (issue 34 item 2); the operator's namespace runs its
+    privileged DaemonSets. A workload asking for NUMA binding (SYS_NICE, not in baseline's list) makes ml
+    privileged."""
     labels = {n: _inputs(prod, NAMESPACE, f"k8s-{n}")["metadata"]["labels"] for n in ("ml", "kube-amd-gpu")}
     assert {n: (lbl[rules.PSA_ENFORCE], lbl[rules.PSA_ENFORCE + "-version"]) for n, lbl in labels.items()} == {
-        "ml": ("privileged", "latest"),
+        "ml": ("baseline", "latest"),
         "kube-amd-gpu": ("privileged", "latest"),
     }
-    config = stack_file("prod")
-    for key in ("rocm-stack:training", "rocm-stack:inference"):
-        for workload in config[key]:
-            workload["kubernetes"]["podSecurity"] = "baseline"
-    plan = synthesize("prod", config)
-    assert _inputs(plan, NAMESPACE, "k8s-ml")["metadata"]["labels"][rules.PSA_ENFORCE] == "baseline"
-    for where, spec in _pods(plan):
+    for where, spec in _pods(prod):
         for container in (*spec.get("initContainers", []), *spec["containers"]):
             added = set(container.get("securityContext", {}).get("capabilities", {}).get("add", []))
             assert added <= BASELINE_CAPABILITIES, (where, container["name"])
+    config = stack_file("prod")
+    config["rocm-stack:training"][0]["kubernetes"]["numaBinding"] = True
+    plan = synthesize("prod", config)
+    assert _inputs(plan, NAMESPACE, "k8s-ml")["metadata"]["labels"][rules.PSA_ENFORCE] == "privileged"
 
 
 def test_every_workload_container_is_hardened(prod):

@@ -45,6 +45,7 @@ SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 SERVICE_MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
+SERVING_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 P = "rocm-stack:"
 
 
@@ -376,6 +377,8 @@ def test_adding_the_router_leaves_the_replicas_running(prod):
     report = report_of(before, prod)
     impacts = changed(report)
     assert impacts.pop((NETWORK_POLICY, "llama-ingress")) is Action.UPDATE
+    # The serving admission policy admits the router's Deployment by name (components/workloads/admission.py).
+    assert impacts.pop((SERVING_POLICY, "rocm-stack-serving")) is Action.UPDATE
     assert set(impacts.values()) == {Action.CREATE}
     assert {name for _, name in impacts} == {
         "llama-router",
@@ -402,6 +405,7 @@ def test_turning_the_router_off_deletes_it_and_reopens_the_replicas_to_the_clien
     report = report_of(prod, synthesize("prod", prod_with(off=True)))
     impacts = changed(report)
     assert impacts.pop((NETWORK_POLICY, "llama-ingress")) is Action.UPDATE
+    assert impacts.pop((SERVING_POLICY, "rocm-stack-serving")) is Action.UPDATE
     assert set(impacts.values()) == {Action.DELETE}
     assert {name for _, name in impacts} == {n for n in _router_names(prod)}
 

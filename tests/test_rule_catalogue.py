@@ -95,15 +95,15 @@ def test_each_rule_is_a_whole_entry(rule: Rule):
 
 
 def test_the_pack_declares_the_catalogue_and_nothing_else():
-    """But the prod allow-list's policy (policy/rocm_policy/allowlist.py), not yet an entry of the catalogue."""
-    assert [p.name for p in pack.POLICIES] == [r.id for r in CATALOGUE] + [pack.ALLOWLIST_POLICY.name]
+    """But the pack's own policies, not yet entries of the catalogue (the prod allow-list, Pod Security as needed)."""
+    assert [p.name for p in pack.POLICIES] == [r.id for r in CATALOGUE] + [p.name for p in pack.PACK_OWN]
     assert [p.description for p in pack.POLICIES[: len(CATALOGUE)]] == [r.statement for r in CATALOGUE]
     assert len(BY_ID) == len(CATALOGUE)
 
 
 def test_the_committed_prod_pack_config_names_catalogue_rules():
     names: dict[str, Any] = yaml.safe_load((ROOT / "policy" / "prod.json").read_text())
-    assert set(names) - {"all"} <= {*BY_ID, pack.ALLOWLIST_POLICY.name}
+    assert set(names) - {"all"} <= {*BY_ID, *(p.name for p in pack.PACK_OWN)}
 
 
 def test_docs_rules_md_is_generated_from_the_catalogue(capsys):

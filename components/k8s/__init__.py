@@ -18,7 +18,7 @@ from schema import StackConfig
 from schema.kubernetes import GPU_OPERATOR_CHART, GPU_RESOURCE_NAME, LWS_NAMESPACE, KubernetesConfig
 from schema.monitoring import MonitoringConfig
 from schema.queues import NOTHING_QUEUED, QueuedWorkloads
-from schema.derived import namespace_pod_security, queued_workloads
+from schema.derived import namespace_pod_security, queued_workloads, workload_namespace_needs
 from components.monitoring import (
     KUBERNETES_MONITORING,
     MONITORING_NAMESPACE,
@@ -263,6 +263,9 @@ def build_kubernetes_layer(cfg: StackConfig) -> KubernetesLayer | None:
     if cfg.kubernetes is None:
         return None
     monitoring = cfg.monitoring if cfg.monitoring.enabled else None
+    charted_privileged = (
+        [MONITORING_NAMESPACE] if cfg.monitoring.installs_kube_prometheus_stack(cfg.environment) else []
+    )
     kubernetes = build_kubernetes(
         cfg.kubernetes,
         cfg.environment,
@@ -271,11 +274,23 @@ def build_kubernetes_layer(cfg: StackConfig) -> KubernetesLayer | None:
         needs_keda=any(i.kubernetes is not None and i.kubernetes.autoscaling is not None for i in cfg.inference),
         needs_leader_worker_set=any(i.kubernetes is not None and i.kubernetes.multi_node for i in cfg.inference),
         queued=queued_workloads(cfg),
-        pod_security=namespace_pod_security(
-            cfg,
-            privileged=[MONITORING_NAMESPACE] if cfg.monitoring.installs_kube_prometheus_stack(cfg.environment) else [],
-        ),
+        pod_security=namespace_pod_security(cfg, privileged=charted_privileged),
     )
+    # Where a workload needs privileged, Pod Security enforces nothing: a pod policy admits baseline plus exactly
+    # the stack's exceptions there (admission.py). Not where the GPU layer's or kube-prometheus-stack's pods run.
+    for namespace, needs in workload_namespace_needs(cfg).items():
+        if needs.level() == "privileged" and namespace not in (cfg.kubernetes.gpu_layer_namespace, *charted_privileged):
+            from .admission import PodPolicy, PodPolicyArgs
+
+            PodPolicy(
+                f"rocm-stack-pods-{namespace}",
+                PodPolicyArgs(
+                    provider=kubernetes.provider,
+                    namespace=namespace,
+                    needs=needs,
+                    depends_on=[kubernetes.namespaces[namespace]],
+                ),
+            )
     if monitoring is not None and kubernetes.monitoring_namespace is not None:
         KubernetesMonitoring(
             KUBERNETES_MONITORING,

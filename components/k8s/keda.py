@@ -20,6 +20,16 @@ from components.k8s.helm import pinned_release
 from components.supply import keda_images
 
 RELEASE_NAME = "keda"
+# The stack's ScaledObjects use no TriggerAuthentication (autoscaling.py: an unauthenticated Prometheus query), so
+# KEDA needs no Secret beyond its own certificates. The chart's default `restrict.secret: false` gives the operator a
+# ClusterRole to list and watch every Secret of the cluster (kedacore/charts keda/values.yaml L913-922,
+# templates/manager/clusterrole.yaml L51-57 `{{- if not .Values.permissions.operator.restrict.secret }}` @ v2.20.2);
+# `true` drops it for a Role on the Secrets of KEDA's own namespace (templates/manager/minimal-rbac.yaml L36-43,
+# L61-65) and makes the operator and the metrics server read only there (KEDA_RESTRICT_SECRET_ACCESS,
+# templates/manager/deployment.yaml L180-183, templates/metrics-server/deployment.yaml L120-123).
+RESTRICTED_SECRETS = {
+    "permissions": {"operator": {"restrict": {"secret": True}}, "metricServer": {"restrict": {"secret": True}}}
+}
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,7 @@ class Keda(pulumi.ComponentResource):
             version=config.chart_version,
             repository=KEDA_REPOSITORY,
             namespace=args.namespace,
-            values={},
+            values=RESTRICTED_SECRETS,
             timeout_seconds=config.timeout_seconds,
             environment=args.environment,
             parent=self,

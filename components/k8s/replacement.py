@@ -240,6 +240,10 @@ MUTABLE_KINDS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io", "Role"): f"{K8S} pkg/apis/rbac/validation/validation.go ValidateRoleUpdate",
     ("rbac.authorization.k8s.io", "ClusterRole"): f"{K8S} pkg/apis/rbac/validation/validation.go "
     "ValidateClusterRoleUpdate",
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): f"{K8S} pkg/apis/admissionregistration/"
+    "validation/validation.go ValidateValidatingAdmissionPolicyUpdate (the new spec is validated, not compared)",
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): f"{K8S} pkg/apis/admissionregistration/"
+    "validation/validation.go ValidateValidatingAdmissionPolicyBindingUpdate (the new spec is validated, not compared)",
     ("amd.com", "DeviceConfig"): "ROCm/gpu-operator @ v1.5.1 helm-charts-k8s/crds/deviceconfig-crd.yaml (no oldSelf "
     "rule; no validating webhook in the chart)",
     ("monitoring.coreos.com", "ServiceMonitor"): "prometheus-operator's CRD (no oldSelf rule)",

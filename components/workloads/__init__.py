@@ -27,6 +27,8 @@ from components import supply
 from .gpu_check import GpuCheckArgs
 
 if TYPE_CHECKING:
+    import pulumi
+
     from components.docker.gpu_host import GpuHost
     from .autoscaling import AutoscalerArgs
     from .inference import DockerVllm, VllmServer
@@ -194,6 +196,8 @@ def build_workloads(
     if cfg.inference:
         from .inference import DockerVllm, DockerVllmArgs, VllmServer, VllmServerArgs
 
+        # A new server's Deployment is admitted once the policy names it: the servers wait for its update.
+        admitted = _serving_policy(cfg, kubernetes) if kubernetes is not None else []
         for inference in cfg.inference:
             if inference.kubernetes is not None:
                 image = _kubernetes_image(cfg, inference.image, inference.kubernetes.node_selector)
@@ -210,6 +214,7 @@ def build_workloads(
                         gpu_ready=[
                             *kubernetes.gpu_ready,
                             *(kubernetes.kueue.ready if kubernetes.kueue is not None else []),
+                            *admitted,
                         ],
                         api_key=secrets.vllm_api_key,
                         secret_env=secrets.env_is_secret("inference"),
@@ -237,3 +242,35 @@ def build_workloads(
                     ),
                 )
     return workloads
+
+
+SERVING_POLICY = "rocm-stack-serving"
+
+
+def _serving_policy(cfg: StackConfig, kubernetes: KubernetesLayer) -> list[pulumi.Resource]:
+    """The admission policy that keeps serving's labels to the stack's own pods (admission.py), and its binding;
+    none without a vLLM server on Kubernetes."""
+    from .admission import ServingPolicy, ServingPolicyArgs
+
+    namespaces, deployments, sets = set(), [], []
+    for inference in cfg.inference:
+        if (k8s := inference.kubernetes) is not None:
+            namespaces.add(k8s.namespace)
+            if k8s.multi_node:
+                sets.append(inference.leader_worker_set_name)
+            else:
+                deployments.append(inference.name)
+            if k8s.router is not None:
+                deployments.append(f"{inference.name}-router")
+    if not namespaces:
+        return []
+    policy = ServingPolicy(
+        SERVING_POLICY,
+        ServingPolicyArgs(
+            provider=kubernetes.provider,
+            namespaces=sorted(namespaces),
+            names={"deployments": sorted(deployments), "leaderworkersets": sorted(sets)},
+            depends_on=list(kubernetes.namespaces.values()),
+        ),
+    )
+    return [policy.policy, policy.binding]

@@ -71,7 +71,7 @@ def gpu_check_container(
         command=gpucheck_command(gpus, check.floors, check.timeout_seconds),
         env=[core_v1.EnvVarArgs(name="PYTHONPATH", value=str(PurePosixPath(PROGRAM_DIR).parent))],
         resources=resources,
-        security_context=security_context("baseline"),
+        security_context=security_context(()),
         volume_mounts=[
             core_v1.VolumeMountArgs(name=program_volume, mount_path=PROGRAM_DIR, read_only=True),
             # RCCL's all-reduce between the pod's GPUs goes through /dev/shm: the pod's memory-backed one.

@@ -23,6 +23,7 @@ from pulumi_kubernetes.policy import v1 as policy_v1
 
 from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
 from schema.queues import KUEUE_QUEUE_LABEL
+from schema.derived import pod_capabilities
 from schema.workloads import InferenceConfig, Toleration, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
@@ -271,7 +272,7 @@ class VllmServer(pulumi.ComponentResource):
             env=env,
             ports=None if proxied else [core_v1.ContainerPortArgs(name="http", container_port=inference.port)],
             resources=resources,
-            security_context=security_context(k8s.pod_security, ipc_lock=rccl.ipc_lock),
+            security_context=security_context(pod_capabilities(k8s)),
             # Liveness and readiness only start once the model is loaded and /health answered.
             startup_probe=health(
                 PROBE_PERIOD_SECONDS, math.ceil(inference.startup_timeout_seconds / PROBE_PERIOD_SECONDS)
@@ -366,7 +367,7 @@ class VllmServer(pulumi.ComponentResource):
                 command=multinode.worker_command(serve, k8s.nodes),
                 env=env,
                 resources=resources,
-                security_context=security_context(k8s.pod_security, ipc_lock=rccl.ipc_lock),
+                security_context=security_context(pod_capabilities(k8s)),
                 # Its ranks serve the leader's requests: it stops only once the leader has drained and exited.
                 lifecycle=multinode.worker_drain_hook(port),
                 volume_mounts=model_volumes,

@@ -106,18 +106,13 @@ def pod_resources(requests: Mapping[str, str]) -> core_v1.ResourceRequirementsAr
     return core_v1.ResourceRequirementsArgs(limits=dict(requests), requests=dict(requests))
 
 
-def security_context(pod_security: str, ipc_lock: bool = False) -> core_v1.SecurityContextArgs:
-    """Every container: no privilege escalation (no setuid gains, the Kubernetes form of the Docker hosts' hardened
-    `no-new-privileges`). SYS_NICE lets libnuma/numactl bind memory: the runtime's default seccomp profile (every
-    pod runs RuntimeDefault, POD_SECURITY) allows mbind and set_mempolicy only with CAP_SYS_NICE (containerd
-    contrib/seccomp/seccomp_default.go, since v1.7.0; moby profiles/seccomp/default.json), as on the Docker hosts.
-    IPC_LOCK lets RDMA pin (register) memory without the memlock limit ("This limit is not enforced if the process
-    is privileged (CAP_IPC_LOCK)", man 2 mlock). Pod Security baseline allows neither capability, so both need a
-    `privileged` namespace."""
-    capabilities = ["SYS_NICE", *(["IPC_LOCK"] if ipc_lock else [])] if pod_security == "privileged" else None
+def security_context(capabilities: Sequence[str]) -> core_v1.SecurityContextArgs:
+    """Every GPU container: no privilege escalation (no setuid gains, the Kubernetes form of the Docker hosts'
+    hardened `no-new-privileges`), and the capabilities its workload needs (schema.workloads.pod_capabilities:
+    SYS_NICE with numaBinding, IPC_LOCK with RDMA), none by default."""
     return core_v1.SecurityContextArgs(
         allow_privilege_escalation=False,
-        capabilities=core_v1.CapabilitiesArgs(add=capabilities) if capabilities else None,
+        capabilities=core_v1.CapabilitiesArgs(add=list(capabilities)) if capabilities else None,
     )
 
 
@@ -231,10 +226,9 @@ def namespace_peer(namespace: str) -> networking_v1.NetworkPolicyPeerArgs:
 @dataclass(frozen=True)
 class RcclPod:
     """What `network` (RDMA for RCCL between the pods of a multi-node training or vLLM replica) adds to each pod besides
-    its RDMA resource (schema.workloads.pod_requests): IPC_LOCK (security_context), the Multus annotation or the node's network (a hostNetwork pod still
+    its RDMA resource (schema.workloads.pod_requests) and IPC_LOCK (schema.workloads.pod_capabilities): the Multus annotation or the node's network (a hostNetwork pod still
     resolves pod names through cluster DNS with ClusterFirstWithHostNet), and RCCL's variables."""
 
-    ipc_lock: bool = False
     annotations: dict[str, str] | None = None
     host_network: bool | None = None
     dns_policy: str | None = None
@@ -245,7 +239,6 @@ def rccl_pod(network: TrainingNetwork | None) -> RcclPod:
     if network is None:
         return RcclPod()
     return RcclPod(
-        ipc_lock=True,
         annotations={MULTUS_NETWORKS_ANNOTATION: network.networks} if network.networks is not None else None,
         host_network=network.host_network or None,
         dns_policy="ClusterFirstWithHostNet" if network.host_network else None,

@@ -30,7 +30,14 @@ from pulumi_kubernetes.networking import v1 as networking_v1
 from schema.docker import SecurityProfile
 from schema.project import PROGRAMS
 from schema.queues import KUEUE_QUEUE_LABEL
-from schema.workloads import TORCHRUN_SHUTDOWN_ENV, HostPathStorage, Toleration, TrainingConfig, TrainingKubernetes
+from schema.derived import pod_capabilities
+from schema.workloads import (
+    TORCHRUN_SHUTDOWN_ENV,
+    HostPathStorage,
+    Toleration,
+    TrainingConfig,
+    TrainingKubernetes,
+)
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
 from components.docker.checks import GPU_CHECK_PROGRAMS
 from components.docker.programs import program_uploads
@@ -536,7 +543,7 @@ class TrainingJob(pulumi.ComponentResource):
             ports=[core_v1.ContainerPortArgs(name="c10d", container_port=C10D_PORT)],
             readiness_probe=core_v1.ProbeArgs(tcp_socket=core_v1.TCPSocketActionArgs(port=C10D_PORT), period_seconds=5),
             resources=core_v1.ResourceRequirementsArgs(limits=amounts, requests=amounts),
-            security_context=security_context("baseline"),
+            security_context=security_context(()),
             volume_mounts=[core_v1.VolumeMountArgs(name="program", mount_path=PROGRAM_DIR, read_only=True)],
         )
         return batch_v1.JobTemplateSpecArgs(
@@ -601,7 +608,7 @@ class TrainingJob(pulumi.ComponentResource):
             env=[*env, node_rank_env()] if static else env,
             ports=[core_v1.ContainerPortArgs(name="c10d", container_port=RENDEZVOUS_PORT)] if static else None,
             resources=resources,
-            security_context=security_context(k8s.pod_security, ipc_lock=rccl.ipc_lock),
+            security_context=security_context(pod_capabilities(k8s)),
             volume_mounts=[
                 program_mount,
                 core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
@@ -620,7 +627,7 @@ class TrainingJob(pulumi.ComponentResource):
                 limits={k: trainer_amounts[k] for k in ("cpu", "memory")},
                 requests={k: trainer_amounts[k] for k in ("cpu", "memory")},
             ),
-            security_context=security_context("baseline"),
+            security_context=security_context(()),
             volume_mounts=[program_mount],
         )
         annotations = {"rocm-stack/program-sha256": program_digest(files), **(rccl.annotations or {})}

@@ -197,6 +197,11 @@ def _validate_token_holders(args: StackValidationArgs, report_violation: ReportV
         report_violation(message, urn)
 
 
+def _validate_namespace_levels(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for message, urn in rules.namespace_level_problems(_prod_resources(args)):
+        report_violation(message, urn)
+
+
 def _validate_network_isolation(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     for message, urn in rules.unisolated_workloads(_prod_resources(args)):
         report_violation(message, urn)
@@ -322,4 +327,14 @@ ALLOWLIST_POLICY = _stack_policy(
     _validate_declared_by_the_program,
 )
 
-POLICIES = [*(policy(rule) for rule in CATALOGUE), ALLOWLIST_POLICY]
+# Pod Security levels as the pods need them (rules.namespace_level_problems): also the pack's own for now.
+NAMESPACE_LEVELS_POLICY = _stack_policy(
+    "prod-namespaces-pod-security-as-needed",
+    "In prod no namespace the stack creates enforces a Pod Security level laxer than the pods it declares there "
+    "need (privileged only for capabilities beyond baseline's, hostPath, host namespaces or ports).",
+    _validate_namespace_levels,
+)
+
+# The catalogue's rules, then the pack's own (not yet entries of the catalogue).
+PACK_OWN = [ALLOWLIST_POLICY, NAMESPACE_LEVELS_POLICY]
+POLICIES = [*(policy(rule) for rule in CATALOGUE), *PACK_OWN]

@@ -134,11 +134,12 @@ def _drain(events: queue.Queue[dict[str, Any]], deadline: float | None) -> Itera
 
 
 class Replica(ThreadingHTTPServer):
-    """One stand-in vLLM pod on `ip`:`port` serving `model`, with the key check of its proxy."""
+    """One stand-in vLLM pod on `ip`:`port` serving `model`, with the key check of its proxy; `key` None: a rogue pod
+    that answers every request and records each one's headers (GETs too)."""
 
     daemon_threads = True
 
-    def __init__(self, ip: str, port: int, model: str, key: str) -> None:
+    def __init__(self, ip: str, port: int, model: str, key: str | None) -> None:
         super().__init__((ip, port), _ReplicaHandler)
         self.model, self.key = model, key
         self.seen: list[dict[str, str]] = []
@@ -160,10 +161,12 @@ class _ReplicaHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _authorized(self) -> bool:
-        return self.headers.get("Authorization") == f"Bearer {self.server.key}"
+        return self.server.key is None or self.headers.get("Authorization") == f"Bearer {self.server.key}"
 
     def do_GET(self) -> None:  # noqa: N802
         path = urlparse(self.path).path
+        if self.server.key is None:
+            self.server.seen.append({"path": path, **{k.lower(): v for k, v in self.headers.items()}})
         if path == "/metrics":
             self._reply(200, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n", "text/plain")
         elif path == "/health":

@@ -35,7 +35,8 @@ from typing import Any
 
 import pytest
 
-from components.workloads import proxy, router
+from admission_cel import refusals, request
+from components.workloads import SERVING_POLICY, proxy, router
 from conftest import stack_file
 from e2e.router_standins import ApiServer, Replica, pod
 from tools.synth import synthesize
@@ -51,6 +52,7 @@ KEY = "k3y-0f_the.stack~+/=="  # test_vllm_proxy's KEY: _running writes its key 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 REPLICA_IPS = ("127.0.0.2", "127.0.0.3")
 NEW_REPLICA_IP = "127.0.0.4"
+ROGUE_IP = "127.0.0.5"
 
 pytestmark = [
     pytest.mark.skipif(not VENV_PYTHON.exists(), reason="no router environment: `make router-venv`"),
@@ -100,7 +102,10 @@ def deployed() -> dict[str, Any]:
     pod_spec = plan.get("kubernetes:apps/v1:Deployment", "llama-router")["inputs"]["spec"]["template"]["spec"]
     [container] = [c for c in pod_spec["containers"] if c["name"] == "router"]
     config = plan.get("kubernetes:core/v1:ConfigMap", "llama-router-proxy")["inputs"]["data"][proxy.CONFIG_FILE]
-    return {"args": container["args"], "config": config}
+    admission = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+    policy = plan.get(admission, SERVING_POLICY)["inputs"]
+    binding = plan.get(admission + "Binding", f"{SERVING_POLICY}-binding")["inputs"]
+    return {"args": container["args"], "config": config, "serving_policy": (policy, binding)}
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +277,36 @@ def test_a_replica_added_by_label_takes_sessions_only_from_the_others_share(clus
     moved = {s for s in sessions if after[s] != before[s]}
     assert moved and all(after[s] == NEW_REPLICA_IP for s in moved)
     assert len(moved) < len(sessions) / 2
+
+
+def test_a_pod_copying_the_replicas_labels_gets_nothing(cluster: Cluster, deployed: dict[str, Any], front: int) -> None:
+    """Issue 34 item 1: a bare pod with the replicas' labels, created in serving's namespace by a training team's
+    identity, is refused by the stack's admission policy (evaluated on its CREATE request as the API server does:
+    tests/admission_cel.py), so the routers never see it: no key, no prompt, while 30 sessions are served."""
+    rogue = Replica(ROGUE_IP, cluster.port, MODEL, None)
+    threading.Thread(target=rogue.serve_forever, daemon=True).start()
+    cluster.servers.append(rogue)
+    manifest = pod("rogue", ROGUE_IP, cluster.selector, cluster.namespace)
+    review = request("CREATE", "", "pods", manifest, "system:serviceaccount:ml:default", cluster.namespace)
+    assert refusals(*deployed["serving_policy"], review)  # the API server answers 403: the pod never exists
+    served = {_served_by(front, f"tenant-{n}") for n in range(30)}
+    assert ROGUE_IP not in served and rogue.seen == []
+
+
+def test_without_the_policy_the_rogue_pod_gets_the_key_and_prompts(cluster: Cluster, front: int) -> None:
+    """The finding reproduced, so the test above is no empty pass: the same pod admitted (as on main, which has no
+    policy) gets the routers' key for its model list before any client request, then a share of the sessions."""
+    [rogue] = [s for s in cluster.servers if isinstance(s, Replica) and s.key is None]
+    cluster.api.add(pod("rogue", ROGUE_IP, cluster.selector, cluster.namespace))
+    deadline = time.monotonic() + 30
+    while not any(seen.get("path") == "/v1/models" for seen in rogue.seen):
+        assert time.monotonic() < deadline, "the routers never asked the rogue pod"
+        time.sleep(0.3)
+    assert rogue.seen[0]["authorization"] == f"Bearer {KEY}"
+    deadline = time.monotonic() + 30
+    while ROGUE_IP not in {_served_by(front, f"rogue-{n}") for n in range(30)}:
+        assert time.monotonic() < deadline, "the rogue pod never got a session"
+    assert any(seen.get("authorization") == f"Bearer {KEY}" and "path" not in seen for seen in rogue.seen)
 
 
 def test_a_stopped_router_exits_within_the_watch_timeout(cluster: Cluster) -> None:
