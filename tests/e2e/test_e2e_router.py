@@ -279,6 +279,16 @@ def test_a_replica_added_by_label_takes_sessions_only_from_the_others_share(clus
     assert len(moved) < len(sessions) / 2
 
 
+def test_a_stopped_router_exits_within_the_watch_timeout(cluster: Cluster) -> None:
+    """SIGTERM (the kubelet's stop): the router's shutdown joins its watch thread, which ends when the API server
+    closes the stream (the stack's timeoutSeconds), well inside the pod's 30 s grace."""
+    process = cluster.processes[1]
+    started = time.monotonic()
+    process.terminate()
+    process.wait(router.WATCH_TIMEOUT_SECONDS + 10)
+    assert time.monotonic() - started < router.WATCH_TIMEOUT_SECONDS + 5
+
+
 def test_a_pod_copying_the_replicas_labels_gets_nothing(cluster: Cluster, deployed: dict[str, Any], front: int) -> None:
     """Issue 34 item 1: a bare pod with the replicas' labels, created in serving's namespace by a training team's
     identity, is refused by the stack's admission policy (evaluated on its CREATE request as the API server does:
@@ -307,13 +317,3 @@ def test_without_the_policy_the_rogue_pod_gets_the_key_and_prompts(cluster: Clus
     while ROGUE_IP not in {_served_by(front, f"rogue-{n}") for n in range(30)}:
         assert time.monotonic() < deadline, "the rogue pod never got a session"
     assert any(seen.get("authorization") == f"Bearer {KEY}" and "path" not in seen for seen in rogue.seen)
-
-
-def test_a_stopped_router_exits_within_the_watch_timeout(cluster: Cluster) -> None:
-    """SIGTERM (the kubelet's stop): the router's shutdown joins its watch thread, which ends when the API server
-    closes the stream (the stack's timeoutSeconds), well inside the pod's 30 s grace."""
-    process = cluster.processes[1]
-    started = time.monotonic()
-    process.terminate()
-    process.wait(router.WATCH_TIMEOUT_SECONDS + 10)
-    assert time.monotonic() - started < router.WATCH_TIMEOUT_SECONDS + 5
