@@ -1087,6 +1087,25 @@ def api_key_problem(key: str) -> str | None:
     return None
 
 
+# Prod's floor for the secrets a person chooses (the config loader sees their values; the pack sees only that they
+# are secrets). Anyone who reaches the published port may guess the vLLM key as often as nginx answers (no attempt
+# limit), so it must carry 128 bits: 32 characters, what `openssl rand -hex 16` prints. Grafana's password guards a
+# login that counts failures per user (its brute-force lockout), but `admin` is Grafana's own default
+# (conf/defaults.ini `admin_password = admin`) and Grafana applies a GF_* variable only when it is non-empty, so an
+# empty one leaves that default (issue 34's review, on the real Grafana): 16 characters and not the default.
+API_KEY_MIN_LENGTH = 32
+GRAFANA_PASSWORD_MIN_LENGTH = 16
+
+
+def weak_secret_problem(value: str, min_length: int, fix: str) -> str | None:
+    """Why `value` is too weak for prod, or None: shorter than `min_length`, or Grafana's default `admin`."""
+    if value.strip().lower() == "admin":
+        return f"is Grafana's default password `admin`, which prod refuses; {fix}"
+    if len(value) < min_length:
+        return f"has {len(value)} characters, fewer than the {min_length} prod requires; {fix}"
+    return None
+
+
 # vLLM's own key guards only paths under /v1 (vllm/entrypoints/openai/api_server.py @ v0.11.2, build_app); so
 # /invocations, /tokenize and /pooling answer anyone who reaches vLLM (vllm-project/vllm#58144), and a Host header
 # passes its middleware before vLLM 0.22 (GHSA-94f4-hr76-p5j6). Only the authenticating proxy may reach it.

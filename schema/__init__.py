@@ -156,6 +156,24 @@ class StackSecrets:
         return any(section in self.secret_sections for section in sections)
 
 
+def _weak_secrets(values: Mapping[str, Any], prefix: str) -> list[ConfigProblem]:
+    """Prod's strength floor (rules.weak_secret_problem) on the secrets whose values the loader sees (synth hands a
+    placeholder instead, a stack file read as is `{secure: ...}`: not judged)."""
+    floors = {
+        "vllmApiKey": (rules.API_KEY_MIN_LENGTH, "e.g. `openssl rand -hex 16`"),
+        "grafanaAdminPassword": (rules.GRAFANA_PASSWORD_MIN_LENGTH, "e.g. `openssl rand -base64 18`"),
+    }
+    problems = []
+    for key, (min_length, example) in floors.items():
+        value = values.get(f"{prefix}{key}")
+        if value is None or isinstance(value, dict) or value == SECRET_PLACEHOLDER:
+            continue
+        fix = f"set a stronger one with {set_secret(key, '<value>')} ({example})"
+        if problem := rules.weak_secret_problem(str(value), min_length, fix):
+            problems.append(ConfigProblem(key, problem))
+    return problems
+
+
 def _key_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
@@ -482,6 +500,8 @@ def load(
     known = api_key is not None and not isinstance(api_key, dict) and api_key != SECRET_PLACEHOLDER
     if known and (problem := rules.api_key_problem(str(api_key))):
         problems.append(ConfigProblem("vllmApiKey", problem))
+    if cfg.environment == "prod":
+        problems += _weak_secrets(values, prefix)
     if (
         cfg.environment == "prod"
         and cfg.monitoring_host is not None

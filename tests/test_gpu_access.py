@@ -21,7 +21,7 @@ P = "rocm-stack:"
 DATA = Path(__file__).parent / "data" / "render_nodes"
 MAP_8 = "hosts/mi300x-8gpu.render-nodes.json"
 VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-TOKEN = {P + "huggingfaceToken": "hf_test", P + "vllmApiKey": "sk-test-key-123"}
+TOKEN = {P + "huggingfaceToken": "hf_test", P + "vllmApiKey": "sk-test-key-0123456789abcdef01234"}
 
 
 def vllm_containers(plan):
@@ -339,7 +339,7 @@ def test_the_api_key_reaches_vllm_from_a_secret_file_never_in_the_plan():
         i["command"][:2] == ["sh", "-c"] and "VLLM_API_KEY=" in i["command"][2] and "/run/secrets/" in i["command"][2]
     )
     assert i["uploads"] == SECRET and "VLLM_API_KEY" not in env_of(serve)
-    assert "sk-test-key-123" not in json.dumps(plan.to_json())
+    assert "sk-test-key-0123456789abcdef01234" not in json.dumps(plan.to_json())
     assert "/health" in " ".join(i["healthcheck"]["tests"])
     # With the key vLLM publishes nothing: its proxy (components/workloads/proxy.py) publishes the API port on the
     # configured address, and both share a network of their own; the key file is a secret upload of the proxy too.

@@ -151,7 +151,7 @@ def test_api_key_rotation_is_invisible_offline_and_said_so(prod_plan):
     """A secret is `[secret]` in both plans (synth never sees its value): the plans are equal, and the report names
     what a rotation replaces: the vLLM containers (their key is an uploaded file: `upload` is ForceNew) and the
     Kubernetes Secret (k8s.secret), whose new name rolls the Deployment (tests/test_k8s_day2_secrets.py)."""
-    rotated = synthesize("prod", secrets={P + "vllmApiKey": "rotated-key"})
+    rotated = synthesize("prod", secrets={P + "vllmApiKey": "rotated-key-0123456789abcdef012345"})
     assert json.dumps(rotated.to_json(), sort_keys=True) == json.dumps(prod_plan.to_json(), sort_keys=True)
     report = report_of(prod_plan, rotated)
     assert report.impacts == []

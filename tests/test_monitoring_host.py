@@ -409,7 +409,7 @@ def test_a_retention_change_restarts_prometheus_with_its_samples_kept(prod_plan)
 
 
 def test_a_password_rotation_is_invisible_offline_and_replaces_grafana(prod_plan):
-    rotated = synthesize("prod", secrets={P + "grafanaAdminPassword": "rotated"})
+    rotated = synthesize("prod", secrets={P + "grafanaAdminPassword": "rotated-grafana-password"})
     report = report_of(prod_plan, rotated)
     assert report.impacts == []
     grafana = next(s for s in report.secrets if s.name == "gpu-node-1-grafana")
@@ -517,7 +517,7 @@ def test_a_key_rotation_replaces_the_token_writer_alone_and_prometheus_keeps_run
     """A rotated vllmApiKey is invisible offline; the report's secret inputs say what it does: the writer (its
     `uploads`, ForceNew) is deleted and created again, which rewrites the file in the volume; Prometheus holds no
     secret, so nothing of it changes (the e2e test_e2e_monitoring_host shows the running one taking the new token)."""
-    rotated = synthesize("prod", secrets={P + "vllmApiKey": "rotated-key"})
+    rotated = synthesize("prod", secrets={P + "vllmApiKey": "rotated-key-0123456789abcdef012345"})
     report = report_of(prod_plan, rotated)
     assert report.impacts == []
     by_name = {s.name: s for s in report.secrets}
@@ -576,3 +576,29 @@ def test_the_first_up_with_the_files_container_replaces_prometheus_once(prod_pla
         (FILES_WRITER, CONTAINER, Action.CREATE),
         ("gpu-node-1-prometheus", CONTAINER, Action.DELETE_REPLACE),
     }
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("vllmApiKey", "k", "has 1 characters, fewer than the 32 prod requires"),
+        ("vllmApiKey", "x" * 31, "has 31 characters, fewer than the 32 prod requires"),
+        ("grafanaAdminPassword", "", "has 0 characters, fewer than the 16 prod requires"),
+        ("grafanaAdminPassword", "admin", "is Grafana's default password `admin`"),
+        ("grafanaAdminPassword", "short-pass", "has 10 characters, fewer than the 16 prod requires"),
+    ],
+)
+def test_prod_refuses_weak_secrets(key: str, value: str, expected: str):
+    """Issue 34 item 9: a 1-character key and an empty or `admin` Grafana password passed prod. The key is guessed
+    online with no attempt limit (128 bits: 32 characters); Grafana ignores an empty GF_* variable and `admin` is its
+    default."""
+    message = refused(lambda: synth_with("prod", secrets={P + key: value}))
+    assert f"rocm-stack:{key}: {expected}" in message
+    assert f"pulumi config set --secret {key}" in message
+    assert len(value) < 6 or value not in message  # the secret itself is never echoed
+
+
+def test_strong_secrets_pass_prod_and_dev_keeps_short_ones():
+    strong = {P + "vllmApiKey": "0123456789abcdef" * 2, P + "grafanaAdminPassword": "correct-horse-battery"}
+    assert synth_with("prod", secrets=strong).outputs
+    assert synth_with("dev", secrets={P + "vllmApiKey": "k"}).outputs
