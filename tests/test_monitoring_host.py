@@ -208,7 +208,7 @@ def test_prometheus_scrapes_what_the_stack_generates(prod_plan):
         targets = yaml.safe_load(upload(prod_plan, FILES_WRITER, targets_file(job["job_name"])))
         assert targets == generated.pop("static_configs") and targets
         assert {k: v for k, v in job.items() if k != "file_sd_configs"} == generated
-    assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["localhost:9093"]}]}]}
+    assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["127.0.0.1:9093"]}]}]}
 
 
 @pytest.mark.parametrize(
@@ -247,11 +247,15 @@ def test_the_outputs_say_where_alerts_go(prod_plan, dev_plan):
         "oncall: webhook https://alerts.example.internal/rocm-stack; gpu-team: email to gpu-team@example.internal via "
         "smtp.example.internal:587 (critical only)"
     )
+    # On the host's loopback (issue 34 item 7), through the tunnel the next output gives.
     assert prod_plan.outputs["monitoringUrls"] == {
-        "prometheus": "http://gpu-node-1.example.internal:9090",
-        "alertmanager": "http://gpu-node-1.example.internal:9093",
-        "grafana": "http://gpu-node-1.example.internal:3000/d/rocm-stack-gpus",
+        "prometheus": "http://127.0.0.1:9090",
+        "alertmanager": "http://127.0.0.1:9093",
+        "grafana": "http://127.0.0.1:3000/d/rocm-stack-gpus",
     }
+    assert prod_plan.outputs["monitoringTunnel"] == (
+        "ssh -N -L 9090:127.0.0.1:9090 -L 9093:127.0.0.1:9093 -L 3000:127.0.0.1:3000 gpu-node-1.example.internal"
+    )
     assert dev_plan.outputs["alertDestinations"].startswith("nowhere: no monitoring host")
     assert docker_host.alert_destinations([]).startswith("nowhere: no monitoring.receivers")
 

@@ -202,15 +202,11 @@ def test_health_and_metrics_pass_without_the_key_as_exactly_that_path(pod_proxy:
 
 
 def test_docker_configuration_opens_health_only(tmp_path: Path, upstream: Upstream) -> None:
-    """DockerVllm's configuration, its upstream name swapped for the stand-in's address (Docker's DNS at
-    127.0.0.11 exists only on a Docker network); `nginx -t` accepts it as rendered. /metrics passes with the key or
-    the scrape token Prometheus holds (components/monitoring VLLM_METRICS_TOKEN_FILE); the token opens nothing else."""
+    """DockerVllm's configuration (vLLM on the loopback of the proxy's network namespace); `nginx -t` accepts it as
+    rendered. /metrics passes with the key or the scrape token Prometheus holds (components/monitoring
+    VLLM_METRICS_TOKEN_FILE); the token opens nothing else."""
     rendered = proxy.nginx_config(
-        _free_port(),
-        "vllm-a:8000",
-        proxy.DOCKER_OPEN_PATHS,
-        proxy.DOCKER_DNS,
-        scraped_paths=proxy.DOCKER_SCRAPED_PATHS,
+        _free_port(), "127.0.0.1:8000", proxy.DOCKER_OPEN_PATHS, scraped_paths=proxy.DOCKER_SCRAPED_PATHS
     )
     conf = tmp_path / "t"
     conf.mkdir()
@@ -223,7 +219,7 @@ def test_docker_configuration_opens_health_only(tmp_path: Path, upstream: Upstre
         text=True,
     )
     assert check.returncode == 0, check.stderr
-    config = rendered.replace("vllm-a:8000", f"127.0.0.1:{upstream.server_port}")
+    config = rendered.replace("127.0.0.1:8000", f"127.0.0.1:{upstream.server_port}")
     (tmp_path / "run").mkdir()
     with _running(tmp_path / "run", config) as port:
         token = {"Authorization": f"Bearer {proxy.metrics_token(KEY)}"}

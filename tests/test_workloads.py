@@ -1078,10 +1078,13 @@ def test_no_token_no_secret_for_an_open_model():
 def test_docker_vllm_publishes_its_port_and_checks_health(prod):
     c = docker_container(prod, "gpu-node-3-serve-b")
     i = c["inputs"]
-    # prod's API key: the proxy publishes the port (tests/test_vllm_proxy.py), vLLM nothing (the pack's rule).
-    assert "ports" not in i
+    # prod's API key: the proxy publishes the port (tests/test_vllm_proxy.py), vLLM nothing (the pack's rule); vLLM
+    # is in the proxy's network namespace, on its loopback (tests/e2e/test_e2e_neighbours.py).
+    assert "ports" not in i and "networksAdvanced" not in i
+    assert i["networkMode"] == "container:gpu-node-3-serve-b-proxy-id"
+    assert i["command"][i["command"].index("--host") + 1] == "127.0.0.1"
     proxy = docker_container(prod, "gpu-node-3-serve-b-proxy")["inputs"]
-    assert proxy["ports"] == [{"internal": 8000, "external": 8001, "ip": "0.0.0.0", "protocol": "tcp"}]
+    assert proxy["ports"] == [{"internal": 8080, "external": 8001, "ip": "0.0.0.0", "protocol": "tcp"}]
     # prod's API key: `sh -c` reads the uploaded key file into VLLM_API_KEY, then execs `vllm serve`.
     assert i["command"][:2] == ["sh", "-c"] and i["command"][4:7] == [
         "vllm",

@@ -34,7 +34,7 @@ from components.monitoring.docker_host import PROMETHEUS_FILES
 from rules import MONITORING_LABEL, PARTITION_LABEL
 from schema.types import quantity_value
 from tools.impact_rules import HELM_IDENTITY, K8S_FORCE_NEW, K8S_IDENTITY, RULES, Action
-from tools.synth import SECRET, autoname, autonamed
+from tools.synth import SECRET, autoname, autonamed, mock_id
 from tools.synth_diff import Key, PlanDiff, PlannedResource, SynthPlan, cell, diff, matched
 
 DOCKER_PROVIDER = "pulumi:providers:docker"
@@ -577,21 +577,27 @@ def _refusal(resource: PlannedResource, refused: list[tuple[str, Immutable]]) ->
 
 # A resource whose replacement makes a container's ForceNew input unknown in the preview, and that input.
 _READ_BY_CONTAINERS = {REMOTE_IMAGE: "image", NETWORK: "networksAdvanced"}
+# A container's inputs that name another container by its ID (`container:<ID>`, ForceNew): the vLLM server in its
+# proxy's network namespace, the files writer in Prometheus's PID namespace.
+_JOINS = ("networkMode", "pidMode")
 
 
 def _propagate_replacements(
     impacts: dict[Key, Impact], before: dict[Key, PlannedResource], after: dict[Key, PlannedResource]
 ) -> None:
-    """A replaced image's id, or a replaced network's name, is unknown in the preview, and a container's `image` and
-    `networksAdvanced` are ForceNew: every container created from it, or attached to it, is replaced, whatever else
-    changed (rule pulumi.unknown-output)."""
-    replaced = {
-        after[key].urn: _READ_BY_CONTAINERS[key[0]]
+    """A replaced image's id, a replaced network's name or a replaced container's ID is unknown in the preview, and
+    a container's `image`, `networksAdvanced`, `networkMode` and `pidMode` are ForceNew: every container created from
+    it, attached to it or joining its namespaces is replaced, whatever else changed (rule pulumi.unknown-output)."""
+    replacing = [
+        key
         for key, impact in impacts.items()
-        if key[0] in _READ_BY_CONTAINERS and impact.action in (Action.REPLACE, Action.DELETE_REPLACE) and key in after
-    }
+        if impact.action in (Action.REPLACE, Action.DELETE_REPLACE) and key in after
+    ]
+    replaced = {after[key].urn: _READ_BY_CONTAINERS[key[0]] for key in replacing if key[0] in _READ_BY_CONTAINERS}
+    joined = {f"container:{mock_id(after[key].name)}" for key in replacing if key[0] == CONTAINER}
     for key, container in after.items():
         reads = [replaced[urn] for urn in container.depends_on if urn in replaced]
+        reads += [path for path in _JOINS if container.inputs.get(path) in joined]
         if key[0] != CONTAINER or key not in before or not reads:
             continue
         current = impacts.get(key)
@@ -634,9 +640,16 @@ def _rolls(head: SynthPlan, replaced: set[str], old: dict[str, PlannedResource],
         rolls.append(
             Roll(
                 workload=workload,
+                # A server's proxy comes one step before its vLLM, which joins the proxy's network namespace: the
+                # step of the partition's server is its vLLM's (the proxies' steps name no partition).
                 steps=[
-                    sorted(_labels(r)[PARTITION_LABEL] for r in steps[n] if _labels(r).get(PARTITION_LABEL))
+                    partitions
                     for n in sorted(steps)
+                    if (
+                        partitions := sorted(
+                            _labels(r)[PARTITION_LABEL] for r in steps[n] if _labels(r).get(PARTITION_LABEL)
+                        )
+                    )
                 ],
                 grace_seconds=max(
                     (int(old.get(r.urn, r).inputs.get("destroyGraceSeconds") or 0) for r in servers), default=0

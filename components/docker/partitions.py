@@ -89,6 +89,8 @@ class WorkloadContainerArgs:
     ports: Sequence[docker.ContainerPortArgs] = ()
     networks: Sequence[docker.ContainerNetworksAdvancedArgs] = ()
     """User-defined networks, instead of the daemon's default one."""
+    network_mode: pulumi.Input[str] | None = None
+    """`container:<ID>`: another container's network namespace, instead of networks of its own."""
     uploads: Sequence[docker.ContainerUploadArgs] = ()
     healthcheck: docker.ContainerHealthcheckArgs | None = None
     visibility_variable: str = "HIP_VISIBLE_DEVICES"
@@ -126,6 +128,7 @@ def workload_container(
         **rocm_access(partition.host, c, args.security_profile, args.shm_size_bytes),
         ports=list(args.ports) or None,
         networks_advanced=list(args.networks) or None,
+        network_mode=args.network_mode,
         volumes=volumes or None,
         uploads=list(args.uploads) or None,
         healthcheck=args.healthcheck,

@@ -9,7 +9,12 @@ dashboard the rest of the stack generates (components/monitoring, domain/alerts.
 
 The servers use the host's network: Prometheus scrapes the targets of the generated configuration (the hosts'
 Docker endpoints' names, `localhost` for a local daemon) exactly as a Prometheus on that host would, and Grafana and
-Prometheus reach Alertmanager and Prometheus on localhost.
+Prometheus reach Alertmanager and Prometheus on 127.0.0.1. All three listen on the host's loopback alone
+(LOOPBACK): Alertmanager and Prometheus have no authentication (anyone who reaches :9093 silences every alert), and a
+listener on the host's every address is reached by the host's own containers through their bridge gateway and by
+anyone who routes to the host. The host's loopback is no address of another network namespace, so neither a
+container nor a neighbour reaches it whatever the host's sysctls or Docker version (tests/e2e/test_e2e_neighbours.py,
+on the real binaries); people reach them through SSH (`ssh -L`, the `monitoringTunnel` output).
 
 Every configuration file is a Docker upload, which the provider cannot change in place (`uploads` is ForceNew,
 tools/impact_rules.py): a new dashboard, receiver or retention replaces the container concerned, which starts on the
@@ -117,6 +122,8 @@ PROMETHEUS_RULES = f"{PROMETHEUS_STACK_FILES}/rocm-gpu-alerts.rules.yml"
 # joins) reloads its configuration and rule files.
 PROMETHEUS_RELOAD = f"test -s {PROMETHEUS_RULES} && kill -HUP 1"
 PROMETHEUS_DATA = "/prometheus"
+# Where the three servers listen, on the host's network (the module docstring says why).
+LOOPBACK = "127.0.0.1"
 ALERTMANAGER_CONFIG = "/etc/alertmanager/alertmanager.yml"
 ALERTMANAGER_DATA = "/alertmanager"
 GRAFANA_DATA = "/var/lib/grafana"
@@ -207,7 +214,7 @@ def prometheus_config(cfg: MonitoringConfig, scrape_config: Mapping[str, Any]) -
     return {
         "global": {"scrape_interval": cfg.scrape_interval, "evaluation_interval": cfg.scrape_interval},
         "rule_files": [PROMETHEUS_RULES],
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"localhost:{ALERTMANAGER_PORT}"]}]}]},
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{LOOPBACK}:{ALERTMANAGER_PORT}"]}]}]},
         "scrape_configs": jobs,
     }
 
@@ -274,7 +281,7 @@ def grafana_datasources() -> dict[str, Any]:
                 "type": "prometheus",
                 "uid": PROMETHEUS_DATASOURCE_UID,
                 "access": "proxy",
-                "url": f"http://localhost:{PROMETHEUS_PORT}",
+                "url": f"http://{LOOPBACK}:{PROMETHEUS_PORT}",
                 "isDefault": True,
                 "editable": False,
             }
@@ -420,6 +427,8 @@ class MonitoringHost(pulumi.ComponentResource):
     containers: dict[str, docker.Container]
     volumes: dict[str, docker.Volume]
     urls: dict[str, str]
+    tunnel: str
+    """The SSH command that forwards the three servers' ports to the same ports of the caller's loopback."""
     token_writer: docker.Container | None = None
     files_writer: docker.Container
 
@@ -487,7 +496,7 @@ class MonitoringHost(pulumi.ComponentResource):
                     f"--config.file={PROMETHEUS_CONFIG}",
                     f"--storage.tsdb.path={PROMETHEUS_DATA}",
                     *cfg.retention.flags(),
-                    f"--web.listen-address=:{PROMETHEUS_PORT}",
+                    f"--web.listen-address={LOOPBACK}:{PROMETHEUS_PORT}",
                 ],
                 uploads=[_upload(PROMETHEUS_CONFIG, _yaml(prometheus_config(cfg, args.scrape_config)))],
             ),
@@ -497,7 +506,7 @@ class MonitoringHost(pulumi.ComponentResource):
                 command=[
                     f"--config.file={ALERTMANAGER_CONFIG}",
                     f"--storage.path={ALERTMANAGER_DATA}",
-                    f"--web.listen-address=:{ALERTMANAGER_PORT}",
+                    f"--web.listen-address={LOOPBACK}:{ALERTMANAGER_PORT}",
                     # One Alertmanager, no cluster: the gossip port (:9094 on every interface by default) stays shut.
                     "--cluster.listen-address=",
                 ],
@@ -506,11 +515,16 @@ class MonitoringHost(pulumi.ComponentResource):
             GRAFANA: server(GRAFANA, GRAFANA_DATA, **self._grafana(cfg, args.grafana_admin_password)),
         }
         self.files_writer = self._files(host, args, files, images[PROMETHEUS].image_id, created)
+        # On the monitoring host's loopback: reached through the tunnel.
         self.urls = {
-            "prometheus": f"http://{args.address}:{PROMETHEUS_PORT}",
-            "alertmanager": f"http://{args.address}:{ALERTMANAGER_PORT}",
-            "grafana": f"http://{args.address}:{GRAFANA_PORT}/d/{DASHBOARD_UID}",
+            "prometheus": f"http://{LOOPBACK}:{PROMETHEUS_PORT}",
+            "alertmanager": f"http://{LOOPBACK}:{ALERTMANAGER_PORT}",
+            "grafana": f"http://{LOOPBACK}:{GRAFANA_PORT}/d/{DASHBOARD_UID}",
         }
+        forwards = " ".join(
+            f"-L {port}:{LOOPBACK}:{port}" for port in (PROMETHEUS_PORT, ALERTMANAGER_PORT, GRAFANA_PORT)
+        )
+        self.tunnel = f"ssh -N {forwards} {args.address}"
         self.register_outputs({"urls": self.urls, "alertDestinations": alert_destinations(cfg.receivers)})
 
     def _token(
@@ -602,6 +616,9 @@ class MonitoringHost(pulumi.ComponentResource):
             uploads.append(generated_upload(f"{GRAFANA_DASHBOARDS}/rocm-gpus.json", dashboard_json_text(), READABLE))
         env: dict[str, pulumi.Input[str]] = {
             "GF_SERVER_HTTP_PORT": str(GRAFANA_PORT),
+            # The address Grafana binds ([server] http_addr, grafana.com/docs/grafana/latest/setup-grafana/
+            # configure-grafana/#http_addr; empty, its default: every interface).
+            "GF_SERVER_HTTP_ADDR": LOOPBACK,
             "GF_ANALYTICS_REPORTING_ENABLED": "false",
         }
         if password is None:

@@ -77,6 +77,7 @@ def build_docker_monitoring(cfg: StackConfig, secrets: StackSecrets, hosts: Mapp
             ),
         )
         outputs["monitoringUrls"] = servers.urls
+        outputs["monitoringTunnel"] = servers.tunnel
         outputs["alertDestinations"] = alert_destinations(monitoring.receivers)
     elif cfg.hosts:
         outputs["alertDestinations"] = NO_MONITORING_HOST

@@ -95,7 +95,7 @@ PROXY_STOP_SIGNAL = "SIGQUIT"
 
 
 def pod_proxy_port(inference: InferenceConfig) -> int:
-    """The proxy's port in a vLLM pod, beside vLLM's own."""
+    """The proxy's port beside vLLM's own in their shared network namespace (a pod's, a Docker server's)."""
     return proxy.POD_PORT if inference.port != proxy.POD_PORT else proxy.POD_PORT + 1
 
 
@@ -217,7 +217,7 @@ class VllmServer(pulumi.ComponentResource):
                 child,
             )
             env.append(secret_env_var("VLLM_API_KEY", self.api_key, API_KEY_KEY))
-            config = proxy.nginx_config(port, f"127.0.0.1:{inference.port}", proxy.POD_OPEN_PATHS)
+            config = proxy.nginx_config(port, f"{proxy.LOOPBACK}:{inference.port}", proxy.POD_OPEN_PATHS)
             self.proxy_config = program_config_map(
                 f"{name}-proxy", {proxy.CONFIG_FILE: config}, args.namespace, labels, child
             )
@@ -260,7 +260,7 @@ class VllmServer(pulumi.ComponentResource):
                     name="program", config_map=core_v1.ConfigMapVolumeSourceArgs(name=self.program.metadata.name)
                 )
             )
-        serve = serve_command(inference, gpus, "127.0.0.1" if proxied else "0.0.0.0")
+        serve = serve_command(inference, gpus, proxy.LOOPBACK if proxied else "0.0.0.0")
         model_volumes = [
             core_v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
             core_v1.VolumeMountArgs(name="model-cache", mount_path=MODEL_CACHE_MOUNT),
@@ -579,8 +579,8 @@ class DockerVllmArgs:
     huggingface_token: pulumi.Input[str] | None = None
     api_key: pulumi.Input[str] | None = None
     """The secret `rocm-stack:vllmApiKey` (required in prod): each server sits behind an nginx container (proxy.py)
-    that alone publishes the API port and demands the key on every path but /health; None: vLLM publishes its
-    port itself and takes no key."""
+    that alone publishes the API port and demands the key on every path but /health, vLLM listening on the proxy's
+    loopback; None: vLLM publishes its port itself and takes no key."""
     secret_env: bool = False
     """`hosts` or `inference` is a secret stack key: the containers' environments are secret."""
 
@@ -588,11 +588,23 @@ class DockerVllmArgs:
 class DockerVllm(pulumi.ComponentResource):
     """One vLLM server per claimed partition, on the partition's GPUs, its API published on the host.
 
-    With an API key every server is on a network of its own on its host (one per server and host), which only
-    its proxy container joins; the proxy publishes the API port and reaches vLLM by container name through
-    Docker's DNS, re-resolved every 10 s, so a vLLM container restarted or replaced (a new address) is found
-    again without touching the proxy. Not `network_mode: container:<vLLM>` (a shared namespace): a joined
-    container keeps the namespace of the one it joined, so a restart of vLLM would cut its proxy off."""
+    With an API key each server's proxy container is on a network of its own on its host (one per server and
+    host) and publishes the API port; vLLM joins the proxy's network namespace (`network_mode: container:<proxy
+    ID>`) and listens on its loopback alone, where nginx reaches it. A vLLM on a bridge network of its own, listening
+    on its address there, was reached around the proxy: with `net.ipv4.ip_forward=1` set before dockerd starts (GPU
+    hosts often have it), Docker before 28 leaves the FORWARD policy ACCEPT and drops nothing addressed to a
+    container's unpublished port, so a neighbour that routes the network's subnet through the host reached vLLM's
+    /invocations without a key (moby#14041, moby#45610; Docker 28 drops such packets in the raw table). A loopback
+    is no address of any other namespace: nothing routes to it, whatever the host's sysctls, firewall or Docker
+    version (tests/e2e/test_e2e_neighbours.py, two network namespaces around a private dockerd with iptables). Not
+    an `internal` network for vLLM: it downloads its model at start, which an internal network (no route out)
+    forbids; vLLM's egress is the proxy network's.
+
+    The proxy owns the namespace, not vLLM, because a joined container keeps the namespace it joined: when the owner
+    restarts alone, the joiner is left in the old one (measured on dockerd 20.10: `docker restart` of the owner, and
+    its loopback no longer reaches the joiner's port). vLLM restarts (a crash, a GPU fault) far more often than nginx,
+    and a restarted joiner joins the owner's current namespace; a daemon restart starts the owner first (measured).
+    Replacing the proxy replaces vLLM with it (its `networkMode` names the proxy's ID: tools/impact.py)."""
 
     containers: dict[str, docker.Container]
     # Partition ref -> its proxy container and its private network (none without an API key).
@@ -638,25 +650,25 @@ class DockerVllm(pulumi.ComponentResource):
                     )
                 )
             command = serve_command(inference, partition.gpu_count)
-            api = [
-                PortMapping(
-                    internal=inference.port, external=placement.published_port or inference.port, ip=placement.ip
-                )
-            ]
-            networks: list[docker.ContainerNetworksAdvancedArgs] = []
+            external = placement.published_port or inference.port
+            api = [PortMapping(internal=inference.port, external=external, ip=placement.ip)]
+            network_mode: pulumi.Output[str] | None = None
             if args.api_key is not None:
                 uploads.append(
                     docker.ContainerUploadArgs(
                         file=DOCKER_API_KEY_FILE, content=pulumi.Output.secret(args.api_key), permissions="0400"
                     )
                 )
-                command = with_api_key_from_file(command)
+                command = with_api_key_from_file(serve_command(inference, partition.gpu_count, proxy.LOOPBACK))
+                published_api = [PortMapping(internal=pod_proxy_port(inference), external=external, ip=placement.ip)]
                 network, proxy_container = self._proxy(
-                    partition, inference, api, args.api_key, proxy_images[partition.host.name].image_id, after
+                    partition, inference, published_api, args.api_key, proxy_images[partition.host.name].image_id, after
                 )
                 self.networks[partition.ref], self.proxies[partition.ref] = network, proxy_container
                 servers[index].append(proxy_container)
-                networks, api = [docker.ContainerNetworksAdvancedArgs(name=network.name)], []
+                # By ID, as dockerd stores and the provider reads it back (a name would drift: readback.py pidMode).
+                network_mode = proxy_container.id.apply(lambda proxy_id: f"container:{proxy_id}")
+                api = []
             self.containers[partition.ref] = workload_container(
                 partition,
                 WorkloadContainerArgs(
@@ -674,7 +686,7 @@ class DockerVllm(pulumi.ComponentResource):
                         )
                     ],
                     ports=published(api),
-                    networks=networks,
+                    network_mode=network_mode,
                     uploads=uploads,
                     # Durations as the provider stores them ("30m0s", not "1800s": readback.py).
                     healthcheck=docker.ContainerHealthcheckArgs(
@@ -715,8 +727,8 @@ class DockerVllm(pulumi.ComponentResource):
         image: pulumi.Input[str],
         after: Sequence[pulumi.Resource],
     ) -> tuple[docker.Network, docker.Container]:
-        """The partition's private network and the nginx container that publishes its API (proxy.py), replaced only
-        after the servers `after` (ROLLING)."""
+        """The partition's private network and the nginx container that publishes its API (proxy.py) and holds the
+        network namespace vLLM joins, replaced only after the servers `after` (ROLLING)."""
         vllm_name = partition.container.name
         assert inference.docker is not None
         grace = inference.docker.stop_grace_seconds
@@ -726,10 +738,9 @@ class DockerVllm(pulumi.ComponentResource):
             f"{partition.resource_name}-vllm", name=f"rocm-stack-{vllm_name}", driver="bridge", opts=opts
         )
         config = proxy.nginx_config(
-            inference.port,
-            f"{vllm_name}:{inference.port}",
+            pod_proxy_port(inference),
+            f"{proxy.LOOPBACK}:{inference.port}",
             proxy.DOCKER_OPEN_PATHS,
-            proxy.DOCKER_DNS,
             scraped_paths=proxy.DOCKER_SCRAPED_PATHS,
         )
         container = docker.Container(

@@ -39,27 +39,25 @@ DOCKER_OPEN_PATHS = (HEALTH_PATH,)
 DOCKER_SCRAPED_PATHS = (METRICS_PATH,)
 # Values of the key map's $authorized: the API key opens everything, the scrape token only the scraped paths.
 _API_KEY, _SCRAPE_TOKEN = "1", "2"
-# The proxy's port beside vLLM in a pod (vLLM keeps `port` on 127.0.0.1).
+# The proxy's port beside vLLM in one network namespace (a pod's, a Docker server's proxy container's), where vLLM
+# keeps `port` on LOOPBACK.
 POD_PORT = 8080
+LOOPBACK = "127.0.0.1"
 # Requests carry prompts, base64 images and audio; vLLM bounds the rest.
 MAX_BODY = "100m"
 # Generations stream for as long as they take; nginx's 60 s default would cut long ones.
 READ_TIMEOUT_SECONDS = 3600
-# Docker's embedded DNS server on user-defined networks (docs.docker.com/engine/network/#dns-services); nginx
-# re-resolves the vLLM container's name through it, so a replaced or restarted vLLM (a new address) is found.
-DOCKER_DNS = "127.0.0.11"
 
 
 def nginx_config(
     listen_port: int,
     upstream: str,
     open_paths: Sequence[str],
-    resolver: str | None = None,
     scraped_paths: Sequence[str] = (),
 ) -> str:
     """nginx's configuration: `open_paths` (exact) go to the same path upstream without a key, `scraped_paths`
     (exact) with the key or the scrape token, everything else needs `Authorization: Bearer <key>` (else 401).
-    `upstream` is host:port; a name is resolved through `resolver`.
+    `upstream` is vLLM's host:port on the loopback they share.
     Run as `nginx -p RUNTIME_DIR -e stderr -c CONFIG_DIR/CONFIG_FILE -g 'daemon off;'` (proxy_command)."""
 
     def location(path: str, check: str) -> str:
@@ -70,10 +68,6 @@ def nginx_config(
     open_locations = "".join(location(path, "") for path in open_paths) + "".join(
         location(path, scraped) for path in scraped_paths
     )
-    # While vLLM is stopped, Docker's DNS passes its unknown name on to the host's resolvers: without an answer from
-    # them nginx would hold each request for its default resolver_timeout of 30 s (nginx.org
-    # ngx_http_core_module.html#resolver_timeout; measured on the real daemon) before its 502.
-    resolve = f"    resolver {resolver} valid=10s ipv6=off;\n    resolver_timeout 5s;\n" if resolver else ""
     return (
         "# Rendered by rocm-stack (components/workloads/proxy.py). The key is in " + API_KEY_MAP + ".\n"
         "worker_processes 1;\n"
@@ -99,7 +93,6 @@ def nginx_config(
         "        default 0;\n"
         f"        include {API_KEY_MAP};\n"
         "    }\n"
-        f"{resolve}"
         "    server {\n"
         f"        listen {listen_port};\n"
         f"        set $vllm {upstream};\n"
