@@ -12,7 +12,9 @@ so it changes no firewall rule, sysctl or network interface of the machine. Meas
   a server in the container is reached from inside it (health checks run there) or with `docker exec`;
 - `docker network create --driver bridge` still works, but it creates a `br-*` interface on the machine,
   so only test_e2e_vllm_proxy.py does it (the stack's per-server network, removed after it); `--network
-  host` would share the machine's ports, so the tests never do that either.
+  host` would share the machine's ports, so the tests never do that either. test_e2e_neighbours.py runs a daemon
+  of its own with its firewall on, in a network namespace of its own (`private_daemon(netns=...)`), where bridges,
+  rules and `--network host` touch that namespace alone.
 Outside the temporary directory the daemon touches only kernel state it owns and removes: its containers'
 cgroups (under the default parent `docker`) and the empty directory /run/docker/plugins, which dockerd
 creates at a fixed path.
@@ -151,10 +153,16 @@ def _unmount_below(root: Path) -> None:
         subprocess.run(["umount", "--lazy", mount], capture_output=True)
 
 
+# The private daemon's networking: no firewall rule, sysctl or interface of the machine changed (module docstring).
+ISOLATED_NETWORKING = ("--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none")
+
+
 @contextlib.contextmanager
-def private_daemon(root: Path, config: dict[str, Any] | None = None) -> Iterator[Docker]:
+def private_daemon(root: Path, config: dict[str, Any] | None = None, netns: Path | None = None) -> Iterator[Docker]:
     """Start dockerd with all its state under `root` and `config` in its daemon.json, yield its client, then remove
-    its containers and stop it."""
+    its containers and stop it. `netns`: dockerd runs in that network namespace (a file of /run/netns) with its
+    firewall on, as on a real host (iptables, ip-forward, masquerading: its defaults; no default bridge): its rules,
+    sysctls and interfaces are that namespace's own, gone with it (tests/e2e/test_e2e_neighbours.py)."""
     dockerd = shutil.which("dockerd")
     if os.geteuid() != 0:
         raise Unavailable("DOCKER_HOST is not set and a private dockerd needs root")
@@ -166,8 +174,10 @@ def private_daemon(root: Path, config: dict[str, Any] | None = None) -> Iterator
     # dockerd writes its identity key to /etc/docker/key.json unless its config names another path.
     (root / "daemon.json").write_text(json.dumps({**(config or {}), "deprecated-key-path": str(root / "key.json")}))
     log = (root / "dockerd.log").open("wb")
+    networking = ["--bridge=none"] if netns else list(ISOLATED_NETWORKING)
     process = subprocess.Popen(
         [
+            *(["nsenter", f"--net={netns}"] if netns else []),
             dockerd,
             "--config-file",
             str(root / "daemon.json"),
@@ -179,10 +189,7 @@ def private_daemon(root: Path, config: dict[str, Any] | None = None) -> Iterator
             str(root / "dockerd.pid"),
             "--host",
             f"unix://{socket}",
-            "--iptables=false",
-            "--ip-forward=false",
-            "--ip-masq=false",
-            "--bridge=none",
+            *networking,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
