@@ -1121,15 +1121,30 @@ def _vllm_serve_args(command: Any) -> list[str] | None:
     return None
 
 
+def _listen_host(args: Sequence[str]) -> str:
+    """The address `vllm serve` listens on: the last --host given (or abbreviated), else every address (vLLM's
+    default)."""
+    return vllm_option_value(args, VLLM_HOST) or "0.0.0.0"
+
+
 def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """A vLLM server is reachable only through its authenticating proxy: a Docker container running `vllm serve`
-    publishes no host port (the proxy's container does), a pod's vLLM listens on the pod's loopback only (the
-    proxy sidecar holds the pod's port)."""
+    publishes no host port (the proxy's container does) and listens on the loopback of the proxy's network namespace
+    (on an address of a bridge network, a neighbour routing to it through the host reaches it where the FORWARD
+    policy is ACCEPT: moby#14041); a pod's vLLM listens on the pod's loopback only (the proxy sidecar holds the pod's
+    port)."""
     if resource_type == CONTAINER:
-        if _vllm_serve_args(props.get("command")) is not None and _sequence(props.get("ports")):
+        args = _vllm_serve_args(props.get("command"))
+        if args is not None and _sequence(props.get("ports")):
             return [
                 "publishes vLLM's own port, whose /invocations, /tokenize and /pooling need no key: publish the "
                 "authenticating proxy's port instead (set `rocm-stack:vllmApiKey`)"
+            ]
+        if args is not None and (host := _listen_host(args)) not in _LOOPBACK:
+            return [
+                f"serves vLLM on {host}, which a neighbour routing the container's network through the host reaches "
+                "around the key (moby#14041); listen on 127.0.0.1 in the proxy's network namespace (set "
+                "`rocm-stack:vllmApiKey`)"
             ]
     problems = []
     for where, spec in pod_specs(resource_type, props):
@@ -1137,9 +1152,7 @@ def exposed_vllm_problems(resource_type: str, props: Mapping[str, Any]) -> list[
             args = _vllm_serve_args([*_sequence(container.get("command")), *_sequence(container.get("args"))])
             if args is None:
                 continue
-            # `vllm serve` without --host listens on every address; the last --host given (or abbreviated) wins.
-            host = vllm_option_value(args, VLLM_HOST) or "0.0.0.0"
-            if host not in _LOOPBACK:
+            if (host := _listen_host(args)) not in _LOOPBACK:
                 problems.append(
                     f"{where}container '{container.get('name')}' serves vLLM on {host}, reachable by every pod "
                     "around the key check; listen on 127.0.0.1 behind the authenticating proxy (set "

@@ -722,6 +722,11 @@ def test_prod_vllm_is_reachable_only_through_its_proxy(prod_env, prod_plan):
     published = {**serve["inputs"], "ports": [{"internal": 8000, "external": 8000}]}
     [problem] = validate("prod-vllm-behind-proxy", CONTAINER, published)
     assert problem.startswith("publishes vLLM's own port")
+    # Issue 34: on its own network's address, vLLM is reached around the proxy by a routing neighbour.
+    on_network = copy.deepcopy(serve["inputs"])
+    on_network["command"] = [part.replace("127.0.0.1", "0.0.0.0") for part in on_network["command"]]
+    [problem] = validate("prod-vllm-behind-proxy", CONTAINER, on_network)
+    assert problem.startswith("serves vLLM on 0.0.0.0, which a neighbour routing")
     # The proxy itself publishes: not a vLLM server.
     proxy = next(r for r in resources if r["type"] == CONTAINER and r["name"].endswith("-proxy"))
     assert proxy["inputs"]["ports"] and validate("prod-vllm-behind-proxy", CONTAINER, proxy["inputs"]) == []
