@@ -37,12 +37,10 @@ from pathlib import Path
 import pytest
 
 from components.monitoring import docker_host
-from components.workloads import proxy
-from conftest import CONTAINER, stack_file
+from conftest import CONTAINER
 from e2e.harness import Docker, Unavailable, _add_bytes, _add_entry, import_standin_image, private_daemon
 from e2e.test_e2e_monitoring_host import import_image, uploads_tar
-from e2e.test_e2e_vllm_proxy import KEY, NGINX_IMAGE, nginx_rootfs, recorder
-from e2e.test_e2e_vllm_proxy import uploads_tar as proxy_uploads_tar
+from e2e.test_e2e_vllm_proxy import KEY, KeyedServer, recorder
 from schema.monitoring import ALERTMANAGER_PORT, PROMETHEUS_PORT
 from tools.synth import docker_create_args, mock_id, synthesize
 
@@ -165,38 +163,22 @@ def test_vllm_is_reached_only_through_its_key_proxy(hood: Neighbourhood):
     server on the same network is reached), but vLLM listens on the proxy namespace's loopback alone: on no address
     the neighbour can route to does anything answer without the key."""
     docker = hood.docker
-    config = stack_file("dev")
-    config["rocm-stack:checks"] = {"enable": False}
-    plan = synthesize("dev", config, secrets={"rocm-stack:vllmApiKey": KEY})
-    (network,) = (r["inputs"] for r in plan.of_type("docker:index/network:Network"))
-    (proxy_resource,) = (c for c in plan.of_type(CONTAINER) if c["inputs"].get("entrypoints") == proxy.proxy_command())
-    proxy_inputs = proxy_resource["inputs"]
-    (vllm,) = (
-        c["inputs"] for c in plan.of_type(CONTAINER) if str(c["inputs"].get("networkMode", "")).startswith("container:")
-    )
-    command = vllm["command"]
-    listen, port = command[command.index("--host") + 1], int(command[command.index("--port") + 1])
+    server = KeyedServer.of_dev_plan()
+    vllm, proxy_inputs, port, network = server.vllm, server.proxy["inputs"], server.port, server.network
     (api,) = proxy_inputs["ports"]
-    docker.run("import", "--change", "ENV PATH=/usr/sbin", "-", NGINX_IMAGE, input=nginx_rootfs())
-    docker.run("network", "create", f"--driver={network['driver']}", network["name"])
+    # In the plan vLLM names the proxy's container ID (the mock's), as dockerd stores it.
+    assert vllm["networkMode"] == f"container:{mock_id(server.proxy['name'])}"
     try:
-        docker.run(*docker_create_args(proxy_inputs, {proxy_inputs["image"]: NGINX_IMAGE})[1:])
-        docker.run("cp", "-", f"{proxy_inputs['name']}:/", input=proxy_uploads_tar(api["internal"], port))
-        docker.run("start", proxy_inputs["name"])
-        # vLLM as the plan runs it: in the proxy's network namespace (its ID in the plan, the mock's), on `--host`.
-        assert vllm["networkMode"] == f"container:{mock_id(proxy_resource['name'])}"
-        run = ["run", "-d", "--name", vllm["name"], f"--network=container:{proxy_inputs['name']}", STANDIN]
-        docker.run(*run, "python3", "-c", recorder(port).replace('("0.0.0.0", PORT)', f'("{listen}", PORT)'))
+        server.start(docker, STANDIN)
         # The control: a server on the same network listening on its every address, as vLLM did before issue 34.
-        docker.run(
-            "run", "-d", "--name", "exposed", f"--network={network['name']}", STANDIN, "python3", "-c", recorder(port)
-        )
+        docker.run("run", "-d", "--name", "exposed", f"--network={network}", STANDIN, "python3", "-c", recorder(port))
 
         published = f"http://{HOST_ADDRESS}:{api['external']}/invocations"
         await_status(lambda: hood.status(hood.neighbour, published, KEY), 200)
-        proxy_address = hood.address(proxy_inputs["name"], network["name"])
-        exposed = hood.address("exposed", network["name"])
-        assert hood.status(hood.neighbour, f"http://{exposed}:{port}/invocations") == 200  # routed around any proxy
+        proxy_address = hood.address(proxy_inputs["name"], network)
+        exposed = hood.address("exposed", network)
+        # Routed around any proxy (once the recorder listens).
+        await_status(lambda: hood.status(hood.neighbour, f"http://{exposed}:{port}/invocations"), 200)
         # The proxy, at its published port and its own address: the key or 401.
         assert hood.status(hood.neighbour, published) == 401
         assert hood.status(hood.neighbour, f"http://{proxy_address}:{api['internal']}/invocations") == 401
@@ -208,8 +190,8 @@ def test_vllm_is_reached_only_through_its_key_proxy(hood: Neighbourhood):
         assert seen and all(authorization == f"Bearer {KEY}" for _, _, authorization in seen), seen
         print(f"\ne2e: neighbour -> {exposed}:{port} answered; {proxy_address}:{port} refused; {len(seen)} keyed")
     finally:
-        docker.run("rm", "--force", vllm["name"], proxy_inputs["name"], "exposed", check=False)
-        docker.run("network", "rm", network["name"], check=False)
+        docker.run("rm", "--force", "exposed", check=False)
+        server.stop(docker)
 
 
 def test_the_monitoring_servers_answer_the_hosts_loopback_alone(hood: Neighbourhood):

@@ -17,6 +17,9 @@ the network is created and the userland proxy forwards a published port. What a 
 reaches, with the daemon's firewall on: tests/e2e/test_e2e_neighbours.py.
 """
 
+from __future__ import annotations
+
+import copy
 import io
 import json
 import shutil
@@ -28,6 +31,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,29 +150,58 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass
+class KeyedServer:
+    """The dev stack's one vLLM server with `rocm-stack:vllmApiKey`, as its plan declares it."""
+
+    network: str
+    proxy: dict[str, Any]  # the proxy container's resource
+    vllm: dict[str, Any]  # vLLM's container inputs
+    listen: str  # vLLM's --host
+    port: int  # vLLM's --port
+
+    @staticmethod
+    def of_dev_plan() -> KeyedServer:
+        config = stack_file("dev")
+        config["rocm-stack:checks"] = {"enable": False}
+        plan = synthesize("dev", config, secrets={"rocm-stack:vllmApiKey": KEY})
+        (network,) = (r["inputs"]["name"] for r in plan.of_type("docker:index/network:Network"))
+        (proxy_,) = (c for c in plan.of_type(CONTAINER) if c["inputs"].get("entrypoints") == proxy.proxy_command())
+        (vllm,) = (c["inputs"] for c in plan.of_type(CONTAINER) if "networkMode" in c["inputs"])
+        command = vllm["command"]
+        return KeyedServer(
+            network, proxy_, vllm, command[command.index("--host") + 1], int(command[command.index("--port") + 1])
+        )
+
+    def start(self, docker: Docker, image: str, proxy_inputs: dict[str, Any] | None = None) -> None:
+        """The network, the proxy from its plan's `docker create` argv (its image nginx's, `proxy_inputs` where the
+        test changes them), its uploads copied in as HOST.sh copies them, then vLLM (the recorder in `image`) in the
+        proxy's network namespace (by ID in the plan: test_e2e_neighbours.py; by name here) on its `--host`.
+        The caller removes them (`stop`)."""
+        inputs = proxy_inputs or self.proxy["inputs"]
+        (api,) = inputs["ports"]
+        docker.run("import", "--change", "ENV PATH=/usr/sbin", "-", NGINX_IMAGE, input=nginx_rootfs())
+        docker.run("network", "create", "--driver=bridge", self.network)
+        docker.run(*docker_create_args(inputs, {inputs["image"]: NGINX_IMAGE})[1:])
+        docker.run("cp", "-", f"{inputs['name']}:/", input=uploads_tar(api["internal"], self.port))
+        docker.run("start", inputs["name"])
+        joined = [self.vllm["name"], f"--network=container:{inputs['name']}", image]
+        recording = recorder(self.port, self.listen)
+        docker.run("run", "-d", "--restart=unless-stopped", "--name", *joined, "python3", "-c", recording)
+
+    def stop(self, docker: Docker) -> None:
+        docker.run("rm", "--force", self.proxy["inputs"]["name"], self.vllm["name"], check=False)
+        docker.run("network", "rm", self.network, check=False)
+
+
 @pytest.fixture(scope="module")
 def stack(docker: Docker, standin_image: str) -> Iterator[Stack]:
-    config = stack_file("dev")
-    config["rocm-stack:checks"] = {"enable": False}
-    plan = synthesize("dev", config, secrets={"rocm-stack:vllmApiKey": KEY})
-    (network,) = (r["inputs"] for r in plan.of_type("docker:index/network:Network"))
-    (inputs,) = (
-        c["inputs"] for c in plan.of_type(CONTAINER) if c["inputs"].get("entrypoints") == proxy.proxy_command()
-    )
-    (vllm,) = (c["inputs"] for c in plan.of_type(CONTAINER) if "networkMode" in c["inputs"])
-    command = vllm["command"]
-    listen, port = command[command.index("--host") + 1], int(command[command.index("--port") + 1])
+    server = KeyedServer.of_dev_plan()
+    inputs = copy.deepcopy(server.proxy["inputs"])
     (api,) = inputs["ports"]
     inputs["ports"] = [{**api, "ip": "127.0.0.1", "external": _free_port()}]
-    docker.run("import", "--change", "ENV PATH=/usr/sbin", "-", NGINX_IMAGE, input=nginx_rootfs())
-    docker.run("network", "create", f"--driver={network['driver']}", network["name"])
     try:
-        docker.run(*docker_create_args(inputs, {inputs["image"]: NGINX_IMAGE})[1:])
-        docker.run("cp", "-", f"{inputs['name']}:/", input=uploads_tar(api["internal"], port))
-        docker.run("start", inputs["name"])
-        # In the proxy's network namespace (the plan names it by ID: test_e2e_neighbours.py), on the plan's address.
-        joined = [vllm["name"], f"--network=container:{inputs['name']}", standin_image]
-        docker.run("run", "-d", "--restart=unless-stopped", "--name", *joined, "python3", "-c", recorder(port, listen))
+        server.start(docker, standin_image, inputs)
         url = f"http://127.0.0.1:{inputs['ports'][0]['external']}"
         started = time.monotonic()
         while request(url, proxy.HEALTH_PATH, method="GET") != 200:
@@ -178,10 +211,9 @@ def stack(docker: Docker, standin_image: str) -> Iterator[Stack]:
                 )
             time.sleep(0.2)
         print(f"\ne2e: the proxy answered /health on its published port after {time.monotonic() - started:.2f}s")
-        yield Stack(docker, url, vllm["name"], inputs["name"])
+        yield Stack(docker, url, server.vllm["name"], inputs["name"])
     finally:
-        docker.run("rm", "--force", inputs["name"], vllm["name"], check=False)
-        docker.run("network", "rm", network["name"], check=False)
+        server.stop(docker)
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/invocations", "/tokenize", "/pooling"])
