@@ -168,7 +168,11 @@ def _limits(name: str) -> dict[str, Any]:
     return {"memory": MEMORY_MIB[name], "memory_swap": MEMORY_MIB[name]}
 
 
-def _upload(path: str, content: str) -> docker.ContainerUploadArgs:
+def _maybe_secret(text: str, secret: bool) -> pulumi.Input[str]:
+    return pulumi.Output.secret(text) if secret else text
+
+
+def _upload(path: str, content: pulumi.Input[str]) -> docker.ContainerUploadArgs:
     return docker.ContainerUploadArgs(file=path, content=content, permissions=READABLE)
 
 
@@ -414,6 +418,10 @@ class MonitoringHostArgs:
     pull_timeout_seconds: int
     grafana_admin_password: pulumi.Input[str] | None = None
     """None: Grafana's own first-start default (dev only; prod requires the secret)."""
+    secret_receivers: bool = False
+    """`monitoring` is a secret stack key (a receiver's URL set with `pulumi config set --path --secret`, which marks
+    the whole key: StackSecrets.secret_sections): alertmanager.yml is a secret upload and the destinations in words a
+    secret output, so no receiver reaches the state, a preview or the PR comment in plain text."""
     vllm_metrics_token: pulumi.Input[str] | None = None
     """The vLLM scrape token (proxy.secret_metrics_token of the API key) where the stack has a key: the `vllm` job
     of `scrape_config` reads it from VLLM_METRICS_TOKEN_FILE."""
@@ -428,6 +436,8 @@ class MonitoringHost(pulumi.ComponentResource):
     volumes: dict[str, docker.Volume]
     urls: dict[str, str]
     tunnel: str
+    alert_destinations: pulumi.Input[str]
+    """Where alerts go, in words (the `alertDestinations` output): a secret where the receivers are."""
     """The SSH command that forwards the three servers' ports to the same ports of the caller's loopback."""
     token_writer: docker.Container | None = None
     files_writer: docker.Container
@@ -510,7 +520,12 @@ class MonitoringHost(pulumi.ComponentResource):
                     # One Alertmanager, no cluster: the gossip port (:9094 on every interface by default) stays shut.
                     "--cluster.listen-address=",
                 ],
-                uploads=[_upload(ALERTMANAGER_CONFIG, _yaml(alertmanager_config(cfg.receivers)))],
+                uploads=[
+                    _upload(
+                        ALERTMANAGER_CONFIG,
+                        _maybe_secret(_yaml(alertmanager_config(cfg.receivers)), args.secret_receivers),
+                    )
+                ],
             ),
             GRAFANA: server(GRAFANA, GRAFANA_DATA, **self._grafana(cfg, args.grafana_admin_password)),
         }
@@ -525,7 +540,8 @@ class MonitoringHost(pulumi.ComponentResource):
             f"-L {port}:{LOOPBACK}:{port}" for port in (PROMETHEUS_PORT, ALERTMANAGER_PORT, GRAFANA_PORT)
         )
         self.tunnel = f"ssh -N {forwards} {args.address}"
-        self.register_outputs({"urls": self.urls, "alertDestinations": alert_destinations(cfg.receivers)})
+        self.alert_destinations = _maybe_secret(alert_destinations(cfg.receivers), args.secret_receivers)
+        self.register_outputs({"urls": self.urls, "alertDestinations": self.alert_destinations})
 
     def _token(
         self,

@@ -23,7 +23,6 @@ from components.monitoring.docker_host import (
     HostExportersArgs,
     MonitoringHost,
     MonitoringHostArgs,
-    alert_destinations,
 )
 from components.workloads.proxy import secret_metrics_token
 
@@ -73,12 +72,13 @@ def build_docker_monitoring(cfg: StackConfig, secrets: StackSecrets, hosts: Mapp
                 logs=monitoring_host.logs,
                 pull_timeout_seconds=monitoring_host.docker.pull_timeout_seconds,
                 grafana_admin_password=secrets.grafana_admin_password,
+                secret_receivers="monitoring" in secrets.secret_sections,
                 vllm_metrics_token=secret_metrics_token(secrets.vllm_api_key) if keyed else None,
             ),
         )
         outputs["monitoringUrls"] = servers.urls
         outputs["monitoringTunnel"] = servers.tunnel
-        outputs["alertDestinations"] = alert_destinations(monitoring.receivers)
+        outputs["alertDestinations"] = servers.alert_destinations
     elif cfg.hosts:
         outputs["alertDestinations"] = NO_MONITORING_HOST
     return outputs
