@@ -342,11 +342,14 @@ def test_the_api_key_reaches_vllm_from_a_secret_file_never_in_the_plan():
     assert "sk-test-key-0123456789abcdef01234" not in json.dumps(plan.to_json())
     assert "/health" in " ".join(i["healthcheck"]["tests"])
     # With the key vLLM publishes nothing: its proxy (components/workloads/proxy.py) publishes the API port on the
-    # configured address, and both share a network of their own; the key file is a secret upload of the proxy too.
+    # configured address from a network of its own, whose namespace vLLM joins; the key file is a secret upload of the
+    # proxy too.
     assert "ports" not in i
     [proxy_container] = [c for c in plan.of_type(CONTAINER) if c["name"] == f"{serve['name']}-proxy"]
     p = proxy_container["inputs"]
-    assert [(m["ip"], m["internal"]) for m in p["ports"]] == [("127.0.0.1", 8000)]
+    # nginx on 8080 beside vLLM (8000) in one network namespace.
+    assert [(m["ip"], m["internal"]) for m in p["ports"]] == [("127.0.0.1", 8080)]
     assert p["uploads"] == SECRET and p["image"] and p["entrypoints"][0] == "nginx"
     [network] = plan.of_type("docker:index/network:Network")
-    assert p["networksAdvanced"] == i["networksAdvanced"] == [{"name": network["inputs"]["name"]}]
+    assert p["networksAdvanced"] == [{"name": network["inputs"]["name"]}]
+    assert i["networkMode"] == f"container:{proxy_container['name']}-id" and "networksAdvanced" not in i

@@ -408,8 +408,15 @@ def test_a_retention_change_restarts_prometheus_with_its_samples_kept(prod_plan)
     config = stack_file("prod")
     config[P + "monitoring"]["retention"] = {"time": "90d"}
     report = report_of(prod_plan, synthesize("prod", config))
-    assert {i.name: i.action for i in report.impacts} == {"gpu-node-1-prometheus": Action.DELETE_REPLACE}
-    assert report.impacts[0].replaced_by == [("command", "tfbridge.force-new")]
+    # The files container joins Prometheus's PID namespace by its ID, which the new container changes: it is
+    # replaced too and writes the rules and targets again (ForceNew pid_mode, unknown in the preview).
+    impacts = {i.name: i for i in report.impacts}
+    assert {name: i.action for name, i in impacts.items()} == {
+        "gpu-node-1-prometheus": Action.DELETE_REPLACE,
+        FILES_WRITER: Action.DELETE_REPLACE,
+    }
+    assert impacts["gpu-node-1-prometheus"].replaced_by == [("command", "tfbridge.force-new")]
+    assert impacts[FILES_WRITER].replaced_by == [("pidMode", "pulumi.unknown-output")]
 
 
 def test_a_password_rotation_is_invisible_offline_and_replaces_grafana(prod_plan):
@@ -546,6 +553,7 @@ def test_the_first_up_with_the_token_volume_restarts_prometheus_once(prod_plan):
         ("gpu-node-1-prometheus-token", Action.CREATE),
         (TOKEN_WRITER, Action.CREATE),
         ("gpu-node-1-prometheus", Action.DELETE_REPLACE),
+        (FILES_WRITER, Action.DELETE_REPLACE),  # in Prometheus's PID namespace, by its ID
     }
 
 
