@@ -1106,6 +1106,22 @@ def weak_secret_problem(value: str, min_length: int, fix: str) -> str | None:
     return None
 
 
+# The PEM block labels nginx's ssl_certificate and ssl_certificate_key take (RFC 7468: CERTIFICATE; PRIVATE KEY for
+# PKCS #8, RSA/EC PRIVATE KEY for the older forms OpenSSL also reads).
+_PEM_LABELS = {
+    "vllmTlsCertificate": ("CERTIFICATE",),
+    "vllmTlsKey": ("PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"),
+}
+
+
+def pem_problem(key: str, text: str) -> str | None:
+    """Why `text` is not the PEM that `key` holds (a block of one of its labels), or None."""
+    labels = _PEM_LABELS[key]
+    if any(f"-----BEGIN {label}-----" in text and f"-----END {label}-----" in text for label in labels):
+        return None
+    return f"holds no PEM block `-----BEGIN {labels[0]}-----`: give the PEM file's text (`cat file.pem | pulumi config set --secret {key}`)"
+
+
 # vLLM's own key guards only paths under /v1 (vllm/entrypoints/openai/api_server.py @ v0.11.2, build_app); so
 # /invocations, /tokenize and /pooling answer anyone who reaches vLLM (vllm-project/vllm#58144), and a Host header
 # passes its middleware before vLLM 0.22 (GHSA-94f4-hr76-p5j6). Only the authenticating proxy may reach it.

@@ -40,6 +40,9 @@ SECRET_KEYS = {
     "huggingfaceToken": "the Hugging Face token vLLM uses to download gated models",
     "vllmApiKey": "the API key vLLM requires on /v1 (Kubernetes and Docker inference; required in prod)",
     "grafanaAdminPassword": "the password of Grafana's `admin` on the monitoring host (required in prod when it is on)",
+    "vllmTlsCertificate": "the PEM certificate (chain) the Docker vLLM proxies serve HTTPS with, with `vllmTlsKey`: "
+    "its names must cover every host's Docker endpoint name (Prometheus verifies them)",
+    "vllmTlsKey": "the PEM private key of `vllmTlsCertificate`",
 }
 
 
@@ -146,6 +149,8 @@ class StackSecrets:
     huggingface_token: Any = None
     vllm_api_key: Any = None
     grafana_admin_password: Any = None
+    vllm_tls_certificate: Any = None
+    vllm_tls_key: Any = None
     # Other stack keys Pulumi holds as secrets (`hosts`, `training`, ...), without the namespace: a key with a
     # `secure:` value nested anywhere inside (`pulumi config set --path --secret`) arrives as one secret, since the
     # CLI marks only top-level keys (pulumi/pulumi sdk/go/common/resource/config/map.go SecureKeys), so every
@@ -171,6 +176,35 @@ def _weak_secrets(values: Mapping[str, Any], prefix: str) -> list[ConfigProblem]
         fix = f"set a stronger one with {set_secret(key, '<value>')} ({example})"
         if problem := rules.weak_secret_problem(str(value), min_length, fix):
             problems.append(ConfigProblem(key, problem))
+    return problems
+
+
+def _tls_problems(values: Mapping[str, Any], prefix: str) -> list[ConfigProblem]:
+    """The proxies' TLS: the certificate and its key together, only with the proxies (`vllmApiKey`), each PEM of
+    its kind where synth sees the value (rules.pem_problem; nginx itself checks that they match, at start)."""
+    given = {key: values.get(f"{prefix}{key}") for key in ("vllmTlsCertificate", "vllmTlsKey")}
+    if not any(v is not None for v in given.values()):
+        return []
+    problems = []
+    for key, value in given.items():
+        other = next(k for k in given if k != key)
+        if value is None:
+            problems.append(
+                ConfigProblem(key, f"is missing while `{other}` is set: set both, {set_secret(key, '<PEM>')}")
+            )
+        elif (
+            not isinstance(value, dict)
+            and value != SECRET_PLACEHOLDER
+            and (problem := rules.pem_problem(key, str(value)))
+        ):
+            problems.append(ConfigProblem(key, problem))
+    if f"{prefix}vllmApiKey" not in values:
+        problems.append(
+            ConfigProblem(
+                "vllmTlsCertificate",
+                f"is served by the vLLM proxies, which run only with an API key: {set_secret('vllmApiKey', '<key>')}",
+            )
+        )
     return problems
 
 
@@ -502,6 +536,7 @@ def load(
         problems.append(ConfigProblem("vllmApiKey", problem))
     if cfg.environment == "prod":
         problems += _weak_secrets(values, prefix)
+    problems += _tls_problems(values, prefix)
     if (
         cfg.environment == "prod"
         and cfg.monitoring_host is not None
@@ -564,6 +599,8 @@ def from_pulumi() -> tuple[StackConfig, StackSecrets]:
         huggingface_token=project_config.get_secret("huggingfaceToken"),
         vllm_api_key=project_config.get_secret("vllmApiKey"),
         grafana_admin_password=project_config.get_secret("grafanaAdminPassword"),
+        vllm_tls_certificate=project_config.get_secret("vllmTlsCertificate"),
+        vllm_tls_key=project_config.get_secret("vllmTlsKey"),
         secret_sections=frozenset(key[len(prefix) :] for key in secret_keys if key.startswith(prefix)),
     )
     return cfg, secrets

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -64,17 +66,21 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _running(tmp_path: Path, config: str) -> Iterator[int]:
+def _running(tmp_path: Path, config: str, files: dict[str, bytes] | None = None) -> Iterator[int]:
+    """nginx on `config`, with the key map and `files` (mode 0400) beside it in tmp_path/conf."""
     conf_dir, runtime = tmp_path / "conf", tmp_path / "run"
     conf_dir.mkdir()
     runtime.mkdir()
+    for name, content in (files or {}).items():
+        (conf_dir / name).write_bytes(content)
+        (conf_dir / name).chmod(0o400)
     (conf_dir / proxy.CONFIG_FILE).write_text(config)
     (conf_dir / proxy.API_KEY_MAP).write_text(proxy.key_map(KEY))
     (conf_dir / proxy.API_KEY_MAP).chmod(0o400)
     assert NGINX is not None
     command = [NGINX, *proxy.proxy_command(str(conf_dir), f"{runtime}/")[1:]]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port = int(config.split("listen ", 1)[1].split(";", 1)[0])
+    port = int(config.split("listen ", 1)[1].split(";", 1)[0].split()[0])
     try:
         deadline = time.monotonic() + 5
         while True:
@@ -237,6 +243,51 @@ def test_docker_configuration_opens_health_only(tmp_path: Path, upstream: Upstre
     assert [p for _, p, _ in upstream.seen] == ["/health", "/metrics", "/metrics", "/invocations"]
 
 
+def _self_signed(tmp_path: Path, name: str = "localhost") -> tuple[Path, Path]:
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}"]
+        + ["-addext", f"subjectAltName=DNS:{name}", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_docker_tls_serves_https_only_with_the_key(tmp_path: Path, upstream: Upstream) -> None:
+    """Issue 34 item 9: the proxy on HTTPS (`vllmTlsCertificate`, `vllmTlsKey`), run by the real nginx with a
+    certificate from openssl: a client verifying it gets the same answers as over HTTP before (401 without the key),
+    plain HTTP on that port gets nginx's 400 and no forward."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    port = _free_port()
+    rendered = proxy.nginx_config(
+        port, "127.0.0.1:8000", proxy.DOCKER_OPEN_PATHS, scraped_paths=proxy.DOCKER_SCRAPED_PATHS, tls=True
+    )
+    assert f"listen {port} ssl;" in rendered and f"ssl_protocols {proxy.TLS_PROTOCOLS};" in rendered
+    run = tmp_path / "nginx"
+    run.mkdir()
+    config = rendered.replace("127.0.0.1:8000", f"127.0.0.1:{upstream.server_port}")
+    files = {proxy.TLS_CERTIFICATE: cert.read_bytes(), proxy.TLS_KEY: key.read_bytes()}
+    with _running(run, config.replace(proxy.CONFIG_DIR, str(run / "conf")), files):
+        context = ssl.create_default_context(cafile=str(cert))
+
+        def https(path: str, headers: dict[str, str] | None = None) -> int:
+            request = urllib.request.Request(f"https://localhost:{port}{path}", b"{}", headers or {}, method="POST")
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=5):
+                    return 200
+            except urllib.error.HTTPError as error:
+                return error.code
+
+        assert https("/invocations") == 401
+        assert https("/invocations", BEARER) == 200
+        assert https("/metrics", {"Authorization": f"Bearer {proxy.metrics_token(KEY)}"}) == 200
+        assert _request(port, "POST", "/invocations", BEARER) == 400  # plain HTTP to an HTTPS port
+    assert [p for _, p, _ in upstream.seen] == ["/invocations", "/metrics"]
+
+
 def test_the_scrape_token_is_not_the_key_and_follows_it() -> None:
     assert proxy.metrics_token(KEY) == proxy.metrics_token(KEY) != proxy.metrics_token(KEY + "x")
     assert KEY not in proxy.metrics_token(KEY) and len(proxy.metrics_token(KEY)) == 64
@@ -249,3 +300,59 @@ def test_keys_that_are_no_bearer_token_are_refused(key: str) -> None:
 
 def test_a_bearer_token_is_accepted() -> None:
     assert rules.api_key_problem(KEY) is None
+
+
+# --- TLS through the program -----------------------------------------------------------------------------------
+
+P = "rocm-stack:"
+
+
+def test_tls_config_is_refused_by_key_unless_whole(tmp_path: Path) -> None:
+    from conftest import refused, synth_with
+
+    cert, key = (f.read_text() for f in _self_signed(tmp_path))
+    only_cert = refused(lambda: synth_with("dev", secrets={P + "vllmApiKey": KEY, P + "vllmTlsCertificate": cert}))
+    assert "rocm-stack:vllmTlsKey: is missing while `vllmTlsCertificate` is set" in only_cert
+    swapped = refused(
+        lambda: synth_with(
+            "dev", secrets={P + "vllmApiKey": KEY, P + "vllmTlsCertificate": key, P + "vllmTlsKey": cert}
+        )
+    )
+    assert "rocm-stack:vllmTlsCertificate: holds no PEM block `-----BEGIN CERTIFICATE-----`" in swapped
+    assert "rocm-stack:vllmTlsKey: holds no PEM block `-----BEGIN PRIVATE KEY-----`" in swapped
+    keyless = refused(lambda: synth_with("dev", secrets={P + "vllmTlsCertificate": cert, P + "vllmTlsKey": key}))
+    assert "rocm-stack:vllmTlsCertificate: is served by the vLLM proxies, which run only with an API key" in keyless
+    plain = refused(lambda: synth_with("dev", secrets={P + "vllmApiKey": KEY}, vllmTlsKey=key))
+    assert "rocm-stack:vllmTlsKey: " in plain and "must be a Pulumi secret" in plain
+
+
+def test_prod_with_tls_scrapes_https_and_rolls_every_server_once(tmp_path: Path) -> None:
+    """With the certificate set, Prometheus scrapes the proxies over https and verifies them against it (promtool
+    accepts the job: tests/test_monitoring_host.py checks the uploaded prometheus.yml); the first `pulumi up` replaces
+    each proxy (its uploads) and so its vLLM (the namespace it joins), server after server, and Prometheus (its
+    configuration) and the token container (the certificate beside the token)."""
+    import yaml
+
+    from conftest import CONTAINER, synth_with
+    from tools.impact import predict
+    from tools.impact_rules import Action
+    from tools.synth import upload_text
+    from tools.synth_diff import SynthPlan
+
+    cert, key = (f.read_text() for f in _self_signed(tmp_path, "gpu-node-3.example.internal"))
+    base = synth_with("prod")
+    head = synth_with("prod", secrets={P + "vllmTlsCertificate": cert, P + "vllmTlsKey": key})
+    (vllm_job,) = (
+        j for j in yaml.safe_load(head.outputs["prometheusScrapeConfig"])["scrape_configs"] if j["job_name"] == "vllm"
+    )
+    assert vllm_job["scheme"] == "https" and vllm_job["tls_config"] == {
+        "ca_file": "/etc/prometheus/secrets/vllm-ca.pem"
+    }
+    prometheus = head.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]["uploads"]
+    assert "scheme: https" in (upload_text(prometheus[0]) or "")
+    report = predict(*(SynthPlan.model_validate(p.to_json()) for p in (base, head)))
+    replaced = {i.name for i in report.impacts if i.action is Action.DELETE_REPLACE}
+    servers = {"gpu-node-3-serve-b", "gpu-node-4-serve-b"}
+    assert replaced >= servers | {f"{s}-proxy" for s in servers} | {"gpu-node-1-prometheus"}
+    (roll,) = [r for r in report.rolls if not r.if_rotated]
+    assert roll.steps == [["gpu-node-3/serve-b"], ["gpu-node-4/serve-b"]]

@@ -80,6 +80,8 @@ ROUTER_SERVICE_MONITOR = "rocm-vllm-router"
 # The file the monitoring host's Prometheus reads the vLLM scrape token from (vllm_metrics_token): the proxy in
 # front of a keyed vLLM on Docker lets /metrics pass with it, and nothing else.
 VLLM_METRICS_TOKEN_FILE = "/etc/prometheus/secrets/vllm-metrics-token"
+# With the proxies on HTTPS (`vllmTlsCertificate`): the certificate Prometheus verifies them against, beside the token.
+VLLM_CA_FILE = "/etc/prometheus/secrets/vllm-ca.pem"
 _PART_OF = {"app.kubernetes.io/part-of": "rocm-stack", "app.kubernetes.io/managed-by": "rocm-stack"}
 _EXPORTER_SELECTOR = {"app.kubernetes.io/name": EXPORTER_NAME}
 
@@ -549,7 +551,9 @@ def declared_fleet(cfg: StackConfig) -> tuple[DeclaredHost, ...]:
     )
 
 
-def prometheus_scrape_config(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost], keyed: bool) -> dict[str, Any]:
+def prometheus_scrape_config(
+    cfg: MonitoringConfig, fleet: Sequence[DeclaredHost], keyed: bool, tls: bool = False
+) -> dict[str, Any]:
     """prometheus.yml `scrape_configs` of the Docker hosts: one job per exporter (device metrics exporter,
     node-exporter, cAdvisor) with a static target per host, and one for the vLLM servers. Every target carries
     `host` and its GPU model (MODEL_LABEL, which the GPU alert rules select by); vLLM targets also the partition's
@@ -558,7 +562,9 @@ def prometheus_scrape_config(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost
     `keyed` (a vLLM API key is set): vLLM's port is its nginx proxy's, which lets /metrics pass only with the
     scrape token Prometheus reads from VLLM_METRICS_TOKEN_FILE. Not the API key itself (it would let whoever
     reads Prometheus' files run inference), and not an open /metrics limited by source address (the published
-    port is reached through Docker's NAT, which may show the bridge gateway as the source)."""
+    port is reached through Docker's NAT, which may show the bridge gateway as the source). `tls` (the proxies serve
+    HTTPS): scheme https, the certificate verified against VLLM_CA_FILE and the target's host name (Prometheus's
+    tls_config: the server name defaults to the target's host)."""
     hosts = sorted(fleet, key=lambda h: h.name)
 
     def job(name: str, targets: list[tuple[str, dict[str, str]]], **extra: Any) -> dict[str, Any]:
@@ -579,7 +585,11 @@ def prometheus_scrape_config(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost
         for p in sorted(h.partitions, key=lambda p: p.name)
         if p.metrics_port is not None
     ]
-    auth = {"authorization": {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}} if keyed else {}
+    auth: dict[str, Any] = (
+        {"authorization": {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}} if keyed else {}
+    )
+    if keyed and tls:
+        auth = {"scheme": "https", "tls_config": {"ca_file": VLLM_CA_FILE}, **auth}
     return {
         "scrape_configs": [
             job(EXPORTER_JOB, per_host(cfg.exporter_port)),
@@ -590,5 +600,7 @@ def prometheus_scrape_config(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost
     }
 
 
-def prometheus_scrape_config_text(cfg: MonitoringConfig, fleet: Sequence[DeclaredHost], keyed: bool) -> str:
-    return yaml.safe_dump(prometheus_scrape_config(cfg, fleet, keyed), sort_keys=False)
+def prometheus_scrape_config_text(
+    cfg: MonitoringConfig, fleet: Sequence[DeclaredHost], keyed: bool, tls: bool = False
+) -> str:
+    return yaml.safe_dump(prometheus_scrape_config(cfg, fleet, keyed, tls), sort_keys=False)

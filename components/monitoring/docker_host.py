@@ -84,7 +84,7 @@ from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
 from components.docker.programs import generated_upload
 from components.docker.stop import graceful_stop
-from components.monitoring import VLLM_METRICS_TOKEN_FILE
+from components.monitoring import VLLM_CA_FILE, VLLM_METRICS_TOKEN_FILE
 
 # Each image pinned by tag and digest. The digests are those public repositories pin for these tags (found in
 # several independent ones, e.g. docker-compose files pinning prom/prometheus:v3.5.0@sha256:63805e...); they were
@@ -425,6 +425,9 @@ class MonitoringHostArgs:
     vllm_metrics_token: pulumi.Input[str] | None = None
     """The vLLM scrape token (proxy.secret_metrics_token of the API key) where the stack has a key: the `vllm` job
     of `scrape_config` reads it from VLLM_METRICS_TOKEN_FILE."""
+    vllm_ca: pulumi.Input[str] | None = None
+    """The proxies' certificate (`vllmTlsCertificate`) where they serve HTTPS: written beside the token, at
+    VLLM_CA_FILE, which the `vllm` job verifies them against."""
 
 
 class MonitoringHost(pulumi.ComponentResource):
@@ -563,10 +566,10 @@ class MonitoringHost(pulumi.ComponentResource):
             # Its exit code (the provider's `exit_code`, `docker ps -a`) says whether the token is in place.
             entrypoints=["/bin/sh", "-c", f"test -s {VLLM_METRICS_TOKEN_FILE}"],
             uploads=[
-                docker.ContainerUploadArgs(
-                    file=VLLM_METRICS_TOKEN_FILE,
-                    content=pulumi.Output.secret(args.vllm_metrics_token),
-                    permissions=READABLE,
+                docker.ContainerUploadArgs(file=path, content=pulumi.Output.secret(content), permissions=READABLE)
+                for path, content in (
+                    (VLLM_METRICS_TOKEN_FILE, args.vllm_metrics_token),
+                    *([(VLLM_CA_FILE, args.vllm_ca)] if args.vllm_ca is not None else []),
                 )
             ],
             volumes=[docker.ContainerVolumeArgs(volume_name=volume.name, container_path=PROMETHEUS_SECRETS)],

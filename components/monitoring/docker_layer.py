@@ -58,14 +58,15 @@ def build_docker_monitoring(cfg: StackConfig, secrets: StackSecrets, hosts: Mapp
         )
     fleet = declared_fleet(cfg)
     keyed = secrets.vllm_api_key is not None
-    outputs: dict[str, Any] = {"prometheusScrapeConfig": prometheus_scrape_config_text(monitoring, fleet, keyed=keyed)}
+    tls = keyed and secrets.vllm_tls_certificate is not None
+    outputs: dict[str, Any] = {"prometheusScrapeConfig": prometheus_scrape_config_text(monitoring, fleet, keyed, tls)}
     if cfg.monitoring_host is not None:
         monitoring_host = next(host for host in cfg.hosts if host.name == cfg.monitoring_host)
         servers = MonitoringHost(
             monitoring_host.name,
             MonitoringHostArgs(
                 config=monitoring,
-                scrape_config=prometheus_scrape_config(monitoring, fleet, keyed),
+                scrape_config=prometheus_scrape_config(monitoring, fleet, keyed, tls),
                 fleet=fleet,
                 provider=hosts[monitoring_host.name].provider,
                 address=exporter_address(monitoring_host.docker.host),
@@ -74,6 +75,7 @@ def build_docker_monitoring(cfg: StackConfig, secrets: StackSecrets, hosts: Mapp
                 grafana_admin_password=secrets.grafana_admin_password,
                 secret_receivers="monitoring" in secrets.secret_sections,
                 vllm_metrics_token=secret_metrics_token(secrets.vllm_api_key) if keyed else None,
+                vllm_ca=secrets.vllm_tls_certificate if tls else None,
             ),
         )
         outputs["monitoringUrls"] = servers.urls

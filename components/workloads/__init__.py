@@ -194,7 +194,7 @@ def build_workloads(
                 )
 
     if cfg.inference:
-        from .inference import DockerVllm, DockerVllmArgs, VllmServer, VllmServerArgs
+        from .inference import DockerVllm, DockerVllmArgs, ProxyTls, VllmServer, VllmServerArgs
 
         # A new server's Deployment is admitted once the policy names it: the servers wait for its update.
         admitted = _serving_policy(cfg, kubernetes) if kubernetes is not None else []
@@ -238,6 +238,11 @@ def build_workloads(
                         partitions=[partitions[ref] for ref in inference.docker.partitions],
                         huggingface_token=token,
                         api_key=secrets.vllm_api_key,
+                        tls=(
+                            ProxyTls(secrets.vllm_tls_certificate, secrets.vllm_tls_key)
+                            if secrets.vllm_tls_certificate is not None
+                            else None
+                        ),
                         secret_env=secrets.env_is_secret("hosts", "inference"),
                     ),
                 )

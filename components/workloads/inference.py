@@ -90,6 +90,9 @@ def serve_command(inference: InferenceConfig, gpus: int, host: str = "0.0.0.0") 
     return ["vllm", "serve", inference.model, *inference.vllm_args(gpus, host)]
 
 
+# A Docker proxy's label: the scheme clients and Prometheus reach it with.
+PROXY_SCHEME_LABEL = "rocm-stack.proxy-scheme"
+
 # nginx's graceful shutdown (nginx.org/en/docs/control.html: "QUIT graceful shutdown"; TERM, INT: "fast shutdown").
 PROXY_STOP_SIGNAL = "SIGQUIT"
 
@@ -570,6 +573,14 @@ ROLLING = "inference[].docker.maxUnavailable"
 
 
 @dataclass(frozen=True)
+class ProxyTls:
+    """The secrets `vllmTlsCertificate` and `vllmTlsKey`: the Docker proxies serve HTTPS with them."""
+
+    certificate: pulumi.Input[str]
+    key: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
 class DockerVllmArgs:
     inference: InferenceConfig
     images: Mapping[str, str]
@@ -581,6 +592,8 @@ class DockerVllmArgs:
     """The secret `rocm-stack:vllmApiKey` (required in prod): each server sits behind an nginx container (proxy.py)
     that alone publishes the API port and demands the key on every path but /health, vLLM listening on the proxy's
     loopback; None: vLLM publishes its port itself and takes no key."""
+    tls: ProxyTls | None = None
+    """The proxies serve HTTPS only (with an API key); None: HTTP."""
     secret_env: bool = False
     """`hosts` or `inference` is a secret stack key: the containers' environments are secret."""
 
@@ -662,7 +675,12 @@ class DockerVllm(pulumi.ComponentResource):
                 command = with_api_key_from_file(serve_command(inference, partition.gpu_count, proxy.LOOPBACK))
                 published_api = [PortMapping(internal=pod_proxy_port(inference), external=external, ip=placement.ip)]
                 network, proxy_container = self._proxy(
-                    partition, inference, published_api, args.api_key, proxy_images[partition.host.name].image_id, after
+                    partition,
+                    inference,
+                    published_api,
+                    args,
+                    proxy_images[partition.host.name].image_id,
+                    after,
                 )
                 self.networks[partition.ref], self.proxies[partition.ref] = network, proxy_container
                 servers[index].append(proxy_container)
@@ -723,7 +741,7 @@ class DockerVllm(pulumi.ComponentResource):
         partition: Partition,
         inference: InferenceConfig,
         api: Sequence[PortMapping],
-        api_key: pulumi.Input[str],
+        args: DockerVllmArgs,
         image: pulumi.Input[str],
         after: Sequence[pulumi.Resource],
     ) -> tuple[docker.Network, docker.Container]:
@@ -742,20 +760,28 @@ class DockerVllm(pulumi.ComponentResource):
             f"{proxy.LOOPBACK}:{inference.port}",
             proxy.DOCKER_OPEN_PATHS,
             scraped_paths=proxy.DOCKER_SCRAPED_PATHS,
+            tls=args.tls is not None,
         )
+        assert args.api_key is not None
+        secret_files = {proxy.API_KEY_MAP: proxy.secret_key_map(args.api_key)}
+        if args.tls is not None:
+            secret_files[proxy.TLS_CERTIFICATE] = pulumi.Output.secret(args.tls.certificate)
+            secret_files[proxy.TLS_KEY] = pulumi.Output.secret(args.tls.key)
         container = docker.Container(
             f"{partition.resource_name}-proxy",
             name=f"{vllm_name}-proxy",
             image=image,
             entrypoints=proxy.proxy_command(),
+            # The scheme it serves, in plain sight: its uploads are secret as a whole (the key map), so without it a
+            # switch to HTTPS would show in no preview (labels are ForceNew: the switch replaces the proxy).
+            labels=[docker.ContainerLabelArgs(label=PROXY_SCHEME_LABEL, value="https" if args.tls else "http")],
             uploads=[
                 docker.ContainerUploadArgs(
                     file=f"{proxy.CONFIG_DIR}/{proxy.CONFIG_FILE}", content=config, permissions="0400"
                 ),
-                docker.ContainerUploadArgs(
-                    file=f"{proxy.CONFIG_DIR}/{proxy.API_KEY_MAP}",
-                    content=proxy.secret_key_map(api_key),
-                    permissions="0400",
+                *(
+                    docker.ContainerUploadArgs(file=f"{proxy.CONFIG_DIR}/{name}", content=content, permissions="0400")
+                    for name, content in secret_files.items()
                 ),
             ],
             ports=published(api),

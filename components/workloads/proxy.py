@@ -26,6 +26,12 @@ import pulumi
 CONFIG_DIR = "/etc/rocm-stack-proxy"
 CONFIG_FILE = "nginx.conf"
 API_KEY_MAP = "api-key.map"
+# The proxies' certificate and key (`vllmTlsCertificate`, `vllmTlsKey`), uploaded beside the key map.
+TLS_CERTIFICATE = "tls.crt"
+TLS_KEY = "tls.key"
+# TLS 1.2 and 1.3 only (Mozilla's "intermediate" configuration), stated rather than left to nginx's default, which
+# has changed between releases (nginx.org ngx_http_ssl_module.html#ssl_protocols).
+TLS_PROTOCOLS = "TLSv1.2 TLSv1.3"
 # Writable runtime directory (pid file, body buffers): the only path nginx writes, an emptyDir on Kubernetes.
 RUNTIME_DIR = "/tmp/"
 HEALTH_PATH = "/health"
@@ -54,10 +60,12 @@ def nginx_config(
     upstream: str,
     open_paths: Sequence[str],
     scraped_paths: Sequence[str] = (),
+    tls: bool = False,
 ) -> str:
     """nginx's configuration: `open_paths` (exact) go to the same path upstream without a key, `scraped_paths`
     (exact) with the key or the scrape token, everything else needs `Authorization: Bearer <key>` (else 401).
-    `upstream` is vLLM's host:port on the loopback they share.
+    `upstream` is vLLM's host:port on the loopback they share. `tls`: HTTPS only on `listen_port`, with TLS_CERTIFICATE
+    and TLS_KEY beside the configuration.
     Run as `nginx -p RUNTIME_DIR -e stderr -c CONFIG_DIR/CONFIG_FILE -g 'daemon off;'` (proxy_command)."""
 
     def location(path: str, check: str) -> str:
@@ -94,7 +102,8 @@ def nginx_config(
         f"        include {API_KEY_MAP};\n"
         "    }\n"
         "    server {\n"
-        f"        listen {listen_port};\n"
+        f"        listen {listen_port}{' ssl' if tls else ''};\n"
+        f"{_tls_directives() if tls else ''}"
         f"        set $vllm {upstream};\n"
         f"{open_locations}"
         "        location / {\n"
@@ -103,6 +112,15 @@ def nginx_config(
         "        }\n"
         "    }\n"
         "}\n"
+    )
+
+
+def _tls_directives() -> str:
+    """The server's certificate and key (uploaded beside the configuration) and its protocols."""
+    return (
+        f"        ssl_certificate {CONFIG_DIR}/{TLS_CERTIFICATE};\n"
+        f"        ssl_certificate_key {CONFIG_DIR}/{TLS_KEY};\n"
+        f"        ssl_protocols {TLS_PROTOCOLS};\n"
     )
 
 
