@@ -462,3 +462,17 @@ def test_a_hung_pull_is_cut_at_the_images_deadline(dev_plan: Plan, tmp_path):
     result, _ = run_recorded(docker_scripts(plan)["workstation"], tmp_path, DOCKER_PULL_HANGS="1")
     assert result.returncode == 1
     assert f"{image['inputs']['name']}: cut at its deadline of 2 s" in result.stderr
+
+
+def test_a_keyed_vllm_joins_its_proxys_network_namespace_by_name_in_the_script():
+    """The plan names the proxy's container ID (`container:<ID>`, as dockerd stores it); HOST.sh has no ID before it
+    runs, so it names the proxy's container, which Docker resolves to the same namespace."""
+    from conftest import stack_file
+    from tools.synth import docker_create_args, synthesize
+
+    plan = synthesize("dev", stack_file("dev"), secrets={"rocm-stack:vllmApiKey": "k3y"})
+    (proxy_,) = (c for c in plan.of_type(CONTAINER) if c["inputs"].get("entrypoints", [None])[0] == "nginx")
+    (vllm,) = (c["inputs"] for c in plan.of_type(CONTAINER) if "networkMode" in c["inputs"])
+    joined = f"--network=container:{proxy_['inputs']['name']}"
+    assert joined in docker_create_args(vllm, {mock_id(proxy_["name"]): proxy_["inputs"]["name"]})
+    assert joined in docker_scripts(plan)["workstation"]

@@ -446,7 +446,8 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
         raise ValueError(f"docker/HOST.sh renders one network by name, not {networks} of container {i['name']!r}")
     args += [f"--network={n['name']}" for n in networks]
     if "networkMode" in i:
-        args.append(f"--network={i['networkMode']}")
+        mode, _, container = str(i["networkMode"]).partition(":")  # host, none, or container:<id> (by its name)
+        args.append(f"--network={mode}:{image_names.get(container, container)}" if container else f"--network={mode}")
     if i.get("readOnly"):
         args.append("--read-only")
     if i.get("init"):
