@@ -138,9 +138,9 @@ def hood() -> Iterator[Neighbourhood]:
             _ip("-n", name, "link", "set", link, "up")
             _ip("-n", name, "link", "set", "lo", "up")
         _ip("-n", neighbour, "route", "add", DOCKER_POOLS, "via", HOST_ADDRESS)
-        subprocess.run(
-            ["ip", "netns", "exec", host, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True, capture_output=True
-        )
+        # /proc/sys/net is the reading process's network namespace's.
+        forward = ["nsenter", f"--net=/run/netns/{host}", "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]
+        subprocess.run(forward, check=True, capture_output=True)
         try:
             docker = cleanup.enter_context(private_daemon(Path(tmp), netns=Path("/run/netns", host)))
         except Unavailable as reason:
