@@ -231,6 +231,13 @@ def test_with_the_key_forwarded_and_health_open(stack: Stack):
     assert stack.received()[-1] == ["GET", proxy.HEALTH_PATH, None]
 
 
+def test_dockerd_stores_the_joined_namespace_by_the_proxys_id(stack: Stack):
+    """What the provider reads back as network_mode (funcs.go L954: HostConfig.NetworkMode): `container:<ID>` even
+    for a name, so the plan sends the ID (a name would drift on every refresh), as for pid_mode."""
+    mode = stack.docker.inspect(stack.vllm)["HostConfig"]["NetworkMode"]
+    assert mode == f"container:{stack.docker.inspect(stack.proxy)['Id']}"
+
+
 def test_the_master_drops_its_worker_to_an_unprivileged_user(stack: Stack):
     """With ALL capabilities dropped but SETUID/SETGID, as the plan declares (the master alone reads the 0400 key)."""
     # ps shows "nginx: master process ..." and "nginx: worker process".
