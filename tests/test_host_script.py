@@ -269,9 +269,10 @@ def test_host_script_creates_uploads_and_starts_what_the_plan_declares(stack, re
         for inputs in containers:
             assert set(inputs) <= COMPARED, f"{host}/{inputs['name']}: inputs not compared: {set(inputs) - COMPARED}"
             expected = _expected_flags(inputs, images[inputs["image"]])
-            if expected["pid"]:  # container:<the mock's id of a container resource>: that container, by its name
-                mode, _, ref = expected["pid"].partition(":")
-                expected["pid"] = f"{mode}:{names[ref]}"
+            for flag in ("pid", "network"):  # container:<the mock's id of a container resource>: by its name
+                mode, _, ref = (expected[flag] or "").partition(":")
+                if ref:
+                    expected[flag] = f"{mode}:{names[ref]}"
             if inputs.get("envs") == SECRET:
                 expected["env"] = []  # not in the script, which then refuses to run (next test)
             assert _parsed_flags(creates[inputs["name"]]) == expected, f"{host}/{inputs['name']}"

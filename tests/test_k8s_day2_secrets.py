@@ -55,7 +55,7 @@ def server_env(plan: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("variable", sorted(ROTATIONS))
 def test_a_rotated_secret_replaces_its_auto_named_secret_and_rolls_the_vllm_pods(prod_plan, variable):
     secret_name, key = ROTATIONS[variable]
-    rotated = synthesize("prod", secrets={P + key: "rotated-value"})
+    rotated = synthesize("prod", secrets={P + key: "rotated-value-0123456789abcdef0123"})  # prod's 32 characters
     # Offline the rotation is invisible: both plans are the same.
     assert json.dumps(rotated.to_json(), sort_keys=True) == json.dumps(prod_plan.to_json(), sort_keys=True)
     report = report_of(prod_plan, rotated)
