@@ -122,8 +122,7 @@ PARTITION_LABEL = "rocm-stack.partition"
 
 def partition_of(container: dict[str, Any]) -> str | None:
     """`host/container` from the partition label, or None for a container that is no GPU partition (the exporter)."""
-    labels = {label["label"]: label["value"] for label in container["inputs"].get("labels", [])}
-    return labels.get(PARTITION_LABEL)
+    return labels_of(container).get(PARTITION_LABEL)
 
 
 def gpu_containers(plan: Plan) -> list[dict[str, Any]]:
@@ -132,9 +131,23 @@ def gpu_containers(plan: Plan) -> list[dict[str, Any]]:
     return [c for c in plan.of_type(CONTAINER) if partition_of(c) is not None and not c["inputs"].get("attach")]
 
 
-def check_containers(plan: Plan) -> list[dict[str, Any]]:
-    """The one-shot checks the provider waits for (`attach`): a preflight per host, a GPU check per partition."""
+def labels_of(container: dict[str, Any]) -> dict[str, str]:
+    return {label["label"]: label["value"] for label in container["inputs"].get("labels", [])}
+
+
+def one_shot_containers(plan: Plan) -> list[dict[str, Any]]:
+    """The one-shot containers the provider waits for (`attach`): the host checks and the vLLM servers' health checks."""
     return [c for c in plan.of_type(CONTAINER) if c["inputs"].get("attach")]
+
+
+def check_containers(plan: Plan) -> list[dict[str, Any]]:
+    """The host checks (`rocm-stack.check`): a preflight per host, a GPU check per partition."""
+    return [c for c in one_shot_containers(plan) if "rocm-stack.check" in labels_of(c)]
+
+
+def health_checks(plan: Plan) -> list[dict[str, Any]]:
+    """The Docker vLLM servers' health checks (`rocm-stack.health`: the server's partition)."""
+    return [c for c in one_shot_containers(plan) if "rocm-stack.health" in labels_of(c)]
 
 
 def render_nodes_of(container: dict[str, Any]) -> list[str]:

@@ -21,7 +21,16 @@ import json
 
 import pytest
 
-from conftest import CONTAINER, check_containers, env_of, gpu_containers, stack_file, synth_with
+from conftest import (
+    CONTAINER,
+    check_containers,
+    env_of,
+    gpu_containers,
+    health_checks,
+    one_shot_containers,
+    stack_file,
+    synth_with,
+)
 from test_impact import by_name as impacts_of, report_of
 from tools.synth import ProgramRefused, synthesize
 
@@ -40,6 +49,10 @@ def test_prod_has_a_preflight_per_host_and_a_gpu_check_per_partition(prod_plan):
     assert sorted(checks) == sorted(
         [f"{h}-preflight" for h in hosts] + [f"{h}-{p}-gpucheck" for h in hosts for p in ("serve-b", "train-a")]
     )
+    # The only other one-shot containers: the health check of each Docker vLLM server (gpu-node-3/4's serve-b).
+    health = [f"gpu-node-{i}-serve-b-health" for i in (3, 4)]
+    assert sorted(c["name"] for c in health_checks(prod_plan)) == health
+    assert sorted(c["name"] for c in one_shot_containers(prod_plan)) == sorted([*checks, *health])
     for check in checks.values():
         i = check["inputs"]
         assert (i["attach"], i["logs"], i["mustRun"], i["restart"]) == (True, True, False, "no")
@@ -99,6 +112,8 @@ def test_floors_come_from_config_per_gpu_model():
 def test_dev_can_switch_the_checks_off():
     plan = synth_with("dev", checks={"enable": False})
     assert check_containers(plan) == []
+    # The vLLM server's health check stays: it is the server's own wait, kept by every `pulumi up` (test_vllm_health).
+    assert [c["name"] for c in one_shot_containers(plan)] == ["workstation-serve-health"]
     assert all(not any("gpucheck" in d or "preflight" in d for d in c["depends_on"]) for c in gpu_containers(plan))
 
 

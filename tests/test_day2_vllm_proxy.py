@@ -71,6 +71,9 @@ def test_first_up_replaces_each_docker_vllm_and_rolls_the_pods_once(prod_plan):
         assert replaced.action is Action.DELETE_REPLACE
         assert {path.split("[")[0].split(".")[0] for path, _ in replaced.replaced_by} == {"ports", "networkMode"}
         assert impacts.pop((CONTAINER, f"{server}-proxy")).action is Action.CREATE
+        # Its health check joins the replaced server's network namespace by ID: it is replaced, and runs again.
+        check = impacts.pop((CONTAINER, f"{server}-health"))
+        assert check.replaced_by == [("networkMode", "pulumi.unknown-output")] and check.runs_check
     roll = impacts.pop((DEPLOYMENT, "llama"))
     assert roll.action is Action.UPDATE and roll.meaning == "rolls the pods of Deployment `ml/llama`"
     created = {key for key, impact in impacts.items() if impact.action is Action.CREATE}

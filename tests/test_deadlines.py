@@ -17,6 +17,7 @@ import pytest
 
 from components.docker.deadlines import MARGIN_SECONDS
 from components.docker.readback import parse_go_duration
+from components.workloads.inference import HEALTH_WAIT
 from schema.docker import DockerEndpoint
 from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, synth_with
 from tools.synth import Plan, synthesize
@@ -30,10 +31,13 @@ def _create_s(resource: dict[str, Any]) -> int:
 
 def _longest_wait(inputs: dict[str, Any]) -> int:
     """What the provider's create waits for: `wait` up to waitTimeout (default 60, schema), or an attached
-    program's own limit (gpucheck's --timeout; the preflight has none and reads files for seconds)."""
+    program's own limit (gpucheck's --timeout; a vLLM health check's last argument, HEALTH_WAIT's seconds, as long
+    as its server's wait; the preflight has none and reads files for seconds)."""
     if inputs.get("wait"):
         return int(inputs.get("waitTimeout", 60))
     command = inputs.get("command", [])
+    if inputs.get("attach") and command[2:3] == [HEALTH_WAIT]:
+        return int(command[-1])
     if inputs.get("attach") and "--timeout" in command:
         return int(command[command.index("--timeout") + 1])
     return 0

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from components.monitoring import EXPORTER_STOP_GRACE_SECONDS
-from conftest import CONTAINER, check_containers, env_of, partition_of, refusal, stack_file, synth_with
+from conftest import CONTAINER, env_of, one_shot_containers, partition_of, refusal, stack_file, synth_with
 from schema.types import MAX_STOP_GRACE_SECONDS
 from schema.workloads import TORCHRUN_EXIT_MARGIN_S, TORCHRUN_FIXED_SHUTDOWN_S, TORCHRUN_SHUTDOWN_ENV
 from tools.synth import Plan, docker_scripts
@@ -98,7 +98,7 @@ def test_every_long_running_container_takes_its_grace_from_the_config():
 def test_checks_declare_no_grace(dev_plan: Plan):
     """The provider never stops an `attach` container on delete (funcs.go L1085 `if !d.Get("attach")`), and a
     check has exited long before: a grace would be an input with no effect."""
-    checks = check_containers(dev_plan)
+    checks = one_shot_containers(dev_plan)  # the host checks and the vLLM server's health check
     assert checks and all(not set(GRACE_INPUTS) & set(c["inputs"]) for c in checks)
 
 

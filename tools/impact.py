@@ -30,6 +30,7 @@ from components.docker.provider_schema import (
     VOLUME,
 )
 from components.k8s.replacement import Immutable, group_of, rows
+from components.workloads.inference import HEALTH_LABEL
 from components.monitoring.docker_host import PROMETHEUS_FILES
 from rules import MONITORING_LABEL, PARTITION_LABEL
 from schema.types import quantity_value
@@ -271,6 +272,8 @@ def _container_role(resource: PlannedResource) -> str:
     partition = labels.get(PARTITION_LABEL)
     check = labels.get(CHECK_LABEL)
     component, workload = _declared_by(resource)
+    if labels.get(HEALTH_LABEL):
+        return f"the health check of vLLM server `{workload}` on `{labels[HEALTH_LABEL]}`"
     if check == "gpucheck":
         return f"the GPU check of `{partition}`"
     if check:
@@ -293,6 +296,11 @@ def _container_meaning(action: Action, old: PlannedResource | None, new: Planned
     assert resource is not None
     role = _container_role(resource)
     labels = _labels(resource)
+    if labels.get(HEALTH_LABEL):
+        if action is Action.DELETE:
+            return f"removes {role} (an exited one-shot container)"
+        # It fails `pulumi up` until it passes (components/workloads/inference.py HEALTH_WAIT).
+        return f"{'re-runs' if old else 'runs'} {role}: waits for its /health, up to {resource.inputs['command'][-1]} s"
     if labels.get(CHECK_LABEL):
         if action is Action.DELETE:
             return f"removes {role} (an exited one-shot container)"
@@ -455,7 +463,12 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
 
 
 def _runs_check(action: Action, resource: PlannedResource) -> bool:
-    return resource.type == CONTAINER and bool(_labels(resource).get(CHECK_LABEL)) and action is not Action.DELETE
+    labels = _labels(resource)
+    return (
+        resource.type == CONTAINER
+        and bool(labels.get(CHECK_LABEL) or labels.get(HEALTH_LABEL))
+        and (action is not Action.DELETE)
+    )
 
 
 def _mutable_config_maps(plan: SynthPlan) -> frozenset[str]:
@@ -578,7 +591,7 @@ def _refusal(resource: PlannedResource, refused: list[tuple[str, Immutable]]) ->
 # A resource whose replacement makes a container's ForceNew input unknown in the preview, and that input.
 _READ_BY_CONTAINERS = {REMOTE_IMAGE: "image", NETWORK: "networksAdvanced"}
 # A container's inputs that name another container by its ID (`container:<ID>`, ForceNew): the vLLM server in its
-# proxy's network namespace, the files writer in Prometheus's PID namespace.
+# proxy's network namespace and its health check in the server's, the files writer in Prometheus's PID namespace.
 _JOINS = ("networkMode", "pidMode")
 
 
@@ -595,26 +608,35 @@ def _propagate_replacements(
     ]
     replaced = {after[key].urn: _READ_BY_CONTAINERS[key[0]] for key in replacing if key[0] in _READ_BY_CONTAINERS}
     joined = {f"container:{mock_id(after[key].name)}" for key in replacing if key[0] == CONTAINER}
-    for key, container in after.items():
-        reads = [replaced[urn] for urn in container.depends_on if urn in replaced]
-        reads += [path for path in _JOINS if container.inputs.get(path) in joined]
-        if key[0] != CONTAINER or key not in before or not reads:
-            continue
-        current = impacts.get(key)
-        reasons = [*(current.replaced_by if current else []), *((path, "pulumi.unknown-output") for path in reads)]
-        old = before[key]
-        action, how = _replacement(old, container)
-        impacts[key] = Impact(
-            type=container.type,
-            name=container.name,
-            action=action,
-            replaced_by=list(dict.fromkeys(reasons)),
-            updated=current.updated if current else [],
-            rules=sorted({*(current.rules if current else []), "pulumi.unknown-output", "tfbridge.force-new", *how}),
-            meaning=_meaning(action, old, container),
-            stops_container=not old.inputs.get("attach"),
-            runs_check=_runs_check(action, container),
-        )
+    # To a fixed point: a container replaced here is joined in turn (a vLLM server's health check joins the server,
+    # which joins its proxy).
+    grew = True
+    while grew:
+        grew = False
+        for key, container in after.items():
+            reads = [replaced[urn] for urn in container.depends_on if urn in replaced]
+            reads += [path for path in _JOINS if container.inputs.get(path) in joined]
+            current = impacts.get(key)
+            reasons = [(path, "pulumi.unknown-output") for path in reads]
+            if key[0] != CONTAINER or key not in before or set(reasons) <= set(current.replaced_by if current else []):
+                continue
+            old = before[key]
+            action, how = _replacement(old, container)
+            impacts[key] = Impact(
+                type=container.type,
+                name=container.name,
+                action=action,
+                replaced_by=list(dict.fromkeys([*(current.replaced_by if current else []), *reasons])),
+                updated=current.updated if current else [],
+                rules=sorted(
+                    {*(current.rules if current else []), "pulumi.unknown-output", "tfbridge.force-new", *how}
+                ),
+                meaning=_meaning(action, old, container),
+                stops_container=not old.inputs.get("attach"),
+                runs_check=_runs_check(action, container),
+            )
+            joined.add(f"container:{mock_id(container.name)}")
+            grew = True
 
 
 def _rolls(head: SynthPlan, replaced: set[str], old: dict[str, PlannedResource], if_rotated: bool) -> list[Roll]:

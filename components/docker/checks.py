@@ -169,7 +169,9 @@ def verdict(
             )
         if code == 0:
             return check
-        message = f"{what} failed (exit code {code}):\n{summary(logs)}"
+        # No exit code: the container never ran to its end (its start failed; the provider's error said why).
+        ended = f"exit code {code}" if code is not None else "it did not run to its end"
+        message = f"{what} failed ({ended}):\n{summary(logs)}"
         if strict:
             raise pulumi.RunError(message)
         pulumi.log.warn(message, resource=check)

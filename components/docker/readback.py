@@ -193,7 +193,10 @@ _READ_BACK: dict[str, ReadBack] = {
         "funcs.go L786-795: set from Docker only while the state holds none (import), so the declared set stays",
     ),
     "hostname": ReadBack('funcs.go L847: d.Set("hostname", container.Config.Hostname)'),
-    "networkMode": ReadBack('funcs.go L954: d.Set("network_mode", HostConfig.NetworkMode): "host" as sent'),
+    "networkMode": ReadBack(
+        'funcs.go L954: d.Set("network_mode", HostConfig.NetworkMode): "host" as sent; dockerd stores '
+        '"container:<name>" as "container:<full id>" (measured on dockerd 20.10), so it is declared with the id'
+    ),
     "init": ReadBack('funcs.go L864-868: d.Set("init", *HostConfig.Init), false when the daemon stores none'),
     "readOnly": ReadBack('funcs.go L830: d.Set("read_only", HostConfig.ReadonlyRootfs)'),
     "envs": ReadBack(f"funcs.go L893-898 (issues #242, #269): {NOT_READ}; env is a Set (schema.go L590)"),

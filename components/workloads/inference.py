@@ -27,6 +27,7 @@ from schema.derived import pod_capabilities
 from schema.workloads import InferenceConfig, Toleration, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
+from components.docker.checks import verdict
 from components.docker.deadlines import create_timeouts
 from components.docker.logs import log_args
 from components.docker.readback import seconds
@@ -543,6 +544,18 @@ class VllmServer(pulumi.ComponentResource):
         )
 
 
+def health_probe(port: int) -> str:
+    """The Python that probes a Docker vLLM server's /health from inside its network namespace (the image has Python,
+    not necessarily curl): its Docker health check, and its health check container's."""
+    return f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}{HEALTH_PATH}', timeout=5)"
+
+
+def server_wait_seconds(inference: InferenceConfig) -> int:
+    """How long `pulumi up` waits for a Docker vLLM server's /health: its startup timeout, and as Docker probes every
+    interval, one interval and one probe more for a server that becomes healthy at the end of it."""
+    return inference.startup_timeout_seconds + HEALTH_INTERVAL_SECONDS + HEALTH_TIMEOUT_SECONDS
+
+
 def with_api_key_from_file(command: Sequence[str]) -> list[str]:
     """`command` started with VLLM_API_KEY read from the uploaded key file. vLLM takes the key from --api-key or
     VLLM_API_KEY (vllm/entrypoints/openai/api_server.py, build_app: `args.api_key or [envs.VLLM_API_KEY]`) and
@@ -570,6 +583,31 @@ def with_api_key_from_file(command: Sequence[str]) -> list[str]:
 #   provider (tools/impact.py: the engine's bookkeeping): no resource is renamed or replaced by the order itself.
 # A server whose replacement fails stops the roll there: the ones after it keep running the old container.
 ROLLING = "inference[].docker.maxUnavailable"
+
+# A vLLM server that never got healthy must keep failing `pulumi up` until it is. The provider's `wait` alone does not:
+# its create fails after the container exists (terraform-provider-docker v4.5.0 resource_docker_container_funcs.go
+# L460 d.SetId before the wait, L590-622 the wait), the engine records it with an initialization error, and the next
+# `pulumi up` gives it an empty update (pulumi/pulumi pkg/resource/deploy/step_generator.go L2180-2196 @ 1b59498,
+# "If resource was unchanged, but there were initialization errors, generate an empty update step"), which the
+# provider's update passes without any wait (funcs.go L991-1077): the failure is forgotten (pulumi/pulumi#21458).
+# So each server has a health check: a one-shot container in the server's network namespace (network_mode
+# `container:<its id>`, as dockerd stores it, so a replaced server replaces it) that waits for /health as long as
+# the server's own wait and exits 1 if it never answers. Its exit code is stored with it, and the stack judges it
+# on every `pulumi up` (components/docker/checks.py verdict): a failed check keeps failing the stack until it passes
+# in a new run, i.e. the server is replaced (any change to it) or the check is run again (`pulumi up --replace`
+# of its URN, docs/operations.md). A server that is healthy costs one probe.
+HEALTH_LABEL = "rocm-stack.health"
+# `python3 -c HEALTH_WAIT PROBE SECONDS`: PROBE (the server's Docker health check, in a child process) every 2 s until
+# it passes, for up to SECONDS; then once more with its error shown, and exit 1 if it fails. One line of Python (the
+# images have no guaranteed `date` or `sleep` besides it): `next` over an endless iterator is the loop.
+HEALTH_WAIT = (
+    "import subprocess, sys, time; probe = [sys.executable, '-c', sys.argv[1]]; "
+    "end = time.monotonic() + float(sys.argv[2]); "
+    "next(_ for _ in iter(int, 1) if subprocess.call(probe, stderr=subprocess.DEVNULL) == 0 "
+    "or time.monotonic() >= end or time.sleep(2)); "
+    "code = subprocess.call(probe); "
+    "print('healthy' if code == 0 else f'not healthy after {sys.argv[2]} s', flush=True); sys.exit(1 if code else 0)"
+)
 
 
 @dataclass(frozen=True)
@@ -623,13 +661,15 @@ class DockerVllm(pulumi.ComponentResource):
     # Partition ref -> its proxy container and its private network (none without an API key).
     proxies: dict[str, docker.Container]
     networks: dict[str, docker.Network]
+    # Partition ref -> its server's health check (HEALTH_LABEL).
+    health: dict[str, docker.Container]
 
     def __init__(self, name: str, args: DockerVllmArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("rocm-stack:workloads:DockerVllm", name, None, opts)
         inference, placement = args.inference, args.inference.docker
         assert placement is not None, "DockerVllm needs inference.docker"
         images = pull_on_hosts(name, args.images, args.partitions, self)
-        self.containers, self.proxies, self.networks = {}, {}, {}
+        self.containers, self.proxies, self.networks, self.health = {}, {}, {}, {}
         proxy_images = (
             {
                 p.host.name: pulled_image(
@@ -643,8 +683,7 @@ class DockerVllm(pulumi.ComponentResource):
             if args.api_key is not None
             else {}
         )
-        # Docker's health check runs inside the container: the image has Python, not necessarily curl.
-        probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{inference.port}{HEALTH_PATH}', timeout=5)"
+        probe = health_probe(inference.port)
         # Each server's containers (vLLM, its proxy), in the order of `partitions`: what the next ones wait for.
         servers: list[list[pulumi.Resource]] = []
         for index, partition in enumerate(args.partitions):
@@ -718,22 +757,51 @@ class DockerVllm(pulumi.ComponentResource):
                     # assert both agree, which data-parallel engine cores (started with a narrowed
                     # CUDA_VISIBLE_DEVICES) break. AMD's vLLM V1 optimization guide: "Keep HIP_VISIBLE_DEVICES unset".
                     visibility_variable="CUDA_VISIBLE_DEVICES",
-                    # `pulumi up` returns once /health answers. Docker probes every interval, so a server that becomes
-                    # healthy at the end of its startup timeout is seen up to one interval and one probe later.
-                    wait_timeout_seconds=inference.startup_timeout_seconds
-                    + HEALTH_INTERVAL_SECONDS
-                    + HEALTH_TIMEOUT_SECONDS,
+                    wait_timeout_seconds=server_wait_seconds(inference),
                     secret_env=args.secret_env,
                     after=after,
                 ),
                 self,
             )
             servers[index].append(self.containers[partition.ref])
+            self.health[partition.ref] = self._health_check(
+                partition, self.containers[partition.ref], images[partition.host.name].image_id, inference
+            )
         self.register_outputs(
             {
                 "containers": {ref: c.name for ref, c in self.containers.items()},
                 "proxies": {ref: c.name for ref, c in self.proxies.items()},
+                # Awaiting the verdicts fails `pulumi up` (and preview) on a server whose check failed.
+                "healthy": {
+                    ref: verdict(check, f"vLLM server {ref}: its health check", strict=True).apply(lambda _: True)
+                    for ref, check in self.health.items()
+                },
             }
+        )
+
+    def _health_check(
+        self, partition: Partition, server: docker.Container, image: pulumi.Input[str], inference: InferenceConfig
+    ) -> docker.Container:
+        """The server's health check (HEALTH_WAIT), in its network namespace, as long as the server's own wait."""
+        wait = server_wait_seconds(inference)
+        return docker.Container(
+            f"{partition.resource_name}-health",
+            name=f"{partition.container.name}-health",
+            image=image,
+            command=["python3", "-c", HEALTH_WAIT, health_probe(inference.port), str(wait)],
+            network_mode=server.id.apply(lambda server_id: f"container:{server_id}"),
+            labels=[docker.ContainerLabelArgs(label=HEALTH_LABEL, value=partition.ref)],
+            **log_args(partition.host.logs),
+            restart="no",
+            must_run=False,
+            attach=True,
+            logs=True,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=partition.provider,
+                depends_on=[server],
+                custom_timeouts=create_timeouts(wait),
+            ),
         )
 
     def _proxy(

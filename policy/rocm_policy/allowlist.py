@@ -47,7 +47,9 @@ COMPUTED = "<computed>"
 LIST_ITEM = "[]"
 # Labels the program gives its Docker containers (components/docker, components/monitoring) and its Kubernetes
 # objects (components/workloads/pods.py labels_of); they name a role, whose allow-list applies.
-ROLE_LABELS = ("rocm-stack.partition", "rocm-stack.check", "rocm-stack.monitoring")
+ROLE_LABELS = ("rocm-stack.partition", "rocm-stack.check", "rocm-stack.monitoring", "rocm-stack.health")
+# Labels whose value names a host's partition: the role is being one (a partition, a vLLM server's health check).
+NAMED_ROLES = ("rocm-stack.partition", "rocm-stack.health")
 APP_LABEL = "app.kubernetes.io/name"
 
 # The schema defaults of terraform-provider-docker v4.5.0 (what pulumi-docker 5.2.0 bridges), by input path, for the
@@ -122,8 +124,7 @@ def role_of(resource_type: str, props: Mapping[str, Any], images: Iterable[str] 
     labels = _role_labels(props)
     parts = [f"image={r}" for r in sorted({repository(i) for i in images})]
     if resource_type == CONTAINER:
-        # A partition's value names the host and partition: its role is being one.
-        parts += [f"{k}" if k == ROLE_LABELS[0] else f"{k}={labels[k]}" for k in ROLE_LABELS if k in labels]
+        parts += [f"{k}" if k in NAMED_ROLES else f"{k}={labels[k]}" for k in ROLE_LABELS if k in labels]
     elif APP_LABEL in labels:
         parts.append(f"{APP_LABEL}={labels[APP_LABEL]}")
     return ";".join(parts)

@@ -464,12 +464,14 @@ def on_cpu(plan: Any) -> Any:
     matrix, no floors: CPU figures are no GPU measurements). The device access, uploads and everything else
     stay what the program declared, except the hostname of a container that has none: `localhost`. The private
     daemon has no bridge network, so Docker writes no address for a container's own hostname into its /etc/hosts
-    (measured: getaddrinfo(gethostname()) fails), and torchrun's rendezvous and gloo connect to that name."""
+    (measured: getaddrinfo(gethostname()) fails), and torchrun's rendezvous and gloo connect to that name. A
+    container in another's network namespace (`container:<id>`) keeps that one's hostname (dockerd refuses both)."""
     site = torch_site_packages()
     assert site is not None, "the project's .venv has torch (requirements-dev.txt)"
     torch_mount = {"hostPath": str(site), "containerPath": image_site_packages(), "readOnly": True}
     for inputs in _containers(plan):
-        inputs.setdefault("hostname", "localhost")
+        if not str(inputs.get("networkMode", "")).startswith("container:"):
+            inputs.setdefault("hostname", "localhost")
         inputs.setdefault("volumes", []).append(dict(torch_mount))
         inputs["envs"] = ["TRAIN_BACKEND=gloo" if e == "TRAIN_BACKEND=nccl" else e for e in inputs.get("envs", [])]
         command = inputs.get("command", [])

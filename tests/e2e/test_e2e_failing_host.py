@@ -14,7 +14,13 @@ names renderD130 for GPU 1, a node the host does not have (a stale map: the GPU 
   4 s instead of startupTimeoutSeconds + 40 s). The script gives up after waitTimeout and prints the server's
   last log lines. The provider's `wait` fails the update with only "container failed to be in healthy state"
   (same file, L590-622: errContainerFailedToBeInHealthyState, no logs; Pulumi names the resource), so after
-  `pulumi up` the next step is `docker logs <name>` (docs/operations.md).
+  `pulumi up` the next step is `docker logs <name>` (docs/operations.md). Its health check container, which waits
+  for it, is not created either.
+- The rerun (issue 35 item 4): the next `pulumi up` passes the server's empty update (the engine's retry of an
+  initialization error; the provider's update never waits) and creates the health check, which joins the server's
+  network namespace, finds no /health within its limit (4 s here too) and exits 1: the stack fails, and keeps
+  failing on that stored exit code (tests/test_vllm_health.py), until a healthy server replaces the container and
+  its new check passes.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import pytest
 from conftest import stack_file
 from e2e.deployment import Deployment, deploy
 from e2e.harness import Docker, make_gpu_nodes, on_cpu, on_test_host, with_health_interval
-from tools.synth import synthesize
+from tools.synth import ProgramRefused, docker_create_args, mock_id, synthesize
 
 WAIT_TIMEOUT_S = 4
 NEVER_HEALTHY = ["python3", "-c", "print('loading model weights ...', flush=True); import time; time.sleep(3600)"]
@@ -79,6 +85,10 @@ def deployed(docker: Docker, standin_image: str, tmp_path_factory: pytest.TempPa
     (server,) = [c["inputs"] for c in plan.of_type("docker:index/container:Container") if c["inputs"]["name"] == "good"]
     assert server["wait"] and server["command"][:2] == ["vllm", "serve"]
     server.update(command=NEVER_HEALTHY, waitTimeout=WAIT_TIMEOUT_S)
+    (check,) = [
+        c["inputs"] for c in plan.of_type("docker:index/container:Container") if c["inputs"]["name"] == "good-health"
+    ]
+    check["command"][-1] = str(WAIT_TIMEOUT_S)
     yield deploy(docker, standin_image, plan, "node-b", nodes.root, tmp)
     docker.remove_all_containers()
 
@@ -106,7 +116,13 @@ def test_a_missing_render_node_fails_the_partitions_check_and_its_container_is_n
     assert docker.inspect(_check_of(deployed, "good"))["State"]["ExitCode"] == 0
     assert docker.inspect("good")["State"]["Running"]
     last = stderr.strip().splitlines()[-1]
-    assert last.startswith("failed:") and set(last.removeprefix("failed:").split()) == {"good", check, "lost"}
+    assert last.startswith("failed:") and set(last.removeprefix("failed:").split()) == {
+        "good",
+        "good-health",
+        check,
+        "lost",
+    }
+    assert "good-health: not created: good, which it waits for, failed" in stderr
 
 
 def test_a_server_never_healthy_fails_with_its_last_log_lines(docker: Docker, deployed: Deployment):
@@ -115,3 +131,38 @@ def test_a_server_never_healthy_fails_with_its_last_log_lines(docker: Docker, de
     assert header in stderr
     assert "loading model weights ..." in stderr[stderr.index(header) :]
     assert docker.inspect("good")["State"]["Health"]["Status"] != "healthy"
+
+
+def _run_check(docker: Docker, deployed: Deployment) -> tuple[int, str]:
+    """The server's health check as the next `pulumi up` creates it: created, started, awaited (attach)."""
+    inputs = deployed.containers["good-health"]
+    server_id = mock_id("node-b-good")
+    assert inputs["networkMode"] == f"container:{server_id}"
+    docker.run("rm", "--force", "good-health", check=False)
+    docker.run(*docker_create_args(inputs, {**deployed.images, server_id: "good"})[1:])
+    run = docker.run("start", "--attach", "good-health", check=False, timeout=60)
+    return docker.inspect("good-health")["State"]["ExitCode"], (run.stdout + run.stderr).decode()
+
+
+def test_the_rerun_runs_the_health_check_which_fails_until_a_healthy_server_replaces_it(
+    docker: Docker, deployed: Deployment, tmp_path: Path
+):
+    code, logs = _run_check(docker, deployed)
+    assert code == 1 and f"not healthy after {WAIT_TIMEOUT_S} s" in logs and "Connection refused" in logs
+    inspected = docker.inspect("good-health")
+    assert inspected["HostConfig"]["NetworkMode"] == f"container:{docker.inspect('good')['Id']}"
+    # The stack judges the stored result on this and every later `pulumi up`.
+    nodes = make_gpu_nodes(tmp_path / "dev", gpus=2)
+    for _ in ("rerun", "again"):
+        with pytest.raises(ProgramRefused, match="vLLM server node-b/good: its health check failed \\(exit code 1\\)"):
+            synthesize("dev", _config(tmp_path, nodes.root), run_results={"node-b-good-health": (code, logs)})
+
+    # Fixed: the server is replaced by one that answers (the plan's own vLLM stand-in command): its new check passes.
+    server = deployed.containers["good"]
+    fixed = {**server, "command": [c for c in server["command"]]}
+    fixed["command"] = ["vllm", "serve", "Qwen/Qwen2.5-0.5B-Instruct", "--host", "0.0.0.0", "--port", "8000"]
+    docker.run("rm", "--force", "good")
+    docker.run(*docker_create_args(fixed, deployed.images)[1:])
+    docker.run("start", "good")
+    code, logs = _run_check(docker, deployed)
+    assert code == 0 and logs.strip().endswith("healthy"), logs
