@@ -133,6 +133,9 @@ def test_first_up_after_issue_34_moves_each_vllm_into_its_proxys_namespace(prod_
         proxy_ = impacts.pop((CONTAINER, f"{server}-proxy"))
         assert proxy_.action is Action.DELETE_REPLACE
         assert {path.split("[")[0].split(".")[0] for path, _ in proxy_.replaced_by} == {"ports"}
+        # The server's health check joins the replaced server's namespace by its ID: replaced, and it runs again.
+        check = impacts.pop((CONTAINER, f"{server}-health"))
+        assert check.replaced_by == [("networkMode", "pulumi.unknown-output")] and check.runs_check
     assert not impacts
     (roll,) = [r for r in report.rolls if not r.if_rotated]
     assert roll.steps == [["gpu-node-3/serve-b"], ["gpu-node-4/serve-b"]]

@@ -473,7 +473,11 @@ def test_a_keyed_vllm_joins_its_proxys_network_namespace_by_name_in_the_script()
 
     plan = synthesize("dev", stack_file("dev"), secrets={"rocm-stack:vllmApiKey": "k3y"})
     (proxy_,) = (c for c in plan.of_type(CONTAINER) if c["inputs"].get("entrypoints", [None])[0] == "nginx")
-    (vllm,) = (c["inputs"] for c in plan.of_type(CONTAINER) if "networkMode" in c["inputs"])
+    (vllm,) = (
+        c["inputs"]
+        for c in plan.of_type(CONTAINER)
+        if c["inputs"].get("networkMode") == f"container:{mock_id(proxy_['name'])}"
+    )
     joined = f"--network=container:{proxy_['inputs']['name']}"
     assert joined in docker_create_args(vllm, {mock_id(proxy_["name"]): proxy_["inputs"]["name"]})
     assert joined in docker_scripts(plan)["workstation"]
