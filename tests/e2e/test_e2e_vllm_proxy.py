@@ -39,7 +39,7 @@ from components.workloads import proxy
 from conftest import stack_file
 from e2e.deployment import CONTAINER
 from e2e.harness import Docker, _add_bytes, _add_entry, _shared_libraries
-from tools.synth import docker_create_args, synthesize
+from tools.synth import docker_create_args, mock_id, synthesize
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 KEY = "sk-e2e.k3y+proxy"
@@ -175,7 +175,8 @@ class KeyedServer:
         plan = synthesize("dev", config, secrets={"rocm-stack:vllmApiKey": KEY})
         (network,) = (r["inputs"]["name"] for r in plan.of_type("docker:index/network:Network"))
         (proxy_,) = (c for c in plan.of_type(CONTAINER) if c["inputs"].get("entrypoints") == proxy.proxy_command())
-        (vllm,) = (c["inputs"] for c in plan.of_type(CONTAINER) if "networkMode" in c["inputs"])
+        joins_proxy = f"container:{mock_id(proxy_['name'])}"  # not its health check, which joins vLLM
+        (vllm,) = (c["inputs"] for c in plan.of_type(CONTAINER) if c["inputs"].get("networkMode") == joins_proxy)
         command = vllm["command"]
         return KeyedServer(
             network, proxy_, vllm, command[command.index("--host") + 1], int(command[command.index("--port") + 1])
@@ -245,6 +246,30 @@ def test_dockerd_stores_the_joined_namespace_by_the_proxys_id(stack: Stack):
     for a name, so the plan sends the ID (a name would drift on every refresh), as for pid_mode."""
     mode = stack.docker.inspect(stack.vllm)["HostConfig"]["NetworkMode"]
     assert mode == f"container:{stack.docker.inspect(stack.proxy)['Id']}"
+
+
+def test_the_health_check_joins_vllm_and_reaches_it_on_the_proxys_loopback(stack: Stack, standin_image: str):
+    """The server's health check (issue 35 item 4) joins vLLM's network namespace by vLLM's ID, which is the proxy's:
+    dockerd resolves the chain, and the check reaches vLLM where it listens (127.0.0.1, `--host`)."""
+    plan = synthesize(
+        "dev", {**stack_file("dev"), "rocm-stack:checks": {"enable": False}}, secrets={"rocm-stack:vllmApiKey": KEY}
+    )
+    (check,) = (c for c in plan.of_type(CONTAINER) if c["inputs"]["name"] == f"{stack.vllm}-health")
+    (server,) = (c for c in plan.of_type(CONTAINER) if c["inputs"]["name"] == stack.vllm)
+    inputs = {**check["inputs"], "command": [*check["inputs"]["command"][:-1], "10"]}
+    assert inputs["networkMode"] == f"container:{mock_id(server['name'])}"
+    docker = stack.docker
+    docker.run(*docker_create_args(inputs, {inputs["image"]: standin_image, mock_id(server["name"]): stack.vllm})[1:])
+    try:
+        run = docker.run("start", "--attach", inputs["name"], check=False, timeout=60)
+        assert docker.inspect(inputs["name"])["State"]["ExitCode"] == 0, run
+        assert run.stdout.decode().strip().endswith("healthy")
+        assert (
+            docker.inspect(inputs["name"])["HostConfig"]["NetworkMode"]
+            == f"container:{docker.inspect(stack.vllm)['Id']}"
+        )
+    finally:
+        docker.run("rm", "--force", inputs["name"], check=False)
 
 
 def test_the_master_drops_its_worker_to_an_unprivileged_user(stack: Stack):
