@@ -106,4 +106,10 @@ def problems(checks: ChecksConfig, images: dict[str, ImageRef], environment: str
             # A reference that is no pin at all is refused once, for that (schema.docker.problems).
             if checks.rocm_version(key.split(".")[0], ref) is None and image_pin_problem(ref) is None
         ]
+    # Floors that no check applies: a setting that would silently do nothing.
+    enforced = checks.enforce_floors if checks.enforce_floors is not None else environment == "prod"
+    if checks.floors and not (checks.enable and enforced):
+        fix = "set checks.enable: true" if not checks.enable else "set checks.enforceFloors: true"
+        why = "checks.enable is false" if not checks.enable else f"{environment} does not enforce the floors"
+        found.append(("checks.floors", f"does nothing: {why}; {fix}, or remove it"))
     return found

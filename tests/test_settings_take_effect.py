@@ -1,6 +1,6 @@
-"""No setting that silently does nothing (issue 36 item 6): each documented key of a section, set to another valid
-value in each committed stack (dev, prod), changes the plan, or the program refuses it with a message that names
-the key and the line that makes it take effect."""
+"""No setting that silently does nothing (issue 36 item 6): each documented key of `monitoring` and `checks`, set to
+another valid value in each committed stack (dev, prod), changes the plan (or the stack's alert rules), or the
+program refuses it with a message that names the key and the line that makes it take effect."""
 
 from __future__ import annotations
 
@@ -90,6 +90,36 @@ COVERED = {
     "kubePrometheusStack.chartVersion": "a pinned chart with its CRDs: tests/test_k8s_supply.py",
     "kubePrometheusStack.repository": "the chart's source: tests/test_k8s_mirror.py",
 }
+
+
+# checks.<key> -> another valid value than the committed stacks'.
+CHECK_FLIPS: dict[str, Any] = {
+    "enable": False,
+    "floors": {"MI300X": {"minTflops": 100}},
+    "floors.<key>.minTflops": {"MI300X": {"minTflops": 100}},
+    "floors.<key>.minBusbw": {"MI300X": {"minBusbw": 10}},
+    "enforceFloors": ByStack(dev=True, prod=False),
+    "timeoutSeconds": 1200,
+    "imageRocm": {"pytorch": "6.4"},
+}
+
+
+def test_every_documented_checks_key_is_flipped():
+    assert sorted(set(leaf_keys("checks")) - set(CHECK_FLIPS)) == []
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("key", sorted(CHECK_FLIPS))
+def test_a_checks_key_changes_the_plan_or_is_refused_saying_why(baselines, stack, key):
+    value = getattr(CHECK_FLIPS[key], stack) if isinstance(CHECK_FLIPS[key], ByStack) else CHECK_FLIPS[key]
+    config = stack_file(stack)
+    config.setdefault("rocm-stack:checks", {})[key.split(".")[0]] = value
+    try:
+        effects = _effects(stack, config)
+    except ProgramRefused as error:
+        assert f"checks.{key.split('.')[0]}" in str(error), str(error)
+        return
+    assert effects != baselines[stack], f"checks.{key} = {value!r} changes nothing in {stack}"
 
 
 def leaf_keys(section: str) -> list[str]:
