@@ -2,6 +2,10 @@
 
 Every key lives in the `rocm-stack:` namespace of `stacks/Pulumi.<stack>.yaml`. `load()` turns the raw
 key/value map into a `StackConfig` or raises `ConfigError` listing every problem with its key path.
+
+Why one file: `StackConfig` is the root model, and its validators are the checks that read several sections at once
+(hosts with workloads, monitoring with hosts, credentials with every section); `load()` runs them in one pass so
+that one run lists every problem. The section models and their own checks live in the modules beside it.
 """
 
 from __future__ import annotations

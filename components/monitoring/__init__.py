@@ -15,6 +15,9 @@
 
 The exporter runs with its built-in configuration (no MetricsFieldPrefix, port 5000 in the container), which
 is what the alert rules and the dashboard expect.
+
+Why one file: both fleets, Kubernetes and Docker, label, scrape and alert on the same metrics; keeping their builders
+in one module keeps the job names, labels and rule files one definition that the two sides cannot drift apart on.
 """
 
 from __future__ import annotations
