@@ -40,6 +40,9 @@ HELM_TYPES = (HELM_RELEASE, "kubernetes:helm.sh/v4:Chart")
 GPU_RESOURCE = "amd.com/gpu"
 # Docker label on every GPU partition's container (a partition's shell or the workload running in it): host/container.
 PARTITION_LABEL = "rocm-stack.partition"
+# Docker labels of the one-shot containers: a host check (preflight, GPU check) and a vLLM server's health check.
+CHECK_LABEL = "rocm-stack.check"
+HEALTH_LABEL = "rocm-stack.health"
 DRI = "/dev/dri"
 # The GPU Operator's chart and the cert-manager it needs (chart names as in their Helm repositories).
 DEFAULT_PROTECTED_CHARTS = ("gpu-operator-charts", "cert-manager")

@@ -42,6 +42,7 @@ from typing import Any
 from tools.output import exit_codes
 from components.docker.checks import CHECK_LABEL, VERDICT_LABEL, check_report, summary
 from domain.gpus import gpu_ranges
+from rules import PARTITION_LABEL
 from schema import ConfigError, StackConfig
 from schema.stackfile import StackFileError
 from tools.docker_endpoint import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S, Endpoint, Unreachable, connect
@@ -57,9 +58,6 @@ PARALLEL_HOSTS = 8
 
 def _labels(inputs: Mapping[str, Any]) -> dict[str, str]:
     return {label["label"]: label["value"] for label in inputs.get("labels", [])}
-
-
-PARTITION_LABEL = "rocm-stack.partition"
 
 
 @dataclass(frozen=True)

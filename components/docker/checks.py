@@ -24,6 +24,7 @@ from typing import Any
 import pulumi
 import pulumi_docker as docker
 
+from rules import CHECK_LABEL
 from schema.checks import ChecksConfig, GpuFloors
 from schema.docker import ContainerConfig, HostConfig
 
@@ -51,7 +52,7 @@ HOST_PATHS = ("/proc", "/sys", "/etc/systemd", "/usr/lib/systemd", "/lib/systemd
 LOG_LINES_SHOWN = 20
 # Labels of a check container: which check (tools/verify.py finds them by it), and whether its failure stops what
 # depends on it ("fail") or is only reported ("warn": the preflight in dev).
-CHECK_LABEL, VERDICT_LABEL = "rocm-stack.check", "rocm-stack.verdict"
+VERDICT_LABEL = "rocm-stack.verdict"
 
 
 def check_labels(kind: str, strict: bool) -> list[docker.ContainerLabelArgs]:

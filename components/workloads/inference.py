@@ -21,6 +21,7 @@ from pulumi_kubernetes.meta import v1 as meta_v1
 from pulumi_kubernetes.networking import v1 as networking_v1
 from pulumi_kubernetes.policy import v1 as policy_v1
 
+from rules import HEALTH_LABEL
 from schema.docker import PROXY_IMAGE, PortMapping, SecurityProfile
 from schema.queues import KUEUE_QUEUE_LABEL
 from schema.derived import pod_capabilities
@@ -596,7 +597,6 @@ ROLLING = "inference[].docker.maxUnavailable"
 # on every `pulumi up` (components/docker/checks.py verdict): a failed check keeps failing the stack until it passes
 # in a new run, i.e. the server is replaced (any change to it) or the check is run again (`pulumi up --replace`
 # of its URN, docs/operations.md). A server that is healthy costs one probe.
-HEALTH_LABEL = "rocm-stack.health"
 # `python3 -c HEALTH_WAIT PROBE SECONDS`: PROBE (the server's Docker health check, in a child process) every 2 s until
 # it passes, for up to SECONDS; then once more with its error shown, and exit 1 if it fails. One line of Python (the
 # images have no guaranteed `date` or `sleep` besides it): `next` over an endless iterator is the loop.

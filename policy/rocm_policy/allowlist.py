@@ -34,6 +34,8 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
+from rules import CHECK_LABEL, HEALTH_LABEL, MONITORING_LABEL, PARTITION_LABEL
+
 ALLOWLIST_FILE = Path(__file__).with_name("allowlist.prod.json")
 CONTAINER = "docker:index/container:Container"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
@@ -47,9 +49,9 @@ COMPUTED = "<computed>"
 LIST_ITEM = "[]"
 # Labels the program gives its Docker containers (components/docker, components/monitoring) and its Kubernetes
 # objects (components/workloads/pods.py labels_of); they name a role, whose allow-list applies.
-ROLE_LABELS = ("rocm-stack.partition", "rocm-stack.check", "rocm-stack.monitoring", "rocm-stack.health")
+ROLE_LABELS = (PARTITION_LABEL, CHECK_LABEL, MONITORING_LABEL, HEALTH_LABEL)
 # Labels whose value names a host's partition: the role is being one (a partition, a vLLM server's health check).
-NAMED_ROLES = ("rocm-stack.partition", "rocm-stack.health")
+NAMED_ROLES = (PARTITION_LABEL, HEALTH_LABEL)
 APP_LABEL = "app.kubernetes.io/name"
 
 # The schema defaults of terraform-provider-docker v4.5.0 (what pulumi-docker 5.2.0 bridges), by input path, for the
