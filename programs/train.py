@@ -344,5 +344,18 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def exit_without_finalizing(code: int | None) -> None:
+    """Exit now, skipping the interpreter's finalization (nothing is left to clean up: checkpoints are renamed
+    into place, the process group is destroyed). DDP keeps the process group, and so its gloo worker threads
+    (`pt_gloo_runloop`), alive past destroy_process_group() (torch 2.13, measured in tests/test_train.py). A worker
+    thread that drops the last reference to a Python-owned tensor once finalization has begun must take the GIL;
+    CPython ends such a thread with pthread_exit (docs.python.org/3.11/c-api/init.html, PyEval_RestoreThread and
+    Py_FinalizeEx), whose forced unwind through a noexcept C++ frame calls std::terminate: rank 1 aborted with
+    "terminate called without an active exception" (SIGABRT) after a finished run, now and then, under load."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if code is None else code)  # None as sys.exit reads it
+
+
 if __name__ == "__main__":
-    sys.exit(record(main)())
+    exit_without_finalizing(record(main)())

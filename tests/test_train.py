@@ -196,6 +196,59 @@ def test_sigterm_to_one_rank_stops_every_rank_after_one_step_with_a_checkpoint_a
     assert_same_state(final_state(directory), final_state(tmp_path / "reference"))
 
 
+# Loaded by every Python of a run through PYTHONPATH: in torchrun's workers (RANK set), it says that it is there and,
+# should the interpreter ever finalize, which native threads were still alive at that moment.
+FINALIZING_PROBE = """
+import atexit, os, sys
+def _threads():
+    return sorted(open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task"))
+if "RANK" in os.environ:
+    print(f"probe: rank {os.environ['RANK']} loaded", file=sys.stderr, flush=True)
+    atexit.register(lambda: print(f"probe: rank {os.environ['RANK']} finalizes with {_threads()}", file=sys.stderr))
+"""
+
+# What the rank's own main() leaves behind (the reason for exit_without_finalizing): run in-process by torchrun.
+AFTER_MAIN = """
+import os, sys
+sys.path.insert(0, {repo!r})
+from programs.train import main
+code = main(sys.argv[1:])
+threads = sorted(open(f"/proc/self/task/{{task}}/comm").read().strip() for task in os.listdir("/proc/self/task"))
+print(f"after main: rank {{os.environ['RANK']}} {{threads}}", file=sys.stderr, flush=True)
+os._exit(code)
+"""
+
+
+def test_no_rank_finalizes_the_interpreter_while_gloo_worker_threads_run(tmp_path) -> None:
+    """The SIGABRT that ended a finished run now and then ("terminate called without an active exception" in
+    rank 1): DDP keeps the process group, and its gloo worker threads, alive past destroy_process_group() (torch
+    2.13: measured here, the first run below), and a worker thread that takes the GIL once finalization has begun
+    is ended by pthread_exit, whose unwind through a noexcept frame aborts (see programs/train.py
+    exit_without_finalizing). The fix is deterministic to check: no rank ever finalizes with those threads alive."""
+    script = tmp_path / "after_main.py"
+    script.write_text(AFTER_MAIN.format(repo=str(REPO)))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    run_args = ["--checkpoint-dir", str(tmp_path / "checkpoints"), *RUN]
+    leaked = subprocess.run(
+        [*command, str(script), *run_args], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=clean_env()
+    )
+    assert leaked.returncode == 0, leaked.stderr[-3000:]
+    after_main = [line for line in leaked.stderr.splitlines() if line.startswith("after main: rank")]
+    assert len(after_main) == 2 and all("pt_gloo_runloop" in line for line in after_main), after_main
+
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "sitecustomize.py").write_text(FINALIZING_PROBE)
+    shutil.rmtree(tmp_path / "checkpoints")
+    result = torchrun(tmp_path / "checkpoints", PYTHONPATH=str(probe))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(line for line in result.stderr.splitlines() if line.startswith("probe: rank")) == [
+        "probe: rank 0 loaded",
+        "probe: rank 1 loaded",
+    ]  # loaded in both ranks, and neither finalized: no line of the atexit hook
+    assert [event["step"] for event in events(result, "done")] == [8]  # stdout flushed before the exit
+
+
 def test_corrupt_and_half_written_checkpoints_are_never_loaded(reference, tmp_path) -> None:
     directory = tmp_path / "checkpoints"
     shutil.copytree(reference[1], directory)  # valid checkpoints of steps 6 and 8
