@@ -199,12 +199,14 @@ def test_sigterm_to_one_rank_stops_every_rank_after_one_step_with_a_checkpoint_a
 # Loaded by every Python of a run through PYTHONPATH: in torchrun's workers (RANK set), it says that it is there and,
 # should the interpreter ever finalize, which native threads were still alive at that moment.
 FINALIZING_PROBE = """
-import atexit, os, sys
+import atexit, os
 def _threads():
     return sorted(open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task"))
+def _say(text):  # one write(2): the ranks share torchrun's stderr, and print() may split a line in two writes
+    os.write(2, f"probe: rank {os.environ['RANK']} {text}\\n".encode())
 if "RANK" in os.environ:
-    print(f"probe: rank {os.environ['RANK']} loaded", file=sys.stderr, flush=True)
-    atexit.register(lambda: print(f"probe: rank {os.environ['RANK']} finalizes with {_threads()}", file=sys.stderr))
+    _say("loaded")
+    atexit.register(lambda: _say(f"finalizes with {_threads()}"))
 """
 
 # What the rank's own main() leaves behind (the reason for exit_without_finalizing): run in-process by torchrun.
@@ -214,7 +216,7 @@ sys.path.insert(0, {repo!r})
 from programs.train import main
 code = main(sys.argv[1:])
 threads = sorted(open(f"/proc/self/task/{{task}}/comm").read().strip() for task in os.listdir("/proc/self/task"))
-print(f"after main: rank {{os.environ['RANK']}} {{threads}}", file=sys.stderr, flush=True)
+os.write(2, f"after main: rank {{os.environ['RANK']}} {{threads}}\\n".encode())  # one write: ranks share stderr
 os._exit(code)
 """
 
