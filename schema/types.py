@@ -103,6 +103,53 @@ def docker_bytes(text: str) -> int:
     return int(float(match["n"]) * _DOCKER_UNITS.get(unit, 1))
 
 
+# Prometheus: `--storage.tsdb.retention.size` is kingpin's BytesVar, alecthomas/units ParseBase2Bytes (prometheus
+# v3.5.0 cmd/prometheus/main.go L449-450; units v0.0.0-20240927000941-0f3dac36c52b bytes.go L24-36, util.go L54-138,
+# si.go L16-50): one or more terms of a number (digits, a fraction or both) and a unit, all of B, KiB ... EiB or all
+# of B, KB ... EB, each a power of 1024 (200GB = 200GiB); no lowercase k, m, g (Docker's), no `Gi` (Kubernetes's).
+_PROMETHEUS_TERM = re.compile(r"(?P<whole>[0-9]*)(\.(?P<fraction>[0-9]*))?(?P<unit>[^0-9.]*)")
+_GO_LEADING_INT_MAX = (2**63 - 10) // 10  # util.go leadingInt: a longer run of digits overflows
+_PROMETHEUS_UNITS = [
+    {"B": 1, **{f"{p}iB": 1024 ** (i + 1) for i, p in enumerate("KMGTPE")}},
+    {"B": 1, **{f"{p}B": 1024 ** (i + 1) for i, p in enumerate("KMGTPE")}},
+]
+PROMETHEUS_SIZE_EXPECTED = (
+    "a size as Prometheus reads it: a number and B, KB, MB, GB, TB, PB, EB (or KiB ... EiB), each a power of 1024, "
+    "e.g. 200GB or 200GiB"
+)
+
+
+def prometheus_bytes(text: str) -> int:
+    """Bytes of a size as Prometheus reads it (ParseBase2Bytes: the terms' sum as a float, truncated)."""
+    sign, body = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    if body == "0":
+        return 0
+    terms = [m for m in _PROMETHEUS_TERM.finditer(body) if m.group()]
+    runs = [run for m in terms for run in (m["whole"], m["fraction"] or "")]
+    if (
+        body
+        and "".join(m.group() for m in terms) == body
+        and all(m["whole"] or m["fraction"] for m in terms)
+        and all(int(run[:-1] or 0) < _GO_LEADING_INT_MAX for run in runs)
+    ):
+        for units in _PROMETHEUS_UNITS:
+            if all(m["unit"] in units for m in terms):
+                # util.go L93-131: each term's digits, then its fraction over 10^digits, times the unit, summed.
+                total = sign * sum(
+                    (int(m["whole"] or 0) + int(m["fraction"] or 0) / 10.0 ** len(m["fraction"] or ""))
+                    * units[m["unit"]]
+                    for m in terms
+                )
+                if -(2.0**63) <= total <= 2.0**63 - 1:
+                    return int(total)
+    try:
+        docker_bytes(text)
+        hint = " (Docker reads it, Prometheus does not: its units are capitals, e.g. 200GB)"
+    except ValueError:
+        hint = ""
+    raise ValueError(f"{text!r} is not {PROMETHEUS_SIZE_EXPECTED}{hint}")
+
+
 def kubernetes_bytes(text: str) -> int:
     """Bytes of a memory quantity (rounded up to a whole byte). `64GiB`, which Kubernetes does not read, is taken for
     its `64Gi` (the stack writes the request itself): no reader takes it for anything else."""
@@ -142,13 +189,15 @@ def _human_bytes(size: int) -> str:
     return f"{size} bytes"
 
 
-SizeReader = Literal["docker", "kubernetes", "both"]
-_READERS = {"docker": docker_bytes, "kubernetes": kubernetes_bytes, "both": _both_bytes}
+SizeReader = Literal["docker", "kubernetes", "both", "prometheus"]
+_READERS = {"docker": docker_bytes, "kubernetes": kubernetes_bytes, "both": _both_bytes, "prometheus": prometheus_bytes}
 # How the reference (tools.config_reference) names each reading.
 _READ_AS = {
     "docker": "as Docker reads it: k, m, g, t, p, each a power of 1024 (16g = 16GB = 16GiB)",
     "kubernetes": "a Kubernetes quantity: Ki, Mi, Gi (or KiB, MiB, GiB) powers of 1024, k, M, G powers of 1000",
     "both": "read alike by Docker and Kubernetes: 16GiB or 16Gi",
+    "prometheus": "as Prometheus reads it: B, KB, MB, GB, TB, PB, EB (or KiB ... EiB), each a power of 1024 (200GB = "
+    "200GiB)",
 }
 
 
@@ -212,10 +261,9 @@ def _cpu_numbers(value: str) -> str:
     return value
 
 
-# Prometheus's `--storage.tsdb.retention.size`, written in whole MB, which it reads as MiB (alecthomas/units
-# ParseBase2Bytes, what kingpin's BytesVar uses: "MB" = 2^20 bytes); less than 64 MiB would hold no block. Its units
-# are powers of 1024 with or without the `i`, as Docker's are.
-RetentionSize = byte_size_at_least(64 * 1024**2, "docker", whole_mib=True)
+# Prometheus's `--storage.tsdb.retention.size`, read as Prometheus reads it (prometheus_bytes) and written in whole
+# MB, which it reads as MiB; less than 64 MiB would hold no block.
+RetentionSize = byte_size_at_least(64 * 1024**2, "prometheus", whole_mib=True)
 # A Linux CPU list as cpusets and `docker run --cpuset-cpus` take it: "0-47,96-143".
 CpuList = Annotated[
     str,

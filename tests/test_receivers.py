@@ -4,6 +4,8 @@ upstream project's own test table or source, cited; nothing here restates the st
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import docker.utils
 import pytest
 import yaml
 
-from schema.types import docker_bytes, duration_seconds, quantity_value
+from schema.types import docker_bytes, duration_seconds, prometheus_bytes, quantity_value
 from tools import verify_k8s
 from tools.synth import synthesize
 from conftest import refusal, stack_file
@@ -232,6 +234,62 @@ def test_a_workload_shm_size_docker_and_kubernetes_read_differently_is_refused()
         config[P + "training"][0]["shmSize"] = value
         sizes.add(str(synthesize("prod", config).to_json()).count("16384Mi"))
     assert len(sizes) == 1 and sizes != {0}
+
+
+# --- Prometheus sizes: `--storage.tsdb.retention.size` (prometheus v3.5.0 cmd/prometheus/main.go L449-450, kingpin's
+# BytesVar), alecthomas/units @ 0f3dac36c52b ParseBase2Bytes -------------------------------------------------------
+# bytes_test.go L16-44 TestParseBase2Bytes: input -> bytes, and the inputs it refuses ("kB" is never 1024).
+UNITS_PARSES = {"0B": 0, "1KB": KI, "1MB1KB25B": 1049625, "1.5MB": 1572864, "1KiB": KI, "1MiB1KiB25B": 1049625}
+UNITS_REFUSES = ["1kB", "1kiB"]
+
+
+@pytest.mark.parametrize("text", UNITS_PARSES)
+def test_prometheus_sizes_are_read_as_alecthomas_units_reads_them(text):
+    assert prometheus_bytes(text) == UNITS_PARSES[text]
+
+
+@pytest.mark.parametrize("text", UNITS_REFUSES)
+def test_what_alecthomas_units_refuses_is_no_prometheus_size(text):
+    with pytest.raises(ValueError, match="is not a size as Prometheus reads it"):
+        prometheus_bytes(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["200g", "200gb", "200GB", "200GiB", "1MiB1KB", "1.5GB", ".5GB", "200", "1 GB", "64Gi", "1e3GB", "1PB"]
+)
+def test_a_retention_size_is_taken_exactly_when_prometheus_takes_it(text, tmp_path):
+    """The real binary parses its flags before it reads its configuration: a missing configuration means the size was
+    taken. The stack accepts the text as `monitoring.retention.size` exactly when the binary takes it."""
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        pytest.skip("prometheus is not installed (Debian: prometheus)")
+    result = subprocess.run(
+        [
+            prometheus,
+            f"--config.file={tmp_path}/absent.yml",
+            f"--storage.tsdb.path={tmp_path}",
+            f"--storage.tsdb.retention.size={text}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    output = result.stdout + result.stderr
+    assert "Error loading config" in output or "Error parsing commandline arguments" in output, output
+    taken = "Error parsing commandline arguments" not in output
+    try:
+        prometheus_bytes(text)
+        read = True
+    except ValueError:
+        read = False
+    assert read == taken, output
+
+
+def test_a_retention_size_in_dockers_units_is_refused_naming_key_and_fix():
+    """Once read with Docker's units (go-units), which Prometheus does not take (`200g`: "units: unknown unit g")."""
+    message = refusal("prod", {**stack_file("prod"), P + "monitoring": {"host": True, "retention": {"size": "200g"}}})
+    assert "monitoring.retention.size: '200g' is not a size as Prometheus reads it" in message
+    assert "Docker reads it, Prometheus does not: its units are capitals, e.g. 200GB" in message
 
 
 def test_a_pod_memory_is_a_kubernetes_quantity():

@@ -85,6 +85,49 @@ def go_units_ram_in_bytes(text: str) -> int | None:
     return int(size * multiplier)
 
 
+def alecthomas_base2_bytes(text: str) -> int | None:
+    """alecthomas/units @ 0f3dac36c52b ParseBase2Bytes (bytes.go L28-36): util.go L54-138 ParseUnit, step by step, with
+    the units of si.go L16-50 MakeUnitMap("iB", "B", 1024), then MakeUnitMap("B", "B", 1024)."""
+    for suffix in ("iB", "B"):
+        units = {"B": 1.0, **{p + suffix: float(1024 ** (i + 1)) for i, p in enumerate("KMGTPE")}}
+        s, total, failed = text, 0.0, False
+        neg = s[:1] == "-"
+        s = s[1:] if s[:1] in "+-" and s else s
+        if s == "0":
+            return 0
+        if s == "":
+            return None
+        while s and not failed:
+            if not (s[0] == "." or s[0].isdigit() and s[0].isascii()):
+                failed = True
+                break
+            digits = re.match(r"[0-9]*", s)[0]  # type: ignore[index]
+            if any(int(digits[:i]) >= ((1 << 63) - 10) // 10 for i in range(1, len(digits))):
+                return None
+            term, s = float(int(digits or 0)), s[len(digits) :]
+            fraction = ""
+            if s[:1] == ".":
+                fraction = re.match(r"[0-9]*", s[1:])[0]  # type: ignore[index]
+                if any(int(fraction[:i]) >= ((1 << 63) - 10) // 10 for i in range(1, len(fraction))):
+                    return None
+                term += int(fraction or 0) / 10.0 ** len(fraction)
+                s = s[1 + len(fraction) :]
+                if not digits and not fraction:
+                    return None
+            elif not digits:
+                return None
+            unit = re.match(r"[^0-9.]*", s)[0]  # type: ignore[index]
+            s = s[len(unit) :]
+            if unit not in units:
+                failed = True
+                break
+            total += term * units[unit]
+        if not failed:
+            total = -total if neg else total
+            return int(total) if float(-(1 << 63)) <= total <= float((1 << 63) - 1) else None
+    return None
+
+
 # k8s.io/apimachinery pkg/api/resource @ v0.36.3: quantity.go L149 splitREString, suffix.go L113-132 and L180-200.
 _SPLIT = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 _SUFFIXES = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E"}
@@ -184,7 +227,7 @@ KINDS: dict[Any, str] = {
     ShmSize: "docker size",
     MemoryLimit: "docker size",
     LogFileSize: "docker size",
-    RetentionSize: "docker size",
+    RetentionSize: "prometheus size",
     WorkloadShmSize: "docker and kubernetes size",
     PodMemory: "kubernetes size",
     Duration: "duration",
@@ -315,7 +358,9 @@ def _near(grammar: str, alphabet: str) -> st.SearchStrategy[str]:
 
 VALUES = {
     "quantity": _near(r"[0-9]{0,4}(\.[0-9]{0,3})?([numkMGTPEK]i?|[eE][+-]?[0-9]{1,2})?", "0123456789.eEikKMGTPnum+- _"),
-    "size": _near(r"[0-9]{1,4}(\.[0-9]{0,2})?( ?([kKmMgGtTpP]([iI]?[bB])?|[bB]|[KMGTPE]i))?", "0123456789. kKmMgGiIbB"),
+    "size": _near(
+        r"([0-9]{1,4}(\.[0-9]{0,2})?( ?([kKmMgGtTpPE]([iI]?[bB])?|[bB]|[KMGTPE]i))?){1,2}", "0123456789. kKmMgGiIbBE"
+    ),
     "duration": _near(
         r"([0-9]{1,12}y)?([0-9]{1,3}w)?([0-9]{1,3}d)?([0-9]{1,3}h)?([0-9]{1,3}m)?([0-9]{1,3}s)?", "0123456789ywdhms."
     ),
@@ -347,7 +392,8 @@ def _check(kind: str, annotation: Any, value: Any) -> None:
         docker = go_units_ram_in_bytes(value)
         quantity = apimachinery_quantity(value[:-1] if re.fullmatch(r"[0-9.]+[KMGTPE]iB", value) else value)
         kubernetes = math.ceil(quantity) if quantity is not None else None
-        receivers = {"docker size": (docker,), "kubernetes size": (kubernetes,)}
+        prometheus = alecthomas_base2_bytes(value)
+        receivers = {"docker size": (docker,), "kubernetes size": (kubernetes,), "prometheus size": (prometheus,)}
         readers = [r for r in receivers.get(kind, (docker, kubernetes)) if r is not None]
         if accepted is not None:
             # Read by a receiver of the key, as each that reads it reads it (so both alike where both do).
