@@ -34,7 +34,7 @@ from .kubernetes import KubernetesConfig
 from .workloads import GpuFleet, InferenceConfig, TrainingConfig
 from .monitoring import MonitoringConfig
 from .mirror import MirrorConfig, RegistryPrefix
-from .stackfile import SECRET_PLACEHOLDER, set_secret
+from .stackfile import MAX_NESTING, NESTING_PROBLEM, SECRET_PLACEHOLDER, nesting_depth, set_secret
 
 PROJECT = "rocm-stack"
 
@@ -424,6 +424,9 @@ def load(
         if not key.startswith(prefix):
             continue  # other namespaces (docker:, kubernetes:, aws:) belong to their providers
         name = key[len(prefix) :]
+        if isinstance(value, _TooDeep) or nesting_depth(value) > MAX_NESTING:
+            problems.append(ConfigProblem(name, f"the value {NESTING_PROBLEM}"))
+            continue
         if name in SECRET_KEYS:
             if key not in secret_keys:
                 problems.append(
@@ -576,6 +579,12 @@ def decode(raw: str) -> Any:
         return json.loads(raw)
     except (TypeError, ValueError):
         return raw
+    except RecursionError:
+        return _TooDeep()
+
+
+class _TooDeep:
+    """A value nested deeper than Python's JSON decoder reads (the CLI's yaml.v3 reads up to 10,000 levels)."""
 
 
 def from_pulumi() -> tuple[StackConfig, StackSecrets]:

@@ -47,6 +47,7 @@ from rules.supply import PINNED_IMAGES
 from rules import unpinned_reason
 from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import MAX_HOSTS, MAX_ITEMS, MAX_NUMA_NODES
+from .stackfile import StackFileError, read_document
 from .types import (
     AbsolutePath,
     CpuList,
@@ -905,12 +906,13 @@ def read_lock(stack: str, project_dir: Path = Path(".")) -> tuple[PlacementLock,
     if not path.is_file():
         return PlacementLock(), []
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        # Read as the stack file is, under yaml.v3's alias limit: the lock is committed text a change may alter too.
+        data = read_document(path.read_text(), lock_file(stack)) or {}
         return PlacementLock.model_validate(data), []
-    except (yaml.YAMLError, ValidationError) as error:
+    except (StackFileError, ValidationError) as error:
         detail = (
-            str(error).splitlines()[0]
-            if isinstance(error, yaml.YAMLError)
+            str(error)
+            if isinstance(error, StackFileError)
             else "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
         )
         return PlacementLock(), [

@@ -232,9 +232,34 @@ def _alias_slots(root: Node) -> set[tuple[int, int]]:
     return aliases
 
 
+# yaml.v3 v3.0.1 reads up to 10,000 levels (scannerc.go L955-1009, max_flow_level and max_indents: "exceeded max depth
+# of 10000"), libyaml, which parses here, 1,000 (its default max nest level: "exceeded maximum nesting depth"). The
+# program reads every structured value through Python's JSON decoder (the runtime hands it over as JSON text), which
+# stops near 1,000 levels (RecursionError), so no deeper value can reach it however the CLI reads the file. No key of
+# any section nests more than 10 levels (docs/config-reference.md), so values nested deeper than this are refused
+# with their reason, in synth and in `pulumi up` alike, never a traceback.
+MAX_NESTING = 100
+NESTING_PROBLEM = (
+    f"is nested more than {MAX_NESTING} levels deep, which no key of the stack config is (and the program's JSON "
+    "reader cannot take past about 1,000); write the value the key's reference shows"
+)
+
+
+def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
+    """How many lists and mappings deep `value` is, counted without recursion and no further than `limit` + 1."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest <= limit:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 class _Builder:
     def __init__(self, path: Path | str, root: Node | None = None):
         self.path = path
+        self.depth = 0
         self.aliases = _alias_slots(root) if root is not None else set()
         self.decodes = 1  # the document node (decode.go L497)
         self.aliased = 0
@@ -302,9 +327,15 @@ class _Builder:
                     "infinity or NaN); the Pulumi CLI refuses it too",
                 )
             return value
-        if isinstance(node, SequenceNode):
-            return [self.value(item, (id(node), index) in self.aliases) for index, item in enumerate(node.value)]
-        return self.mapping(node)
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING + 2:  # the file's own `config:` and the key's namespace:name
+                raise self.error(node, f"this value {NESTING_PROBLEM}")
+            if isinstance(node, SequenceNode):
+                return [self.value(item, (id(node), index) in self.aliases) for index, item in enumerate(node.value)]
+            return self.mapping(node)
+        finally:
+            self.depth -= 1
 
     def key(self, node: Node, alias: bool = False) -> str:
         if not isinstance(node, ScalarNode):
@@ -356,12 +387,20 @@ def _parse(text: str, path: Path | str) -> tuple[Any, Node | None]:
         lines = text.splitlines()
         if mark is not None and mark.line < len(lines) and "\t" in lines[mark.line][: mark.column + 1]:
             problem += " (a tab: YAML indents with spaces only)"
+        if "nesting depth" in problem:  # libyaml's 1,000 levels, which the builder's own limit keeps far from
+            problem += f" (1,000 levels): a value {NESTING_PROBLEM}"
         raise StackFileError(
             path, f"invalid YAML: {problem}", mark.line + 1 if mark else None, mark.column + 1 if mark else None
         ) from None
     except yaml.YAMLError as error:
         raise StackFileError(path, f"invalid YAML: {error}") from None
     return (None if node is None else _Builder(path, node).value(node)), node
+
+
+def read_document(text: str, path: Path | str) -> Any:
+    """A YAML file of the project (the placement lock) read as the stack file is: the first document, yaml.v3's
+    values, its limits on aliases and nesting, a repeated key refused; StackFileError otherwise."""
+    return _parse(text, path)[0]
 
 
 def _node_of(node: Node | None, key: str) -> Node | None:

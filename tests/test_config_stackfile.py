@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from schema import stackfile
+from schema import ConfigError, decode, load, stackfile
 from schema.stackfile import SECRET_PLACEHOLDER, StackFileError, as_program_config, read_config
 from tools import synth
 from tools.synth import ROOT
@@ -234,6 +234,43 @@ def test_an_alias_bomb_stops_synth_with_one_line(tmp_path, capsys):
     assert code == 2
     assert err.count("\n") == 1 and "Pulumi.dev.yaml:" in err and ": document contains excessive aliasing (" in err
     assert "Traceback" not in err
+
+
+# --- nesting (issue 36 item 5): yaml.v3 v3.0.1 reads 10,000 levels (scannerc.go L955-1009 max_flow_level, max_indents),
+# libyaml 1,000 (its default max nest level), Python's JSON decoder, through which the runtime hands every structured
+# value to the program, about 1,000 (RecursionError). No key is nested more than 10 levels: deeper is refused, named.
+def _nested(depth: int, flow: bool) -> str:
+    if flow:
+        return "config:\n  rocm-stack:x: " + "[" * depth + "]" * depth + "\n"
+    return (
+        "config:\n  rocm-stack:x:\n"
+        + "".join(" " * (4 + i) + "-\n" for i in range(depth - 1))
+        + " " * (4 + depth)
+        + "- 1\n"
+    )
+
+
+@pytest.mark.parametrize("depth", [101, 500, 999, 1001, 10_001])
+@pytest.mark.parametrize("flow", [True, False])
+def test_a_value_nested_deeper_than_any_key_is_refused_with_its_reason(tmp_path, depth, flow):
+    """Once a RecursionError traceback between about 300 and 1,000 levels."""
+    path = tmp_path / "Pulumi.t.yaml"
+    path.write_text(_nested(depth, flow))
+    with pytest.raises(StackFileError, match="nested more than 100 levels deep, which no key of the stack config is"):
+        read_config(path, "rocm-stack")
+
+
+def test_a_value_nested_as_deep_as_the_limit_is_read(tmp_path):
+    path = tmp_path / "Pulumi.t.yaml"
+    path.write_text(_nested(100, True))
+    assert stackfile.nesting_depth(read_config(path, "rocm-stack")[P + "x"]) == 100
+
+
+def test_a_value_the_cli_hands_over_nested_past_the_json_decoder_is_refused_naming_the_key():
+    """`pulumi up`: the CLI reads up to 10,000 levels and hands the value over as JSON text, which Python's decoder
+    stops reading near 1,000 (once a RecursionError traceback)."""
+    with pytest.raises(ConfigError, match="rocm-stack:hostGroups: the value is nested more than 100 levels deep"):
+        load("dev", {P + "hostGroups": decode("[" * 5000 + "]" * 5000)})
 
 
 def test_an_anchor_containing_itself_is_refused(tmp_path):

@@ -294,3 +294,29 @@ def test_prod_lock_refuses_a_placement_the_search_could_not_prove_optimal(tmp_pa
         }
     )
     assert placed(config, pinned, stack="prod", place_unlocked=True)["p5"] == [20, 21, 22, 23]
+
+
+# A lock whose partitions come from nested aliases: 9^8 GPUs from 500 bytes.
+ALIAS_LOCK = (
+    "a0: &a0 [0, 0, 0, 0, 0, 0, 0, 0, 0]\n"
+    + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+    + "hosts: {h: {gpus: 8, partitions: {p: *a8}}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        # yaml.v3 v3.0.1 decode.go L455-491: the stack file's limit on aliases holds for the lock too.
+        (ALIAS_LOCK, "document contains excessive aliasing"),
+        # decode.go L767-783 (uniqueKeys): PyYAML kept the last `p` silently, moving the partition.
+        ("hosts:\n  h:\n    gpus: 8\n    partitions:\n      p: [0, 1]\n      p: [2, 3]\n", 'mapping key "p" already'),
+    ],
+)
+def test_a_lock_is_read_as_the_stack_file_is(tmp_path, text, problem):
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "placement.prod.yaml").write_text(text)
+    lock, problems = read_lock("prod", tmp_path)
+    assert lock == PlacementLock()
+    [(key, message)] = problems
+    assert key == "hosts" and f"stacks/placement.prod.yaml:" in message and problem in message, message
