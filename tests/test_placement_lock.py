@@ -319,4 +319,4 @@ def test_a_lock_is_read_as_the_stack_file_is(tmp_path, text, problem):
     lock, problems = read_lock("prod", tmp_path)
     assert lock == PlacementLock()
     [(key, message)] = problems
-    assert key == "hosts" and f"stacks/placement.prod.yaml:" in message and problem in message, message
+    assert key == "hosts" and "stacks/placement.prod.yaml:" in message and problem in message, message
