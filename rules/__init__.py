@@ -1100,6 +1100,13 @@ API_KEY_MIN_LENGTH = 32
 GRAFANA_PASSWORD_MIN_LENGTH = 16
 
 
+# The secret -> (its floor, a command that makes a strong one).
+SECRET_FLOORS = {
+    "vllmApiKey": (API_KEY_MIN_LENGTH, "`openssl rand -hex 16`"),
+    "grafanaAdminPassword": (GRAFANA_PASSWORD_MIN_LENGTH, "`openssl rand -base64 18`"),
+}
+
+
 def weak_secret_problem(value: str, min_length: int, fix: str) -> str | None:
     """Why `value` is too weak for prod, or None: shorter than `min_length`, or Grafana's default `admin`."""
     if value.strip().lower() == "admin":
@@ -1107,6 +1114,24 @@ def weak_secret_problem(value: str, min_length: int, fix: str) -> str | None:
     if len(value) < min_length:
         return f"has {len(value)} characters, fewer than the {min_length} prod requires; {fix}"
     return None
+
+
+def _config_set_secret(key: str) -> str:
+    return f"`pulumi config set --secret {key} <value>`"
+
+
+def weak_secrets(
+    values: Mapping[str, Any], how_to_set: Callable[[str], str] = _config_set_secret
+) -> list[tuple[str, str]]:
+    """(key, why) of each secret of SECRET_FLOORS whose decrypted text (`values`, keys without the namespace) is
+    too weak for prod; a value that is no text (unset, or not decrypted) is not judged."""
+    problems = []
+    for key, (min_length, example) in SECRET_FLOORS.items():
+        value = values.get(key)
+        fix = f"set a stronger one with {how_to_set(key)} (e.g. {example})"
+        if isinstance(value, str) and (problem := weak_secret_problem(value, min_length, fix)):
+            problems.append((key, problem))
+    return problems
 
 
 # The PEM block labels nginx's ssl_certificate and ssl_certificate_key take (RFC 7468: CERTIFICATE; PRIVATE KEY for
@@ -1123,6 +1148,16 @@ def pem_problem(key: str, text: str) -> str | None:
     if any(f"-----BEGIN {label}-----" in text and f"-----END {label}-----" in text for label in labels):
         return None
     return f"holds no PEM block `-----BEGIN {labels[0]}-----`: give the PEM file's text (`cat file.pem | pulumi config set --secret {key}`)"
+
+
+def pem_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, why) of each of the proxies' TLS secrets whose decrypted text (`values`, keys without the namespace) is
+    not PEM of its kind; a value that is no text (unset, or not decrypted) is not judged."""
+    return [
+        (key, problem)
+        for key in _PEM_LABELS
+        if isinstance(value := values.get(key), str) and (problem := pem_problem(key, value))
+    ]
 
 
 # vLLM's own key guards only paths under /v1 (vllm/entrypoints/openai/api_server.py @ v0.11.2, build_app); so

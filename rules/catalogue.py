@@ -4,8 +4,15 @@ id; docs/rules.md is generated from it (`rocm-stack rules --write`)."""
 
 from __future__ import annotations
 
-from . import credentials, docker_hosts, kubernetes, supply
+from . import allowlist, credentials, docker_hosts, kubernetes, stack_config, supply
 from .rule import Rule
 
-CATALOGUE: tuple[Rule, ...] = (*supply.RULES, *docker_hosts.RULES, *kubernetes.RULES, *credentials.RULES)
+CATALOGUE: tuple[Rule, ...] = (
+    *supply.RULES,
+    *docker_hosts.RULES,
+    *kubernetes.RULES,
+    *credentials.RULES,
+    *stack_config.RULES,
+    *allowlist.RULES,
+)
 BY_ID = {rule.id: rule for rule in CATALOGUE}

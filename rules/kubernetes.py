@@ -16,6 +16,7 @@ from . import (
     driver_upgrade_problems,
     exposure_problems,
     gpu_pod_problems,
+    namespace_level_problems,
     namespace_pod_security_problems,
     pod_hardening_problems,
     pod_host_access_problems,
@@ -193,6 +194,45 @@ PROD_NAMESPACES_POD_SECURITY = Rule(
     failing=(Example("no label", None, (Declared(NAMESPACE, "ml", {"metadata": {"name": "ml"}}),)),),
 )
 
+
+def namespace(level: str) -> Declared:
+    """Namespace `ml` as the program declares it, enforcing Pod Security `level`."""
+    return Declared(NAMESPACE, "ml", {"metadata": {"name": "ml", "labels": {PSA_ENFORCE: level}}})
+
+
+PROD_NAMESPACES_POD_SECURITY_AS_NEEDED = Rule(
+    id="prod-namespaces-pod-security-as-needed",
+    statement="In prod no namespace the stack creates enforces a Pod Security level laxer than the pods it declares "
+    "there need (privileged only for capabilities beyond baseline's, hostPath, host namespaces or ports).",
+    reason="A namespace's enforce level admits every pod anyone may create there, not only the stack's: `privileged` "
+    "lets them run privileged, on the node's namespaces or with its files (kubernetes.io/docs/concepts/security/"
+    "pod-security-standards/: Baseline allows added capabilities only 'AUDIT_WRITE, CHOWN, ... SYS_CHROOT', no "
+    "hostPath volume, no host namespaces, no hostPort). The program derives each level from the pods it declares "
+    "there (schema/derived.py namespace_pod_security), and a workload's `podSecurity` must name what its pods need, "
+    "so no config asks for a laxer one; the pack guards the plan. Namespaces a Helm release installs into are left "
+    "out: their pods are not in the plan.",
+    environments=PROD,
+    config_keys=(),
+    plan_fields=(f"Namespace metadata.labels['{PSA_ENFORCE}']", "pod templates in that namespace"),
+    check=namespace_level_problems,
+    scope="stack",
+    passing=(
+        Example(
+            "baseline for pods that need baseline",
+            {},
+            (namespace("baseline"), Declared(DEPLOYMENT, "llama", deployment())),
+        ),
+    ),
+    failing=(
+        Example(
+            "privileged for pods that need baseline",
+            None,
+            (namespace("privileged"), Declared(DEPLOYMENT, "llama", deployment())),
+        ),
+    ),
+)
+
+
 GPU_PODS_LIMITS_AND_SHM = Rule(
     id="gpu-pods-limits-and-shm",
     statement="Pods asking for amd.com/gpu set it as a limit and mount a memory-backed /dev/shm.",
@@ -361,6 +401,7 @@ RULES = (
     PROD_POD_HARDENING,
     PROD_EXPOSURE,
     PROD_NAMESPACES_POD_SECURITY,
+    PROD_NAMESPACES_POD_SECURITY_AS_NEEDED,
     GPU_PODS_LIMITS_AND_SHM,
     GPU_OPERATOR_DRAINS,
     PROD_SERVICE_ACCOUNT_TOKENS,

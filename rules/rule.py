@@ -43,12 +43,15 @@ class Declared:
 @dataclass(frozen=True)
 class Example:
     """One case of a rule: `config` (the `rocm-stack:` keys of a stack file, `{secure: ...}` for a secret; None
-    where the config cannot ask for it) and `plan` (what the program declares for it)."""
+    where the config cannot ask for it), `plan` (what the program declares for it) and `decrypted`."""
 
     says: str
     config: Mapping[str, Any] | None
     plan: tuple[Declared, ...]
     stack: str = "prod-rules"  # prod by its name (rules.environment_of); "dev-rules" is dev
+    # The text of its `secure:` values (keys as in `config`) as `pulumi up` decrypts them for the program and the pack
+    # (PULUMI_CONFIG); synth, which cannot decrypt, hands a placeholder instead.
+    decrypted: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from rules.credentials import (
     NO_PLAINTEXT_SECRETS_IN_CONFIG,
     REMOTE_CODE_OPT_IN,
 )
+from rules.stack_config import PROD_BY_STACK_NAME, PROD_SECRET_STRENGTH, VLLM_TLS_PEM
 
 from . import checks, docker, groups, kubernetes, mirror, monitoring, workload_checks
 from .base import ConfigModel, environment_default, shown_default, strict_problems
@@ -165,22 +166,21 @@ class StackSecrets:
         return any(section in self.secret_sections for section in sections)
 
 
-def _weak_secrets(values: Mapping[str, Any], prefix: str) -> list[ConfigProblem]:
-    """Prod's strength floor (rules.weak_secret_problem) on the secrets whose values the loader sees (synth hands a
-    placeholder instead, a stack file read as is `{secure: ...}`: not judged)."""
-    floors = {
-        "vllmApiKey": (rules.API_KEY_MIN_LENGTH, "e.g. `openssl rand -hex 16`"),
-        "grafanaAdminPassword": (rules.GRAFANA_PASSWORD_MIN_LENGTH, "e.g. `openssl rand -base64 18`"),
+def _decrypted(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The project's config values whose text the loader sees: without the namespace, and without the secrets synth
+    hands as a placeholder (a stack file read as is holds `{secure: ...}`)."""
+    return {
+        k[len(prefix) :]: v
+        for k, v in values.items()
+        if k.startswith(prefix) and not isinstance(v, dict) and v != SECRET_PLACEHOLDER
     }
-    problems = []
-    for key, (min_length, example) in floors.items():
-        value = values.get(f"{prefix}{key}")
-        if value is None or isinstance(value, dict) or value == SECRET_PLACEHOLDER:
-            continue
-        fix = f"set a stronger one with {set_secret(key, '<value>')} ({example})"
-        if problem := rules.weak_secret_problem(str(value), min_length, fix):
-            problems.append(ConfigProblem(key, problem))
-    return problems
+
+
+def _weak_secrets(values: Mapping[str, Any], prefix: str) -> list[ConfigProblem]:
+    """Prod's strength floor (rules.weak_secrets, the catalogue's prod-secret-strength) on the secrets whose values
+    the loader sees."""
+    found = rules.weak_secrets(_decrypted(values, prefix), lambda key: set_secret(key, "<value>"))
+    return [ConfigProblem(key, PROD_SECRET_STRENGTH.refusal(problem)) for key, problem in found]
 
 
 def _tls_problems(values: Mapping[str, Any], prefix: str) -> list[ConfigProblem]:
@@ -189,19 +189,15 @@ def _tls_problems(values: Mapping[str, Any], prefix: str) -> list[ConfigProblem]
     given = {key: values.get(f"{prefix}{key}") for key in ("vllmTlsCertificate", "vllmTlsKey")}
     if not any(v is not None for v in given.values()):
         return []
-    problems = []
-    for key, value in given.items():
-        other = next(k for k in given if k != key)
-        if value is None:
-            problems.append(
-                ConfigProblem(key, f"is missing while `{other}` is set: set both, {set_secret(key, '<PEM>')}")
-            )
-        elif (
-            not isinstance(value, dict)
-            and value != SECRET_PLACEHOLDER
-            and (problem := rules.pem_problem(key, str(value)))
-        ):
-            problems.append(ConfigProblem(key, problem))
+    problems = [
+        ConfigProblem(key, f"is missing while `{other}` is set: set both, {set_secret(key, '<PEM>')}")
+        for key, other in (("vllmTlsCertificate", "vllmTlsKey"), ("vllmTlsKey", "vllmTlsCertificate"))
+        if given[key] is None
+    ]
+    problems += [
+        ConfigProblem(key, VLLM_TLS_PEM.refusal(problem))
+        for key, problem in rules.pem_problems(_decrypted(values, prefix))
+    ]
     if f"{prefix}vllmApiKey" not in values:
         problems.append(
             ConfigProblem(
@@ -443,7 +439,7 @@ def load(
     # The stack's name makes it prod; its config may make another stack stricter, never a prod stack laxer.
     configured = data.get("environment")
     if (laxer := rules.laxer_environment_problem(stack, configured)) is not None:
-        problems.append(ConfigProblem("environment", laxer))
+        problems.append(ConfigProblem("environment", PROD_BY_STACK_NAME.refusal(laxer)))
     if configured in (None, "dev", "prod"):
         data["environment"] = rules.environment_of(stack, configured)
     if "hosts" not in data and "kubernetes" in data:

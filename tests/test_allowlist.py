@@ -1,4 +1,4 @@
-"""The policy pack's prod allow-list (issue 34 item 3, policy/rocm_policy/allowlist.py): derived from the program's
+"""The policy pack's prod allow-list (issue 34 item 3, the catalogue's rules/allowlist.py): derived from the program's
 own synth of the committed prod stacks and committed; prod's and dev's plans pass; every mutation of prod's plan, one
 field at a time, into a value outside the list is refused by the pack (tests/attacks/plans has the 14 tampered plans
 of the review)."""
@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi_policy.proxy import UnknownValueError
 
+from rules import allowlist
 from tools import allowlist as generator
 from tools.synth import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "policy"))  # the CLI runs the pack with policy/ first on sys.path
 
-from rocm_policy import allowlist, offline, pack  # noqa: E402
+from rocm_policy import offline, pack  # noqa: E402
 
 POLICY = [p for p in pack.POLICIES if p.name == "prod-declared-by-the-program"]
 IMAGE = allowlist.REMOTE_IMAGE
@@ -31,7 +33,9 @@ def test_the_committed_allowlist_is_what_the_program_declares_for_the_prod_stack
     """`rocm-stack allowlist --check` without a second synth: the list derived from the session's prod synth."""
     assert generator.prod_stacks() == ["prod"]
     derived = {"derivedFrom": ["prod"], **allowlist.derive([prod_plan.resources], generator.computed_texts(prod_plan))}
-    assert allowlist.load() == json.loads(json.dumps(derived)), "stale: run `rocm-stack allowlist --write`"
+    assert allowlist.load(pack.ALLOWLIST_FILE) == json.loads(json.dumps(derived)), (
+        "stale: run `rocm-stack allowlist --write`"
+    )
 
 
 def test_prod_and_dev_plans_pass(prod_plan: Plan, dev_plan: Plan):
@@ -65,7 +69,10 @@ def test_what_the_engine_sends_that_synth_does_not_show_passes(prod_plan: Plan):
     inputs["privileged"] = False  # not a default the provider fills in: a field prod's program never declares
     with offline.stack_environment("prod"):
         [refused] = offline.check(resources, POLICY, config=PROD_CONFIG)
-    assert refused.message == "field privileged is not one the program declares for prod"
+    assert (
+        refused.message
+        == "field privileged is not one the program declares for prod (rule prod-declared-by-the-program)"
+    )
 
 
 def test_an_unknown_value_passes_only_where_another_resource_computes_it():
@@ -77,16 +84,16 @@ def test_an_unknown_value_passes_only_where_another_resource_computes_it():
 
         def __getitem__(self, key: str) -> Any:
             if key in self.unknown:
-                raise allowlist.UnknownValueError("04da6b54-80e4-46f7-96ec-b56ff0331ba9", [key])
+                raise UnknownValueError("04da6b54-80e4-46f7-96ec-b56ff0331ba9", [key])
             return super().__getitem__(key)
 
     props = Unknown(image="", name="")
     props.unknown = {"image"}
-    assert allowlist.problems(allowlist.Declared(allowlist.CONTAINER, props), allowed) == [
+    assert allowlist.problems(allowlist.Judged(allowlist.CONTAINER, pack.plain(props)), allowed) == [
         'name = "" is not a value the program declares for prod ("x")'
     ]
     props.unknown = {"image", "name"}
-    assert allowlist.problems(allowlist.Declared(allowlist.CONTAINER, props), allowed) == [
+    assert allowlist.problems(allowlist.Judged(allowlist.CONTAINER, pack.plain(props)), allowed) == [
         "name is unknown during preview, where the program declares a constant"
     ]
 
@@ -170,7 +177,7 @@ def mutations(resource: dict[str, Any], role: dict[str, Any]) -> Iterator[str]:
 def test_every_mutation_of_prod_s_plan_outside_the_allowlist_is_refused(prod_plan: Plan):
     plan = copy.deepcopy(prod_plan)
     by_urn = {r["urn"]: r for r in plan.resources}
-    allowed = allowlist.load()["types"]
+    allowed = allowlist.load(pack.ALLOWLIST_FILE)["types"]
     count, passed = 0, []
     with offline.stack_environment("prod"):
         for resource in plan.resources:

@@ -36,10 +36,11 @@ EXAMPLES = [pytest.param(rule, example, passes, id=name) for rule, example, pass
 
 
 def config_refusals(example: Example) -> list[str]:
-    """What the config loader refuses of the example's stack config (secure values as synth hands them)."""
+    """What the config loader refuses of the example's stack config (secure values as `pulumi up` hands them where
+    the example decrypts them, else as synth does)."""
     assert example.config is not None
     values = {
-        PREFIX + k: SECRET_PLACEHOLDER if isinstance(v, dict) and set(v) == {"secure"} else v
+        PREFIX + k: example.decrypted.get(k, SECRET_PLACEHOLDER) if isinstance(v, dict) and set(v) == {"secure"} else v
         for k, v in example.config.items()
     }
     secrets = [PREFIX + k for k, v in example.config.items() if isinstance(v, dict) and set(v) == {"secure"}]
@@ -48,6 +49,11 @@ def config_refusals(example: Example) -> list[str]:
     except ConfigError as error:
         return [str(problem) for problem in error.problems]
     return []
+
+
+def decrypted(example: Example) -> dict[str, str]:
+    """The example's decrypted secrets, as PULUMI_CONFIG keys them."""
+    return {PREFIX + k: v for k, v in example.decrypted.items()}
 
 
 def pack_violations(rule: Rule, example: Example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -59,7 +65,7 @@ def pack_violations(rule: Rule, example: Example, tmp_path: Path, monkeypatch: p
     (project / f"Pulumi.{example.stack}.yaml").write_text(yaml.safe_dump({"config": config}))
     monkeypatch.setattr(pack, "PROJECT_DIR", project)
     (policy,) = [p for p in pack.POLICIES if p.name == rule.id]
-    with offline.stack_environment(example.stack, project):
+    with offline.stack_environment(example.stack, project, decrypted(example)):
         return [v.message for v in offline.check([d.resource(example.stack) for d in example.plan], [policy])]
 
 
@@ -103,15 +109,15 @@ def test_each_rule_is_a_whole_entry(rule: Rule):
 
 
 def test_the_pack_declares_the_catalogue_and_nothing_else():
-    """But the pack's own policies, not yet entries of the catalogue (the prod allow-list, Pod Security as needed)."""
-    assert [p.name for p in pack.POLICIES] == [r.id for r in CATALOGUE] + [p.name for p in pack.PACK_OWN]
-    assert [p.description for p in pack.POLICIES[: len(CATALOGUE)]] == [r.statement for r in CATALOGUE]
+    assert [p.name for p in pack.POLICIES] == [r.id for r in CATALOGUE]
+    assert [p.description for p in pack.POLICIES] == [r.statement for r in CATALOGUE]
     assert len(BY_ID) == len(CATALOGUE)
+    assert set(pack.STACK_VALIDATORS) == {r.id for r in CATALOGUE if r.scope == "stack"}
 
 
 def test_the_committed_prod_pack_config_names_catalogue_rules():
     names: dict[str, Any] = yaml.safe_load((ROOT / "policy" / "prod.json").read_text())
-    assert set(names) - {"all"} <= {*BY_ID, *(p.name for p in pack.PACK_OWN)}
+    assert set(names) - {"all"} <= set(BY_ID)
 
 
 def test_docs_rules_md_is_generated_from_the_catalogue(capsys):
@@ -151,6 +157,6 @@ def test_a_refused_config_declared_anyway_is_refused_by_the_pack(rule, example, 
         resource["urn"] = resource["urn"].replace("urn:pulumi:dev::", f"urn:pulumi:{example.stack}::", 1)
     monkeypatch.setattr(pack, "PROJECT_DIR", tmp_path)
     (policy,) = [p for p in pack.POLICIES if p.name == rule.id]
-    with offline.stack_environment(example.stack, tmp_path):
+    with offline.stack_environment(example.stack, tmp_path, decrypted(example)):
         violations = offline.check(plan["resources"], [policy])
     assert violations and all(v.message.endswith(f"(rule {rule.id})") for v in violations)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import rules
-from policy.rocm_policy import allowlist
+from policy.rocm_policy.pack import ALLOWLIST_FILE
+from rules import allowlist
 from schema.project import ROOT
 from tools.output import add_output_options, emit, exit_codes
 from tools.synth import Plan, autoname, autonamed, mock_id, stack_config, stack_file, synthesize
@@ -61,19 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rocm-stack allowlist", description=__doc__.splitlines()[0], epilog=exit_codes(__doc__)
     )
-    add_output_options(parser, allowlist.ALLOWLIST_FILE)
+    add_output_options(parser, ALLOWLIST_FILE)
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed list is stale")
     args = parser.parse_args(argv)
     text = render()
     if args.check:
-        if allowlist.ALLOWLIST_FILE.read_text() != text:
+        if ALLOWLIST_FILE.read_text() != text:
             print(
-                f"{allowlist.ALLOWLIST_FILE.relative_to(ROOT)} is stale: run `rocm-stack allowlist --write`",
+                f"{ALLOWLIST_FILE.relative_to(ROOT)} is stale: run `rocm-stack allowlist --write`",
                 file=sys.stderr,
             )
             return 1
         return 0
-    return emit(text, args, allowlist.ALLOWLIST_FILE)
+    return emit(text, args, ALLOWLIST_FILE)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@ def _codes(items: Iterable[str]) -> str:
     return ", ".join(f"`{item}`" for item in items)
 
 
+def _one_line(text: str) -> str:
+    return text.strip().replace("\n", "\\n")
+
+
 def _example(example: Example, passes: bool) -> list[str]:
     lines = [f"- {'passes' if passes else 'refused'}: {example.says} (stack `{example.stack}`)"]
     if example.config is not None:
@@ -36,6 +40,9 @@ def _example(example: Example, passes: bool) -> list[str]:
         text = yaml.safe_dump({"config": config}, sort_keys=False, default_flow_style=None, width=100)
         lines += ["", "  <!-- fragment: a catalogue example, run by tests/test_rule_catalogue.py -->", "  ```yaml"]
         lines += [f"  {line}" for line in text.splitlines()] + ["  ```"]
+    if example.decrypted:
+        shown = ", ".join(f"`{key}` = `{_one_line(text)}`" for key, text in example.decrypted.items())
+        lines += ["", f"  decrypted by `pulumi up`: {shown}"]
     if example.plan:
         declared = ", ".join(f"`{d.type.rsplit(':', 1)[-1]}` `{d.name}`" for d in example.plan)
         lines += ["", f"  declared: {declared}"]
@@ -59,7 +66,7 @@ def _section(rule: Rule) -> list[str]:
         f"- **Applies to:** {_environments(rule)}",
         f"- **Config it reads:** {reads}",
         f"- **Plan it reads:** {'; '.join(rule.plan_fields)}",
-        f"- **Check:** `rules.{rule.check.__name__}` ({rule.scope} rule of the pack)",
+        f"- **Check:** `{rule.check.__module__}.{rule.check.__name__}` ({rule.scope} rule of the pack)",
         "",
         "Examples:",
         "",

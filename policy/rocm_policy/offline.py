@@ -45,21 +45,29 @@ class Violation:
     message: str
 
 
-def engine_config(config: Mapping[str, Any]) -> dict[str, str]:
-    """Stack config as the CLI passes it in PULUMI_CONFIG: strings, structures as JSON."""
-    return {
-        k: "[secret]" if isinstance(v, Mapping) and set(v) == {"secure"} else v if isinstance(v, str) else json.dumps(v)
-        for k, v in config.items()
-    }
+def engine_config(config: Mapping[str, Any], decrypted: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Stack config as the CLI passes it in PULUMI_CONFIG: strings, structures as JSON, a `secure:` value as its
+    `decrypted` text where given (the CLI decrypts every one; this runner has no key: pack.UNDECRYPTED)."""
+    decrypted = decrypted or {}
+
+    def engine_value(key: str, value: Any) -> str:
+        if isinstance(value, Mapping) and set(value) == {"secure"}:
+            return decrypted.get(key, pack.UNDECRYPTED)
+        return value if isinstance(value, str) else json.dumps(value)
+
+    return {k: engine_value(k, v) for k, v in config.items()}
 
 
 @contextmanager
-def stack_environment(stack: str, project_dir: Path | None = None) -> Iterator[None]:
-    """PULUMI_STACK and PULUMI_CONFIG as the CLI sets them, from the project's (default: the pack's) stack file."""
+def stack_environment(
+    stack: str, project_dir: Path | None = None, decrypted: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    """PULUMI_STACK and PULUMI_CONFIG as the CLI sets them, from the project's (default: the pack's) stack file, its
+    `secure:` values as `decrypted` gives them (by full key, `rocm-stack:vllmApiKey`)."""
     path = stack_config_file(stack, project_dir or pack.PROJECT_DIR)
     config = pack.stack_file_config(path)
     saved = {k: os.environ.get(k) for k in ("PULUMI_STACK", "PULUMI_CONFIG")}
-    os.environ.update(PULUMI_STACK=stack, PULUMI_CONFIG=json.dumps(engine_config(config)))
+    os.environ.update(PULUMI_STACK=stack, PULUMI_CONFIG=json.dumps(engine_config(config, decrypted)))
     try:
         yield
     finally:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,16 +35,22 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from pulumi_policy.proxy import UnknownValueError
+
 import rules
+from rules import allowlist
 from rules.catalogue import CATALOGUE
 from rules.rule import Rule
-
-from . import allowlist
 
 PROJECT = "rocm-stack"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
 # policy/rocm_policy/pack.py -> the Pulumi project that holds policy/
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+# The prod allow-list (rules/allowlist.py), derived from the program's synth of the prod stacks (`rocm-stack allowlist`).
+ALLOWLIST_FILE = Path(__file__).with_name("allowlist.prod.json")
+# What the offline runner (offline.py) passes in PULUMI_CONFIG for a value it cannot decrypt; the CLI passes every
+# value decrypted (pulumi/pulumi v3.259.0 pkg/engine/update.go: `target.Config.Decrypt` before the analyzers start).
+UNDECRYPTED = "[secret]"
 # The pack-config property that makes a policy judge the stack as prod (every policy takes it).
 PROD_KEY = "prod"
 PROD_SCHEMA = {
@@ -230,16 +236,28 @@ def _validate_remote_code(args: StackValidationArgs, report_violation: ReportVio
             report_violation(message, r.urn)
 
 
+def _pulumi_config() -> dict[str, Any]:
+    """The stack's config as the engine hands it to the pack (PULUMI_CONFIG: every value decrypted)."""
+    try:
+        config = json.loads(os.environ.get("PULUMI_CONFIG") or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _decrypted() -> dict[str, Any]:
+    """The project's keys of PULUMI_CONFIG, without the namespace, but those the offline runner could not decrypt."""
+    prefix = f"{PROJECT}:"
+    return {k[len(prefix) :]: v for k, v in _pulumi_config().items() if k.startswith(prefix) and v != UNDECRYPTED}
+
+
 def _validate_environment_credentials(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     context = _stack_context(args)
     if not context.prod:
         args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
     # The pack sees every input decrypted (the SDK unwraps the engine's secret markers: pulumi_policy 1.21.0
     # policy.py deserialize_properties), so a value that came from a `secure:` config value is known by its text.
-    try:
-        engine = json.loads(os.environ.get("PULUMI_CONFIG") or "{}")
-    except json.JSONDecodeError:
-        engine = {}
+    engine = _pulumi_config()
     path = stack_config_file(context.stack, PROJECT_DIR) if context.stack else None
     if path is not None and path.is_file():
         secrets = rules.secret_texts(stack_file_config(path), engine)
@@ -248,6 +266,27 @@ def _validate_environment_credentials(args: StackValidationArgs, report_violatio
     for r in args.resources:
         for message in rules.environment_credential_problems(r.resource_type, r.props, secrets):
             report_violation(message, r.urn)
+
+
+def _validate_stack_name(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if context.stack is None:
+        args.not_applicable("no stack: no name to judge")
+    if problem := rules.laxer_environment_problem(context.stack, _pulumi_config().get(ENVIRONMENT_KEY)):
+        report_violation(problem, None)
+
+
+def _validate_secret_strength(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    context = _stack_context(args)
+    if not context.prod:
+        args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
+    for key, problem in rules.weak_secrets(_decrypted()):
+        report_violation(f"config '{PROJECT}:{key}' {problem}", None)
+
+
+def _validate_tls_pem(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for key, problem in rules.pem_problems(_decrypted()):
+        report_violation(f"config '{PROJECT}:{key}' {problem}", None)
 
 
 def _validate_config_secrets(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -278,14 +317,31 @@ def _images(resource: Any) -> tuple[str, ...]:
     )
 
 
+def plain(value: Any) -> Any:
+    """The engine's inputs as plain data, allowlist.UNKNOWN for each value the engine does not know during preview
+    (pulumi_policy's proxies raise UnknownValueError on reading one)."""
+
+    def read(read_one: Callable[[], Any]) -> Any:
+        try:
+            return plain(read_one())
+        except UnknownValueError:
+            return allowlist.UNKNOWN
+
+    if isinstance(value, Mapping):
+        return {key: read(lambda key=key: value[key]) for key in value}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [read(lambda index=index: value[index]) for index in range(len(value))]
+    return value
+
+
 def _validate_declared_by_the_program(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     context = _stack_context(args)
     if not context.prod:
         args.not_applicable(f"applies to prod stacks; stack '{context.stack}' is {context.environment}")
-    allowed = allowlist.load()
+    allowed = allowlist.load(ALLOWLIST_FILE)
     for r in args.resources:
-        declared = allowlist.Declared(r.resource_type, r.props, r.urn, _images(r))
-        for message in allowlist.problems(declared, allowed):
+        judged = allowlist.Judged(r.resource_type, plain(r.props), r.urn, _images(r))
+        for message in allowlist.problems(judged, allowed):
             report_violation(message, r.urn)
 
 
@@ -299,6 +355,11 @@ STACK_VALIDATORS: dict[str, Callable[[StackValidationArgs, ReportViolation], Non
     "prod-no-plaintext-credentials-in-environment": _validate_environment_credentials,
     "remote-code-opt-in": _validate_remote_code,
     "prod-operator-and-namespaces-protected": _validate_protection,
+    "prod-namespaces-pod-security-as-needed": _validate_namespace_levels,
+    "prod-declared-by-the-program": _validate_declared_by_the_program,
+    "prod-by-stack-name": _validate_stack_name,
+    "prod-secret-strength": _validate_secret_strength,
+    "vllm-tls-pem": _validate_tls_pem,
 }
 
 
@@ -317,24 +378,4 @@ def policy(rule: Rule) -> ResourceValidationPolicy | StackValidationPolicy:
     )
 
 
-# The prod allow-list (allowlist.py): a policy of the pack's own, not yet an entry of the catalogue (its check reads
-# the pack's allowlist.prod.json through pulumi_policy's proxies).
-ALLOWLIST_POLICY = _stack_policy(
-    "prod-declared-by-the-program",
-    "In prod every resource type, field and value is one the program declares for the committed prod stacks "
-    "(policy/rocm_policy/allowlist.prod.json, derived from their synth: `rocm-stack allowlist`), whatever its "
-    "name: a Docker container's role by its image and the stack's labels, a field it always has not dropped.",
-    _validate_declared_by_the_program,
-)
-
-# Pod Security levels as the pods need them (rules.namespace_level_problems): also the pack's own for now.
-NAMESPACE_LEVELS_POLICY = _stack_policy(
-    "prod-namespaces-pod-security-as-needed",
-    "In prod no namespace the stack creates enforces a Pod Security level laxer than the pods it declares there "
-    "need (privileged only for capabilities beyond baseline's, hostPath, host namespaces or ports).",
-    _validate_namespace_levels,
-)
-
-# The catalogue's rules, then the pack's own (not yet entries of the catalogue).
-PACK_OWN = [ALLOWLIST_POLICY, NAMESPACE_LEVELS_POLICY]
-POLICIES = [*(policy(rule) for rule in CATALOGUE), *PACK_OWN]
+POLICIES = [policy(rule) for rule in CATALOGUE]

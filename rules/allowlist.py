@@ -1,11 +1,13 @@
-"""Prod's allow-list: what the program itself declares for prod, and nothing else (issue 34 item 3).
+"""The catalogue's rule prod-declared-by-the-program: in prod, what the program itself declares for prod, and nothing
+else (issue 34 item 3).
 
 A list of forbidden things is always one field short: a tampered program found 14 ways past the other rules
 (`mounts` instead of `volumes`, `deviceCgroupRules`, `apparmor=unconfined`, a host PID namespace, a Service's
 `externalIPs`, a ClusterRoleBinding...). So the pack also judges prod the other way round: every resource type,
 every field and every value the plan declares must be one the program declares for the committed prod stacks,
 whatever its name. The list is derived from the program's own synth of those stacks (`rocm-stack allowlist
---write`, `tools/allowlist.py`), committed beside this file (ALLOWLIST_FILE) and checked current by the tests, so a
+--write`, `tools/allowlist.py`), committed as the pack's data (policy/rocm_policy/allowlist.prod.json) and checked
+current by the tests, so a
 plan under judgement never decides what it is judged by; a change of the program or of a prod stack file (both
 the platform owners', .github/CODEOWNERS) is a change of the list, reviewed as such.
 
@@ -17,7 +19,8 @@ labels, a Kubernetes object's `app.kubernetes.io/name`):
 - `required`: the leaf paths every declaration of the role has: a plan that drops one (`ingress: [{}]`, a
   securityContext emptied) loosens what the program declares.
 
-Entry points: `derive` (the generator's), `load` and `problems` (the pack's `prod-declared-by-the-program`).
+Entry points: `derive` (the generator's), `load` and `problems` (the pack's binding of the entry, which hands it the
+engine's inputs as plain data with UNKNOWN where the engine does not know a value during preview).
 """
 
 from __future__ import annotations
@@ -32,11 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pulumi_policy.proxy import UnknownValueError
+from . import CHECK_LABEL, HEALTH_LABEL, MONITORING_LABEL, PARTITION_LABEL
+from .rule import PROD, Declared, Example, Rule
 
-from rules import CHECK_LABEL, HEALTH_LABEL, MONITORING_LABEL, PARTITION_LABEL
-
-ALLOWLIST_FILE = Path(__file__).with_name("allowlist.prod.json")
 CONTAINER = "docker:index/container:Container"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
@@ -154,26 +155,18 @@ UNKNOWN = _Unknown()
 
 
 def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """(path, leaf) of every leaf of a resource's inputs; an empty object or list is a leaf, an unknown one UNKNOWN."""
+    """(path, leaf) of every leaf of a resource's inputs (plain data); an empty object or list is a leaf."""
     if isinstance(value, Mapping):
         if not value:
             yield path, {}
         for key in value:
             if not path and key in BRIDGE_KEYS:
                 continue
-            try:
-                child = value[key]
-            except UnknownValueError:
-                child = UNKNOWN
-            yield from leaves(child, path + _step(str(key)))
+            yield from leaves(value[key], path + _step(str(key)))
     elif isinstance(value, Sequence) and not isinstance(value, str):
         if not value:
             yield path, []
-        for index in range(len(value)):
-            try:
-                child = value[index]
-            except UnknownValueError:
-                child = UNKNOWN
+        for child in value:
             yield from leaves(child, path + LIST_ITEM)
     else:
         yield path, _normal(value)
@@ -229,7 +222,7 @@ def derive(plans: Iterable[Sequence[Mapping[str, Any]]], computed: Iterable[str]
 
 
 @functools.cache
-def load(path: Path = ALLOWLIST_FILE) -> dict[str, Any]:
+def load(path: Path) -> dict[str, Any]:
     """The committed list (read once per pack process: the engine starts one per operation)."""
     return json.loads(path.read_text())
 
@@ -284,7 +277,7 @@ def _is_crd_of_a_config_file(resource_type: str, urn: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Declared:
+class Judged:
     """A resource under judgement: its inputs and the image references its `image` depends on."""
 
     type: str
@@ -293,7 +286,7 @@ class Declared:
     images: tuple[str, ...] = ()
 
 
-def problems(resource: Declared, allowlist: Mapping[str, Any]) -> list[str]:
+def problems(resource: Judged, allowlist: Mapping[str, Any]) -> list[str]:
     """Why a declaration is not one the program makes for prod (empty: it is)."""
     by_type = allowlist["types"]
     if resource.type.startswith(PROVIDERS) and resource.type in by_type:
@@ -336,3 +329,52 @@ def problems(resource: Declared, allowlist: Mapping[str, Any]) -> list[str]:
         if path not in seen
     ]
     return found
+
+
+VOLUME = "docker:index/volume:Volume"
+CLUSTER_ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
+
+PROD_DECLARED_BY_THE_PROGRAM = Rule(
+    id="prod-declared-by-the-program",
+    statement="In prod every resource type, field and value is one the program declares for the committed prod stacks "
+    "(policy/rocm_policy/allowlist.prod.json, derived from their synth: `rocm-stack allowlist`), whatever its name: a "
+    "Docker container's role by its image and the stack's labels, a field it always has not dropped.",
+    reason="A list of forbidden things is always one field short: a tampered program went past the other rules 14 ways "
+    "(`mounts` instead of `volumes`, `deviceCgroupRules`, `apparmor=unconfined`, a host PID namespace, a Service's "
+    "`externalIPs`, a ClusterRoleBinding: tests/attacks/plans). The engine hands the pack each resource's inputs as "
+    "the provider's Check returns them (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go: `new.Inputs = "
+    "resp.Properties`), so the provider's schema defaults (terraform-provider-docker v4.5.0 "
+    "internal/provider/resource_docker_container.go) count as unset. Only the pack can apply it, by nature: the list "
+    "is what the program declares for the configs the loader accepted, so no config can ask for anything outside it; "
+    "the rule guards against an edit of the program or a resource added by hand.",
+    environments=PROD,
+    config_keys=(),
+    plan_fields=("every resource's type, input fields and values (a Docker container's role: its image, its labels)",),
+    check=problems,
+    scope="stack",
+    passing=(
+        Example(
+            "Grafana's data volume, as the program declares it",
+            {},
+            (Declared(VOLUME, "grafana-data", {"name": "rocm-stack-grafana-data"}),),
+        ),
+    ),
+    failing=(
+        Example(
+            "a ClusterRoleBinding, which the program never declares",
+            None,
+            (
+                Declared(
+                    CLUSTER_ROLE_BINDING,
+                    "admin",
+                    {
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "ml"}],
+                    },
+                ),
+            ),
+        ),
+    ),
+)
+
+RULES = (PROD_DECLARED_BY_THE_PROGRAM,)
