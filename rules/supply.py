@@ -42,30 +42,45 @@ PINNED_IMAGES = Rule(
     ),
 )
 
+GPU_OPERATOR = "gpu-operator-charts"
+KUBERNETES = {"provider": {"context": "gpu-prod"}}
+
 PINNED_CHARTS = Rule(
     id="pinned-charts",
     statement="Helm releases name an exact chart version, never a range or none.",
     reason="Helm's --version is a constraint: 'a specific tag (e.g. 1.1.1) or ... a valid range (e.g. ^2.0.0). If this "
     "is not specified, the latest version is used' (`helm install --help`, helm/helm pkg/cmd/flags.go "
-    "addChartPathOptionsFlags). The config's `chartVersion` keys are typed (an exact x.y.z), so no config asks for a "
-    "range; the pack guards the declared releases.",
+    "addChartPathOptionsFlags), so a range installs whatever the repository holds newest at each `pulumi up`; Helm reads "
+    "it with Masterminds/semver v3 (README, 'Wildcards In Comparisons': `1.2.x` is `>= 1.2.0, < 1.3.0`; a `v` prefix "
+    "optional). An exact "
+    "version is SemVer 2's MAJOR.MINOR.PATCH with its optional pre-release and build (semver.org, 2.0.0), `v` allowed "
+    "as charts tag either way. The config loader applies it to every `chartVersion` key (schema/types.py "
+    "pinned_chart_version), the pack to the declared releases.",
     environments=EVERY_ENVIRONMENT,
-    config_keys=(),
+    config_keys=(
+        "kubernetes.gpuOperator.chartVersion",
+        "kubernetes.certManager.chartVersion",
+        "kubernetes.jobSet.chartVersion",
+        "kubernetes.leaderWorkerSet.chartVersion",
+        "kubernetes.keda.chartVersion",
+        "kubernetes.kueue.chartVersion",
+        "monitoring.kubePrometheusStack.chartVersion",
+    ),
     plan_fields=("Release chart", "Release version"),
     check=helm_release_problems,
     scope="resource",
     passing=(
         Example(
             "an exact version",
-            {},
-            (Declared(HELM_RELEASE, "cert-manager", {"chart": "cert-manager", "version": "v1.18.2"}),),
+            {"hosts": [], "kubernetes": {**KUBERNETES, "gpuOperator": {"chartVersion": "v1.5.1"}}},
+            (Declared(HELM_RELEASE, "gpu-operator", {"chart": GPU_OPERATOR, "version": "v1.5.1"}),),
         ),
     ),
     failing=(
         Example(
-            "a range",
-            None,
-            (Declared(HELM_RELEASE, "cert-manager", {"chart": "cert-manager", "version": "^1.18.0"}),),
+            "a wildcard range (any 1.5 patch)",
+            {"hosts": [], "kubernetes": {**KUBERNETES, "gpuOperator": {"chartVersion": "v1.5.x"}}},
+            (Declared(HELM_RELEASE, "gpu-operator", {"chart": GPU_OPERATOR, "version": "v1.5.x"}),),
         ),
     ),
 )

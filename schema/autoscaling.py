@@ -14,9 +14,9 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
-from .base import ConfigModel, by_environment, environment_default, matching, shown_default
+from .base import ConfigModel, by_environment, environment_default, shown_default
 from .bounds import MAX_FLOOR, MAX_PODS, MAX_WAIT_SECONDS
-from .types import Name, Url
+from .types import Name, Url, pinned_chart_version
 
 # `helm repo add kedacore https://kedacore.github.io/charts` + `helm install keda kedacore/keda --namespace keda`
 # (the production stack's autoscaling-keda.rst step 3; kedacore/charts keda/Chart.yaml `version: 2.20.2`,
@@ -45,7 +45,7 @@ class KedaConfig(ConfigModel):
 
     namespace: Name = "keda"
     """Created by Helm when missing (an existing one is fine)."""
-    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 2.20.2")] = KEDA_CHART_VERSION
+    chart_version: Annotated[str, pinned_chart_version("2.20.2")] = KEDA_CHART_VERSION
     """Version of the chart `keda` of https://kedacore.github.io/charts (its images are the same version)."""
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
     prometheus_url: Url | None = None

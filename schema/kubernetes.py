@@ -23,7 +23,18 @@ from rules import helm_repository_problem
 from rules.kubernetes import PROD_EXPOSURE
 from schema.base import ConfigModel, matching
 from schema.bounds import MAX_ITEMS, MAX_NODES, MAX_WAIT_SECONDS
-from schema.types import ChartRepository, GpuIndex, LabelKey, Labels, LabelValue, Name, Port, TaintEffect, UnitDuration
+from schema.types import (
+    ChartRepository,
+    GpuIndex,
+    LabelKey,
+    Labels,
+    LabelValue,
+    Name,
+    Port,
+    TaintEffect,
+    UnitDuration,
+    pinned_chart_version,
+)
 from schema.monitoring import DEFAULT_EXPORTER_IMAGE, MonitoringConfig
 from schema.docker import image_pin_problem
 from schema.queues import QueuesConfig
@@ -178,7 +189,7 @@ ObjectName = Annotated[
         "lowercase letters, digits, '-' and '.', at most 253 characters",
     ),
 ]
-ChartVersion = Annotated[str, matching(r"v\d+\.\d+\.\d+", "a chart version such as v1.5.1")]
+ChartVersion = Annotated[str, pinned_chart_version("v1.5.1")]
 # Labels the node labeller can publish (gpu-operator values.yaml: defaults + the partitioning ones).
 NodeLabel = Literal[
     "vram",
@@ -221,7 +232,8 @@ ProfileName = Annotated[
 
 
 def parse_chart_version(version: str) -> tuple[int, int, int]:
-    major, minor, patch = version.removeprefix("v").split(".")
+    """Major, minor and patch of an exact version (ChartVersion): a pre-release or build part left out."""
+    major, minor, patch = re.split(r"[.+-]", version.removeprefix("v"))[:3]
     return int(major), int(minor), int(patch)
 
 
@@ -458,7 +470,7 @@ class JobSetConfig(ConfigModel):
     """False: the cluster already runs JobSet (jobset.x-k8s.io/v1alpha2)."""
     namespace: NamespaceName = "jobset-system"
     """Created by Helm when missing (an existing one is fine)."""
-    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.10.1")] = JOBSET_CHART_VERSION
+    chart_version: Annotated[str, pinned_chart_version("0.10.1")] = JOBSET_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/jobset/charts/jobset (its image is pinned to the same)."""
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
 
@@ -482,7 +494,7 @@ class LeaderWorkerSetConfig(ConfigModel):
 
     install: bool = True
     """False: the cluster already runs LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)."""
-    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.10.0")] = LWS_CHART_VERSION
+    chart_version: Annotated[str, pinned_chart_version("0.10.0")] = LWS_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/lws/charts/lws (its image is pinned to the same): one whose CRD
     files the stack knows (0.8.0, 0.9.0, 0.10.0)."""
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)

@@ -26,6 +26,7 @@ from .types import (
     RetentionSize,
     UnitDuration,
     Url,
+    pinned_chart_version,
     duration_seconds,
 )
 from .docker import PinnedImage
@@ -173,9 +174,7 @@ class KubePrometheusStackConfig(ConfigModel):
     # None means "by environment": installed in dev (a laptop cluster has no Prometheus), not in prod
     # (clusters usually run one already; set true to have the stack own it).
     install: bool | None = None
-    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 88.5.3")] = (
-        KUBE_PROMETHEUS_STACK_CHART_VERSION
-    )
+    chart_version: Annotated[str, pinned_chart_version("88.5.3")] = KUBE_PROMETHEUS_STACK_CHART_VERSION
     """The chart's version: one of majors 84 to 88, whose CRD files the stack knows (it applies them itself)."""
     repository: ChartRepository = KUBE_PROMETHEUS_STACK_REPOSITORY
     timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 900

@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from domain.gpus import MODELS, ModelName
 from schema.base import ConfigModel, by_environment, environment_default, matching
 from schema.bounds import MAX_ITEMS, MAX_WAIT_SECONDS
-from schema.types import KubeQuantity, Name, quantity_value
+from schema.types import KubeQuantity, Name, pinned_chart_version, quantity_value
 
 # Install command (charts/kueue/README.md L31 @ v0.19.2): `helm install kueue oci://registry.k8s.io/kueue/charts/kueue
 # --version="0.19.2" --create-namespace --namespace=kueue-system`. The chart's values name a staging image
@@ -94,7 +94,7 @@ class KueueConfig(ConfigModel):
     install: bool = True
     """False: the cluster already runs Kueue (the stack then declares only the queues)."""
     namespace: Name = "kueue-system"
-    chart_version: Annotated[str, matching(r"\d+\.\d+\.\d+", "a chart version such as 0.19.2")] = KUEUE_CHART_VERSION
+    chart_version: Annotated[str, pinned_chart_version("0.19.2")] = KUEUE_CHART_VERSION
     """Version of the chart oci://registry.k8s.io/kueue/charts/kueue (its image is pinned to the same)."""
     timeout_seconds: int = Field(600, gt=0, le=MAX_WAIT_SECONDS)
     replicas: int | None = Field(None, ge=1, le=5, json_schema_extra=by_environment(dev=1, prod=2))

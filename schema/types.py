@@ -13,6 +13,8 @@ from kubernetes.utils.quantity import parse_quantity
 from pydantic import AfterValidator, BeforeValidator, ByteSize, Field
 
 from domain.gpus import MAX_GPUS_PER_HOST
+from rules import chart_version_problem
+from rules.supply import PINNED_CHARTS
 
 from .base import Check, matching
 from .bounds import MAX_BYTES, MAX_CPUS, MAX_GPU_INDEX, MAX_ITEMS
@@ -461,3 +463,21 @@ LabelValue = Annotated[
 # Labels, node selectors and pod selectors (ValidateLabels: each key a label key, each value a label value).
 Labels = Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_ITEMS)]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]  # validation.go validateTaintEffect
+
+
+def pinned_chart_version(example: str) -> Check:
+    """A Helm chart's version as its chart repository spells it (`v` first or not, as `example`), exact: the
+    catalogue's pinned-charts (rules.chart_version_problem, one definition for config and pack), refused with its
+    id. (A module global here, so that a test can bypass it as a tampered program would: tests/conftest.py.)"""
+    prefixed = example.startswith("v")
+
+    def check(value: str) -> str:
+        if problem := chart_version_problem(value):
+            raise ValueError(PINNED_CHARTS.refusal(problem))
+        if value.startswith("v") != prefixed:
+            raise ValueError(
+                f"expected a chart version such as {example}, as its chart repository spells it (got {value!r})"
+            )
+        return value
+
+    return Check(check, expected=f"an exact chart version such as {example}")

@@ -16,6 +16,7 @@ from e2e.harness import Docker, Unavailable, docker_engine, import_standin_image
 
 import rules
 from schema import docker as schema_docker
+from schema import types as schema_types
 from tools.synth import Plan, ProgramRefused, stack_config, synthesize
 
 CONTAINER = "docker:index/container:Container"
@@ -198,11 +199,13 @@ def standin_image(docker: Docker) -> str:
 def bypassed_plan(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """What the program declares for this config when its checks are bypassed, as a tampered program would: synthesized
     as a dev stack (which skips the prod-only checks), without the checks of every environment that stand in the way
-    (a credential flag, --trust-remote-code, a password in an ssh:// endpoint). The pack calls none of the functions
-    bypassed (it judges a declared command line by `credential_flag_problem` and `is_remote_code_flag`, an endpoint
-    by `docker_endpoint_problems`), so its rules stay as they are."""
+    (a credential flag, --trust-remote-code, a password in an ssh:// endpoint, a chart version range). The pack calls
+    none of the functions bypassed (it judges a declared command line by `credential_flag_problem` and
+    `is_remote_code_flag`, an endpoint by `docker_endpoint_problems`; schema.types' name of `chart_version_problem`
+    is the loader's alone), so its rules stay as they are."""
     with monkeypatch.context() as patched:
         patched.setattr(rules, "credential_flags", lambda values: [])
         patched.setattr(rules, "remote_code_flags", lambda values: [])
         patched.setattr(schema_docker, "ssh_password_problem", lambda endpoint: None)
+        patched.setattr(schema_types, "chart_version_problem", lambda version: None)
         return synthesize("dev", {**config, "rocm-stack:environment": "dev"}).to_json()

@@ -869,7 +869,13 @@ BAD_CONFIGS = {
         "dev",
         {"certManager": {"chartVersion": "latest"}},
         "kubernetes.certManager.chartVersion",
-        "expected a chart version such as v1.5.1 (got 'latest')",
+        "chart version 'latest' is a range or not a version; pin an exact version (e.g. 1.5.1) (rule pinned-charts)",
+    ),
+    "chart version without the chart's `v`": (
+        "dev",
+        {"certManager": {"chartVersion": "1.21.1"}},
+        "kubernetes.certManager.chartVersion",
+        "expected a chart version such as v1.5.1, as its chart repository spells it (got '1.21.1')",
     ),
 }
 
