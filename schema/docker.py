@@ -683,7 +683,7 @@ def problems(
 
 
 def _host_access_problems(hosts: list[HostConfig]) -> Iterable[tuple[str, str]]:
-    """What prod's containers may reach of their hosts: the policy pack's rules (rules/__init__.py), here
+    """What prod's containers may reach of their hosts: the policy pack's rules (rules/containers.py), here
     on what the config asks for, there on what the program declares."""
     index = {h.name: i for i, h in enumerate(hosts)}
     for name, message in rules.duplicate_endpoint_problems({h.name: h.docker.host for h in hosts}):
@@ -838,7 +838,7 @@ def _render_node_problems(host: HostConfig, at: str) -> Iterable[tuple[str, str]
 
 
 def isolation_problems(host: HostConfig, at: str, environment: str) -> list[tuple[str, str]]:
-    """The placed host's partitions against the pack's isolation rules (rules/__init__.py, GPUs and IPC):
+    """The placed host's partitions against the pack's isolation rules (rules/containers.py, GPUs and IPC):
     the same functions judge the config here and the declared containers in the policy pack."""
     reach = {}
     for container in host.containers:

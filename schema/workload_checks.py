@@ -191,7 +191,7 @@ def _service_problems(cfg: StackWithWorkloads) -> Iterable[tuple[str, str]]:
 
 def _host_access_problems(cfg: StackWithWorkloads) -> Iterable[tuple[str, str]]:
     """The host directories the Docker workloads mount and the ports they publish, by the policy pack's rules
-    (rules/__init__.py; schema/docker.py checks the partitions' own)."""
+    (rules/containers.py, rules/pods.py; schema/docker.py checks the partitions' own)."""
     for index, training in enumerate(cfg.training):
         if training.docker is not None:
             if problem := rules.host_mount_problem(training.docker.checkpoint_dir, read_only=False):
@@ -292,7 +292,7 @@ def _env_problems(workload: TrainingConfig | InferenceConfig, at: str) -> Iterab
 def _security_problems(
     cfg: StackWithWorkloads, k8s: TrainingKubernetes | InferenceKubernetes, name: str, at: str
 ) -> Iterable[tuple[str, str]]:
-    """`podSecurity`, if set, is the level the pods need (rules/__init__.py, the pack's rule for the
+    """`podSecurity`, if set, is the level the pods need (rules/pods.py, the pack's rule for the
     namespaces). Pods must tolerate the GPU nodes' NoSchedule and NoExecute taints, or they never schedule there (a
     PreferNoSchedule taint only lowers the node's score)."""
     needed = workload_pod_needs(k8s, name, cfg.environment).level()

@@ -228,7 +228,7 @@ def test_a_stack_with_the_word_prod_or_production_in_its_name_is_prod(stack, env
     from policy.rocm_policy import pack
 
     assert load(stack, {}).environment == environment
-    # The policy pack's enforcement level follows the same rule (rules/__init__.py environment_of).
+    # The policy pack's enforcement level follows the same rule (rules/stacks.py environment_of).
     assert pack.stack_context(environ={"PULUMI_STACK": stack}).environment == environment
     urn = f"urn:pulumi:{stack.rsplit('/', 1)[-1]}::rocm-stack::pulumi:pulumi:Stack::rocm-stack-x"
     assert pack.stack_context(urns=[urn], environ={}).environment == environment
@@ -257,7 +257,7 @@ def test_kubernetes_only_stack_gets_no_docker_host():
 
 def test_plain_credentials_in_prod_are_the_policy_packs_findings():
     """One definition: the paths refused at config time are exactly those the pack's no-plaintext-secrets-in-config
-    rule reports for the same stack file (rules/__init__.py plaintext_secrets)."""
+    rule reports for the same stack file (rules/secrets.py plaintext_secrets)."""
     import rules
 
     config = stack_file("prod")

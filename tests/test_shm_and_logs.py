@@ -92,7 +92,7 @@ def test_a_hosts_only_partition_keeps_the_hosts_ipc_and_ipc_can_be_chosen():
 
 
 def test_prod_refuses_host_ipc_beside_other_partitions_and_the_pack_too():
-    """One rule (rules/__init__.py ipc_problems) for the config loader and the policy pack."""
+    """One rule (rules/containers.py ipc_problems) for the config loader and the policy pack."""
     prod = stack_file("prod")
     prod[P + "hosts"][0]["containers"][1]["ipc"] = "host"
     message = refusal("prod", prod)
