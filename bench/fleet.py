@@ -83,7 +83,7 @@ def fleet_config(hosts: int, template: Path = TEMPLATE_STACK) -> tuple[dict[str,
 
 def template_lock():
     """The template stack's placement lock: the fleet's first hosts are its hosts, placed as in prod."""
-    from schema.docker import read_lock
+    from schema.docker import read_lock  # here: placement runs import this module without the schema
 
     lock, problems = read_lock(TEMPLATE_STACK.name.split(".")[1], ROOT)
     assert not problems, problems
@@ -92,7 +92,7 @@ def template_lock():
 
 def _sections_refused(config: dict[str, Any]) -> list[str]:
     """Top-level keys (other than the hosts) that the config loader names in its problems."""
-    from schema import ConfigError, load
+    from schema import ConfigError, load  # here: placement runs import this module without the schema
 
     secret_keys = [key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}]
     try:
@@ -122,7 +122,7 @@ def our_project(directory: Path, config: dict[str, Any]) -> Path:
         if entry.name != "stacks":
             (directory / entry.name).symlink_to(entry)
     _write_stack(directory, config)
-    from schema.docker import lock_file, lock_text
+    from schema.docker import lock_file, lock_text  # here: placement runs import this module without the schema
 
     (directory / lock_file(STACK)).write_text(lock_text(STACK, template_lock()))
     return directory

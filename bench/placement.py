@@ -26,6 +26,7 @@ from typing import Any
 from domain.topology import Topology, _BranchAndBound, _pair_costs, load_topology, place, place_partitioned
 
 from . import fleet
+from domain import placement_milp
 
 TARGET_SECONDS = 0.1
 LIMIT_SECONDS = 10
@@ -282,7 +283,6 @@ def run_solver_against_exact(count: int = 100, seed: int = 38) -> dict[str, Any]
     """The MILP (domain/placement_milp.py, given 10 s) against the exact subset search on `count` cases of 6 to 16
     GPUs (random and structured weights, mixed sizes): the same optimum (weight, spread) wherever the MILP proves
     one, and its bound never above the optimum."""
-    from domain import placement_milp
 
     rng = random.Random(seed)
     rows = []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import fleet
+from tools.synth import synthesize
 
 LIMIT_BYTES = 32 * 1024  # per host of the prod shape (issue 26)
 # What one more partition may add: its shell and its GPU check (~2 KiB each), never a copy of the programs (32 KiB).
@@ -101,7 +102,6 @@ def fleet_config(hosts: int, wide: int, partitions: int) -> dict[str, Any]:
 
 def measure(work: Path, hosts: int = 3, partitions: int = 8) -> dict[str, Any]:
     """Two plans (one generated host; then `hosts` more of prod's shape and `hosts` of `partitions` partitions)."""
-    from tools.synth import synthesize
 
     plans = {}
     for label, config in (
@@ -143,7 +143,6 @@ SERVERS_LIMIT_BYTES = 16 * 1024
 def measure_servers(work: Path, sizes: tuple[int, ...] = SERVER_FLEETS) -> dict[int, tuple[int, int]]:
     """Fleet size -> (the plan.json bytes of the monitoring host's servers' records (host_bytes' SERVERS), of their
     inputs alone) in the benchmark fleet of that many hosts (prod's own, then generated ones of its shape)."""
-    from tools.synth import synthesize
 
     found = {}
     for hosts in sizes:

@@ -72,7 +72,7 @@ def _dependencies_first(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _synth(project: Path) -> Any:
-    from tools.synth import synthesize
+    from tools.synth import synthesize  # here: a run imports only what it measures
 
     return synthesize(STACK, project_dir=project)
 
@@ -99,7 +99,7 @@ def measure_synth(project: Path, warmup: Path | None, repeat: int, replay_out: P
 
 def measure_start(project: Path) -> dict[str, Any]:
     """Imports, config validation and everything else the program does before its first resource."""
-    from pulumi.runtime.mocks import MockMonitor
+    from pulumi.runtime.mocks import MockMonitor  # here: a run imports only what it measures
 
     first: list[float] = []
     register = MockMonitor.RegisterResource
@@ -116,7 +116,7 @@ def measure_start(project: Path) -> dict[str, Any]:
 
 def measure_place(kind: str, gpus: int, sizes: tuple[int, ...], seed: int) -> dict[str, Any]:
     """One placement, timed from its input (the topology built or read) to the chosen sets."""
-    from bench.placement import place_once
+    from bench.placement import place_once  # here: a run imports only what it measures
 
     began = time.perf_counter()
     sets = place_once(kind, gpus, sizes, seed)
@@ -149,7 +149,7 @@ def main() -> None:
     elif args.what == "place":
         result = measure_place(args.kind, args.gpus, tuple(int(size) for size in args.sizes.split(",")), args.seed)
     elif args.what == "corpus":
-        from bench.placement import run_corpus
+        from bench.placement import run_corpus  # here: a run imports only what it measures
 
         result = run_corpus(args.count, args.seed)
     else:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from schema.mirror import MirrorConfig, qualified
+from schema.queues import KUEUE_IMAGE_REPOSITORY
 
 _mirror: MirrorConfig | None = None
 _pulled: dict[str, None] = {}
@@ -240,7 +241,6 @@ def repository_images(value: str, repository: str, tag: str) -> list[ChartImage]
 # kubernetes-sigs/kueue v0.19.2 charts/kueue/values.yaml: the manager (L47-51, whose release pin the stack sets:
 # schema/queues.py) and KueueViz (L301-305, L357-361), off (`enableKueueViz: false`, L27).
 def kueue_images(version: str) -> list[ChartImage]:
-    from schema.queues import KUEUE_IMAGE_REPOSITORY
 
     staging = "us-central1-docker.pkg.dev/k8s-staging-images/kueue"
     return [

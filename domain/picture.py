@@ -99,6 +99,7 @@ def host_svg(
     """The picture of one host: `gpus` (logical GPU ids), its topology if known, its partitions; `gap` how much
     lighter the best placement can at most be (domain/topology.py Placement.gap, the lock's `gap`), `bound` the
     proven lower bound of its total cost where known."""
+    # Here: matplotlib (pyplot 1.2 s to import, measured) only when a picture is drawn.
     import matplotlib
 
     matplotlib.use("svg")

@@ -585,6 +585,7 @@ class _TooDeep:
 
 def from_pulumi() -> tuple[StackConfig, StackSecrets]:
     """Load the running stack's configuration from the Pulumi runtime (`pulumi up` or the mock engine)."""
+    # Here: pulumi (0.35 s, measured) only under its runtime; the tools that load a stack file never import it.
     import pulumi
     from pulumi.runtime import config as runtime_config
 

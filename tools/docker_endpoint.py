@@ -27,6 +27,7 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+import docker  # type: ignore[import-untyped]  # docker 7.2.0 ships no type information
 
 # Connecting (ssh's TCP connect, handshake and key exchange; the first API call) and each later API call.
 CONNECT_TIMEOUT_S = 20.0
@@ -142,7 +143,6 @@ def connect(
 ) -> Iterator[Endpoint]:
     """A client for `endpoint` whose API version is already agreed (that first call within `connect_timeout`) and
     whose every later call waits at most `call_timeout` unless it names its own. Raises Unreachable."""
-    import docker  # type: ignore[import-untyped]  # docker 7.2.0 ships no type information
 
     dialer = SSHDialer(ssh_command(endpoint, ssh_opts, connect_timeout)) if endpoint.startswith("ssh://") else None
     try:

@@ -31,6 +31,8 @@ from tools.output import exit_codes
 from schema.mirror import MirrorConfig, split_image
 from schema.project import ROOT
 from schema.stackfile import StackFileError
+from components.supply import chart_versions_read
+from tools.synth import ProgramRefused, stack_config, synthesize
 
 
 def skopeo_source(images: list[str]) -> dict[str, Any]:
@@ -54,8 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("lines", "skopeo"), default="lines")
     parser.add_argument("--project-dir", type=Path, default=ROOT, help="the Pulumi project (default: this one)")
     args = parser.parse_args(argv)
-    from components.supply import chart_versions_read
-    from tools.synth import ProgramRefused, stack_config, synthesize
 
     try:
         plan = synthesize(args.stack, project_dir=args.project_dir.resolve())

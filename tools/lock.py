@@ -25,6 +25,7 @@ from schema import ConfigError, ConfigProblem, load
 from schema.docker import HostConfig, HostLock, PlacementLock, host_lock, lock_file, lock_text, read_lock
 from schema.project import ROOT
 from tools.synth import stack_config
+from domain.picture import Partition, host_svg
 
 
 def relocked(lock: PlacementLock, targets: Sequence[str]) -> PlacementLock:
@@ -93,7 +94,6 @@ def _placed(stack: str, project_dir: Path, relock: Sequence[str] = ()) -> tuple[
 def host_picture(stack: str, host: HostConfig, topology: Topology | None, gap: float = 0.0) -> str:
     """The host's GPUs and partitions as `rocm-stack lock --svg` draws them (domain/picture.py), with the proven gap
     the lock holds for its placement."""
-    from domain.picture import Partition, host_svg
 
     mode = f" in {host.compute_partition} ({host.logical_gpus} logical GPUs)" if host.compute_partition else ""
     return host_svg(

@@ -34,9 +34,11 @@ import os
 import re
 import runpy
 import shlex
+import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ import yaml
 from tools.output import exit_codes
 from schema.project import ROOT
 from schema.stackfile import StackFileError, as_program_config, read_config
+from components.docker.readback import parse_go_duration
 
 SECRET = "[secret]"
 
@@ -91,7 +94,7 @@ class ProgramRefused(Exception):
 
 
 def _redact(value: Any) -> Any:
-    from pulumi.runtime import rpc
+    from pulumi.runtime import rpc  # here: pulumi's runtime only for a synth (see synthesize)
 
     if isinstance(value, dict):
         if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
@@ -153,9 +156,7 @@ def _mock_engine(
     run_results: Mapping[str, tuple[int, str]],
     read_back: Mapping[str, Mapping[str, Any]],
 ) -> tuple[Any, type[Any]]:
-    import threading
-
-    from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
+    from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks  # here: see synthesize
 
     # The SDK calls the monitor from a thread pool: each thread hands its call's values to the monitor.
     this_call = threading.local()
@@ -263,6 +264,8 @@ def synthesize(
     where the daemon changed what it was given (components/docker/daemon.py); others read back their inputs.
     Raises ProgramRefused when the program stops with pulumi.RunError (a refused configuration).
     """
+    # Here: pulumi's runtime (0.7 s to import, measured) only for a synth; the tools that import this module for
+    # stack_config (tools/lock.py, tools/verify_common.py) never load it.
     import pulumi
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime import settings
@@ -552,7 +555,6 @@ PROVIDER_CREATE_TIMEOUT_S = 20 * 60
 
 def create_deadline(resource: dict[str, Any]) -> int:
     """Seconds the provider gives the resource's create: its `custom_timeouts.create`, else the provider's default."""
-    from components.docker.readback import parse_go_duration
 
     create = resource["custom_timeouts"].get("create")
     return parse_go_duration(create) // 10**9 if create else PROVIDER_CREATE_TIMEOUT_S
@@ -659,6 +661,7 @@ def _cdi_check(kinds: list[str]) -> list[str]:
 
 def docker_scripts(plan: Plan) -> dict[str, str]:
     """Per Docker provider (one per host daemon): a runnable script of the images and containers it declares."""
+    # Here: components.docker.checks loads pulumi_docker (1.8 s, measured), which only the HOST.sh scripts need.
     from components.docker.checks import LOG_LINES_SHOWN, VERDICT_LABEL
 
     providers = {r["urn"]: r for r in plan.of_type("pulumi:providers:docker")}
@@ -812,7 +815,6 @@ def rendered_files(plan: Plan) -> dict[str, str]:
 
 def _tracked(out: Path, paths: list[str]) -> list[str]:
     """Those of `paths` (relative to `out`) that git tracks, when `out` is inside a git work tree."""
-    import subprocess
 
     try:
         result = subprocess.run(

@@ -31,6 +31,9 @@ from domain.topology import (
     place_partitioned,
     set_cost,
 )
+from rich.console import Console
+from rich.table import Table
+from domain.picture import Partition, host_svg
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -90,8 +93,6 @@ def placement_rows(topology: Topology, sets: Placement) -> list[tuple[str, str, 
 
 def render_table(topology: Topology, source: str, sets: Placement | None, width: int | None = None) -> str:
     """The matrix, its legend and (with `sets`) the placement, as rich renders them for a terminal `width` wide."""
-    from rich.console import Console
-    from rich.table import Table
 
     # Wide enough for every column (a terminal wraps long lines; a table squeezed to fit would wrap its cells).
     width = width or max(100, 10 * (len(topology.gpus) + 2))
@@ -173,8 +174,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TopologyError, PlacementError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     if args.svg is not None:
-        from domain.picture import Partition, host_svg
-
         partitions = [Partition(f"set {k}", gpus) for k, gpus in enumerate(sets)] if sets else []
         gap, bound = (sets.gap, sets.bound) if sets is not None else (0.0, None)
         try:

@@ -48,6 +48,7 @@ from schema.stackfile import StackFileError
 from tools.docker_endpoint import CALL_TIMEOUT_S, CONNECT_TIMEOUT_S, Endpoint, Unreachable, connect
 from tools.synth import SECRET, Plan, ProgramRefused, synthesize, upload_text
 from tools.verify_common import SCHEDULE_WAIT_S, FleetRow, Results, Row, fleet_table, report_json, stack_settings, table
+import docker  # type: ignore[import-untyped]  # docker 7.2.0 ships no type information
 
 CONTAINER = "docker:index/container:Container"
 # A check's own --timeout (gpucheck) plus the container's start and the program's import.
@@ -102,7 +103,6 @@ def create_kwargs(
 ) -> dict[str, Any]:
     """The plan's container inputs as docker SDK `containers.create` arguments (Docker Engine API HostConfig);
     `environment` replaces the plan's `envs` (where those are a secret synth does not see)."""
-    import docker  # type: ignore[import-untyped]  # docker 7.2.0 ships no type information
 
     def host_path(path: str) -> str:
         return str(device_root / path.lstrip("/")) if path.startswith("/dev/") else path
@@ -187,7 +187,6 @@ def deployed_environment(client: Any, inputs: Mapping[str, Any]) -> list[str] | 
     host (restart "no", never removed), read back with `docker inspect` (Config.Env)."""
     if inputs.get("envs") != SECRET:
         return None
-    import docker
 
     try:
         return list(client.containers.get(inputs["name"]).attrs["Config"]["Env"] or [])
@@ -250,7 +249,6 @@ def deployed(client: Any, name: str, declared: str) -> tuple[str, str, int | Non
     """(image digest, state, restarts) of the deployed container `name`, as `docker inspect` shows it: the image's
     repository digest (RepoDigests) where it has one, else its id; the state with the health check's verdict and the
     exit code of a stopped container; RestartCount (Docker's restarts under the restart policy)."""
-    import docker
 
     try:
         attrs = client.containers.get(name).attrs

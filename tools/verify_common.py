@@ -8,7 +8,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from schema import StackConfig
+from schema import StackConfig, decode, load
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from schema.stackfile import as_program_config
+from tools import synth
 
 # --kubernetes: how long a node's check pod may stay unschedulable before the node is judged busy (or unschedulable).
 SCHEDULE_WAIT_S = 60
@@ -56,9 +61,6 @@ def tflops_text(measured: float | None, floor: float | None) -> str:
 
 def fleet_table(fleet: Sequence[FleetRow], first: str = "HOST", width: int = 160) -> str:
     """The fleet in one table (rich), a row per host and partition."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
 
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None, soft_wrap=False)
     shown = Table(box=box.SIMPLE_HEAD, title="Fleet", title_justify="left")
@@ -98,9 +100,6 @@ def report_json(rows: Sequence[Row], fleet: Sequence[FleetRow]) -> str:
 
 def stack_settings(stack: str) -> StackConfig:
     """The stack's validated config (partitions placed as the program places them)."""
-    from schema import decode, load
-    from schema.stackfile import as_program_config
-    from tools.synth import stack_config
 
-    values, secret_keys = as_program_config(stack_config(stack))
+    values, secret_keys = as_program_config(synth.stack_config(stack))
     return load(stack, {k: decode(v) for k, v in values.items()}, secret_keys, place_unlocked=True)

@@ -40,7 +40,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from components.docker.checks import GPU_CHECK_PROGRAMS, PROGRAM_PARENT, check_report, gpucheck_command, summary
-from schema import StackConfig
+from schema import ConfigError, StackConfig
 from schema.gpu_nodes import CHECK_IMAGE_KEY, GpuNodeGroup, gpu_namespace, gpu_node_groups, gpu_node_selector
 from schema.kubernetes import PARTITION_PROFILE_LABEL
 from schema.types import quantity_value
@@ -54,6 +54,10 @@ from tools.verify_common import (
     stack_settings,
     table,
 )
+from kubernetes import config as kubeconfig_loader
+from kubernetes.config.config_exception import ConfigException
+from components.workloads import training
+from schema.stackfile import StackFileError
 
 APP = "rocm-stack-verify"
 RUN_LABEL = "rocm-stack/verify-run"
@@ -103,8 +107,6 @@ class NodeRun:
 
 def connect(kubeconfig: str | None, context: str | None) -> Any:
     """A CoreV1Api for the kubeconfig (None: $KUBECONFIG, else ~/.kube/config) and context (None: the current one)."""
-    from kubernetes import config as kubeconfig_loader
-    from kubernetes.config.config_exception import ConfigException
 
     configuration = k8s.Configuration()
     try:
@@ -539,9 +541,7 @@ def verify(
     if cfg.kubernetes is None:
         raise Refused(NO_KUBERNETES)
     if files is None:
-        from components.workloads.training import program_files
-
-        files = program_files()
+        files = training.program_files()
     namespace = gpu_namespace(cfg.kubernetes)
     found, rows = targets(api, cfg, node)
     # A node refused before any pod ran is a fleet row too, its reason as its state.
@@ -573,8 +573,6 @@ def main(
 ) -> int:
     """The command: its table on stdout, progress and refusals on stderr; returns the exit status. `options` go to
     Verify (tests pass a clock)."""
-    from schema import ConfigError
-    from schema.stackfile import StackFileError
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -30,18 +30,19 @@ from components.monitoring import (
 )
 
 from .cluster import Cluster, ClusterArgs
+from .helm import CrdChartArgs
+from .jobset import JobSetController
+from .lws import LeaderWorkerSetController
+from .kueue import Kueue, KueueArgs
+from .keda import Keda, KedaArgs
+from .device_plugin import DEVICE_PLUGIN_DAEMONSET, LABELLER_DAEMONSET, DevicePlugin, DevicePluginArgs
+from .cert_manager import CertManager, CertManagerArgs
+from .gpu_operator import GpuOperator, GpuOperatorArgs
+from .admission import PodPolicy, PodPolicyArgs
 
 if TYPE_CHECKING:
     from pulumi_kubernetes import Provider
     from pulumi_kubernetes.core.v1 import Namespace
-
-    from .cert_manager import CertManager
-    from .device_plugin import DevicePlugin
-    from .gpu_operator import GpuOperator
-    from .jobset import JobSetController
-    from .keda import Keda
-    from .kueue import Kueue
-    from .lws import LeaderWorkerSetController
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,6 @@ def gpu_stack_workloads(config: KubernetesConfig) -> GpuStackWorkloads:
     """What the monitoring alerts watch: the operator's controller Deployment and the DaemonSets that put
     `amd.com/gpu` and the GPU metrics on the nodes, by the names they get in the cluster."""
     if config.mode == "device-plugin":
-        from .device_plugin import DEVICE_PLUGIN_DAEMONSET, LABELLER_DAEMONSET
-
         plugin = config.device_plugin
         names = [DEVICE_PLUGIN_DAEMONSET, *([LABELLER_DAEMONSET] if plugin.node_labeller.enable else [])]
         return GpuStackWorkloads(daemon_sets=tuple((plugin.namespace, name) for name in names))
@@ -146,25 +145,18 @@ def build_kubernetes(
                 if release is not None
                 else cluster.existing_namespace(MONITORING_NAMESPACE_CHECK, MONITORING_NAMESPACE)
             )
-    from .helm import CrdChartArgs
 
     def chart_args(namespace: str) -> CrdChartArgs:
         return CrdChartArgs(environment, cluster.provider, cluster.namespace_name(namespace), config.provider)
 
     job_set = None
     if needs_job_set and config.job_set.install:
-        from .jobset import JobSetController
-
         job_set = JobSetController("jobset", config.job_set, chart_args(config.job_set.namespace))
     leader_worker_set = None
     if needs_leader_worker_set and config.leader_worker_set.install:
-        from .lws import LeaderWorkerSetController
-
         leader_worker_set = LeaderWorkerSetController("lws", config.leader_worker_set, chart_args(LWS_NAMESPACE))
     kueue = None
     if config.queues is not None:
-        from .kueue import Kueue, KueueArgs
-
         kueue = Kueue(
             "kueue",
             KueueArgs(
@@ -177,8 +169,6 @@ def build_kubernetes(
         )
     keda = None
     if config.keda.installed(needs_keda):
-        from .keda import Keda, KedaArgs
-
         keda = Keda(
             "keda",
             KedaArgs(
@@ -190,8 +180,6 @@ def build_kubernetes(
         )
     # Mode-specific SDK modules are imported only when used: pulumi_kubernetes submodules are slow to import.
     if config.mode == "device-plugin":
-        from .device_plugin import DevicePlugin, DevicePluginArgs
-
         device_plugin = DevicePlugin(
             "amdgpu-device-plugin",
             DevicePluginArgs(
@@ -212,9 +200,6 @@ def build_kubernetes(
             prometheus_operator=prometheus_operator,
             monitoring_namespace=monitoring_namespace,
         )
-
-    from .cert_manager import CertManager, CertManagerArgs
-    from .gpu_operator import GpuOperator, GpuOperatorArgs
 
     cert_manager = None
     if config.cert_manager.install:
@@ -280,8 +265,6 @@ def build_kubernetes_layer(cfg: StackConfig) -> KubernetesLayer | None:
     # the stack's exceptions there (admission.py). Not where the GPU layer's or kube-prometheus-stack's pods run.
     for namespace, needs in workload_namespace_needs(cfg).items():
         if needs.level() == "privileged" and namespace not in (cfg.kubernetes.gpu_layer_namespace, *charted_privileged):
-            from .admission import PodPolicy, PodPolicyArgs
-
             PodPolicy(
                 f"rocm-stack-pods-{namespace}",
                 PodPolicyArgs(

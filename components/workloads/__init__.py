@@ -25,15 +25,18 @@ from components.docker.checks import HostChecksArgs
 from components.docker.partitions import Partition
 from components import supply
 from .gpu_check import GpuCheckArgs
+from components.monitoring import kube_prometheus_stack_url
+from .autoscaling import AutoscalerArgs
+from . import training as training_module
+from .training import DockerTraining, DockerTrainingArgs, TrainingJob, TrainingJobArgs
+from .inference import DockerVllm, DockerVllmArgs, ProxyTls, VllmServer, VllmServerArgs
+from .admission import ServingPolicy, ServingPolicyArgs
 
 if TYPE_CHECKING:
     import pulumi
 
     from components.docker.gpu_host import GpuHost
-    from .autoscaling import AutoscalerArgs
-    from .inference import DockerVllm, VllmServer
     from components.k8s import KubernetesLayer
-    from .training import DockerTraining, TrainingJob
 
 
 @dataclass
@@ -67,8 +70,6 @@ def _autoscaler(cfg: StackConfig, served: InferenceKubernetes, kubernetes: Kuber
     """The ScaledObject's settings of an autoscaled workload: the Prometheus KEDA queries (problems() requires one)."""
     if served.autoscaling is None:
         return None
-    from components.monitoring import kube_prometheus_stack_url
-    from .autoscaling import AutoscalerArgs
 
     assert cfg.kubernetes is not None
     return AutoscalerArgs(
@@ -150,14 +151,10 @@ def build_workloads(
         for container in host.containers
     }
 
-    from .training import program_files
-
-    files = program_files()
+    files = training_module.program_files()
     # The GPU nodes' taints the workloads' pods tolerate unless they say otherwise.
     taints = cfg.kubernetes.gpu_node_taints if cfg.kubernetes is not None else []
     if cfg.training:
-        from .training import DockerTraining, DockerTrainingArgs, TrainingJob, TrainingJobArgs
-
         for training in cfg.training:
             if training.kubernetes is not None:
                 image = _kubernetes_image(cfg, training.image, training.kubernetes.node_selector)
@@ -194,8 +191,6 @@ def build_workloads(
                 )
 
     if cfg.inference:
-        from .inference import DockerVllm, DockerVllmArgs, ProxyTls, VllmServer, VllmServerArgs
-
         # A new server's Deployment is admitted once the policy names it: the servers wait for its update.
         admitted = _serving_policy(cfg, kubernetes) if kubernetes is not None else []
         for inference in cfg.inference:
@@ -255,7 +250,6 @@ SERVING_POLICY = "rocm-stack-serving"
 def _serving_policy(cfg: StackConfig, kubernetes: KubernetesLayer) -> list[pulumi.Resource]:
     """The admission policy that keeps serving's labels to the stack's own pods (admission.py), and its binding;
     none without a vLLM server on Kubernetes."""
-    from .admission import ServingPolicy, ServingPolicyArgs
 
     namespaces, deployments, sets = set(), [], []
     for inference in cfg.inference:

@@ -40,6 +40,7 @@ from pulumi_kubernetes.core import v1 as core_v1
 from schema.checks import GpuFloors
 from components.docker.checks import GPU_CHECK_PROGRAMS
 from .pods import PROGRAM_DIR, security_context
+from components.docker.checks import gpucheck_command
 
 GPU_CHECK_CONTAINER = "gpucheck"
 
@@ -63,7 +64,6 @@ def gpu_check_container(
 ) -> core_v1.ContainerArgs:
     """The check in the workload's own image (the ROCm user space the workload runs, as on Docker) with `resources`,
     the app container's own, and the volume of programs/ mounted at PROGRAM_DIR."""
-    from components.docker.checks import gpucheck_command
 
     return core_v1.ContainerArgs(
         name=GPU_CHECK_CONTAINER,
