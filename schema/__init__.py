@@ -25,7 +25,7 @@ from rules.credentials import (
 )
 from rules.stack_config import PROD_BY_STACK_NAME, PROD_SECRET_STRENGTH, VLLM_TLS_PEM
 
-from . import checks, docker, groups, kubernetes, mirror, monitoring, workload_checks
+from . import checks, docker, effects, groups, kubernetes, mirror, monitoring, workload_checks
 from .base import ConfigModel, environment_default, shown_default, strict_problems
 from .bounds import MAX_HOSTS, MAX_ITEMS
 from .checks import ChecksConfig
@@ -358,6 +358,7 @@ def _cross_checks(cfg: StackConfig) -> Iterable[tuple[str, str]]:
     hosts = [host.name for host in cfg.hosts]
     yield from monitoring.effect_problems(cfg.monitoring, cfg.environment, cfg.kubernetes is not None, hosts)
     yield from checks.problems(cfg.checks, cfg.images, cfg.environment)
+    yield from effects.problems(cfg, "gpu_fleet" in cfg.model_fields_set, cfg.registry is not None)
     yield from mirror.problems(cfg.mirror, cfg.kubernetes, cfg.registry.server if cfg.registry else None)
 
 
@@ -602,6 +603,8 @@ def from_pulumi() -> tuple[StackConfig, StackSecrets]:
             f"{partition}: placed by the program, not held by {docker.lock_file(pulumi.get_stack())}; "
             f"run `{docker.lock_command(pulumi.get_stack())}` so that later changes never move it"
         )
+    for key, message in effects.warnings(cfg):
+        pulumi.log.warn(f"{PROJECT}:{key}: {message}")
     project_config = pulumi.Config(PROJECT)
     prefix = f"{PROJECT}:"
     secrets = StackSecrets(

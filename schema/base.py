@@ -124,6 +124,11 @@ class ConfigModel(BaseModel):
     )
 
 
+def changed_fields(model: BaseModel) -> set[str]:
+    """The fields set to another value than their default (writing a default down does nothing, on purpose)."""
+    return {name for name in model.model_fields_set if getattr(model, name) != type(model).model_fields[name].default}
+
+
 def strict_problems(
     model: type[BaseModel], data: Any, loc: tuple[int | str, ...] = ()
 ) -> Iterator[tuple[tuple[int | str, ...], str]]:

@@ -19,6 +19,7 @@ from .docker import (
     ContainerConfig,
     HostConfig,
     ImageRef,
+    SecurityConfig,
 )
 from .kubernetes import (
     GPU_RESOURCE_NAME,
@@ -63,6 +64,9 @@ class StackWithWorkloads(Protocol):
 
     @property
     def checks(self) -> ChecksConfig: ...
+
+    @property
+    def security(self) -> SecurityConfig: ...
 
     @property
     def training(self) -> list[TrainingConfig]: ...

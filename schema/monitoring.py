@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from domain.gpus import MODELS, ModelName
 
-from .base import ConfigModel, matching
+from .base import ConfigModel, changed_fields, matching
 from .bounds import MAX_FLOOR, MAX_ITEMS, MAX_WAIT_SECONDS
 from .types import (
     DNS_LABEL,
@@ -376,11 +376,6 @@ def host_problems(cfg: MonitoringConfig, hosts: Sequence[str]) -> Iterable[tuple
         seen.add(receiver.name)
 
 
-def _changed(model: ConfigModel) -> set[str]:
-    """The fields set to another value than their default (writing a default down does nothing, on purpose)."""
-    return {name for name in model.model_fields_set if getattr(model, name) != type(model).model_fields[name].default}
-
-
 def effect_problems(
     cfg: MonitoringConfig, environment: str, has_kubernetes: bool, hosts: Sequence[str]
 ) -> Iterable[tuple[str, str]]:
@@ -397,7 +392,7 @@ def effect_problems(
     elif cfg.monitoring_host(environment, has_kubernetes, hosts) is None:
         # What only the monitoring host's servers read: its Alertmanager's receivers, its Prometheus's retention.
         unread = (["receivers"] if cfg.receivers else []) + [
-            f"retention.{to_camel(field)}" for field in sorted(_changed(cfg.retention))
+            f"retention.{to_camel(field)}" for field in sorted(changed_fields(cfg.retention))
         ]
         for key in unread:
             yield (
@@ -416,7 +411,7 @@ def effect_problems(
             "installs no kube-prometheus-stack" if has_kubernetes else "has no Kubernetes layer (rocm-stack:kubernetes)"
         )
         fix = "set monitoring.kubePrometheusStack.install: true" if has_kubernetes else "add the cluster"
-        for field in sorted(_changed(kps) - {"install"}):
+        for field in sorted(changed_fields(kps) - {"install"}):
             yield (
                 f"monitoring.kubePrometheusStack.{to_camel(field)}",
                 f"does nothing: this stack {why}; {fix}, or remove it",

@@ -5,6 +5,9 @@ program refuses it with a message that names the key and the line that makes it 
 from __future__ import annotations
 
 import copy
+import logging
+import subprocess
+import sys
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +21,7 @@ from domain.alerts import rules_file_text
 from schema import decode
 from schema.stackfile import as_program_config
 from tools.config_reference import rows
-from tools.synth import ProgramRefused, synthesize
+from tools.synth import ROOT, ProgramRefused, synthesize
 
 
 @dataclass(frozen=True)
@@ -204,3 +207,203 @@ def test_the_issues_cases_are_refused_with_the_line_that_makes_them_work():
         "monitoring.kubePrometheusStack.timeoutSeconds: does nothing: this stack installs no kube-prometheus-stack"
         in message
     )
+
+
+def docker_only(stack: str) -> dict[str, Any]:
+    """A committed stack without its cluster: its Docker hosts and Docker workloads alone."""
+    config = {k: v for k, v in stack_file(stack).items() if k not in ("rocm-stack:kubernetes", "rocm-stack:gpuFleet")}
+    for section in ("rocm-stack:training", "rocm-stack:inference"):
+        config[section] = [{k: v for k, v in w.items() if k not in ("kubernetes", "elastic")} for w in config[section]]
+        config[section] = [w for w in config[section] if "docker" in w]
+    return config
+
+
+@pytest.mark.parametrize(
+    ("stack", "config", "message"),
+    [
+        # Keys of a layer the stack does not have.
+        (
+            "dev",
+            {**docker_only("dev"), "rocm-stack:gpuFleet": {"nodes": 2, "gpusPerNode": 8}},
+            "gpuFleet: does nothing without a Kubernetes layer (rocm-stack:kubernetes); add the cluster, or remove it",
+        ),
+        (
+            "dev",
+            {**docker_only("dev"), "rocm-stack:monitoring": {"prometheusSelectorLabels": {"release": "x"}}},
+            "monitoring.prometheusSelectorLabels: does nothing without a Kubernetes layer",
+        ),
+        (
+            "dev",
+            {**docker_only("dev"), "rocm-stack:monitoring": {"grafanaDashboard": False}},
+            "monitoring.grafanaDashboard: does nothing: this stack runs neither a Kubernetes layer nor a monitoring host, "
+            "whose Grafana would load it; set monitoring.host: workstation",
+        ),
+        (
+            "dev",
+            {**kubernetes_only(exporterPort=5055)},
+            "monitoring.exporterPort: does nothing: this stack declares no Docker host (rocm-stack:hosts), whose GPU "
+            "exporter publishes it",
+        ),
+        (
+            "dev",
+            {**kubernetes_only(), "rocm-stack:checks": {"imageRocm": {"pytorch": "6.4"}}},
+            "checks.imageRocm: does nothing: this stack declares no Docker host",
+        ),
+        (
+            "dev",
+            {
+                **kubernetes_only(),
+                "rocm-stack:registry": {"server": "registry.example.internal", "username": "u"},
+                "rocm-stack:registryPassword": {"secure": "v1:REPLACE-ME"},
+            },
+            "registry: does nothing: this stack declares no Docker host (rocm-stack:hosts), whose Docker daemons log in",
+        ),
+        # Keys another key switches off.
+        (
+            "dev",
+            {**stack_file("dev"), "rocm-stack:kubernetes": {"devicePlugin": {"namespace": "gpu"}}},
+            "kubernetes.devicePlugin.namespace: does nothing in kubernetes.mode operator",
+        ),
+        (
+            "dev",
+            {**stack_file("dev"), "rocm-stack:kubernetes": {"mode": "device-plugin", "gpuOperator": {"kmm": False}}},
+            "kubernetes.gpuOperator.kmm: does nothing in kubernetes.mode device-plugin; set kubernetes.mode: operator",
+        ),
+        (
+            "dev",
+            {
+                **stack_file("dev"),
+                "rocm-stack:kubernetes": {
+                    "gpuOperator": {
+                        "deviceConfig": {"configManager": {"image": "docker.io/rocm/device-config-manager:v1.5.0"}}
+                    }
+                },
+            },
+            "kubernetes.gpuOperator.deviceConfig.configManager.image: does nothing while "
+            "kubernetes.gpuOperator.deviceConfig.configManager.enable is false",
+        ),
+        # The stack's own ServiceMonitor replaces the configured one (components.monitoring.device_config_service_monitor).
+        (
+            "prod",
+            {
+                **stack_file("prod"),
+                "rocm-stack:kubernetes": {
+                    **stack_file("prod")["rocm-stack:kubernetes"],
+                    "gpuOperator": {"deviceConfig": {"metricsExporter": {"serviceMonitor": {"enable": True}}}},
+                },
+            },
+            "kubernetes.gpuOperator.deviceConfig.metricsExporter.serviceMonitor.enable: does nothing while "
+            "monitoring.enabled is true: the stack's own ServiceMonitor replaces it",
+        ),
+        # Pod Security labels go on the namespaces the stack owns only (dev's workloads run in `default`).
+        (
+            "dev",
+            {
+                **stack_file("dev"),
+                "rocm-stack:inference": [
+                    {
+                        **stack_file("dev")["rocm-stack:inference"][0],
+                        "kubernetes": {"gpus": 1, "podSecurity": "privileged"},
+                    }
+                ],
+            },
+            "inference[0].kubernetes.podSecurity: does nothing: the stack labels only the namespaces it owns "
+            "(kubernetes.namespaces) with their Pod Security level, and 'default' is not one",
+        ),
+        # schema.workloads KNOWN_GATED_MODEL_PREFIXES: meta-llama/* needs the token whatever `gated` says.
+        (
+            "prod",
+            {
+                **stack_file("prod"),
+                "rocm-stack:inference": [{**stack_file("prod")["rocm-stack:inference"][0], "gated": False}],
+            },
+            "inference[0].gated: false does nothing: every model of 'meta-llama/' is gated",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and len(value) < 8 else "",
+)
+def test_a_setting_that_would_do_nothing_is_refused_with_the_line_that_makes_it_work(stack, config, message):
+    """Each found by the flip test (tests/test_settings_take_effect_sections.py) accepted and ignored on main."""
+    assert message in refusal(stack, config)
+
+
+@pytest.mark.parametrize(
+    ("stack", "change", "message"),
+    [
+        (
+            "dev",
+            {"rocm-stack:security": {"allowDebugInProd": True}},
+            "rocm-stack:security.allowDebugInProd: does nothing in dev: it only lets prod run profile: debug",
+        ),
+        (
+            "dev",
+            {"rocm-stack:kubernetes": {"jobSet": {"install": False}}},
+            "rocm-stack:kubernetes.jobSet.install: does nothing: no workload needs it",
+        ),
+        (
+            "dev",
+            {"rocm-stack:kubernetes": {"keda": {"namespace": "autoscaler"}}},
+            "rocm-stack:kubernetes.keda.namespace: does nothing: KEDA is installed only while an inference autoscales",
+        ),
+        (
+            "dev",
+            {"rocm-stack:kubernetes": {"leaderWorkerSet": {"timeoutSeconds": 900}}},
+            "rocm-stack:kubernetes.leaderWorkerSet.timeoutSeconds: does nothing: the stack installs no leaderWorkerSet",
+        ),
+        (
+            "dev",
+            {"rocm-stack:images": {"pytorch": "rocm/pytorch:latest", "spare": "rocm/pytorch:latest"}},
+            "rocm-stack:images.spare: does nothing: no container or workload names this image",
+        ),
+    ],
+)
+def test_a_setting_a_person_may_keep_on_purpose_is_warned_about_in_the_preview(stack, change, message, caplog):
+    """The preview shows it (pulumi.log.warn, which synth and `pulumi preview` print) and the plan is declared."""
+    config = stack_file(stack)
+    for key, value in change.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    with caplog.at_level(logging.WARNING):
+        synthesize(stack, config)
+    assert any(r.getMessage().startswith(message) for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def test_the_synth_command_prints_the_warning_and_writes_the_plan(tmp_path):
+    """What a user sees: `rocm-stack synth` (the mock engine's pulumi.log.warn on stderr, as `pulumi preview` shows
+    the engine's warnings) goes on and writes the plan."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("stacks", ".git", ".venv"):
+            (project / entry.name).symlink_to(entry)
+    (project / "stacks").mkdir()
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    (project / "stacks" / "Pulumi.dev.yaml").write_text(
+        text.replace(
+            "  rocm-stack:environment: dev\n",
+            "  rocm-stack:environment: dev\n  rocm-stack:security: {allowDebugInProd: true}\n",
+        )
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.synth",
+            "--stack",
+            "dev",
+            "--project-dir",
+            str(project),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "rocm-stack:security.allowDebugInProd: does nothing in dev: it only lets prod run profile: debug"
+        in result.stderr
+    )
+    assert (tmp_path / "out" / "plan.json").is_file()
