@@ -215,3 +215,40 @@ def test_rewriting_without_monitoring_drops_the_stale_scrape_config(tmp_path, de
     )
     synth.write(without, tmp_path)
     assert not (tmp_path / "monitoring" / "prometheus.yml").exists()
+
+
+def test_synth_walks_no_stack_per_registration(monkeypatch):
+    """The SDK's stack walk per registration (traceback.extract_stack in `_get_stack_trace`) is skipped under synth
+    (about a tenth of its time, docs/benchmarks.md), and is back for whatever runs after it."""
+    import traceback
+
+    from pulumi.runtime import resource
+
+    walks = []
+    extract_stack = traceback.extract_stack
+    monkeypatch.setattr(traceback, "extract_stack", lambda *a, **k: walks.append(1) or extract_stack(*a, **k))
+    plan = synth.synthesize("dev")
+    assert plan.resources and walks == []
+    assert resource._get_stack_trace.__module__ == "pulumi.runtime.resource"
+    assert resource._get_stack_trace().frames == [] and walks == [1]  # the SDK's own walk, restored
+
+
+def test_without_stack_traces_the_plan_is_byte_identical(monkeypatch, prod_plan):
+    """The mock monitor reads neither the source position nor the trace: prod's plan and Docker scripts are the
+    same bytes with the SDK's walk as without it."""
+    import contextlib
+
+    monkeypatch.setattr(synth, "_without_stack_traces", contextlib.nullcontext)
+    walked = synth.synthesize("prod")
+    assert walked.text() == prod_plan.text()
+    assert synth.docker_scripts(walked) == synth.docker_scripts(prod_plan)
+
+
+def test_the_sdk_sends_an_empty_trace_where_it_finds_no_callers_frame():
+    """The value synth sends instead (pulumi 3.272.0 runtime/resource.py `_get_stack_trace`: fewer than three
+    `__init__` frames above it -> `source_pb2.StackTrace()`), which `_get_source_position` reads as no position."""
+    from pulumi.runtime import resource
+    from pulumi.runtime.proto import source_pb2
+
+    assert resource._get_stack_trace() == source_pb2.StackTrace()
+    assert resource._get_source_position(source_pb2.StackTrace()) is None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import fcntl
 import gc
 import hashlib
@@ -219,6 +220,28 @@ def _mock_engine(
     return SynthMocks(), RecordingMonitor
 
 
+@contextlib.contextmanager
+def _without_stack_traces() -> Iterator[None]:
+    """No Python stack walk per registration while the mock engine runs.
+
+    The SDK captures the whole stack at every registration for the engine's source positions
+    (pulumi/runtime/resource.py `_get_stack_trace`: traceback.extract_stack, a URI per frame), about a tenth of
+    synth; the mock monitor reads neither field (MockMonitor.RegisterResource), so the plan is byte-identical
+    without it. The SDK has no switch for it (3.272.0, nor pulumi/pulumi master at 1b59498): here it sends the
+    empty trace it sends itself where it finds no caller's frame. Only synth: under `pulumi up` the engine keeps
+    each resource's source position in its state (apitype ResourceV3.sourcePosition) and names it in errors.
+    """
+    from pulumi.runtime import resource
+    from pulumi.runtime.proto import source_pb2
+
+    walk = resource._get_stack_trace
+    resource._get_stack_trace = source_pb2.StackTrace
+    try:
+        yield
+    finally:
+        resource._get_stack_trace = walk
+
+
 _STACK_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -286,30 +309,32 @@ def synthesize(
     # mock test decorator does (pulumi/runtime/mocks.py `test`: SETTINGS.rpc_manager.clear(); SETTINGS.outputs.clear()).
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
-    set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor_class(mocks))
-    runtime_config.set_all_config(values, secret_keys)
+    # The root stack registers in set_mocks, the program's resources in run_pulumi_func.
+    with _without_stack_traces():
+        set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor_class(mocks))
+        runtime_config.set_all_config(values, secret_keys)
 
-    cwd = Path.cwd()
-    sys.path.insert(0, str(project_dir))
-    os.chdir(project_dir)  # the CLI runs the program from the project directory
-    # The cyclic GC rescans every live Output and future of the run ever more often as they pile up: with it
-    # a 1,000-host synth took 2.5x longer and its time per resource grew 1.4x from 10 hosts (issue 8).
-    # Reference counting frees nearly all of it anyway; peak memory without the GC is ~3% higher.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+        cwd = Path.cwd()
+        sys.path.insert(0, str(project_dir))
+        os.chdir(project_dir)  # the CLI runs the program from the project directory
+        # The cyclic GC rescans every live Output and future of the run ever more often as they pile up: with it
+        # a 1,000-host synth took 2.5x longer and its time per resource grew 1.4x from 10 hosts (issue 8).
+        # Reference counting frees nearly all of it anyway; peak memory without the GC is ~3% higher.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
 
-        def program() -> None:
-            runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+            def program() -> None:
+                runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
 
-        _sync_await(run_pulumi_func(program))
-    except pulumi.RunError as refused:
-        raise ProgramRefused(str(refused)) from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-        os.chdir(cwd)
-        sys.path.remove(str(project_dir))
+            _sync_await(run_pulumi_func(program))
+        except pulumi.RunError as refused:
+            raise ProgramRefused(str(refused)) from None
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+            os.chdir(cwd)
+            sys.path.remove(str(project_dir))
 
     outputs = {}
     root = settings.get_root_resource()
