@@ -1,32 +1,47 @@
-"""Placement beyond `EXACT_GPUS` GPUs as a mixed-integer linear program, solved by HiGHS through
-`scipy.optimize.milp`: a proven lower bound on the placement's cost, and the optimum itself when HiGHS closes the
-gap within its time limit.
+"""Placement beyond `EXACT_GPUS` GPUs: a proven lower bound on a placement's weight, and better placements than the
+budgeted search finds, through HiGHS (`scipy.optimize.linprog` and `scipy.optimize.milp`).
 
-The model (sets of one GPU cost nothing and only take room, so they are left out): x[g, k] = 1 when GPU g is in
-set k; each set k takes its size s_k, each GPU at most one set. y[g, h, k] stands for "g and h both in set k":
-y <= x[g, k], y <= x[h, k], and each member of set k has exactly s_k - 1 partners in it,
-sum_h y[g, h, k] = (s_k - 1) x[g, k] (the reformulation-linearization constraint, which makes the linear
-relaxation at least as strong as each GPU's cheapest links). u[v, k] >= x[g, k] for a GPU g on NUMA node v counts
-the nodes set k spans. Minimised: scale * weight + nodes spanned, the rule's first two criteria in their order
-(`scale` exceeds any sum of spans). Interchangeable GPUs (same NUMA node, same link to every other GPU, as the
-partitions of one physical GPU are) are ordered: the lower one sits in a set of lower index, or the higher one is
-unused; swapping them never changes the cost, so this removes copies of the same solution, not solutions.
+Both models count GPUs per class of interchangeable GPUs (`classes`: same NUMA node, same link to every other GPU,
+as the partitions of one physical GPU are; a class's GPUs cost the same to each other) instead of placing each GPU:
+a set of size s puts n_C of its GPUs in class C, pays c_C per pair inside C and w_CD per pair across C and D. Which
+GPUs of a class it takes never changes the cost, so a flat host of 64 partitions of 8 physical GPUs is 8 classes,
+not 64 GPUs whose orderings the solver would have to tell apart. Sets of one GPU cost nothing and only take room.
 
-HiGHS is deterministic for a given model and version (its branch and bound is serial); only its time limit, a
-clock, depends on the machine. So the caller takes HiGHS's sets only where it proved them optimal and strictly
-better than the search's, and otherwise only its bound: a faster or idler machine may prove a smaller gap, and may
-find the optimum the search missed where a busier one does not. A prod placement is pinned by the lock
-(`make lock`), which records the gap it was proven to, so no later run moves it.
+`relaxation` (issue 38): every pair across two classes costs at least theta, the cheapest link between two classes,
+so a set weighs at least theta * T(s) + sum_C (c_C - theta) * T(n_C), T(n) = n(n - 1)/2. Over patterns (a class's
+counts per set, at most its size in all), each class takes one pattern and each set its size; each set's pairs
+inside classes are at most what the classes' sizes allow it (`_most_pairs`). The linear relaxation of that
+(Dantzig-Wolfe) is solved by column generation, each class's best pattern by a knapsack over the sets; its
+Lagrangian bound (the restricted master's value plus each class's most negative reduced cost) is a lower bound at
+every round. The generated patterns as an integer program (a node limit, not a clock), then swapping two equal
+classes' patterns while the true cost falls, give a placement: deterministic on every machine.
+
+`solve`: the exact model as a MILP, for whatever gap the relaxation leaves, within its time limit: unary counts
+z[C, k, j] = 1 when set k has more than j GPUs in C; P[C, D, k] = n_C n_D by P >= sum_j q_j with
+q_j >= n_D - |D| (1 - z[C, k, j]) and, for each class, sum_D P[C, D, k] = n_C (s_k - n_C) = s_k n_C - sum_j (2j + 1)
+z[C, k, j] (which, with the lower bounds, makes every P exact); the same pair caps per set and per group of classes
+joined by links up to each weight; u[v, k] >= z[C, k, 0] counts the NUMA nodes set k spans. Minimised:
+scale * weight + nodes spanned, the rule's first two criteria in their order (`scale` exceeds any sum of spans).
+Identical classes are ordered by their counts of the first sets (swapping them never changes the cost).
+
+HiGHS is deterministic for a given model and version (its branch and bound is serial); only the MILP's time limit,
+a clock, depends on the machine. So the caller takes the MILP's sets only where it proved them optimal and strictly
+better, and otherwise only its bound: a faster or idler machine may prove a smaller gap. A prod placement is pinned
+by the lock (`make lock`), which records the gap it was proven to, so no later run moves it.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-# HiGHS's limit per placement. Real hosts' models close well within it (docs/benchmarks.md).
-TIME_LIMIT_SECONDS = 1.0
+# The clock of a placement beyond the search's budget: search, relaxation and the MILP within it (`place` gives
+# the MILP what is left); HiGHS stops shortly after its limit, so 0.9 s keeps a placement within a second.
+TIME_LIMIT_SECONDS = 0.9
+# Branch-and-bound nodes for the integer program over generated patterns: a count, so every machine finds the same.
+_PATTERN_NODES = 2000
 
 
 class MilpResult(NamedTuple):
@@ -35,108 +50,352 @@ class MilpResult(NamedTuple):
     optimal: bool
 
 
+class Relaxation(NamedTuple):
+    weight_bound: int  # no placement of these sizes weighs less
+    sets: list[tuple[int, ...]] | None  # a placement of the sets of size > 1 (in order), or None
+
+
+def interchangeable(cost: list[list[int]], numa: list[int | None], g: int, h: int) -> bool:
+    """Same NUMA node and the same link cost to every other GPU: swapping g and h never changes a placement's cost."""
+    return numa[g] == numa[h] and all(cost[g][z] == cost[h][z] for z in range(len(cost)) if z not in (g, h))
+
+
+def classes(cost: list[list[int]], numa: list[int | None]) -> list[list[int]]:
+    """The GPUs grouped into classes of interchangeable GPUs, each in ascending order. `interchangeable` is
+    transitive on a symmetric cost table, so comparing with a class's first GPU is enough."""
+    found: list[list[int]] = []
+    for g in range(len(cost)):
+        joined = next((members for members in found if interchangeable(cost, numa, members[0], g)), None)
+        if joined is None:
+            found.append([g])
+        else:
+            joined.append(g)
+    return found
+
+
+def _pairs(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+def _most_pairs(size: int, room: Sequence[int]) -> int:
+    """The most pairs a set of `size` GPUs can have inside blocks of these sizes: the largest blocks filled first
+    (T is convex, so concentrating never loses)."""
+    most = 0
+    for block in sorted(room, reverse=True):
+        taken = min(block, size)
+        most, size = most + _pairs(taken), size - taken
+    return most
+
+
+def _members(groups: list[list[int]], counts: Sequence[Sequence[int]], k_count: int) -> list[tuple[int, ...]]:
+    """Each set's GPUs: counts[C][k] GPUs of class C for set k, the class's GPUs handed out in order."""
+    found: list[list[int]] = [[] for _ in range(k_count)]
+    for members, per_set in zip(groups, counts):
+        taken = 0
+        for k, count in enumerate(per_set):
+            found[k] += members[taken : taken + count]
+            taken += count
+    return [tuple(sorted(s)) for s in found]
+
+
+def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) -> Relaxation:
+    # Here: SciPy (1.2 s to import, measured) only when a placement needs the solver.
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+    sets = [s for s in sizes if s > 1]
+    k_count = len(sets)
+    if not k_count:
+        return Relaxation(0, [])
+    groups = classes(cost, numa)
+    room = [len(members) for members in groups]
+    inside = [cost[m[0]][m[1]] if len(m) > 1 else 0 for m in groups]
+    theta = min((cost[a[0]][b[0]] for i, a in enumerate(groups) for b in groups[i + 1 :]), default=0)
+    gain = [theta - c for c in inside]  # what a pair inside class C saves against theta
+    floor = theta * sum(_pairs(s) for s in sets)
+    caps = [_most_pairs(s, room) for s in sets]
+
+    # Start from the empty pattern of each class and a first fit of the sets, largest first.
+    free, fit = list(room), [[0] * k_count for _ in groups]
+    for k in sorted(range(k_count), key=lambda k: -sets[k]):
+        left = sets[k]
+        for c in sorted(range(len(groups)), key=lambda c: -free[c]):
+            taken = min(left, free[c])
+            fit[c][k], free[c], left = fit[c][k] + taken, free[c] - taken, left - taken
+    columns = [(c, (0,) * k_count) for c in range(len(groups))] + [(c, tuple(f)) for c, f in enumerate(fit)]
+
+    def master() -> tuple[Any, Any, Any]:
+        objective = np.array([-gain[c] * sum(map(_pairs, counts)) for c, counts in columns], dtype=float)
+        equal = np.zeros((len(groups) + k_count, len(columns)))
+        pairs = np.zeros((k_count, len(columns)))
+        for i, (c, counts) in enumerate(columns):
+            equal[c, i] = 1
+            for k, count in enumerate(counts):
+                equal[len(groups) + k, i], pairs[k, i] = count, _pairs(count)
+        return objective, equal, pairs
+
+    best = -math.inf
+    while True:
+        objective, equal, pairs = master()
+        lp = linprog(
+            objective,
+            A_eq=equal,
+            b_eq=np.array([1] * len(groups) + sets, dtype=float),
+            A_ub=pairs,
+            b_ub=np.array(caps, dtype=float),
+            bounds=(0, None),
+            method="highs",
+        )
+        if lp.status != 0:
+            return Relaxation(0, None)
+        convexity, per_set, per_pairs = (
+            lp.eqlin.marginals[: len(groups)],
+            lp.eqlin.marginals[len(groups) :],
+            lp.ineqlin.marginals,
+        )
+        lagrangian, added = lp.fun, False
+        for c, size in enumerate(room):
+            # The class's pattern of least reduced cost: a knapsack over the sets, at most `size` GPUs.
+            value, back = [0.0] + [-math.inf] * size, []
+            for k in range(k_count):
+                step, choice = value[:], [0] * (size + 1)
+                for used in range(size + 1):
+                    if value[used] == -math.inf:
+                        continue
+                    for count in range(1, min(sets[k], size - used) + 1):
+                        v = value[used] + (gain[c] + per_pairs[k]) * _pairs(count) + per_set[k] * count
+                        if v > step[used + count] + 1e-12:
+                            step[used + count], choice[used + count] = v, count
+                back.append(choice)
+                value = step
+            used = max(range(size + 1), key=lambda u: value[u])
+            reduced = -value[used] - convexity[c]
+            lagrangian += min(0.0, reduced)
+            if reduced < -1e-7:
+                counts = [0] * k_count
+                for k in range(k_count - 1, -1, -1):
+                    counts[k] = back[k][used]
+                    used -= counts[k]
+                if (c, tuple(counts)) not in columns:
+                    columns.append((c, tuple(counts)))
+                    added = True
+        best = max(best, lagrangian)
+        if not added:
+            break
+    # A small tolerance keeps the solver's floating-point value from rounding up past a whole number.
+    bound = max(0, math.ceil(floor + best - 1e-6))
+
+    objective, equal, _ = master()
+    rhs = np.array([1] * len(groups) + sets, dtype=float)
+    chosen = milp(
+        objective,
+        constraints=LinearConstraint(equal, rhs, rhs),
+        integrality=np.ones(len(columns)),
+        bounds=Bounds(0, 1),
+        options={"node_limit": _PATTERN_NODES},
+    )
+    if chosen.x is None:
+        return Relaxation(bound, None)
+    held_by = {c: list(counts) for (c, counts), x in zip(columns, chosen.x) if x > 0.5}
+    held = [held_by[c] for c in range(len(groups))]
+
+    def weight() -> int:
+        total = 0
+        for c in range(len(groups)):
+            total += inside[c] * sum(map(_pairs, held[c]))
+            for d in range(c + 1, len(groups)):
+                total += cost[groups[c][0]][groups[d][0]] * sum(a * b for a, b in zip(held[c], held[d]))
+        return total
+
+    # The patterns' classes by the true links between classes: swap two classes of one size while it gets cheaper.
+    current, improved = weight(), True
+    while improved:
+        improved = False
+        for c in range(len(groups)):
+            for d in range(c + 1, len(groups)):
+                if room[c] != room[d] or held[c] == held[d]:
+                    continue
+                held[c], held[d] = held[d], held[c]
+                swapped = weight()
+                if swapped < current:
+                    current, improved = swapped, True
+                else:
+                    held[c], held[d] = held[d], held[c]
+    return Relaxation(bound, _members(groups, held, k_count))
+
+
+class _Model:
+    """A MILP's variables and sparse rows as HiGHS takes them."""
+
+    def __init__(self) -> None:
+        self.objective: list[float] = []
+        self.integral: list[int] = []
+        self.upper: list[float] = []
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.values: list[float] = []
+        self.low: list[float] = []
+        self.high: list[float] = []
+
+    def variable(self, cost: float = 0.0, integral: bool = False, upper: float = math.inf) -> int:
+        self.objective.append(cost)
+        self.integral.append(int(integral))
+        self.upper.append(upper)
+        return len(self.objective) - 1
+
+    def constrain(self, terms: Sequence[tuple[int, float]], low: float, high: float) -> None:
+        row = len(self.low)
+        for col, value in terms:
+            self.rows.append(row)
+            self.cols.append(col)
+            self.values.append(value)
+        self.low.append(low)
+        self.high.append(high)
+
+    def solve(self, time_limit: float) -> Any:
+        # Here: SciPy's MILP (1.2 s to import, measured) only when a placement needs the solver.
+        import numpy as np
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import coo_array
+
+        matrix = coo_array((self.values, (self.rows, self.cols)), shape=(len(self.low), len(self.objective)))
+        return milp(
+            np.array(self.objective),
+            constraints=LinearConstraint(matrix.tocsr(), self.low, self.high),
+            integrality=np.array(self.integral),
+            bounds=Bounds(0, np.array(self.upper)),
+            # mip_rel_gap 0: "optimal" means proven optimal, not within HiGHS's default 0.01 %.
+            options={"time_limit": time_limit, "mip_rel_gap": 0.0, "presolve": True},
+        )
+
+
+def _levels(groups: list[list[int]], cost: list[list[int]]) -> list[list[list[int]]]:
+    """Partitions of the classes: each class alone, then the groups joined by links up to each weight."""
+    levels = [[[c] for c in range(len(groups))]]
+    link = lambda c, d: cost[groups[c][0]][groups[d][0]]  # noqa: E731
+    for limit in sorted({link(c, d) for c in range(len(groups)) for d in range(c + 1, len(groups))}):
+        joined: list[list[int]] = []
+        for c in range(len(groups)):
+            near = [block for block in joined if any(link(c, d) <= limit for d in block)]
+            merged = [c] + [d for block in near for d in block]
+            joined = [block for block in joined if block not in near] + [sorted(merged)]
+        if 1 < len(joined) < len(groups):
+            levels.append(joined)
+    return levels
+
+
 def solve(
     cost: list[list[int]],
     numa: list[int | None],
     sizes: list[int],
     time_limit: float | None = None,
 ) -> MilpResult:
-    # Here: SciPy's MILP (1.2 s to import, measured) only when a placement needs the solver.
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_array
-
-    n = len(cost)
+    began = time.perf_counter()
     sets = [s for s in sizes if s > 1]
     k_count = len(sets)
     if not k_count:
         return MilpResult([], 0, True)
+    groups = classes(cost, numa)
+    room = [len(members) for members in groups]
+    inside = [cost[m[0]][m[1]] if len(m) > 1 else 0 for m in groups]
+    link = [[cost[a[0]][b[0]] for b in groups] for a in groups]
     nodes = sorted({v for v in numa if v is not None})
-    scale = n + 1  # a set spans at most min(size, nodes) nodes: all sets together fewer than n + 1
-    pairs = [(g, h) for g in range(n) for h in range(g + 1, n)]
-    pair_index = {pair: i for i, pair in enumerate(pairs)}
-    nx, ny = n * k_count, len(pairs) * k_count
-
-    def x(g: int, k: int) -> int:
-        return g * k_count + k
-
-    def y(g: int, h: int, k: int) -> int:
-        return nx + pair_index[min(g, h), max(g, h)] * k_count + k
-
-    def u(v: int, k: int) -> int:
-        return nx + ny + v * k_count + k
-
-    variables = nx + ny + len(nodes) * k_count
-    objective = np.zeros(variables)
-    for (g, h), i in pair_index.items():
-        objective[nx + i * k_count : nx + (i + 1) * k_count] = cost[g][h] * scale
-    objective[nx + ny :] = 1
-
-    rows: list[int] = []
-    cols: list[int] = []
-    values: list[float] = []
-    lower: list[float] = []
-    upper: list[float] = []
-
-    def constrain(terms: Sequence[tuple[int, float]], low: float, high: float) -> None:
-        row = len(lower)
-        for col, value in terms:
-            rows.append(row)
-            cols.append(col)
-            values.append(value)
-        lower.append(low)
-        upper.append(high)
-
+    scale = len(cost) + 1  # a set spans at most min(size, nodes) nodes: all sets together fewer than n + 1
+    levels = _levels(groups, cost)
+    model = _Model()
+    z: dict[tuple[int, int], list[int]] = {}
+    pair: list[dict[tuple[int, int], int]] = []
     for k, size in enumerate(sets):
-        constrain([(x(g, k), 1) for g in range(n)], size, size)
-    for g in range(n):
-        constrain([(x(g, k), 1) for k in range(k_count)], 0, 1)
-    for k, size in enumerate(sets):
-        for g in range(n):
-            constrain([(y(g, h, k), 1) for h in range(n) if h != g] + [(x(g, k), 1 - size)], 0, 0)
-            for h in range(g + 1, n):
-                constrain([(y(g, h, k), 1), (x(g, k), -1)], -math.inf, 0)
-                constrain([(y(g, h, k), 1), (x(h, k), -1)], -math.inf, 0)
-            node = numa[g]
-            if node is not None:
-                constrain([(u(nodes.index(node), k), 1), (x(g, k), -1)], 0, math.inf)
-    for h in range(n):
-        twin = next((g for g in range(h) if interchangeable(cost, numa, g, h)), None)
+        for c in range(len(groups)):
+            z[c, k] = [model.variable(scale * inside[c] * j, integral=True, upper=1) for j in range(min(room[c], size))]
+            for more, fewer in zip(z[c, k], z[c, k][1:]):
+                model.constrain([(more, 1), (fewer, -1)], 0, math.inf)
+        model.constrain([(v, 1) for c in range(len(groups)) for v in z[c, k]], size, size)
+        across = {}
+        for c in range(len(groups)):
+            for d in range(c + 1, len(groups)):
+                across[c, d] = across[d, c] = model.variable(scale * link[c][d])
+        pair.append(across)
+        for c in range(len(groups)):
+            partners = [(across[c, d], 1.0) for d in range(len(groups)) if d != c]
+            model.constrain(partners + [(v, 2 * j + 1 - size) for j, v in enumerate(z[c, k])], 0, 0)
+            for d in range(c + 1, len(groups)):
+                few, many = (c, d) if room[c] <= room[d] else (d, c)
+                top = len(z[many, k])
+                lower = []
+                for v in z[few, k]:
+                    q = model.variable()
+                    model.constrain([(q, 1), (v, -top)] + [(w, -1) for w in z[many, k]], -top, math.inf)
+                    lower.append((q, -1.0))
+                model.constrain([(across[c, d], 1), *lower], 0, math.inf)
+        for blocks in levels:
+            terms = _inside_blocks(blocks, z, across, k)
+            model.constrain(terms, 0, _most_pairs(size, [sum(room[c] for c in block) for block in blocks]))
+        for node in nodes:
+            spans = model.variable(1)
+            for c, members in enumerate(groups):
+                if numa[members[0]] == node:
+                    model.constrain([(spans, 1), (z[c, k][0], -1)], 0, math.inf)
+    for c in range(len(groups)):
+        model.constrain([(v, 1) for k in range(k_count) for v in z[c, k]], 0, room[c])
+    for blocks in levels:
+        for block in blocks:
+            terms = [t for k in range(k_count) for t in _inside_blocks([block], z, pair[k], k)]
+            model.constrain(terms, 0, _most_pairs_of_sets(sum(room[c] for c in block), sets))
+    first = min(3, k_count)
+    for d in range(len(groups)):
+        twin = next((c for c in range(d - 1, -1, -1) if _same_class_kind(groups, link, inside, numa, c, d)), None)
         if twin is not None:
-            # index(g) <= index(h), where a GPU's index is its set's, or k_count when unused.
-            constrain(
-                [(x(twin, k), k - k_count) for k in range(k_count)] + [(x(h, k), k_count - k) for k in range(k_count)],
+            # Identical classes in the order of their counts of the first sets (lexicographic).
+            weights = [(max(room) + 1) ** (first - 1 - k) for k in range(first)]
+            model.constrain(
+                [(v, weights[k]) for k in range(first) for v in z[twin, k]]
+                + [(v, -weights[k]) for k in range(first) for v in z[d, k]],
                 0,
                 math.inf,
             )
-
-    matrix = coo_array((values, (rows, cols)), shape=(len(lower), variables)).tocsr()
-    integrality = np.zeros(variables)
-    integrality[:nx] = 1
-    result = milp(
-        objective,
-        constraints=LinearConstraint(matrix, lower, upper),
-        integrality=integrality,
-        bounds=Bounds(0, 1),
-        # mip_rel_gap 0: "optimal" means proven optimal, not within HiGHS's default 0.01 %.
-        options={
-            "time_limit": TIME_LIMIT_SECONDS if time_limit is None else time_limit,
-            "mip_rel_gap": 0.0,
-            "presolve": True,
-        },
-    )
+    # The limit counts the model's construction too.
+    limit = TIME_LIMIT_SECONDS if time_limit is None else time_limit
+    result = model.solve(max(limit - (time.perf_counter() - began), 1e-3))
     # The key's bound B holds for weight * scale + spans with spans < scale, so weight >= floor(B / scale).
-    # A small tolerance keeps the solver's floating-point bound from rounding up past a whole number.
     dual = getattr(result, "mip_dual_bound", None)
     weight_bound = max(0, math.floor((dual - 1e-6) / scale)) if dual is not None and math.isfinite(dual) else 0
     if result.status != 0 or result.x is None:
         return MilpResult(None, weight_bound, False)
-    chosen = result.x[:nx].reshape(n, k_count)
-    found = [tuple(g for g in range(n) if chosen[g, k] > 0.5) for k in range(k_count)]
+    counts = [[round(sum(result.x[v] for v in z[c, k])) for k in range(k_count)] for c in range(len(groups))]
+    found = _members(groups, counts, k_count)
     weight = sum(cost[a][b] for members in found for a in members for b in members if a < b)
     return MilpResult(found, weight, True)
 
 
-def interchangeable(cost: list[list[int]], numa: list[int | None], g: int, h: int) -> bool:
-    """Same NUMA node and the same link cost to every other GPU: swapping g and h never changes a placement's cost."""
-    return numa[g] == numa[h] and all(cost[g][z] == cost[h][z] for z in range(len(cost)) if z not in (g, h))
+def _inside_blocks(
+    blocks: list[list[int]], z: dict[tuple[int, int], list[int]], across: dict[tuple[int, int], int], k: int
+) -> list[tuple[int, float]]:
+    """Set k's pairs inside the blocks: inside each class (sum_j j z_j = T(n)) and across classes of one block."""
+    terms: list[tuple[int, float]] = []
+    for block in blocks:
+        for c in block:
+            terms += [(v, j) for j, v in enumerate(z[c, k])]
+            terms += [(across[c, d], 1) for d in block if d > c]
+    return terms
+
+
+def _most_pairs_of_sets(room: int, sets: list[int]) -> int:
+    """The most pairs `room` GPUs can hold of sets of these sizes together: the largest sets first."""
+    most = 0
+    for size in sorted(sets, reverse=True):
+        taken = min(room, size)
+        most, room = most + _pairs(taken), room - taken
+    return most
+
+
+def _same_class_kind(
+    groups: list[list[int]], link: list[list[int]], inside: list[int], numa: list[int | None], c: int, d: int
+) -> bool:
+    """Classes c and d are interchangeable as wholes: same size, inside cost, NUMA node and links to every other."""
+    return (
+        len(groups[c]) == len(groups[d])
+        and inside[c] == inside[d]
+        and numa[groups[c][0]] == numa[groups[d][0]]
+        and all(link[c][e] == link[d][e] for e in range(len(groups)) if e not in (c, d))
+    )

@@ -27,6 +27,7 @@ import json
 import math
 import re
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -448,9 +449,11 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     while an XGMI link beats socket locality for GPU-to-GPU traffic. Up to EXACT_GPUS GPUs the answer is proven
     optimal (`_SubsetSearch`, dynamic programming over GPU subsets). On more GPUs (a flat host; partitioned hosts
     place physical GPUs first, see `place_partitioned`) a branch and bound runs within `_NODE_BUDGET` search nodes
-    (a count, not a clock): exact when it finishes, which structured topologies do. Otherwise a MILP solver
-    (domain/placement_milp.py, within its time limit) proves a lower bound on the weight, the placement's `gap`,
-    and replaces the search's sets where it proves a cheaper optimum.
+    (a count, not a clock): exact when it finishes, which structured topologies do. Otherwise
+    domain/placement_milp.py counts GPUs per class of interchangeable GPUs: its relaxation (no clock) proves a lower
+    bound on the weight, the placement's `gap`, and offers a placement taken where it is cheaper; then its MILP,
+    within what is left of its time limit, may raise the bound and replaces the sets where it proves a cheaper
+    optimum.
     """
     sizes = list(sizes)
     n = len(topology.gpus)
@@ -466,18 +469,31 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     if n <= EXACT_GPUS:
         chosen, optimal = _SubsetSearch(cost, numa, sizes).solve(), True
     else:
+        started = time.perf_counter()
         search = _BranchAndBound(cost, numa, sizes)
         chosen = search.solve()
         optimal, bound = search.nodes <= _NODE_BUDGET, search.root_bound
         if not optimal:
-            solved = placement_milp.solve(cost, numa, sizes)
-            bound = max(bound, solved.weight_bound)
-            if solved.sets is not None:
-                # Proven optimal; the search's sets where they cost as much (the same on every machine).
-                better = search.key(solved.sets) < search.key(chosen)
-                chosen, optimal = _with_single_gpus(search, solved.sets, sizes) if better else chosen, True
-    weight = sum(cost[a][b] for positions in chosen for a, b in itertools.combinations(positions, 2))
+            relaxed = placement_milp.relaxation(cost, numa, sizes)
+            bound = max(bound, relaxed.weight_bound)
+            if relaxed.sets is not None:
+                candidate = _with_single_gpus(search, relaxed.sets, sizes)
+                chosen = candidate if search.key(candidate) < search.key(chosen) else chosen
+            # The MILP, which also weighs the NUMA spread, gets what is left of the placement's time limit.
+            left = placement_milp.TIME_LIMIT_SECONDS - (time.perf_counter() - started)
+            if left > 0:
+                solved = placement_milp.solve(cost, numa, sizes, time_limit=left)
+                bound = max(bound, solved.weight_bound)
+                if solved.sets is not None:
+                    # Proven optimal; the sets found before where they cost as much (the same on every machine).
+                    better = search.key(solved.sets) < search.key(chosen)
+                    chosen, optimal = _with_single_gpus(search, solved.sets, sizes) if better else chosen, True
+    weight = _weight(cost, chosen)
     return Placement((tuple(topology.gpus[p] for p in positions) for positions in chosen), optimal, weight, bound)
+
+
+def _weight(cost: list[list[int]], sets: Sequence[Sequence[int]]) -> int:
+    return sum(cost[a][b] for positions in sets for a, b in itertools.combinations(positions, 2))
 
 
 def _with_single_gpus(search: _BranchAndBound, sets: list[tuple[int, ...]], sizes: list[int]) -> list[tuple[int, ...]]:
