@@ -186,7 +186,8 @@ def corpus_target(summary: dict[str, Any]) -> tuple[str, bool, str]:
 
 
 # Issue 38: flat hosts of 32 and 64 GPUs (a host of 8 or 16 GPUs whose partitions are listed as GPUs of their
-# own), where placement runs the branch and bound and then the MILP (domain/placement_milp.py) for a proven gap.
+# own), where placement runs the branch and bound, then the relaxation and the MILP (domain/placement_milp.py) for a
+# proven gap.
 LARGE_CORPUS_SIZE, LARGE_CORPUS_SEED, LARGE_GPUS = 40, 38, (32, 64)
 LARGE_GAP_TARGET, LARGE_SECONDS_TARGET = 0.02, 1.0
 
