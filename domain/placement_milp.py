@@ -14,7 +14,8 @@ inside classes are at most what the classes' sizes allow it (`_most_pairs`). The
 (Dantzig-Wolfe) is solved by column generation, each class's best pattern by a knapsack over the sets; its
 Lagrangian bound (the restricted master's value plus each class's most negative reduced cost) is a lower bound at
 every round. The generated patterns as an integer program (a node limit, not a clock), then swapping two equal
-classes' patterns while the true cost falls, give a placement: deterministic on every machine.
+classes' patterns and moving or trading single GPUs between classes while the true cost falls, give a placement:
+deterministic on every machine.
 
 `solve`: the exact model as a MILP, for whatever gap the relaxation leaves, within its time limit: unary counts
 z[C, k, j] = 1 when set k has more than j GPUs in C; P[C, D, k] = n_C n_D by P >= sum_j q_j with
@@ -221,7 +222,41 @@ def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) 
                     current, improved = swapped, True
                 else:
                     held[c], held[d] = held[d], held[c]
-    return Relaxation(bound, _members(groups, held, k_count))
+    return Relaxation(bound, _members(groups, _exchanged(np.array(held), cost, groups, inside), k_count))
+
+
+def _exchanged(held: Any, cost: list[list[int]], groups: list[list[int]], inside: list[int]) -> list[list[int]]:
+    """`held` (GPUs per class and set) improved while one step makes it lighter: one GPU of a set moved to a class
+    with room, or two sets trading one GPU each between two classes; the steepest step first (no clock)."""
+    import numpy as np
+
+    link = np.array(
+        [[cost[a[0]][b[0]] if c != d else inside[c] for d, b in enumerate(groups)] for c, a in enumerate(groups)]
+    )
+    room = np.array([len(members) for members in groups])
+    shift = np.array(inside)[:, None, None]
+    for _ in range(10 * held.size):
+        near = link @ held  # near[c, k]: what a GPU of set k in class c pays to the set's others (itself included)
+        # moved[c, d, k]: the weight change when one GPU of set k leaves class c for class d
+        moved = near[None, :, :] - link.T[:, :, None] - near[:, None, :] + shift
+        has = held > 0
+        free = room - held.sum(axis=1)
+        alone = np.where(has[:, None, :] & (free > 0)[None, :, None], moved, np.inf)
+        np.einsum("iik->ik", alone)[:] = np.inf
+        traded = moved[:, :, :, None] + moved.transpose(1, 0, 2)[:, :, None, :]
+        allowed = has[:, None, :, None] & has[None, :, None, :] & ~np.eye(held.shape[1], dtype=bool)[None, None]
+        traded = np.where(allowed, traded, np.inf)
+        np.einsum("iikl->ikl", traded)[:] = np.inf
+        if min(alone.min(), traded.min()) >= 0:
+            break
+        if alone.min() <= traded.min():
+            c, d, k = np.unravel_index(alone.argmin(), alone.shape)
+            held[c, k], held[d, k] = held[c, k] - 1, held[d, k] + 1
+        else:
+            c, d, k, other = np.unravel_index(traded.argmin(), traded.shape)
+            held[c, k], held[d, k] = held[c, k] - 1, held[d, k] + 1
+            held[d, other], held[c, other] = held[d, other] - 1, held[c, other] + 1
+    return [[int(v) for v in row] for row in held]
 
 
 class _Model:
