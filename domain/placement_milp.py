@@ -13,9 +13,8 @@ counts per set, at most its size in all), each class takes one pattern and each 
 inside classes are at most what the classes' sizes allow it (`_most_pairs`). The linear relaxation of that
 (Dantzig-Wolfe) is solved by column generation, each class's best pattern by a knapsack over the sets; its
 Lagrangian bound (the restricted master's value plus each class's most negative reduced cost) is a lower bound at
-every round. The generated patterns as an integer program (a node limit, not a clock), then swapping two equal
-classes' patterns and moving or trading single GPUs between classes while the true cost falls, give a placement:
-deterministic on every machine.
+every round. The generated patterns as an integer program (a node limit, not a clock), then steps by the true links
+while they lighten it (`_exchanged`), give a placement: deterministic on every machine.
 
 `solve`: the exact model as a MILP, for whatever gap the relaxation leaves, within its time limit: unary counts
 z[C, k, j] = 1 when set k has more than j GPUs in C; P[C, D, k] = n_C n_D by P >= sum_j q_j with
@@ -43,6 +42,11 @@ from typing import Any, NamedTuple
 TIME_LIMIT_SECONDS = 0.9
 # Branch-and-bound nodes for the integer program over generated patterns: a count, so every machine finds the same.
 _PATTERN_NODES = 2000
+# Column generation's rounds at most (its Lagrangian bound holds after any round; real hosts need a few dozen).
+_PRICING_ROUNDS = 200
+# The exchange's steps at most, and the size of its table of trades (classes^2 x sets^2) beyond which it only moves.
+_EXCHANGE_STEPS = 100
+_TRADE_CELLS = 250_000
 
 
 class MilpResult(NamedTuple):
@@ -136,7 +140,7 @@ def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) 
         return objective, equal, pairs
 
     best = -math.inf
-    while True:
+    for _ in range(_PRICING_ROUNDS):
         objective, equal, pairs = master()
         lp = linprog(
             objective,
@@ -197,59 +201,56 @@ def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) 
     )
     if chosen.x is None:
         return Relaxation(bound, None)
-    held_by = {c: list(counts) for (c, counts), x in zip(columns, chosen.x) if x > 0.5}
-    held = [held_by[c] for c in range(len(groups))]
-
-    def weight() -> int:
-        total = 0
-        for c in range(len(groups)):
-            total += inside[c] * sum(map(_pairs, held[c]))
-            for d in range(c + 1, len(groups)):
-                total += cost[groups[c][0]][groups[d][0]] * sum(a * b for a, b in zip(held[c], held[d]))
-        return total
-
-    # The patterns' classes by the true links between classes: swap two classes of one size while it gets cheaper.
-    current, improved = weight(), True
-    while improved:
-        improved = False
-        for c in range(len(groups)):
-            for d in range(c + 1, len(groups)):
-                if room[c] != room[d] or held[c] == held[d]:
-                    continue
-                held[c], held[d] = held[d], held[c]
-                swapped = weight()
-                if swapped < current:
-                    current, improved = swapped, True
-                else:
-                    held[c], held[d] = held[d], held[c]
-    return Relaxation(bound, _members(groups, _exchanged(np.array(held), cost, groups, inside), k_count))
+    held_by = {c: counts for (c, counts), x in zip(columns, chosen.x) if x > 0.5}
+    held = np.array([held_by[c] for c in range(len(groups))])
+    return Relaxation(bound, _members(groups, _exchanged(held, cost, groups, inside), k_count))
 
 
 def _exchanged(held: Any, cost: list[list[int]], groups: list[list[int]], inside: list[int]) -> list[list[int]]:
-    """`held` (GPUs per class and set) improved while one step makes it lighter: one GPU of a set moved to a class
-    with room, or two sets trading one GPU each between two classes; the steepest step first (no clock)."""
+    """`held` (GPUs per class and set) improved while one step makes it lighter by the true links: two classes of
+    one size swapping what they hold, one GPU of a set moved to a class with room, or two sets trading one GPU each
+    between two classes; the steepest step first, at most _EXCHANGE_STEPS (no clock)."""
     import numpy as np
 
-    link = np.array(
-        [[cost[a[0]][b[0]] if c != d else inside[c] for d, b in enumerate(groups)] for c, a in enumerate(groups)]
-    )
+    n = len(groups)
+    link = np.array([[cost[a[0]][b[0]] if c != d else 0 for d, b in enumerate(groups)] for c, a in enumerate(groups)])
+    own = np.array(inside)
     room = np.array([len(members) for members in groups])
-    shift = np.array(inside)[:, None, None]
-    for _ in range(10 * held.size):
-        near = link @ held  # near[c, k]: what a GPU of set k in class c pays to the set's others (itself included)
+    same_room = (room[:, None] == room[None, :]) & ~np.eye(n, dtype=bool)
+    trades = held.size**2 <= _TRADE_CELLS
+    for _ in range(_EXCHANGE_STEPS):
+        near = link @ held  # near[c, k]: what a GPU of set k in class c pays to the set's GPUs in other classes
+        # swap[c, d]: the weight change when classes c and d swap what they hold
+        apart = held[None, :, :] - held[:, None, :]
+        swap = (
+            apart
+            * (
+                (near[:, None, :] - link[:, :, None] * held[None, :, :])
+                - (near[None, :, :] - link[:, :, None] * held[:, None, :])
+            )
+        ).sum(axis=2)
+        pairs = (held * (held - 1) // 2).sum(axis=1)
+        swap = np.where(same_room, swap + (own[:, None] - own[None, :]) * (pairs[None, :] - pairs[:, None]), np.inf)
         # moved[c, d, k]: the weight change when one GPU of set k leaves class c for class d
-        moved = near[None, :, :] - link.T[:, :, None] - near[:, None, :] + shift
+        near_all = near + own[:, None] * held
+        moved = near_all[None, :, :] - (link.T + np.diag(own))[:, :, None] - near_all[:, None, :] + own[:, None, None]
         has = held > 0
         free = room - held.sum(axis=1)
         alone = np.where(has[:, None, :] & (free > 0)[None, :, None], moved, np.inf)
         np.einsum("iik->ik", alone)[:] = np.inf
-        traded = moved[:, :, :, None] + moved.transpose(1, 0, 2)[:, :, None, :]
-        allowed = has[:, None, :, None] & has[None, :, None, :] & ~np.eye(held.shape[1], dtype=bool)[None, None]
-        traded = np.where(allowed, traded, np.inf)
-        np.einsum("iikl->ikl", traded)[:] = np.inf
-        if min(alone.min(), traded.min()) >= 0:
+        traded = np.full((1, 1, 1, 1), np.inf)
+        if trades:
+            traded = moved[:, :, :, None] + moved.transpose(1, 0, 2)[:, :, None, :]
+            allowed = has[:, None, :, None] & has[None, :, None, :] & ~np.eye(held.shape[1], dtype=bool)[None, None]
+            traded = np.where(allowed, traded, np.inf)
+            np.einsum("iikl->ikl", traded)[:] = np.inf
+        best = min(swap.min(), alone.min(), traded.min())
+        if best >= 0:
             break
-        if alone.min() <= traded.min():
+        if swap.min() == best:
+            c, d = np.unravel_index(swap.argmin(), swap.shape)
+            held[[c, d]] = held[[d, c]]
+        elif alone.min() == best:
             c, d, k = np.unravel_index(alone.argmin(), alone.shape)
             held[c, k], held[d, k] = held[c, k] - 1, held[d, k] + 1
         else:
