@@ -210,7 +210,7 @@ def _exchanged(held: Any, cost: list[list[int]], groups: list[list[int]], inside
     """`held` (GPUs per class and set) improved while one step makes it lighter by the true links: two classes of
     one size swapping what they hold, one GPU of a set moved to a class with room, or two sets trading one GPU each
     between two classes; the steepest step first, at most _EXCHANGE_STEPS (no clock)."""
-    import numpy as np
+    import numpy as np  # here: with SciPy, only when a placement needs the solver
 
     n = len(groups)
     link = np.array([[cost[a[0]][b[0]] if c != d else 0 for d, b in enumerate(groups)] for c, a in enumerate(groups)])

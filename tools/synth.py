@@ -231,6 +231,7 @@ def _without_stack_traces() -> Iterator[None]:
     empty trace it sends itself where it finds no caller's frame. Only synth: under `pulumi up` the engine keeps
     each resource's source position in its state (apitype ResourceV3.sourcePosition) and names it in errors.
     """
+    # here: pulumi's runtime only for a synth (see synthesize)
     from pulumi.runtime import resource
     from pulumi.runtime.proto import source_pb2
 
