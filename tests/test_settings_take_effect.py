@@ -17,6 +17,7 @@ import pytest
 import schema
 from components.monitoring import declared_fleet
 from conftest import refusal, stack_file
+from test_config_stackfile import project as stack_project
 from domain.alerts import rules_file_text
 from schema import decode
 from schema.stackfile import as_program_config
@@ -370,18 +371,13 @@ def test_a_setting_a_person_may_keep_on_purpose_is_warned_about_in_the_preview(s
 def test_the_synth_command_prints_the_warning_and_writes_the_plan(tmp_path):
     """What a user sees: `rocm-stack synth` (the mock engine's pulumi.log.warn on stderr, as `pulumi preview` shows
     the engine's warnings) goes on and writes the plan."""
-    project = tmp_path / "project"
-    project.mkdir()
-    for entry in ROOT.iterdir():
-        if entry.name not in ("stacks", ".git", ".venv"):
-            (project / entry.name).symlink_to(entry)
-    (project / "stacks").mkdir()
     text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
-    (project / "stacks" / "Pulumi.dev.yaml").write_text(
+    project = stack_project(
+        tmp_path,
         text.replace(
             "  rocm-stack:environment: dev\n",
             "  rocm-stack:environment: dev\n  rocm-stack:security: {allowDebugInProd: true}\n",
-        )
+        ),
     )
     result = subprocess.run(
         [
