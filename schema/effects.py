@@ -60,6 +60,12 @@ def problems(cfg: StackWithWorkloads, fleet_set: bool, registry_set: bool) -> It
                 yield key, "does nothing in kubernetes.mode device-plugin; set kubernetes.mode: operator, or remove it"
         device_config = kubernetes.gpu_operator.device_config
         prefix = "kubernetes.gpuOperator.deviceConfig"
+        if kubernetes.mode == "operator" and not device_config.driver.enable:
+            # The operator makes the KMM Module that reads version and image only for an enabled driver, and skips
+            # the upgrade policy without one (ROCm/gpu-operator v1.5.1 internal/utils.go L494-504 ShouldUseKMM,
+            # internal/controllers/upgrademgr.go L122-125), though the DeviceConfig carries them.
+            for key in _keys(device_config.driver, f"{prefix}.driver", skip=["enable", "blacklist"]):
+                yield key, f"does nothing while {prefix}.driver.enable is false; set it true, or remove it"
         if kubernetes.mode == "operator" and not device_config.config_manager.enable:
             for key in _keys(device_config.config_manager, f"{prefix}.configManager", skip=["enable"]):
                 yield key, f"does nothing while {prefix}.configManager.enable is false; set it true, or remove it"

@@ -540,7 +540,7 @@ def test_dev_upgrades_faster(plans):
 
 
 def test_an_explicit_policy_replaces_the_dev_preset():
-    plan = synth("dev", {"gpuOperator": {"deviceConfig": {"driver": {"upgradePolicy": {"maxParallelUpgrades": 2}}}}})
+    plan = synth("dev", _managed_driver(upgradePolicy={"maxParallelUpgrades": 2}))
     policy = device_config(plan)["spec"]["driver"]["upgradePolicy"]
     assert (policy["maxParallelUpgrades"], policy["maxUnavailableNodes"], policy["rebootRequired"]) == (2, 1, True)
 
@@ -902,7 +902,7 @@ def test_monitoring_needs_the_operators_exporter():
 
 
 def test_zero_unavailable_nodes_is_fine_with_upgrades_off():
-    plan = synth("dev", _upgrade_policy(enable=False, maxUnavailableNodes=0))
+    plan = synth("dev", _managed_driver(upgradePolicy={"enable": False, "maxUnavailableNodes": 0}))
     assert device_config(plan)["spec"]["driver"]["upgradePolicy"]["enable"] is False
 
 

@@ -283,6 +283,17 @@ def docker_only(stack: str) -> dict[str, Any]:
             "kubernetes.gpuOperator.deviceConfig.configManager.image: does nothing while "
             "kubernetes.gpuOperator.deviceConfig.configManager.enable is false",
         ),
+        # The operator reads them only for an enabled driver (ROCm/gpu-operator v1.5.1 internal/utils.go L494-504
+        # ShouldUseKMM, internal/controllers/upgrademgr.go L122-125); the DeviceConfig carried them unread.
+        (
+            "dev",
+            {
+                **stack_file("dev"),
+                "rocm-stack:kubernetes": {"gpuOperator": {"deviceConfig": {"driver": {"version": "30.20.1"}}}},
+            },
+            "kubernetes.gpuOperator.deviceConfig.driver.version: does nothing while "
+            "kubernetes.gpuOperator.deviceConfig.driver.enable is false",
+        ),
         # The stack's own ServiceMonitor replaces the configured one (components.monitoring.device_config_service_monitor).
         (
             "prod",

@@ -135,6 +135,16 @@ def host_group(raw: dict[str, Any]) -> None:
     raw[P + "hostGroups"] = [{"template": template, "namePattern": "box-{index}", "count": 1, "start": 1}]
 
 
+def managed_driver(raw: dict[str, Any]) -> None:
+    device_config = raw[P + "kubernetes"].setdefault("gpuOperator", {}).setdefault("deviceConfig", {})
+    # A drain that outlasts the training pods' 300 s grace (as prod's).
+    device_config["driver"] = {
+        "enable": True,
+        "blacklist": True,
+        "upgradePolicy": {"nodeDrainPolicy": {"timeoutSeconds": 3300}},
+    }
+
+
 def queued(raw: dict[str, Any]) -> None:
     """Dev's cluster under Kueue, its two workloads in its one queue."""
     raw[P + "kubernetes"]["queues"] = copy.deepcopy(QUEUES)
@@ -178,7 +188,8 @@ PARENTS: dict[str, Any] = {
     "kubernetes.queues": ByStack(dev=queued, prod=None),
     "training[].kubernetes.queueName": ByStack(dev=queued, prod=None),
     "inference[].kubernetes.queueName": ByStack(dev=queued, prod=None),
-    "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy": ByStack(dev={}, prod=None),
+    # Read only for a driver the operator manages (schema/effects.py), which dev's is not.
+    "kubernetes.gpuOperator.deviceConfig.driver.upgradePolicy": ByStack(dev=managed_driver, prod=None),
 }
 EXTRA = {"registry": {P + "registryPassword": SECURE}}
 # dotted key -> another valid value (ByStack where the stacks differ), for what the type alone cannot give.
@@ -415,7 +426,7 @@ def test_every_documented_key_is_flipped_or_covered():
     assert missing == [], "\n".join(missing)
 
 
-_BASELINES: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
+_BASELINES: dict[tuple[str, str | None], tuple[str, list[str]] | None] = {}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -423,8 +434,14 @@ _BASELINES: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
 def test_a_key_changes_the_plan_or_a_message_says_why_not(stack, leaf):
     raw, parent = _stack_with_parent(stack, leaf)
     if (stack, parent) not in _BASELINES:
-        _BASELINES[stack, parent] = effects(stack, raw)
-    baseline, _ = _BASELINES[stack, parent]
+        try:
+            _BASELINES[stack, parent] = effects(stack, raw)
+        except ProgramRefused:
+            _BASELINES[stack, parent] = None  # the parent itself does nothing here, and its refusal says so
+    recorded = _BASELINES[stack, parent]
+    if recorded is None:
+        return
+    baseline, _ = recorded
     value = flip_of(stack, leaf, raw)
     flipped = copy.deepcopy(raw)
     write_path(flipped, leaf.path.removesuffix("[]"), value)
