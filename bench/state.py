@@ -13,6 +13,7 @@ the hosts. `python -m bench` prints the same line for the 1,000-host plan it wri
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import sys
@@ -38,6 +39,7 @@ HOST_EXPORTERS = "rocm-stack:monitoring:HostExporters"  # node-exporter and cAdv
 # The monitoring host's Prometheus, Alertmanager and Grafana (one host per stack, not a per-host cost): counted apart.
 MONITORING_HOST = "rocm-stack:monitoring:MonitoringHost"
 SERVERS = "monitoring servers"
+INFERENCE = "rocm-stack:inference"
 DOCKER_PROVIDER = "pulumi:providers:docker"
 
 
@@ -140,13 +142,33 @@ SERVER_FLEETS = (4, 100, 1000)
 SERVERS_LIMIT_BYTES = 16 * 1024
 
 
+def serving_everywhere(config: dict[str, Any], hosts: int) -> dict[str, Any]:
+    """The benchmark fleet of `hosts` hosts with prod's keyed Docker vLLM served on every generated host's `serve-b`
+    too (prod serves it on two hosts): each such host has a scrape token and a Prometheus job of its own (issue 34
+    item 9), which must not grow the servers' records either."""
+    config = copy.deepcopy(config)
+    own = len(fleet.template_config()[fleet.HOSTS])
+    (inference,) = config[INFERENCE]
+    inference["docker"]["partitions"] += [f"{fleet.NAME_PATTERN.format(index=i)}/serve-b" for i in range(own, hosts)]
+    # Rolled in at most 10 steps: one server at a time over 1,000 hosts chains 1,000 dependencies, deeper than the
+    # Pulumi SDK's cycle check recurses (RecursionError in resource_cycle_breaker._with_transitive_deps, measured).
+    inference["docker"]["maxUnavailable"] = max(1, -(-len(inference["docker"]["partitions"]) // 10))
+    for group in config.get(fleet.GROUPS, []):
+        for container in group["template"]["containers"]:
+            if container["name"] == "serve-b":  # what the inference decides for its partitions
+                for key in ("image", "command", "shmSize"):
+                    container.pop(key, None)
+    return config
+
+
 def measure_servers(work: Path, sizes: tuple[int, ...] = SERVER_FLEETS) -> dict[int, tuple[int, int]]:
     """Fleet size -> (the plan.json bytes of the monitoring host's servers' records (host_bytes' SERVERS), of their
-    inputs alone) in the benchmark fleet of that many hosts (prod's own, then generated ones of its shape)."""
+    inputs alone) in the benchmark fleet of that many hosts (prod's own, then generated ones of its shape), the keyed
+    vLLM served on every host (serving_everywhere)."""
 
     found = {}
     for hosts in sizes:
-        config, _ = fleet.fleet_config(hosts)
+        config = serving_everywhere(fleet.fleet_config(hosts)[0], hosts)
         plan = synthesize(fleet.STACK, project_dir=fleet.our_project(work / str(hosts), config)).to_json()
         found[hosts] = (host_bytes(plan)[SERVERS], server_inputs_bytes(plan))
     return found

@@ -55,6 +55,7 @@ COMPARED = {
     "image",
     "command",
     "hostname",
+    "user",
     "devices",
     "deviceRequests",
     "groupAdds",
@@ -95,6 +96,7 @@ def _create_parser() -> argparse.ArgumentParser:
     for flag in (
         "--name",
         "--hostname",
+        "--user",
         "--ipc",
         "--pid",
         "--shm-size",
@@ -172,6 +174,7 @@ def _expected_flags(i: dict[str, Any], image: str) -> dict[str, Any]:
     return {
         "name": i["name"],
         "hostname": i.get("hostname"),
+        "user": i.get("user"),  # Config.User (funcs.go L96-97, read back L851), --user
         "label": [f"{label['label']}={label['value']}" for label in i.get("labels", [])],
         "image": image,
         # Config.Entrypoint (funcs.go L92-93): the CLI's --entrypoint takes one word, the rest goes before Cmd.

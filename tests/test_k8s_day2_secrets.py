@@ -144,3 +144,23 @@ def test_first_up_after_the_change_moves_the_fixed_name_secrets_to_auto_names_an
     roll = impacts[(DEPLOYMENT, "llama")]
     assert roll.action is Action.UPDATE and roll.meaning == "rolls the pods of Deployment `ml/llama`"
     assert len(roll.updated) == 2
+
+
+def test_first_up_after_per_host_scrape_tokens_rolls_the_kubernetes_vllm_pods_once(prod_plan):
+    """Issue 34 item 9: the Kubernetes proxies leave /metrics open (the ServiceMonitor scrapes it), so their key map
+    holds the key alone now, without the one fleet-wide scrape token it carried unused. The map is in the key's
+    Secret (`api-key.map`): a new value, invisible offline, so the next `pulumi up` does what a key rotation does
+    (the test above): the Secret is replaced under a new name and the Deployments roll once, one replica at a time."""
+    import hashlib
+    import hmac
+
+    from components.workloads import proxy
+
+    key = "prod-key-0123456789abcdef0123456789"
+    fleet_token = hmac.new(key.encode(), b"rocm-stack vllm metrics scrape", hashlib.sha256).hexdigest()
+    before = proxy.key_map(key) + f'"~^Bearer {fleet_token}$" 2;\n'  # the map of before, with its token entry
+    assert proxy.key_map(key) != before and "Bearer" in proxy.key_map(key) and fleet_token not in proxy.key_map(key)
+    assert prod_plan.get(SECRET, "llama-api-key")["inputs"]["stringData"] == "[secret]"  # the change is invisible
+    rotation = {s.name: s for s in report_of(prod_plan, prod_plan).secrets}["llama-api-key"]
+    assert rotation.if_rotated == Action.REPLACE
+    assert {roll.name for roll in rotation.then} == {"llama", "llama-router"}

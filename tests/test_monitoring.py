@@ -24,11 +24,11 @@ from components.monitoring import (
     CADVISOR_PORT,
     EXPORTER_JOB,
     NODE_EXPORTER_PORT,
-    VLLM_METRICS_TOKEN_FILE,
     device_config_service_monitor,
     exporter_address,
     exporter_relabelings,
     prometheus_scrape_config,
+    vllm_metrics_token_file,
 )
 from tools.synth import Plan, docker_scripts, manifest_of, synthesize
 from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, stack_without_kubernetes
@@ -139,20 +139,24 @@ def test_scrape_config_lists_every_host_with_a_host_label(prod_docker: Plan) -> 
         ]
 
 
-def test_prod_scrapes_each_docker_vllm_through_its_proxy_with_the_scrape_token() -> None:
-    """The committed prod stack (vLLM partitions serve-b on gpu-node-3/4, an API key): one vLLM target per
-    partition on its published API port (the proxy's), authenticated with the token file, never the API key."""
+def test_prod_scrapes_each_docker_vllm_through_its_proxy_with_its_hosts_scrape_token() -> None:
+    """The committed prod stack (vLLM partitions serve-b on gpu-node-3/4, an API key): one job per host (Prometheus
+    sets credentials per job), each with its partition's target on its published API port (the proxy's),
+    authenticated with that host's token file, never the API key, and relabelled to the job `vllm` the rules
+    select."""
     plan = synthesize("prod")
     jobs = {job["job_name"]: job for job in yaml.safe_load(plan.outputs["prometheusScrapeConfig"])["scrape_configs"]}
-    vllm = jobs[alerts.VLLM_JOB]
-    assert vllm["authorization"] == {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}
-    assert vllm["static_configs"] == [
-        {
-            "targets": [f"gpu-node-{n}.example.internal:8000"],
-            "labels": {"host": f"gpu-node-{n}", "gpu_model": "MI300X", "container": "serve-b"},
-        }
-        for n in (3, 4)
-    ]
+    assert alerts.VLLM_JOB not in jobs
+    for n in (3, 4):
+        vllm = jobs[f"{alerts.VLLM_JOB}-gpu-node-{n}"]
+        assert vllm["authorization"] == {"type": "Bearer", "credentials_file": vllm_metrics_token_file(f"gpu-node-{n}")}
+        assert vllm["relabel_configs"] == [{"target_label": "job", "replacement": alerts.VLLM_JOB}]
+        assert vllm["static_configs"] == [
+            {
+                "targets": [f"gpu-node-{n}.example.internal:8000"],
+                "labels": {"host": f"gpu-node-{n}", "gpu_model": "MI300X", "container": "serve-b"},
+            }
+        ]
     # Prometheus accepts it (promtool needs the credentials file to exist: a stand-in for it).
 
 

@@ -30,13 +30,14 @@ from typing import Any
 import pytest
 import yaml
 
-from components.monitoring import VLLM_METRICS_TOKEN_FILE, docker_host
+from components.monitoring import docker_host, vllm_metrics_token_file
 from components.monitoring.docker_host import (
     ALERTMANAGER_CONFIG,
     GRAFANA_DASHBOARDS,
     PROMETHEUS_CONFIG,
     PROMETHEUS_RULES,
     PROMETHEUS_STACK_FILES,
+    VLLM_SCRAPE_FILE,
     targets_file,
 )
 from domain.dashboard import DASHBOARD_FILE
@@ -49,6 +50,7 @@ from tools.impact_rules import Action
 from tools.synth import Plan, synthesize, upload_text
 from tools.synth_diff import SynthPlan
 from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, synth_with
+import prometheus_versions
 import upstream_go
 
 P = "rocm-stack:"
@@ -166,8 +168,11 @@ def tool(name: str) -> str:
 
 
 def test_prometheus_loads_the_uploaded_config_and_rules(prod_plan, tmp_path):
-    """promtool checks the exact uploaded prometheus.yml with the rule file and the targets files (file_sd) the
-    files container uploads (their paths moved under tmp)."""
+    """promtool checks the exact uploaded prometheus.yml with the rule file, the targets files (file_sd) and the
+    keyed hosts' jobs (scrape_config_files) the files container uploads (their paths moved under tmp). A promtool
+    before 2.43 refuses `scrape_config_files` (tests/prometheus_versions.py): it checks the configuration 2.43 builds
+    from the two files."""
+    promtool = tool("promtool")
     rules_file = tmp_path / "rules.yml"
     rules_file.write_text(upload(prod_plan, FILES_WRITER, PROMETHEUS_RULES))
     config = yaml.safe_load(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
@@ -178,33 +183,49 @@ def test_prometheus_loads_the_uploaded_config_and_rules(prod_plan, tmp_path):
         assert sd == {"files": [targets_file(job["job_name"])]} and "static_configs" not in job
         (tmp_path / f"{job['job_name']}.yml").write_text(upload(prod_plan, FILES_WRITER, sd["files"][0]))
         sd["files"] = [str(tmp_path / f"{job['job_name']}.yml")]
-    # prod is keyed: the vLLM job reads its scrape token from VLLM_METRICS_TOKEN_FILE, which promtool opens (on the
-    # host: the token's volume, tests below).
-    (vllm,) = [job for job in config["scrape_configs"] if job["job_name"] == VLLM_JOB]
-    assert vllm["authorization"]["credentials_file"] == VLLM_METRICS_TOKEN_FILE
-    (tmp_path / "token").write_text("token")
-    vllm["authorization"]["credentials_file"] = str(tmp_path / "token")
+    # prod is keyed: a job per host with vLLM servers, each reading its host's token file (on the monitoring host: the
+    # token container's volume, tests below), which promtool opens.
+    assert config["scrape_config_files"] == [VLLM_SCRAPE_FILE]
+    per_host = yaml.safe_load(upload(prod_plan, FILES_WRITER, VLLM_SCRAPE_FILE))
+    for job in per_host["scrape_configs"]:
+        host = job["job_name"].removeprefix(f"{VLLM_JOB}-")
+        assert job["authorization"]["credentials_file"] == vllm_metrics_token_file(host)
+        (tmp_path / host).write_text("token")
+        job["authorization"]["credentials_file"] = str(tmp_path / host)
+    (tmp_path / "hosts.scrape.yml").write_text(yaml.safe_dump(per_host))
+    config["scrape_config_files"] = [str(tmp_path / "*.scrape.yml")]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     result = subprocess.run(
-        [tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
     )
+    if not prometheus_versions.reads_scrape_config_files(promtool):
+        assert result.returncode == 1 and "field scrape_config_files not found" in result.stdout + result.stderr
+        config = prometheus_versions.inlined(config, {str(tmp_path / "hosts.scrape.yml"): yaml.safe_dump(per_host)})
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+        result = subprocess.run(
+            [promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout and "rules found" in result.stdout
     # promtool reads the targets files as file_sd files: a malformed one fails the check, naming it.
-    (tmp_path / "vllm.yml").write_text("- targets: 5\n")
+    (tmp_path / "node-exporter.yml").write_text("- targets: 5\n")
     result = subprocess.run(
-        [tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
     )
-    assert result.returncode == 1 and f'checking SD file "{tmp_path}/vllm.yml"' in result.stdout + result.stderr
+    assert result.returncode == 1
+    assert f'checking SD file "{tmp_path}/node-exporter.yml"' in result.stdout + result.stderr
 
 
 def test_prometheus_scrapes_what_the_stack_generates(prod_plan):
-    """One generated scrape configuration: the monitoring host's is the `prometheusScrapeConfig` output, each job's
-    static targets in its file_sd file instead."""
+    """One generated scrape configuration: the monitoring host's is the `prometheusScrapeConfig` output, each shared
+    job's static targets in its file_sd file instead, and the per-host jobs whole in VLLM_SCRAPE_FILE."""
     config = yaml.safe_load(upload(prod_plan, "gpu-node-1-prometheus", PROMETHEUS_CONFIG))
     output = yaml.safe_load(prod_plan.outputs["prometheusScrapeConfig"])["scrape_configs"]
-    assert [job["job_name"] for job in config["scrape_configs"]] == [job["job_name"] for job in output]
-    for job, generated in zip(config["scrape_configs"], output):
+    shared = [job for job in output if job["job_name"] in docker_host.SHARED_JOBS]
+    per_host = yaml.safe_load(upload(prod_plan, FILES_WRITER, VLLM_SCRAPE_FILE))["scrape_configs"]
+    assert shared + per_host == output and len(per_host) == 2  # prod: vLLM servers on gpu-node-3 and gpu-node-4
+    assert [job["job_name"] for job in config["scrape_configs"]] == [job["job_name"] for job in shared]
+    for job, generated in zip(config["scrape_configs"], shared):
         targets = yaml.safe_load(upload(prod_plan, FILES_WRITER, targets_file(job["job_name"])))
         assert targets == generated.pop("static_configs") and targets
         assert {k: v for k, v in job.items() if k != "file_sd_configs"} == generated
@@ -498,16 +519,18 @@ def test_prometheus_reads_the_credentials_file_on_every_scrape():
     assert "rt.authCredentials.Fetch(req.Context())" in source[820]
 
 
-def test_the_token_is_the_writers_one_secret_upload_in_a_volume_prometheus_mounts_read_only(prod_plan):
+def test_the_tokens_are_the_writers_in_a_volume_prometheus_mounts_read_only(prod_plan):
     writer = prod_plan.get(CONTAINER, TOKEN_WRITER)["inputs"]
     prometheus = prod_plan.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]
     (volume,) = writer["volumes"]
-    secrets = posixpath.dirname(VLLM_METRICS_TOKEN_FILE)
+    secrets = posixpath.dirname(vllm_metrics_token_file("gpu-node-1"))
     assert volume == {"volumeName": "rocm-stack-prometheus-token", "containerPath": secrets}
     assert {**volume, "readOnly": True} in prometheus["volumes"]
-    # The writer's uploads are secret; Prometheus's (its config and rules) stay visible to `pulumi preview`.
+    # The writer's uploads are secret; Prometheus's (its config) stay visible to `pulumi preview`.
     assert writer["uploads"] == "[secret]" and all(isinstance(u["content"], str) for u in prometheus["uploads"])
-    assert "test -s " + VLLM_METRICS_TOKEN_FILE in writer["entrypoints"][-1]
+    # It derives the tokens (busybox: tests/e2e/test_e2e_monitoring_host.py) and writes them as root without a
+    # capability (the volume's directory is root's).
+    assert writer["entrypoints"] == ["/bin/sh", "-c", docker_host.TOKENS_WRITE] and writer["user"] == "0"
     assert writer["networkMode"] == "none" and writer["capabilities"] == {"drops": ["ALL"]}
     assert writer["restart"] == "no" and not writer["mustRun"] and not writer.get("attach")
     # Nothing waits for the writer: Prometheus reads the file per scrape, not at its start.
@@ -555,6 +578,60 @@ def test_the_first_up_with_the_token_volume_restarts_prometheus_once(prod_plan):
         ("gpu-node-1-prometheus", Action.DELETE_REPLACE),
         (FILES_WRITER, Action.DELETE_REPLACE),  # in Prometheus's PID namespace, by its ID
     }
+
+
+def before_per_host_tokens(plan: Plan) -> dict[str, Any]:
+    """The prod plan as the stack of before issue 34 item 9 declared it: one `vllm` job in prometheus.yml reading the
+    one fleet-wide token file (its targets in a file_sd file of the files container), and a token container that
+    only checked that file (the token was its upload)."""
+    before = json.loads(json.dumps(plan.to_json()))
+    per_host = yaml.safe_load(upload(plan, FILES_WRITER, VLLM_SCRAPE_FILE))["scrape_configs"]
+    targets = [static for job in per_host for static in job["static_configs"]]
+    old_job = {
+        "job_name": VLLM_JOB,
+        "scrape_interval": "30s",
+        "metrics_path": "/metrics",
+        "authorization": {"type": "Bearer", "credentials_file": "/etc/prometheus/secrets/vllm-metrics-token"},
+        "file_sd_configs": [{"files": [targets_file(VLLM_JOB)]}],
+    }
+    for resource in before["resources"]:
+        if resource["type"] != CONTAINER:
+            continue
+        inputs = resource["inputs"]
+        if resource["name"] == "gpu-node-1-prometheus":
+            config = yaml.safe_load(inputs["uploads"][0]["content"])
+            del config["scrape_config_files"]
+            config["scrape_configs"].append(old_job)
+            inputs["uploads"][0]["content"] = docker_host._yaml(config)
+        elif resource["name"] == FILES_WRITER:
+            old = docker_host.generated_upload(targets_file(VLLM_JOB), docker_host._yaml(targets), "0444")
+            inputs["uploads"] = [u for u in inputs["uploads"] if u["file"] != VLLM_SCRAPE_FILE] + [
+                {"file": old.file, "source": old.source, "sourceHash": old.source_hash, "permissions": "0444"}
+            ]
+        elif resource["name"] == TOKEN_WRITER:
+            inputs["entrypoints"] = ["/bin/sh", "-c", "test -s /etc/prometheus/secrets/vllm-metrics-token"]
+            del inputs["user"]
+    return before
+
+
+def test_the_first_up_with_per_host_tokens_replaces_prometheus_and_its_one_shot_containers_once(prod_plan):
+    """Issue 34 item 9, day 2: from the stack of before (one fleet-wide token), the next `pulumi up` replaces
+    Prometheus once (its prometheus.yml: the `vllm` job moves to the per-host jobs' file), the files container (it
+    writes that file, and joins the new Prometheus by its ID) and the token container (its program derives the
+    tokens now; it also deletes the old token file from the volume: tests/e2e/test_e2e_monitoring_host.py). The
+    proxies' key maps change too (each holds its host's token now), which the offline preview cannot see (they are
+    secret): their replacement is a rotation's (tests/test_k8s_day2_secrets.py
+    test_docker_vllm_servers_are_replaced_on_rotation_the_key_being_an_uploaded_file)."""
+    report = predict(
+        SynthPlan.model_validate(before_per_host_tokens(prod_plan)), SynthPlan.model_validate(prod_plan.to_json())
+    )
+    assert {(i.name, i.action) for i in report.impacts} == {
+        ("gpu-node-1-prometheus", Action.DELETE_REPLACE),
+        (FILES_WRITER, Action.DELETE_REPLACE),
+        (TOKEN_WRITER, Action.DELETE_REPLACE),
+    }
+    paths = {i.name: sorted(path for path, _ in i.replaced_by) for i in report.impacts}
+    assert paths[TOKEN_WRITER] == ["entrypoints[2]", "user"] and paths["gpu-node-1-prometheus"] == ["uploads"]
 
 
 def test_the_pinned_cadvisor_reports_container_health():

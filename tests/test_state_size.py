@@ -38,3 +38,11 @@ def test_the_monitoring_servers_records_do_not_grow_with_the_fleet(measured):
     hosts)."""
     assert measured["monitoring_per_host"] == 0, state.line(measured)
     assert measured["monitoring_inputs"] <= state.SERVERS_LIMIT_BYTES, state.line(measured)
+
+
+def test_the_monitoring_servers_records_do_not_grow_with_the_keyed_vllm_hosts(tmp_path):
+    """Issue 34 item 9: every host that serves the keyed vLLM has a scrape token and a Prometheus job of its own; the
+    jobs go by reference (the files container's per-host jobs' file) and the token container gets one secret and the
+    hosts' names by reference, so the servers hold the same bytes with 4 such hosts as with 10."""
+    found = state.measure_servers(tmp_path, sizes=(6, 12))
+    assert found[6] == found[12], found

@@ -50,10 +50,11 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
         job["job_name"]: [t for group in job["static_configs"] for t in group["targets"]]
         for job in scrape["scrape_configs"]
     }
-    # Every host's exporter, node-exporter and cAdvisor; the vLLM partitions serve-b of gpu-node-3/4.
+    # Every host's exporter, node-exporter and cAdvisor; the vLLM partitions serve-b of gpu-node-3/4, a job per host
+    # (each with its host's scrape token).
     assert targets == {
         **{job: [f"gpu-node-{i}.example.internal:{port}" for i in range(1, 5)] for job, port in EXPORTER_PORTS},
-        "vllm": [f"gpu-node-{i}.example.internal:8000" for i in (3, 4)],
+        **{f"vllm-gpu-node-{i}": [f"gpu-node-{i}.example.internal:8000"] for i in (3, 4)},
     }
 
     scripts = sorted(p.name for p in (tmp_path / "docker").iterdir())

@@ -7,6 +7,8 @@ its middleware (GHSA-94f4-hr76-p5j6, fixed in vLLM 0.22); the proxy must refuse 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import http.client
 import shutil
 import socket
@@ -31,6 +33,10 @@ pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (a
 
 KEY = "k3y-0f_the.stack~+/=="
 BEARER = {"Authorization": f"Bearer {KEY}"}
+# Two Docker hosts' names, each proxy rendered for its own.
+HOST, OTHER_HOST = "gpu-node-3", "gpu-node-4"
+# The one scrape token of before issue 34 item 9, equal on every host: an HMAC of this label under the key.
+FLEET_TOKEN = hmac.new(KEY.encode(), b"rocm-stack vllm metrics scrape", hashlib.sha256).hexdigest()
 
 
 class Upstream(ThreadingHTTPServer):
@@ -66,8 +72,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _running(tmp_path: Path, config: str, files: dict[str, bytes] | None = None) -> Iterator[int]:
-    """nginx on `config`, with the key map and `files` (mode 0400) beside it in tmp_path/conf."""
+def _running(
+    tmp_path: Path, config: str, files: dict[str, bytes] | None = None, host: str | None = None
+) -> Iterator[int]:
+    """nginx on `config`, with the key map (a Docker host's where `host` names one) and `files` (mode 0400) beside
+    it in tmp_path/conf."""
     conf_dir, runtime = tmp_path / "conf", tmp_path / "run"
     conf_dir.mkdir()
     runtime.mkdir()
@@ -75,7 +84,7 @@ def _running(tmp_path: Path, config: str, files: dict[str, bytes] | None = None)
         (conf_dir / name).write_bytes(content)
         (conf_dir / name).chmod(0o400)
     (conf_dir / proxy.CONFIG_FILE).write_text(config)
-    (conf_dir / proxy.API_KEY_MAP).write_text(proxy.key_map(KEY))
+    (conf_dir / proxy.API_KEY_MAP).write_text(proxy.key_map(KEY, host))
     (conf_dir / proxy.API_KEY_MAP).chmod(0o400)
     assert NGINX is not None
     command = [NGINX, *proxy.proxy_command(str(conf_dir), f"{runtime}/")[1:]]
@@ -209,15 +218,16 @@ def test_health_and_metrics_pass_without_the_key_as_exactly_that_path(pod_proxy:
 
 def test_docker_configuration_opens_health_only(tmp_path: Path, upstream: Upstream) -> None:
     """DockerVllm's configuration (vLLM on the loopback of the proxy's network namespace); `nginx -t` accepts it as
-    rendered. /metrics passes with the key or the scrape token Prometheus holds (components/monitoring
-    VLLM_METRICS_TOKEN_FILE); the token opens nothing else."""
+    rendered. /metrics passes with the key or the host's scrape token Prometheus holds (components/monitoring
+    vllm_metrics_token_file); the token opens nothing else, and another host's token, or the one token of before,
+    not even /metrics."""
     rendered = proxy.nginx_config(
         _free_port(), "127.0.0.1:8000", proxy.DOCKER_OPEN_PATHS, scraped_paths=proxy.DOCKER_SCRAPED_PATHS
     )
     conf = tmp_path / "t"
     conf.mkdir()
     (conf / proxy.CONFIG_FILE).write_text(rendered)
-    (conf / proxy.API_KEY_MAP).write_text(proxy.key_map(KEY))
+    (conf / proxy.API_KEY_MAP).write_text(proxy.key_map(KEY, HOST))
     assert NGINX is not None
     check = subprocess.run(
         [NGINX, "-t", "-p", f"{tmp_path}/", "-e", "stderr", "-c", str(conf / proxy.CONFIG_FILE)],
@@ -227,11 +237,12 @@ def test_docker_configuration_opens_health_only(tmp_path: Path, upstream: Upstre
     assert check.returncode == 0, check.stderr
     config = rendered.replace("127.0.0.1:8000", f"127.0.0.1:{upstream.server_port}")
     (tmp_path / "run").mkdir()
-    with _running(tmp_path / "run", config) as port:
-        token = {"Authorization": f"Bearer {proxy.metrics_token(KEY)}"}
+    with _running(tmp_path / "run", config, host=HOST) as port:
+        token = {"Authorization": f"Bearer {proxy.metrics_token(KEY, HOST)}"}
         assert _request(port, "GET", "/health") == 200
         assert _request(port, "GET", "/metrics") == 401
-        assert _request(port, "GET", "/metrics", {"Authorization": f"Bearer {proxy.metrics_token(KEY + 'x')}"}) == 401
+        for wrong in (proxy.metrics_token(KEY + "x", HOST), proxy.metrics_token(KEY, OTHER_HOST), FLEET_TOKEN):
+            assert _request(port, "GET", "/metrics", {"Authorization": f"Bearer {wrong}"}) == 401
         assert _request(port, "GET", "/metrics", token) == 200
         assert _request(port, "GET", "/metrics", BEARER) == 200
         for method, path in INFERENCE:
@@ -270,7 +281,7 @@ def test_docker_tls_serves_https_only_with_the_key(tmp_path: Path, upstream: Ups
     run.mkdir()
     config = rendered.replace("127.0.0.1:8000", f"127.0.0.1:{upstream.server_port}")
     files = {proxy.TLS_CERTIFICATE: cert.read_bytes(), proxy.TLS_KEY: key.read_bytes()}
-    with _running(run, config.replace(proxy.CONFIG_DIR, str(run / "conf")), files):
+    with _running(run, config.replace(proxy.CONFIG_DIR, str(run / "conf")), files, HOST):
         context = ssl.create_default_context(cafile=str(cert))
 
         def https(path: str, headers: dict[str, str] | None = None) -> int:
@@ -283,14 +294,40 @@ def test_docker_tls_serves_https_only_with_the_key(tmp_path: Path, upstream: Ups
 
         assert https("/invocations") == 401
         assert https("/invocations", BEARER) == 200
-        assert https("/metrics", {"Authorization": f"Bearer {proxy.metrics_token(KEY)}"}) == 200
+        assert https("/metrics", {"Authorization": f"Bearer {proxy.metrics_token(KEY, HOST)}"}) == 200
         assert _request(port, "POST", "/invocations", BEARER) == 400  # plain HTTP to an HTTPS port
     assert [p for _, p, _ in upstream.seen] == ["/invocations", "/metrics"]
 
 
-def test_the_scrape_token_is_not_the_key_and_follows_it() -> None:
-    assert proxy.metrics_token(KEY) == proxy.metrics_token(KEY) != proxy.metrics_token(KEY + "x")
-    assert KEY not in proxy.metrics_token(KEY) and len(proxy.metrics_token(KEY)) == 64
+def test_a_hosts_scrape_token_scrapes_no_other_host(tmp_path: Path, upstream: Upstream) -> None:
+    """Issue 34 item 9: two hosts' proxies, each with its own key map, run by the real nginx: each host's token opens
+    its own /metrics and is refused (401, nothing forwarded) by the other's, and a host's key map holds its own token
+    alone, so a token read on one host (its map, or the wire) scrapes no other."""
+    rendered = proxy.nginx_config(
+        _free_port(), f"127.0.0.1:{upstream.server_port}", proxy.DOCKER_OPEN_PATHS, proxy.DOCKER_SCRAPED_PATHS
+    )
+    other = rendered.replace(rendered.split("listen ", 1)[1].split(";", 1)[0], str(_free_port()), 1)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with _running(tmp_path / "a", rendered, host=HOST) as port, _running(tmp_path / "b", other, host=OTHER_HOST) as b:
+        for own, foreign, at in ((HOST, OTHER_HOST, port), (OTHER_HOST, HOST, b)):
+            assert (
+                _request(at, "GET", "/metrics", {"Authorization": f"Bearer {proxy.metrics_token(KEY, foreign)}"}) == 401
+            )
+            assert _request(at, "GET", "/metrics", {"Authorization": f"Bearer {proxy.metrics_token(KEY, own)}"}) == 200
+    assert [p for _, p, _ in upstream.seen] == ["/metrics", "/metrics"]
+    assert proxy.metrics_token(KEY, OTHER_HOST) not in proxy.key_map(KEY, HOST)
+    assert proxy.metrics_token(KEY, HOST) in proxy.key_map(KEY, HOST)
+
+
+def test_the_scrape_tokens_are_not_the_key_follow_it_and_differ_per_host() -> None:
+    tokens = {proxy.metrics_token(KEY, h) for h in (HOST, OTHER_HOST)} | {proxy.metrics_token(KEY + "x", HOST)}
+    assert len(tokens) == 3 and all(len(t) == 64 and KEY not in t for t in tokens)
+    assert proxy.metrics_token(KEY, HOST) == proxy.metrics_token(KEY, HOST)
+    # The secret they derive from is no token of before and not the key; Kubernetes proxies (metrics open) hold the
+    # key alone.
+    assert proxy.scrape_secret(KEY) not in (FLEET_TOKEN, KEY)
+    assert proxy.key_map(KEY).count("Bearer") == 1
 
 
 @pytest.mark.parametrize("key", ["", "  ", 'a" 1; "b', "a b", "key$x", "k;", "é"])
@@ -329,8 +366,9 @@ def test_tls_config_is_refused_by_key_unless_whole(tmp_path: Path) -> None:
 def test_prod_with_tls_scrapes_https_and_rolls_every_server_once(tmp_path: Path) -> None:
     """With the certificate set, Prometheus scrapes the proxies over https and verifies them against it (promtool
     accepts the job: tests/test_monitoring_host.py checks the uploaded prometheus.yml); the first `pulumi up` replaces
-    each proxy (its uploads) and so its vLLM (the namespace it joins), server after server, and Prometheus (its
-    configuration) and the token container (the certificate beside the token)."""
+    each proxy (its uploads) and so its vLLM (the namespace it joins), server after server, the files container (the
+    per-host vLLM jobs it writes) and the token container (the certificate beside the tokens); Prometheus keeps
+    running (its prometheus.yml holds no vLLM job of a keyed stack)."""
     import yaml
 
     from conftest import CONTAINER, synth_with
@@ -342,17 +380,19 @@ def test_prod_with_tls_scrapes_https_and_rolls_every_server_once(tmp_path: Path)
     cert, key = (f.read_text() for f in _self_signed(tmp_path, "gpu-node-3.example.internal"))
     base = synth_with("prod")
     head = synth_with("prod", secrets={P + "vllmTlsCertificate": cert, P + "vllmTlsKey": key})
-    (vllm_job,) = (
-        j for j in yaml.safe_load(head.outputs["prometheusScrapeConfig"])["scrape_configs"] if j["job_name"] == "vllm"
-    )
-    assert vllm_job["scheme"] == "https" and vllm_job["tls_config"] == {
-        "ca_file": "/etc/prometheus/secrets/vllm-ca.pem"
-    }
-    prometheus = head.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]["uploads"]
-    assert "scheme: https" in (upload_text(prometheus[0]) or "")
+    vllm_jobs = [
+        j for j in yaml.safe_load(head.outputs["prometheusScrapeConfig"])["scrape_configs"] if "authorization" in j
+    ]
+    assert [j["job_name"] for j in vllm_jobs] == ["vllm-gpu-node-3", "vllm-gpu-node-4"]
+    for vllm_job in vllm_jobs:
+        assert vllm_job["scheme"] == "https"
+        assert vllm_job["tls_config"] == {"ca_file": "/etc/prometheus/secrets/vllm-ca.pem"}
+    files = head.get(CONTAINER, "gpu-node-1-prometheus-files")["inputs"]["uploads"]
+    assert "scheme: https" in "".join(upload_text(u) or "" for u in files)
     report = predict(*(SynthPlan.model_validate(p.to_json()) for p in (base, head)))
     replaced = {i.name for i in report.impacts if i.action is Action.DELETE_REPLACE}
     servers = {"gpu-node-3-serve-b", "gpu-node-4-serve-b"}
-    assert replaced >= servers | {f"{s}-proxy" for s in servers} | {"gpu-node-1-prometheus"}
+    assert replaced >= servers | {f"{s}-proxy" for s in servers} | {"gpu-node-1-prometheus-files"}
+    assert "gpu-node-1-prometheus" not in replaced
     (roll,) = [r for r in report.rolls if not r.if_rotated]
     assert roll.steps == [["gpu-node-3/serve-b"], ["gpu-node-4/serve-b"]]

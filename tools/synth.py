@@ -370,6 +370,7 @@ _RENDERED_INPUTS = {
     "image",
     "command",
     "hostname",
+    "user",
     "devices",
     "deviceRequests",
     "groupAdds",
@@ -470,6 +471,8 @@ def docker_create_args(inputs: dict[str, Any], image_names: Mapping[str, str]) -
     args = ["docker", "create", f"--name={i['name']}"]
     if "hostname" in i:
         args.append(f"--hostname={i['hostname']}")
+    if "user" in i:
+        args.append(f"--user={i['user']}")
     networks = i.get("networksAdvanced", [])
     if len(networks) > 1 or any(set(n) != {"name"} for n in networks):
         raise ValueError(f"docker/HOST.sh renders one network by name, not {networks} of container {i['name']!r}")

@@ -80,11 +80,13 @@ DASHBOARD_CONFIGMAP = "rocm-gpu-dashboard"
 PROMETHEUS_RULE = "rocm-gpu-alerts"
 VLLM_SERVICE_MONITOR = "rocm-vllm"
 ROUTER_SERVICE_MONITOR = "rocm-vllm-router"
-# The file the monitoring host's Prometheus reads the vLLM scrape token from (vllm_metrics_token): the proxy in
-# front of a keyed vLLM on Docker lets /metrics pass with it, and nothing else.
-VLLM_METRICS_TOKEN_FILE = "/etc/prometheus/secrets/vllm-metrics-token"
+# Where the monitoring host's Prometheus reads its secrets: each host's vLLM scrape token (vllm_metrics_token_file)
+# and, with TLS, the proxies' certificate.
+PROMETHEUS_SECRETS = "/etc/prometheus/secrets"
+# A host's token file is this prefix and the host's name.
+VLLM_METRICS_TOKEN_PREFIX = "vllm-metrics-token-"
 # With the proxies on HTTPS (`vllmTlsCertificate`): the certificate Prometheus verifies them against, beside the token.
-VLLM_CA_FILE = "/etc/prometheus/secrets/vllm-ca.pem"
+VLLM_CA_FILE = f"{PROMETHEUS_SECRETS}/vllm-ca.pem"
 _PART_OF = {"app.kubernetes.io/part-of": "rocm-stack", "app.kubernetes.io/managed-by": "rocm-stack"}
 _EXPORTER_SELECTOR = {"app.kubernetes.io/name": EXPORTER_NAME}
 
@@ -560,16 +562,18 @@ def prometheus_scrape_config(
     cfg: MonitoringConfig, fleet: Sequence[DeclaredHost], keyed: bool, tls: bool = False
 ) -> dict[str, Any]:
     """prometheus.yml `scrape_configs` of the Docker hosts: one job per exporter (device metrics exporter,
-    node-exporter, cAdvisor) with a static target per host, and one for the vLLM servers. Every target carries
-    `host` and its GPU model (MODEL_LABEL, which the GPU alert rules select by); vLLM targets also the partition's
-    `container`. Sorted by name, so the output is stable.
+    node-exporter, cAdvisor) with a static target per host, and the vLLM servers' (`keyed`: one job per host). Every
+    target carries `host` and its GPU model (MODEL_LABEL, which the GPU alert rules select by); vLLM targets also
+    the partition's `container`. Sorted by name, so the output is stable.
 
-    `keyed` (a vLLM API key is set): vLLM's port is its nginx proxy's, which lets /metrics pass only with the
-    scrape token Prometheus reads from VLLM_METRICS_TOKEN_FILE. Not the API key itself (it would let whoever
-    reads Prometheus' files run inference), and not an open /metrics limited by source address (the published
-    port is reached through Docker's NAT, which may show the bridge gateway as the source). `tls` (the proxies serve
-    HTTPS): scheme https, the certificate verified against VLLM_CA_FILE and the target's host name (Prometheus's
-    tls_config: the server name defaults to the target's host)."""
+    `keyed` (a vLLM API key is set): vLLM's port is its nginx proxy's, which lets /metrics pass only with its host's
+    scrape token (proxy.metrics_token), and Prometheus sets credentials per job, not per target: so one job per host,
+    `vllm-<host>`, reading that host's token from vllm_metrics_token_file(host) and relabelled to the job `vllm` that
+    the rules and the dashboard select. Not the API key itself (it would let whoever reads Prometheus' files run
+    inference), and not an open /metrics limited by source address (the published port is reached through Docker's
+    NAT, which may show the bridge gateway as the source). `tls` (the proxies serve HTTPS): scheme https, the
+    certificate verified against VLLM_CA_FILE and the target's host name (Prometheus's tls_config: the server name
+    defaults to the target's host)."""
     hosts = sorted(fleet, key=lambda h: h.name)
 
     def job(name: str, targets: list[tuple[str, dict[str, str]]], **extra: Any) -> dict[str, Any]:
@@ -584,25 +588,42 @@ def prometheus_scrape_config(
     def per_host(port: int) -> list[tuple[str, dict[str, str]]]:
         return [(f"{h.address}:{port}", {"host": h.name, MODEL_LABEL: h.gpu_model}) for h in hosts]
 
-    servers = [
-        (f"{h.address}:{p.metrics_port}", {"host": h.name, MODEL_LABEL: h.gpu_model, "container": p.name})
-        for h in hosts
-        for p in sorted(h.partitions, key=lambda p: p.name)
-        if p.metrics_port is not None
-    ]
-    auth: dict[str, Any] = (
-        {"authorization": {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}} if keyed else {}
-    )
-    if keyed and tls:
-        auth = {"scheme": "https", "tls_config": {"ca_file": VLLM_CA_FILE}, **auth}
+    def servers(of: Sequence[DeclaredHost]) -> list[tuple[str, dict[str, str]]]:
+        return [
+            (f"{h.address}:{p.metrics_port}", {"host": h.name, MODEL_LABEL: h.gpu_model, "container": p.name})
+            for h in of
+            for p in sorted(h.partitions, key=lambda p: p.name)
+            if p.metrics_port is not None
+        ]
+
+    def keyed_job(host: DeclaredHost) -> dict[str, Any]:
+        tls_args: dict[str, Any] = {"scheme": "https", "tls_config": {"ca_file": VLLM_CA_FILE}} if tls else {}
+        return job(
+            f"{VLLM_JOB}-{host.name}",
+            servers([host]),
+            **tls_args,
+            authorization={"type": "Bearer", "credentials_file": vllm_metrics_token_file(host.name)},
+            relabel_configs=[{"target_label": "job", "replacement": VLLM_JOB}],
+        )
+
+    if keyed:
+        vllm = [keyed_job(h) for h in hosts if servers([h])]
+    else:
+        vllm = [job(VLLM_JOB, servers(hosts))] if servers(hosts) else []
     return {
         "scrape_configs": [
             job(EXPORTER_JOB, per_host(cfg.exporter_port)),
             job(NODE_EXPORTER_JOB, per_host(NODE_EXPORTER_PORT)),
             job(CADVISOR_JOB, per_host(CADVISOR_PORT)),
-            *([job(VLLM_JOB, servers, **auth)] if servers else []),
+            *vllm,
         ]
     }
+
+
+def vllm_metrics_token_file(host: str) -> str:
+    """The file the monitoring host's Prometheus reads host `host`'s vLLM scrape token from (the token container
+    writes it: docker_host.py)."""
+    return f"{PROMETHEUS_SECRETS}/{VLLM_METRICS_TOKEN_PREFIX}{host}"
 
 
 def prometheus_scrape_config_text(

@@ -36,18 +36,28 @@ path are globs (cmd/prometheus/main.go L1008, file.go L211 filepath.Glob), which
 with no rules or targets and takes them at the SIGHUP and the watch. The Grafana dashboard (a constant text, the
 largest) goes by reference too, as an upload of Grafana.
 
-The vLLM scrape token (components/workloads/proxy.py `metrics_token`) is no upload of Prometheus: a secret upload
-would make its whole `uploads` secret, hiding every rule and scrape change from `pulumi preview`, and a key rotation
-would restart Prometheus. It is the one upload of a one-shot container (`rocm-stack-prometheus-token`) whose only
-mount is a volume of its own (`rocm-stack-prometheus-token`): Docker copies an upload through the container's
-volume mounts (moby v20.10.24 daemon/archive.go L276-281 containerExtractToDir mounts them; v28.5.2
-daemon/containerfs_linux.go L56-87 openContainerFS), so the file lands in the volume, which Prometheus mounts
-read-only where its `credentials_file` points (VLLM_METRICS_TOKEN_FILE). Prometheus reads that file on every
-scrape (prometheus/common config/http_config.go: v0.65.0, which Prometheus v3.5.0's go.mod requires, L636 toSecret
--> L786 FileSecret, whose Fetch L745-746 `os.ReadFile` runs in every RoundTrip L813-821; v0.39.0, Debian's
-prometheus 2.42, L541-542 and L620-622 "This file is read for every request"). So a rotated key replaces the
-one-shot container alone (its `uploads`, ForceNew), which rewrites the file, and the running Prometheus sends the
-new token from its next scrape on.
+The vLLM scrape tokens are one per host (components/workloads/proxy.py `metrics_token`: a host's proxies know their
+own alone, so a token read on one host scrapes no other), and Prometheus sets credentials per job: each keyed host
+has a job of its own, `vllm-<host>`, reading its token from a file of its own (vllm_metrics_token_file). Those jobs
+grow with the fleet, so they are no part of prometheus.yml: the files container writes them to VLLM_SCRAPE_FILE,
+which prometheus.yml names in `scrape_config_files` (Prometheus >= 2.43; v3.5.0 config/config.go L324-365
+GetScrapeConfigs globs each entry and appends the files' jobs, on every load, cmd/prometheus/main.go L976 in the
+reloader's scrape manager, so the SIGHUP that follows the write loads them; a glob that matches nothing, before the
+first write, adds none).
+
+No token is an upload of Prometheus: a secret upload would make its whole `uploads` secret, hiding every rule and
+scrape change from `pulumi preview`, and a key rotation would restart Prometheus. A one-shot container
+(`rocm-stack-prometheus-token`) gets the scrape secret the tokens derive from (proxy.scrape_secret, one value at any
+fleet size) and the keyed hosts' names (by reference), computes each host's token as the proxies do
+(proxy.host_token, TOKENS_WRITE with the image's busybox) and writes them into a volume of its own
+(`rocm-stack-prometheus-token`), which Prometheus mounts read-only at PROMETHEUS_SECRETS; with TLS the proxies'
+certificate is uploaded there too (Docker copies an upload through the container's volume mounts: moby v20.10.24
+daemon/archive.go L276-281 containerExtractToDir mounts them; v28.5.2 daemon/containerfs_linux.go L56-87
+openContainerFS). Prometheus reads a credentials file on every scrape (prometheus/common config/http_config.go:
+v0.65.0, which Prometheus v3.5.0's go.mod requires, L636 toSecret -> L786 FileSecret, whose Fetch L745-746
+`os.ReadFile` runs in every RoundTrip L813-821; v0.39.0, Debian's prometheus 2.42, L541-542 and L620-622 "This file
+is read for every request"). So a rotated key replaces the one-shot container alone (its `uploads`, ForceNew), which
+rewrites the files, and the running Prometheus sends the new tokens from its next scrape on.
 
 Why one file: the exporters on every host and the monitoring host's servers share the files container, the volumes
 and the scrape targets they are provisioned with; apart, each half would import the other's names.
@@ -56,7 +66,6 @@ and the scrape targets they are provisioned with; apart, each half would import 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +73,7 @@ import pulumi
 import pulumi_docker as docker
 import yaml
 
-from domain.alerts import rules_file_text
+from domain.alerts import CADVISOR_JOB, EXPORTER_JOB, NODE_EXPORTER_JOB, VLLM_JOB, rules_file_text
 from domain.dashboard import DASHBOARD_UID, dashboard_json_text
 from domain.fleet import DeclaredHost
 from rules import CADVISOR, CADVISOR_MOUNTS, MONITORING_LABEL
@@ -84,7 +93,7 @@ from components.docker.gpu_host import published, pulled_image
 from components.docker.logs import log_args
 from components.docker.programs import generated_upload
 from components.docker.stop import graceful_stop
-from components.monitoring import VLLM_CA_FILE, VLLM_METRICS_TOKEN_FILE
+from components.monitoring import PROMETHEUS_SECRETS, VLLM_CA_FILE, VLLM_METRICS_TOKEN_PREFIX
 
 # Each image pinned by tag and digest. The digests are those public repositories pin for these tags (found in
 # several independent ones, e.g. docker-compose files pinning prom/prometheus:v3.5.0@sha256:63805e...); they were
@@ -130,8 +139,25 @@ GRAFANA_DATA = "/var/lib/grafana"
 GRAFANA_DATASOURCES = "/etc/grafana/provisioning/datasources/rocm-stack.yaml"
 GRAFANA_DASHBOARD_PROVIDERS = "/etc/grafana/provisioning/dashboards/rocm-stack.yaml"
 GRAFANA_DASHBOARDS = "/etc/grafana/dashboards"
-# Where the scrape token's volume is mounted, in the one-shot container and (read-only) in Prometheus.
-PROMETHEUS_SECRETS = posixpath.dirname(VLLM_METRICS_TOKEN_FILE)
+# The keyed hosts' vLLM jobs (prometheus_scrape_config: one per host), which prometheus.yml names in
+# `scrape_config_files`.
+VLLM_SCRAPE_FILE = f"{PROMETHEUS_STACK_FILES}/vllm-hosts.scrape.yml"
+# What the token container is given, in its own filesystem (not the volume Prometheus reads): the scrape secret and
+# the names of the hosts whose tokens it writes, one a line.
+SCRAPE_SECRET = "/tmp/rocm-stack-scrape-secret"
+SCRAPE_HOSTS = "/tmp/rocm-stack-scrape-hosts"
+# The token container's program (busybox sh; the image runs as nobody, and the token container as root, without a
+# capability, to write into its volume, whose directory is root's): each host's token (proxy.host_token, SHA-256 of
+# `<secret>:<host>`) replaces that host's file at once (written beside it, renamed over it: Prometheus never reads
+# half a token), then every other token file goes, a removed host's (and the one fleet-wide file of before).
+TOKENS_WRITE = (
+    f'set -e; secret=$(cat {SCRAPE_SECRET}); cd {PROMETHEUS_SECRETS}; keep=" "; '
+    f"for host in $(cat {SCRAPE_HOSTS}); do "
+    'printf %s:%s "$secret" "$host" | sha256sum | cut -c1-64 > .token; chmod 0444 .token; '
+    f'mv -f .token {VLLM_METRICS_TOKEN_PREFIX}"$host"; keep="${{keep}}{VLLM_METRICS_TOKEN_PREFIX}$host "; done; '
+    f'for file in {VLLM_METRICS_TOKEN_PREFIX.rstrip("-")}*; do case "$keep" in *" $file "*) ;; *) rm -f "$file" ;; '
+    "esac; done"
+)
 PROMETHEUS_DATASOURCE_UID = "rocm-stack-prometheus"
 # The receiver of alerts no configured receiver takes: none of its own (Alertmanager's route needs one).
 NOWHERE = "nowhere"
@@ -203,30 +229,57 @@ def targets_file(job: str) -> str:
     return f"{PROMETHEUS_STACK_FILES}/{job}.targets.yml"
 
 
+# The jobs shared by every host, a fixed number at any fleet size: they stay in prometheus.yml (their targets in
+# file_sd files).
+SHARED_JOBS = (EXPORTER_JOB, NODE_EXPORTER_JOB, CADVISOR_JOB, VLLM_JOB)
+
+
+def _shared_jobs(scrape_config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [job for job in scrape_config["scrape_configs"] if job["job_name"] in SHARED_JOBS]
+
+
+def host_jobs(scrape_config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The jobs of one host each (a keyed host's `vllm-<host>`), which go to VLLM_SCRAPE_FILE."""
+    return [job for job in scrape_config["scrape_configs"] if job["job_name"] not in SHARED_JOBS]
+
+
 def prometheus_config(cfg: MonitoringConfig, scrape_config: Mapping[str, Any]) -> dict[str, Any]:
-    """prometheus.yml of the monitoring host: the jobs of the stack's scrape configuration (`prometheus_scrape_config`,
-    the same the `prometheusScrapeConfig` output holds), each reading its targets from its file (`target_files`)
-    instead of listing them, the stack's rule file and the local Alertmanager. Its size does not depend on the
-    fleet."""
+    """prometheus.yml of the monitoring host: the shared jobs of the stack's scrape configuration
+    (`prometheus_scrape_config`, the same the `prometheusScrapeConfig` output holds), each reading its targets from its
+    file (`target_files`) instead of listing them, the per-host jobs' file (`host_scrape_file`), the stack's rule
+    file and the local Alertmanager. Its size does not depend on the fleet."""
     jobs = [
         {
             **{key: value for key, value in job.items() if key != "static_configs"},
             "file_sd_configs": [{"files": [targets_file(job["job_name"])]}],
         }
-        for job in scrape_config["scrape_configs"]
+        for job in _shared_jobs(scrape_config)
     ]
     return {
         "global": {"scrape_interval": cfg.scrape_interval, "evaluation_interval": cfg.scrape_interval},
         "rule_files": [PROMETHEUS_RULES],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{LOOPBACK}:{ALERTMANAGER_PORT}"]}]}]},
+        **({"scrape_config_files": [VLLM_SCRAPE_FILE]} if host_jobs(scrape_config) else {}),
         "scrape_configs": jobs,
     }
 
 
 def target_files(scrape_config: Mapping[str, Any]) -> dict[str, str]:
-    """Each job's targets file (path -> text): its static configs, the list a file_sd file holds (configuration.md
-    `<file_sd_config>`: "a list of static configs")."""
-    return {targets_file(job["job_name"]): _yaml(job["static_configs"]) for job in scrape_config["scrape_configs"]}
+    """Each shared job's targets file (path -> text): its static configs, the list a file_sd file holds
+    (configuration.md `<file_sd_config>`: "a list of static configs")."""
+    return {targets_file(job["job_name"]): _yaml(job["static_configs"]) for job in _shared_jobs(scrape_config)}
+
+
+def host_scrape_file(scrape_config: Mapping[str, Any]) -> str | None:
+    """VLLM_SCRAPE_FILE's text, the per-host jobs with their targets (a `scrape_config_files` file holds
+    `scrape_configs`, configuration.md); None where there are none."""
+    jobs = host_jobs(scrape_config)
+    return _yaml({"scrape_configs": jobs}) if jobs else None
+
+
+def token_hosts(scrape_config: Mapping[str, Any]) -> list[str]:
+    """The hosts whose tokens the token container writes: those the per-host jobs scrape."""
+    return sorted({static["labels"]["host"] for job in host_jobs(scrape_config) for static in job["static_configs"]})
 
 
 def _receiver(receiver: Receiver) -> dict[str, Any]:
@@ -422,12 +475,13 @@ class MonitoringHostArgs:
     """`monitoring` is a secret stack key (a receiver's URL set with `pulumi config set --path --secret`, which marks
     the whole key: StackSecrets.secret_sections): alertmanager.yml is a secret upload and the destinations in words a
     secret output, so no receiver reaches the state, a preview or the PR comment in plain text."""
-    vllm_metrics_token: pulumi.Input[str] | None = None
-    """The vLLM scrape token (proxy.secret_metrics_token of the API key) where the stack has a key: the `vllm` job
-    of `scrape_config` reads it from VLLM_METRICS_TOKEN_FILE."""
+    vllm_scrape_secret: pulumi.Input[str] | None = None
+    """The vLLM scrape secret (proxy.secret_scrape_secret of the API key) where the stack has a key: the token
+    container derives each keyed host's token from it, which that host's job of `scrape_config` reads from
+    vllm_metrics_token_file(host)."""
     vllm_ca: pulumi.Input[str] | None = None
-    """The proxies' certificate (`vllmTlsCertificate`) where they serve HTTPS: written beside the token, at
-    VLLM_CA_FILE, which the `vllm` job verifies them against."""
+    """The proxies' certificate (`vllmTlsCertificate`) where they serve HTTPS: written beside the tokens, at
+    VLLM_CA_FILE, which the vLLM jobs verify them against."""
 
 
 class MonitoringHost(pulumi.ComponentResource):
@@ -471,7 +525,7 @@ class MonitoringHost(pulumi.ComponentResource):
         prometheus_volumes = [
             docker.ContainerVolumeArgs(volume_name=files.name, container_path=PROMETHEUS_STACK_FILES, read_only=True)
         ]
-        if args.vllm_metrics_token is not None:
+        if args.vllm_scrape_secret is not None:
             token = self._token(host, args, images[PROMETHEUS].image_id, on_host, created)
             prometheus_volumes.append(
                 docker.ContainerVolumeArgs(volume_name=token.name, container_path=PROMETHEUS_SECRETS, read_only=True)
@@ -554,24 +608,28 @@ class MonitoringHost(pulumi.ComponentResource):
         on_host: pulumi.ResourceOptions,
         created: pulumi.ResourceOptions,
     ) -> docker.Volume:
-        """The scrape token's volume, filled by a one-shot container (module docstring). Nothing waits for it: until
-        the file is there Prometheus's vLLM scrapes fail (the file is read per scrape, not at start)."""
-        assert args.vllm_metrics_token is not None
+        """The scrape tokens' volume, filled by a one-shot container (module docstring). Nothing waits for it: until
+        the files are there Prometheus's vLLM scrapes fail (a file is read per scrape, not at start)."""
+        assert args.vllm_scrape_secret is not None
         volume = docker.Volume(f"{host}-{PROMETHEUS_TOKEN}", name=f"rocm-stack-{PROMETHEUS_TOKEN}", opts=on_host)
         self.token_writer = docker.Container(
             f"{host}-{PROMETHEUS_TOKEN}",
             name=f"rocm-stack-{PROMETHEUS_TOKEN}",
             image=image,
-            # prom/prometheus is built on busybox (its Dockerfile @ v3.5.0 L3): a shell to check the file is there.
-            # Its exit code (the provider's `exit_code`, `docker ps -a`) says whether the token is in place.
-            entrypoints=["/bin/sh", "-c", f"test -s {VLLM_METRICS_TOKEN_FILE}"],
+            # prom/prometheus is built on busybox (its Dockerfile @ v3.5.0 L3): sh, sha256sum, cut. Its exit code
+            # (the provider's `exit_code`, `docker ps -a`) says whether the tokens are in place.
+            entrypoints=["/bin/sh", "-c", TOKENS_WRITE],
+            # Root (the image's user is nobody) to write into the volume's root-owned directory; no capability.
+            user="0",
             uploads=[
                 docker.ContainerUploadArgs(file=path, content=pulumi.Output.secret(content), permissions=READABLE)
                 for path, content in (
-                    (VLLM_METRICS_TOKEN_FILE, args.vllm_metrics_token),
+                    (SCRAPE_SECRET, args.vllm_scrape_secret),
                     *([(VLLM_CA_FILE, args.vllm_ca)] if args.vllm_ca is not None else []),
                 )
-            ],
+            ]
+            # The hosts by reference (path and SHA-256): the state stays the same size at any fleet size.
+            + [generated_upload(SCRAPE_HOSTS, "".join(f"{h}\n" for h in token_hosts(args.scrape_config)), READABLE)],
             volumes=[docker.ContainerVolumeArgs(volume_name=volume.name, container_path=PROMETHEUS_SECRETS)],
             **_one_shot(PROMETHEUS_TOKEN, args.logs),
             # A rotation replaces it under the same name: the old one goes first.
@@ -590,12 +648,14 @@ class MonitoringHost(pulumi.ComponentResource):
         """The one-shot container that puts the rules and targets into their volume and has Prometheus reload (module
         docstring). It joins the running Prometheus's PID namespace, so it is created after it."""
         prometheus = self.containers[PROMETHEUS]
+        per_host = host_scrape_file(args.scrape_config)
         uploads = [
             generated_upload(PROMETHEUS_RULES, rules_file_text(args.config, args.fleet), READABLE),
             *(
                 generated_upload(path, text, READABLE)
                 for path, text in sorted(target_files(args.scrape_config).items())
             ),
+            *([generated_upload(VLLM_SCRAPE_FILE, per_host, READABLE)] if per_host is not None else []),
         ]
         return docker.Container(
             f"{host}-{PROMETHEUS_FILES}",

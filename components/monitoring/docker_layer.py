@@ -24,7 +24,7 @@ from components.monitoring.docker_host import (
     MonitoringHost,
     MonitoringHostArgs,
 )
-from components.workloads.proxy import secret_metrics_token
+from components.workloads.proxy import secret_scrape_secret
 
 NO_MONITORING_HOST = (
     "nowhere: no monitoring host (monitoring.host) evaluates the Docker hosts' alerts; set it, or give your "
@@ -74,7 +74,7 @@ def build_docker_monitoring(cfg: StackConfig, secrets: StackSecrets, hosts: Mapp
                 pull_timeout_seconds=monitoring_host.docker.pull_timeout_seconds,
                 grafana_admin_password=secrets.grafana_admin_password,
                 secret_receivers="monitoring" in secrets.secret_sections,
-                vllm_metrics_token=secret_metrics_token(secrets.vllm_api_key) if keyed else None,
+                vllm_scrape_secret=secret_scrape_secret(secrets.vllm_api_key) if keyed else None,
                 vllm_ca=secrets.vllm_tls_certificate if tls else None,
             ),
         )

@@ -831,7 +831,7 @@ class DockerVllm(pulumi.ComponentResource):
             tls=args.tls is not None,
         )
         assert args.api_key is not None
-        secret_files = {proxy.API_KEY_MAP: proxy.secret_key_map(args.api_key)}
+        secret_files = {proxy.API_KEY_MAP: proxy.secret_key_map(args.api_key, partition.host.name)}
         if args.tls is not None:
             secret_files[proxy.TLS_CERTIFICATE] = pulumi.Output.secret(args.tls.certificate)
             secret_files[proxy.TLS_KEY] = pulumi.Output.secret(args.tls.key)

@@ -39,7 +39,8 @@ METRICS_PATH = "/metrics"
 # What passes without the key: health (the kubelet's and Docker's probes), and on Kubernetes vLLM's Prometheus
 # endpoint, which the stack's ServiceMonitor scrapes through the Service (components/monitoring) and which holds
 # counters, no prompts. On Docker hosts the API port is published on the host's network: there /metrics needs the
-# key or the scrape token (metrics_token) that the monitoring host's Prometheus presents, which opens nothing else.
+# key or the host's scrape token (metrics_token) that the monitoring host's Prometheus presents, which opens nothing
+# else.
 POD_OPEN_PATHS = (HEALTH_PATH, METRICS_PATH)
 DOCKER_OPEN_PATHS = (HEALTH_PATH,)
 DOCKER_SCRAPED_PATHS = (METRICS_PATH,)
@@ -132,30 +133,48 @@ def _refuse_unless(condition: str, indent: str) -> str:
     )
 
 
-def metrics_token(key: str) -> str:
-    """The scrape token of a vLLM API key: HMAC-SHA256 of a fixed label under the key, so it follows the key
-    without a second secret to configure, and whoever holds it (Prometheus' credentials file) cannot recover the
-    key from it."""
-    return hmac.new(key.encode(), b"rocm-stack vllm metrics scrape", hashlib.sha256).hexdigest()
+def scrape_secret(key: str) -> str:
+    """What every host's scrape token derives from (metrics_token), an HMAC-SHA256 of a fixed label under the vLLM
+    API key: it follows the key without a second secret to configure, whoever holds it cannot recover the key, and
+    it is no value ever sent (the label differs from the one fleet-wide token of before issue 34 item 9, which went
+    over plain HTTP to every host). Only the monitoring host's token container gets it (docker_host.py), which
+    derives the tokens of the hosts Prometheus scrapes."""
+    return hmac.new(key.encode(), b"rocm-stack vllm metrics scrape secret", hashlib.sha256).hexdigest()
 
 
-def secret_metrics_token(key: pulumi.Input[str]) -> pulumi.Output[str]:
-    return pulumi.Output.secret(pulumi.Output.from_input(key).apply(metrics_token))
+def host_token(secret: str, host: str) -> str:
+    """A host's scrape token: SHA-256 (hex) of `<secret>:<host>`, what the monitoring host's token container computes
+    with its image's busybox (docker_host.TOKENS_WRITE, `printf | sha256sum`; no HMAC tool there). The secret comes
+    first and has a fixed length (64 hex digits, 256 bits), so a token tells nothing of another host's: the one thing
+    SHA-256's length extension gives from a token is the token of `<host>` followed by SHA-256's padding bytes (0x80,
+    0x00 ...), a name no host has (hosts[].name is a DNS label)."""
+    return hashlib.sha256(f"{secret}:{host}".encode()).hexdigest()
 
 
-def key_map(key: str) -> str:
-    """The key file: the `map` entries that authorize a request, the key's and the scrape token's
-    (rules.api_key_problem keeps the key a Bearer token, whose characters are plain inside nginx's double quotes, and
-    the token is hex). Regular expressions: nginx compares a map's plain strings case-insensitively (measured:
+def metrics_token(key: str, host: str) -> str:
+    """The token the Docker host `host`'s proxies accept on /metrics (and nothing else): one per host, so a token read
+    on one host (its proxy's key map, or the wire without TLS) scrapes no other."""
+    return host_token(scrape_secret(key), host)
+
+
+def secret_scrape_secret(key: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.secret(pulumi.Output.from_input(key).apply(scrape_secret))
+
+
+def key_map(key: str, host: str | None = None) -> str:
+    """The key file: the `map` entries that authorize a request, the key's and, on the Docker host `host`, its scrape
+    token's (rules.api_key_problem keeps the key a Bearer token, whose characters are plain inside nginx's double
+    quotes, and the token is hex). Kubernetes proxies (no `host`) leave /metrics open (POD_OPEN_PATHS) and hold the
+    key alone. Regular expressions: nginx compares a map's plain strings case-insensitively (measured:
     tests/test_vllm_proxy.py), which would let `bearer K3Y` pass for `Bearer k3y`; `~` matches case-sensitively."""
-    return (
-        '"~^Bearer ' + re.sub(r"([.+])", r"\\\1", key) + f'$" {_API_KEY};\n'
-        f'"~^Bearer {metrics_token(key)}$" {_SCRAPE_TOKEN};\n'
-    )
+    entries = '"~^Bearer ' + re.sub(r"([.+])", r"\\\1", key) + f'$" {_API_KEY};\n'
+    if host is not None:
+        entries += f'"~^Bearer {metrics_token(key, host)}$" {_SCRAPE_TOKEN};\n'
+    return entries
 
 
-def secret_key_map(key: pulumi.Input[str]) -> pulumi.Output[str]:
-    return pulumi.Output.secret(pulumi.Output.from_input(key).apply(key_map))
+def secret_key_map(key: pulumi.Input[str], host: str | None = None) -> pulumi.Output[str]:
+    return pulumi.Output.secret(pulumi.Output.from_input(key).apply(lambda k: key_map(k, host)))
 
 
 def proxy_command(config_dir: str = CONFIG_DIR, runtime_dir: str = RUNTIME_DIR) -> list[str]:

@@ -13,8 +13,9 @@ What this shows: node-exporter in its own mount namespace reports the bind-mount
 container path, with its filesystem's size, and nothing of the container's own files; it runs with a read-only root,
 every capability dropped. Prometheus loads the uploaded configuration and the stack's rule file, keeps its data in the
 named volume, takes the retention flags, and has the generated scrape targets with their labels. With a vLLM API key,
-the scrape token reaches Prometheus through its own volume, written by the one-shot token container's upload, and a
-rotated key reaches the running Prometheus (same process) at its next scrape. Grafana's start (the plan's
+each host's scrape token reaches Prometheus through its own volume, derived there by the one-shot token container
+(busybox, as in prom/prometheus), every host's real nginx proxy is scraped with its own token and refuses another
+host's, and a rotated key reaches the running Prometheus (same process) at its next scrape. Grafana's start (the plan's
 entrypoint, against stand-ins of the image's /run.sh and `grafana` CLI) resets the stored admin password whenever its
 volume holds a database.
 """
@@ -25,6 +26,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -34,10 +36,10 @@ import pytest
 import yaml
 
 from conftest import CONTAINER
-from components.monitoring import VLLM_METRICS_TOKEN_FILE
-from components.monitoring import docker_host
-from components.workloads.proxy import metrics_token
-from e2e.harness import Docker, _add_bytes, _add_entry, standin_rootfs
+from components.monitoring import PROMETHEUS_SECRETS, docker_host, vllm_metrics_token_file
+from components.workloads import proxy
+from e2e.harness import Docker, _add_bytes, _add_entry, _shared_libraries, standin_rootfs
+import prometheus_versions
 from tools.synth import SECRET, Plan, docker_create_args, synthesize, upload_text
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
@@ -48,25 +50,43 @@ NODE_EXPORTER_IMAGE = "rocm-stack-e2e/node-exporter:standin"
 PROMETHEUS_IMAGE = "rocm-stack-e2e/prometheus:standin"
 
 
+BUSYBOX = shutil.which("busybox") or "/usr/bin/busybox"
+# The busybox applets the one-shot containers' programs run (prom/prometheus is built on busybox: its Dockerfile
+# @ v3.5.0 L3), as the image has them: links to /bin/busybox, /bin/sh among them.
+APPLETS = ("sh", "cat", "sha256sum", "cut", "chmod", "mv", "rm", "kill", "test")
+
+
 def with_binary(binary: str, at: str) -> bytes:
     """The stand-in root filesystem (Python for `docker exec` probes) with `binary` at `at` (both Debian builds link
-    only libc, which the stand-in has) and prom/prometheus's data directory. It runs as root, the pinned images as
-    nobody (65534), which owns /prometheus there."""
+    only libc, which the stand-in has), prom/prometheus's data directory and Debian's busybox for its shell and tools.
+    It runs as root, the pinned images as nobody (65534), which owns /prometheus there."""
     buffer = io.BytesIO(standin_rootfs())
     out = io.BytesIO()
+    busybox = Path(BUSYBOX)
     with tarfile.open(fileobj=buffer) as source, tarfile.open(fileobj=out, mode="w") as tar:
+        names = set()
         for member in source.getmembers():
+            if member.name.lstrip("/") == "bin/sh":
+                continue
+            names.add(member.name.lstrip("/"))
             tar.addfile(member, source.extractfile(member) if member.isfile() else None)
         _add_entry(tar, "/prometheus", tarfile.DIRTYPE, 0o777)
         _add_bytes(tar, at, Path(binary).read_bytes(), 0o755)
+        for library in sorted(_shared_libraries([busybox])):
+            if str(library).lstrip("/") not in names:
+                _add_bytes(tar, str(library), library.read_bytes(), 0o755)
+        _add_bytes(tar, "/bin/busybox", busybox.read_bytes(), 0o755)
+        for applet in APPLETS:
+            _add_entry(tar, f"/bin/{applet}", tarfile.SYMTYPE, target="busybox")
     return out.getvalue()
 
 
 def import_image(docker: Docker, reference: str, binary: str, at: str) -> None:
-    if not Path(binary).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{binary} is missing (Debian: prometheus, prometheus-node-exporter)")
-        pytest.skip(f"{binary} is not installed")
+    for needed in (binary, BUSYBOX):
+        if not Path(needed).exists():
+            if os.environ.get("CI"):
+                pytest.fail(f"{needed} is missing (Debian: prometheus, prometheus-node-exporter, busybox)")
+            pytest.skip(f"{needed} is not installed")
     image = docker.out(
         "import",
         "--change",
@@ -190,6 +210,15 @@ def test_prometheus_takes_rules_and_targets_from_the_files_container_and_reloads
         # come back as the ID).
         assert written["HostConfig"]["PidMode"] == f"container:{docker.inspect(name)['Id']}"
 
+    # prod is keyed: prometheus.yml names the per-host vLLM jobs' file (scrape_config_files), which a Prometheus
+    # before 2.43 refuses (tests/prometheus_versions.py). Before the files container's first write that glob matches
+    # nothing, so the configuration 2.43 starts on is prometheus.yml without it; the per-host jobs: the test below.
+    config_upload = next(u for u in inputs["uploads"] if u["file"] == docker_host.PROMETHEUS_CONFIG)
+    if not prometheus_versions.reads_scrape_config_files(PROMETHEUS):
+        config_upload["content"] = yaml.safe_dump(
+            prometheus_versions.inlined(yaml.safe_load(config_upload["content"]), {})
+        )
+
     try:
         for v in volumes:
             docker.run("volume", "create", v)
@@ -239,7 +268,7 @@ def test_prometheus_takes_rules_and_targets_from_the_files_container_and_reloads
         assert sorted((m["Type"], m["Name"], m["Destination"], m["RW"]) for m in mounts) == [
             ("volume", volume, "/prometheus", True),
             ("volume", files["volumeName"], docker_host.PROMETHEUS_STACK_FILES, False),
-            ("volume", "rocm-stack-prometheus-token", os.path.dirname(VLLM_METRICS_TOKEN_FILE), False),
+            ("volume", "rocm-stack-prometheus-token", PROMETHEUS_SECRETS, False),
         ]
         listing = "import os; print(os.listdir('/v'))"
         assert "wal" in docker.out(
@@ -253,114 +282,201 @@ def test_prometheus_takes_rules_and_targets_from_the_files_container_and_reloads
 HOSTS = {"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"}
 
 
-# A stand-in for the authenticating proxy in front of a keyed vLLM (components/workloads/proxy.py, run for real in
-# tests/test_vllm_proxy.py): /metrics only with `Bearer <the scrape token of the current key>`, which it reads from
-# /tmp/accepted (the test rewrites it to rotate the key, as the proxy's replacement does). It runs in Prometheus's
-# container, whose loopback is the only network the private daemon gives it.
-PROXY_STANDIN = """
+# A stand-in for vLLM's /metrics behind the proxies (the real nginx, proxy.py's configuration, below): it runs in
+# Prometheus's container, whose loopback is the only network the private daemon gives it.
+VLLM_STANDIN = """
 import http.server
-class Proxy(http.server.BaseHTTPRequestHandler):
+class Metrics(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        accepted = "Bearer " + open("/tmp/accepted").read().strip()
-        ok = self.path == "/metrics" and self.headers.get("Authorization") == accepted
-        body = b'vllm:num_requests_waiting{model_name="m"} 0\\n' if ok else b""
-        self.send_response(200 if ok else 401)
+        body = b'vllm:num_requests_waiting{model_name="m"} 0\\n'
+        self.send_response(200)
         self.end_headers()
         self.wfile.write(body)
     def log_message(self, *args):
         pass
-http.server.ThreadingHTTPServer(("127.0.0.1", 8000), Proxy).serve_forever()
+http.server.ThreadingHTTPServer(("127.0.0.1", 8000), Metrics).serve_forever()
 """
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+KEY, ROTATED = "first-key-0123456789abcdef0123456", "second-key-0123456789abcdef012345"
 
 
-def vllm_target(docker: Docker, name: str) -> dict[str, Any]:
+class Proxies:
+    """Each keyed host's proxy: the real nginx on proxy.py's Docker configuration and that host's key map, in the
+    Prometheus container's network namespace (nsenter, as root: the harness gives the container no other network),
+    one port per host, in front of VLLM_STANDIN. `serve(key)` is what a rotation's proxy replacement does."""
+
+    def __init__(self, root: Path, pid: int, ports: dict[str, int]) -> None:
+        self.root, self.pid, self.ports = root, pid, ports
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def serve(self, key: str) -> None:
+        self.stop()
+        for host, port in self.ports.items():
+            conf, run = self.root / host / "conf", self.root / host / "run"
+            shutil.rmtree(self.root / host, ignore_errors=True)
+            conf.mkdir(parents=True)
+            run.mkdir()
+            (conf / proxy.CONFIG_FILE).write_text(
+                proxy.nginx_config(port, "127.0.0.1:8000", proxy.DOCKER_OPEN_PATHS, proxy.DOCKER_SCRAPED_PATHS)
+            )
+            (conf / proxy.API_KEY_MAP).write_text(proxy.key_map(key, host))
+            command = [NGINX, *proxy.proxy_command(str(conf), f"{run}/")[1:]]
+            self.processes.append(
+                subprocess.Popen(["nsenter", f"--net=/proc/{self.pid}/ns/net", *command], stderr=subprocess.PIPE)
+            )
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            process.wait(10)
+        self.processes = []
+
+
+def vllm_targets(docker: Docker, name: str) -> dict[str, dict[str, Any]]:
+    """The `vllm` targets by host (none until discovery hands them to the scrape manager, every 5 s)."""
     targets = json.loads(probe(docker, name, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
-    # None until discovery hands the static target to the scrape manager (throttled: every 5 s)
-    vllm = [t for t in targets if t["labels"]["job"] == "vllm"]
-    assert len(vllm) <= 1, vllm
-    return dict(vllm[0]) if vllm else {"health": None}
+    return {t["labels"]["host"]: dict(t) for t in targets if t["labels"]["job"] == "vllm"}
 
 
-def await_health(docker: Docker, name: str, health: str, timeout: float = 30) -> dict[str, Any]:
+def await_health(docker: Docker, name: str, hosts: set[str], health: str, timeout: float = 30) -> dict[str, Any]:
+    """The `vllm` targets once every one of `hosts` has `health`."""
     deadline = time.monotonic() + timeout
-    target = vllm_target(docker, name)
-    while target["health"] != health:
-        assert time.monotonic() < deadline, (health, target, docker.out("logs", name, check=False))
+    while True:
+        targets = vllm_targets(docker, name)
+        if {h: t["health"] for h, t in targets.items()} == dict.fromkeys(hosts, health):
+            return targets
+        assert time.monotonic() < deadline, (health, targets, docker.out("logs", name, check=False))
         time.sleep(0.5)
-        target = vllm_target(docker, name)
-    return target
 
 
-def test_the_scrape_token_reaches_prometheus_through_its_volume_and_a_rotation_needs_no_restart(
-    docker: Docker, prod: Plan
+def test_each_hosts_token_reaches_prometheus_every_host_is_scraped_and_a_rotation_needs_no_restart(
+    docker: Docker, prod: Plan, tmp_path: Path
 ):
+    """Issue 34 item 9 on the real daemon, Prometheus and nginx: the token container (the plan's argv and program,
+    busybox's sh and sha256sum as in prom/prometheus) derives each keyed host's token from the scrape secret into
+    its volume, where Prometheus reads each host's job's credentials file; every host's proxy (its own key map) is
+    scraped; a token read there opens no other host's proxy; the one token file of before goes. A rotated key
+    (proxies replaced: 401) is taken up once the token container is replaced, by the same Prometheus process.
+
+    prometheus.yml names the per-host jobs in `scrape_config_files`, which Debian's 2.42 refuses: a binary before
+    2.43 gets the jobs inlined, as 2.43 builds them (tests/prometheus_versions.py)."""
+    if not Path(NGINX).exists():
+        pytest.skip("nginx is not installed (Debian: nginx-light)")
     import_image(docker, PROMETHEUS_IMAGE, PROMETHEUS, "/bin/prometheus")
     writer = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-prometheus-token")["inputs"]))
     server = json.loads(json.dumps(prod.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]))
-    # The token is the writer's one upload, hidden from the plan (a secret); Prometheus's files stay visible.
+    files = prod.get(CONTAINER, "gpu-node-1-prometheus-files")["inputs"]["uploads"]
+    # The secret is the writer's upload, hidden from the plan; Prometheus's files stay visible.
     assert writer["uploads"] == SECRET and server["uploads"] != SECRET
     (token_volume,) = writer["volumes"]
-    assert token_volume["containerPath"] == os.path.dirname(VLLM_METRICS_TOKEN_FILE)
+    assert token_volume["containerPath"] == PROMETHEUS_SECRETS
     assert {**token_volume, "readOnly": True} in server["volumes"]
     assert server.pop("networkMode") == "host"
     writer["image"] = server["image"] = PROMETHEUS_IMAGE
-    # The uploaded prometheus.yml, its vLLM job alone (the other targets are unreachable here) pointed at the proxy
-    # stand-in and scraped every second; its authorization, the credentials file, as generated.
+    # The per-host jobs as the files container writes them, each pointed at its host's proxy here, every second.
+    per_host = {u["file"]: upload_text(u) or "" for u in files if u["file"] == docker_host.VLLM_SCRAPE_FILE}
     config_upload = next(u for u in server["uploads"] if u["file"] == docker_host.PROMETHEUS_CONFIG)
     config = yaml.safe_load(config_upload["content"])
-    (vllm,) = [job for job in config["scrape_configs"] if job["job_name"] == "vllm"]
-    assert vllm["authorization"] == {"type": "Bearer", "credentials_file": VLLM_METRICS_TOKEN_FILE}
-    vllm["scrape_interval"] = "1s"
-    # Its targets as the files container writes them (file_sd), the first pointed at the stand-in, listed here.
-    files = prod.get(CONTAINER, "gpu-node-1-prometheus-files")["inputs"]["uploads"]
-    targets = yaml.safe_load(upload_text(next(u for u in files if u["file"] == docker_host.targets_file("vllm"))) or "")
-    vllm.pop("file_sd_configs")
-    vllm["static_configs"] = [{"targets": ["127.0.0.1:8000"], "labels": targets[0]["labels"]}]
-    config["scrape_configs"] = [vllm]
+    assert config["scrape_config_files"] == [docker_host.VLLM_SCRAPE_FILE]
+    if not prometheus_versions.reads_scrape_config_files(PROMETHEUS):
+        config = prometheus_versions.inlined(config, per_host)
+    jobs = [j for j in config["scrape_configs"] if j["job_name"] not in docker_host.SHARED_JOBS]
+    hosts = {j["job_name"].removeprefix("vllm-") for j in jobs}
+    assert hosts == {"gpu-node-3", "gpu-node-4"}
+    ports = {host: 8003 + n for n, host in enumerate(sorted(hosts))}
+    for job in jobs:
+        host = job["job_name"].removeprefix("vllm-")
+        assert job["authorization"] == {"type": "Bearer", "credentials_file": vllm_metrics_token_file(host)}
+        job["scrape_interval"] = "1s"
+        for static in job["static_configs"]:
+            static["targets"] = [f"127.0.0.1:{ports[host]}"]
+    config["scrape_configs"] = jobs
     config_upload["content"] = yaml.safe_dump(config)
     volumes = [v["volumeName"] for v in server["volumes"]]
+    stale = vllm_metrics_token_file("gpu-node-9")  # a removed host's token: the writer deletes it
+    read_file = "import sys; print(open(sys.argv[1]).read().strip())"
 
-    def write_token(key: str) -> None:
-        """What `pulumi up` does with the writer on a rotation: deletes it, creates the new one, uploads the token
-        (in the shape docker_host declares it) and waits for it to exit."""
+    def write_tokens(key: str) -> None:
+        """What `pulumi up` does with the writer (created again on a rotation): its uploads in the shape docker_host
+        declares them (the secret, the hosts by reference), then its start; it must exit 0."""
         docker.run("rm", "--force", writer["name"], check=False)
         docker.run(*docker_create_args(writer, {})[1:])
-        upload = {"file": VLLM_METRICS_TOKEN_FILE, "content": metrics_token(key), "permissions": docker_host.READABLE}
-        docker.run("cp", "-", f"{writer['name']}:/", input=uploads_tar([upload]))
+        uploads = [
+            {"file": docker_host.SCRAPE_SECRET, "content": proxy.scrape_secret(key), "permissions": "0444"},
+            {
+                "file": docker_host.SCRAPE_HOSTS,
+                "content": "".join(f"{h}\n" for h in sorted(hosts)),
+                "permissions": "0444",
+            },
+        ]
+        docker.run("cp", "-", f"{writer['name']}:/", input=uploads_tar(uploads))
         docker.run("start", "--attach", writer["name"])
-        assert docker.inspect(writer["name"])["State"]["ExitCode"] == 0
+        assert docker.inspect(writer["name"])["State"]["ExitCode"] == 0, docker.out("logs", writer["name"])
 
-    def accept(key: str) -> None:
-        script = f"open('/tmp/accepted', 'w').write({metrics_token(key)!r})"
-        docker.run("exec", server["name"], "python3", "-c", script)
-
+    proxies: Proxies | None = None
     try:
         for volume in volumes:
             docker.run("volume", "create", volume)
-        write_token("first-key")
+        # A stack of before: the one fleet-wide token file, and a removed host's.
+        before = [
+            {"file": f"{PROMETHEUS_SECRETS}/vllm-metrics-token", "content": "old", "permissions": "0444"},
+            {"file": stale, "content": "old", "permissions": "0444"},
+        ]
+        docker.run(
+            "create",
+            "--name",
+            "e2e-before",
+            "-v",
+            f"{token_volume['volumeName']}:{PROMETHEUS_SECRETS}",
+            PROMETHEUS_IMAGE,
+        )
+        docker.run("cp", "-", "e2e-before:/", input=uploads_tar(before))
+        docker.run("rm", "e2e-before")
+        write_tokens(KEY)
         docker.run(*docker_create_args(server, {})[1:])
         docker.run("cp", "-", f"{server['name']}:/", input=uploads_tar(server["uploads"]))
         docker.run("start", server["name"])
-        accept("first-key")
-        docker.run("exec", "--detach", server["name"], "python3", "-c", PROXY_STANDIN)
-        await_health(docker, server["name"], "up")
+        docker.run("exec", "--detach", server["name"], "python3", "-c", VLLM_STANDIN)
+        proxies = Proxies(tmp_path, docker.inspect(server["name"])["State"]["Pid"], ports)
+        proxies.serve(KEY)
+        targets = await_health(docker, server["name"], hosts, "up")
+        assert {t["labels"]["job"] for t in targets.values()} == {"vllm"}
+        listing = docker.out(
+            "exec", server["name"], "python3", "-c", f"import os; print(sorted(os.listdir({PROMETHEUS_SECRETS!r})))"
+        )
+        assert listing.strip() == str(sorted(os.path.basename(vllm_metrics_token_file(h)) for h in hosts))
+        for host in hosts:
+            token = docker.out("exec", server["name"], "python3", "-c", read_file, vllm_metrics_token_file(host))
+            assert token.strip() == proxy.metrics_token(KEY, host)
+            mode = f"import os; print(oct(os.stat({vllm_metrics_token_file(host)!r}).st_mode & 0o777))"
+            assert docker.out("exec", server["name"], "python3", "-c", mode).strip() == "0o444"
+            # A token read on one host opens no other host's proxy.
+            for other, port in ports.items():
+                fetch = (
+                    "import urllib.request, urllib.error; r = urllib.request.Request("
+                    f"'http://127.0.0.1:{port}/metrics', headers={{'Authorization': 'Bearer {token.strip()}'}})\n"
+                    "try: print(urllib.request.urlopen(r, timeout=5).status)\n"
+                    "except urllib.error.HTTPError as e: print(e.code)"
+                )
+                status = docker.out("exec", server["name"], "python3", "-c", fetch).strip()
+                assert status == ("200" if other == host else "401"), (host, other, status)
         mounted = {m["Destination"]: m for m in docker.inspect(server["name"])["Mounts"]}
-        assert mounted[os.path.dirname(VLLM_METRICS_TOKEN_FILE)]["RW"] is False
-        mode = f"import os; print(oct(os.stat({VLLM_METRICS_TOKEN_FILE!r}).st_mode & 0o777))"
-        assert docker.out("exec", server["name"], "python3", "-c", mode).strip() == "0o444"
+        assert mounted[PROMETHEUS_SECRETS]["RW"] is False
         started = docker.inspect(server["name"])["State"]
 
-        # The key is rotated: the proxy takes the new token at once (replaced), the target goes down with a 401 ...
-        accept("second-key")
-        down = await_health(docker, server["name"], "down")
-        assert "401" in down["lastError"], down
-        # ... until the writer's replacement puts the new token into the volume: up again, same Prometheus process.
-        write_token("second-key")
-        await_health(docker, server["name"], "up")
+        # The key is rotated: the proxies take their new tokens at once (replaced), every target down with a 401 ...
+        proxies.serve(ROTATED)
+        down = await_health(docker, server["name"], hosts, "down")
+        assert all("401" in t["lastError"] for t in down.values()), down
+        # ... until the writer's replacement puts the new tokens into the volume: up again, same Prometheus process.
+        write_tokens(ROTATED)
+        await_health(docker, server["name"], hosts, "up")
         state = docker.inspect(server["name"])["State"]
         assert (state["Pid"], state["StartedAt"], state["Running"]) == (started["Pid"], started["StartedAt"], True)
     finally:
-        docker.run("rm", "--force", server["name"], writer["name"], check=False)
+        if proxies is not None:
+            proxies.stop()
+        docker.run("rm", "--force", server["name"], writer["name"], "e2e-before", check=False)
         docker.run("volume", "rm", *volumes, check=False)
 
 

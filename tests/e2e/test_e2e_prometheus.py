@@ -14,7 +14,7 @@ Stand-in formats (what each serves, and where its shape comes from):
   container_health_state, labels id/image/name from DefaultContainerLabels).
 - vLLM 0.11.2: vllm/v1/metrics/loggers.py (tests/data/monitoring/reference/vllm-0.11.2-metrics-loggers.py.txt):
   gauges vllm:num_requests_running/waiting, vllm:kv_cache_usage_perc, histogram
-  vllm:time_to_first_token_seconds, labels model_name and engine; served only with the scrape token, as the
+  vllm:time_to_first_token_seconds, labels model_name and engine; served only with the host's scrape token, as the
   proxy in front of a keyed vLLM on Docker does (tests/test_vllm_proxy.py runs that proxy).
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.monitoring import VLLM_METRICS_TOKEN_FILE, declared_fleet, prometheus_scrape_config
+from components.monitoring import declared_fleet, prometheus_scrape_config, vllm_metrics_token_file
 from components.workloads.proxy import metrics_token
 from domain import alerts, dashboard
 from schema import load
@@ -285,11 +285,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheu
     rules_text = alerts.rules_file_text(stack.monitoring, fleet)
     state = Fleet(_node_exporter_text(tmp))
     models = {h.name: h.gpu_model for h in fleet}
-    token = metrics_token(KEY)
     servers: list[_Server] = []
 
     def stand_in(job: str, labels: dict[str, str]) -> str:
         host = labels["host"]
+        # A keyed host's vLLM job is `vllm-<host>` (relabelled to `vllm`), each with that host's token.
+        job = alerts.VLLM_JOB if job == f"{alerts.VLLM_JOB}-{host}" else job
         render: Callable[[], str] = {
             alerts.EXPORTER_JOB: lambda: state.exporter(host, models[host]),
             alerts.NODE_EXPORTER_JOB: lambda: state.node(host),
@@ -297,7 +298,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheu
             alerts.VLLM_JOB: lambda: state.vllm(host),
         }[job]
         server = _Server(("127.0.0.1", 0), _Handler)
-        server.render, server.token = render, token if job == alerts.VLLM_JOB else None
+        server.render, server.token = render, metrics_token(KEY, host) if job == alerts.VLLM_JOB else None
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"127.0.0.1:{server.server_port}"
@@ -309,9 +310,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheu
         for static in job["static_configs"]:
             static["targets"] = [stand_in(job["job_name"], static["labels"])]
         if "authorization" in job:
-            assert job["authorization"]["credentials_file"] == VLLM_METRICS_TOKEN_FILE
-            (tmp / "token").write_text(token)
-            job["authorization"]["credentials_file"] = str(tmp / "token")
+            host = job["job_name"].removeprefix(f"{alerts.VLLM_JOB}-")
+            assert job["authorization"]["credentials_file"] == vllm_metrics_token_file(host)
+            (tmp / f"token-{host}").write_text(metrics_token(KEY, host))
+            job["authorization"]["credentials_file"] = str(tmp / f"token-{host}")
     rules = yaml.safe_load(rules_text)
     for group in rules["groups"]:
         for rule in group["rules"]:
