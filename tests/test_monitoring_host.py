@@ -519,6 +519,26 @@ def test_prometheus_reads_the_credentials_file_on_every_scrape():
     assert "rt.authCredentials.Fetch(req.Context())" in source[820]
 
 
+def test_the_pinned_prometheus_reads_scrape_config_files_at_every_load():
+    """Why the per-host jobs can live in a file of the files container: the pinned Prometheus (v3.5.0) has
+    `scrape_config_files` (config/config.go L275), whose globs GetScrapeConfigs reads and appends (L338-339, L365),
+    called by the scrape manager's ApplyConfig (scrape/manager.go L251), a reloader of every configuration load
+    (cmd/prometheus/main.go L971), SIGHUP's included. Debian's 2.42, which the tests run, refuses the key
+    (test_prometheus_loads_the_uploaded_config_and_rules)."""
+    tag = image_tag(docker_host.PROMETHEUS_IMAGE)
+    config = mirror_show("prometheus/prometheus", tag, "config/config.go")
+    assert "ScrapeConfigFiles []string" in config[274] and 'yaml:"scrape_config_files,omitempty"' in config[274]
+    assert config[337].strip() == "for _, pat := range c.ScrapeConfigFiles {"
+    assert (
+        config[338].strip() == "fs, err := filepath.Glob(pat)" and config[364].strip() == "scfgs = append(scfgs, scfg)"
+    )
+    manager = mirror_show("prometheus/prometheus", tag, "scrape/manager.go")
+    assert manager[250].strip() == "scfgs, err := cfg.GetScrapeConfigs()"
+    assert mirror_show("prometheus/prometheus", tag, "cmd/prometheus/main.go")[970].strip() == (
+        "reloader: scrapeManager.ApplyConfig,"
+    )
+
+
 def test_the_tokens_are_the_writers_in_a_volume_prometheus_mounts_read_only(prod_plan):
     writer = prod_plan.get(CONTAINER, TOKEN_WRITER)["inputs"]
     prometheus = prod_plan.get(CONTAINER, "gpu-node-1-prometheus")["inputs"]
