@@ -193,6 +193,7 @@ _READ_BACK: dict[str, ReadBack] = {
         "funcs.go L786-795: set from Docker only while the state holds none (import), so the declared set stays",
     ),
     "hostname": ReadBack('funcs.go L847: d.Set("hostname", container.Config.Hostname)'),
+    "user": ReadBack('funcs.go L851: d.Set("user", container.Config.User), which dockerd stores as sent'),
     "networkMode": ReadBack(
         'funcs.go L954: d.Set("network_mode", HostConfig.NetworkMode): "host" as sent; dockerd stores '
         '"container:<name>" as "container:<full id>" (measured on dockerd 20.10), so it is declared with the id'

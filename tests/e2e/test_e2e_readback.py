@@ -38,6 +38,7 @@ EXTRA_INPUTS = {
     "stopTimeout": 30,
     "ipcMode": "private",
     "shmSize": 256,
+    "user": "0",  # the monitoring host's token container's (its uploads are secret: skipped below)
     "destroyGraceSeconds": 30,
 }
 
@@ -48,6 +49,7 @@ def _create_body(i: dict[str, Any], image: str) -> dict[str, Any]:
     config: dict[str, Any] = {
         "Image": image,
         "Hostname": i.get("hostname", ""),
+        "User": i.get("user", ""),  # L96-97
         "StopSignal": i.get("stopSignal", ""),
         "StopTimeout": i.get("stopTimeout"),
         "Env": i.get("envs"),
@@ -106,6 +108,7 @@ def _read(inspected: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]
         "name": inspected["Name"].lstrip("/"),
         "command": config["Cmd"],
         "hostname": config["Hostname"],
+        "user": config["User"],  # L851
         "securityOpts": host["SecurityOpt"] or [],
         "restart": host["RestartPolicy"]["Name"],
         "maxRetryCount": host["RestartPolicy"]["MaximumRetryCount"],
