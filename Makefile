@@ -1,11 +1,11 @@
-# The two everyday commands: `make synth STACK=dev` and `make test`. Both create .venv first.
+# The everyday commands: `make synth STACK=dev` and `make test`; `make check` is what CI runs. Each creates .venv first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 OUT ?= out/$(STACK)
 
-.PHONY: venv lint synth lock test e2e bench clean verify upstream router-venv
+.PHONY: venv lint synth lock test check e2e bench clean verify upstream router-venv
 
 # `pip install -e .` puts the `rocm-stack` command in the venv; the targets below run `python -m tools.cli`, i.e.
 # this checkout's code whatever checkout an editable install points at.
@@ -41,8 +41,13 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The fast set: every test but those marked slow (tests/e2e, scenarios and soaks on a real engine; the marker is
+# registered in pyproject.toml, tests/suite_split.py says which are). `make check` runs every test: what CI runs.
 test: venv lint
-	$(BIN)/python -m pytest -q -n auto --durations=10 tests
+	$(BIN)/python -m pytest -q -n auto --durations=10 -m "not slow" tests
+
+check: venv lint
+	$(BIN)/python -m pytest -q -n auto --durations=20 tests
 
 # The upstream sources the tests check the stack against (tests/upstream.txt: repository and pinned ref), fetched
 # into UPSTREAM as bare git repositories (only what is missing; GitHub, or UPSTREAM_URL). Tests that need one skip
@@ -62,7 +67,7 @@ router-venv: upstream
 		$(ROUTER_TAG):src/vllm_router/requirements.txt > .venv-router/requirements.txt
 	.venv-router/bin/pip install --quiet -r .venv-router/requirements.txt
 
-# The end-to-end tests alone (also part of `make test`): a real Docker daemon, as root (tests/e2e/harness.py).
+# The end-to-end tests alone (also part of `make check`): a real Docker daemon, as root (tests/e2e/harness.py).
 e2e: venv
 	$(BIN)/python -m pytest -q --durations=0 tests/e2e
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from e2e.harness import Docker, Unavailable, docker_engine, import_standin_image
+from suite_split import COLLECTED, DurationGuard, is_slow, mark_e2e
 
 import rules
 from schema import docker as schema_docker
@@ -22,6 +23,20 @@ from tools.synth import Plan, ProgramRefused, stack_config, synthesize
 CONTAINER = "docker:index/container:Container"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 DOCKER_PROVIDER = "pulumi:providers:docker"
+
+
+# --- the fast set and the slow one (tests/suite_split.py) ---------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist: where the reports arrive
+        config.pluginmanager.register(DurationGuard(), "duration-guard")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects (pytest's mark plugin, also in this hook)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_e2e(items)
+    config.stash[COLLECTED] = {item.nodeid: is_slow(item) for item in items}
 
 
 @pytest.fixture(scope="session")
