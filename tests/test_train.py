@@ -88,6 +88,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     return torchrun(directory), directory
 
 
+@pytest.mark.slow
 def test_run_finishes_steps_and_logs_samples_per_second(reference) -> None:
     result, directory = reference
     assert result.returncode == 0, result.stderr[-3000:]
@@ -105,6 +106,7 @@ def test_run_finishes_steps_and_logs_samples_per_second(reference) -> None:
     assert not [path for path in directory.iterdir() if not path.name.startswith("ckpt-")]
 
 
+@pytest.mark.slow
 def test_killed_worker_fails_the_run_and_restart_resumes_to_identical_parameters(reference, tmp_path) -> None:
     directory = tmp_path / "checkpoints"
     crashed = torchrun(directory, "--fail-at-step", "5", "--fail-rank", "1")
@@ -143,6 +145,7 @@ def _workers(launcher: int) -> dict[int, int]:
 SIGTERM_STEPS = 200
 
 
+@pytest.mark.slow
 def test_sigterm_to_one_rank_stops_every_rank_after_one_step_with_a_checkpoint_and_resume_loses_nothing(
     tmp_path,
 ) -> None:
@@ -221,6 +224,7 @@ os._exit(code)
 """
 
 
+@pytest.mark.slow
 def test_no_rank_finalizes_the_interpreter_while_gloo_worker_threads_run(tmp_path) -> None:
     """The SIGABRT that ended a finished run now and then ("terminate called without an active exception" in
     rank 1): DDP keeps the process group, and its gloo worker threads, alive past destroy_process_group() (torch
@@ -251,6 +255,7 @@ def test_no_rank_finalizes_the_interpreter_while_gloo_worker_threads_run(tmp_pat
     assert [event["step"] for event in events(result, "done")] == [8]  # stdout flushed before the exit
 
 
+@pytest.mark.slow
 def test_corrupt_and_half_written_checkpoints_are_never_loaded(reference, tmp_path) -> None:
     directory = tmp_path / "checkpoints"
     shutil.copytree(reference[1], directory)  # valid checkpoints of steps 6 and 8
@@ -420,6 +425,7 @@ def configmap_copy_of_program(root: Path) -> Path:
     return root / "programs" / "train.py"
 
 
+@pytest.mark.slow
 def test_single_process_with_a_user_entrypoint(tmp_path) -> None:
     """`python .../train.py` (no torchrun) from a ConfigMap-style copy, TRAIN_ENTRYPOINT naming user code."""
     train = configmap_copy_of_program(tmp_path / "opt")
