@@ -174,6 +174,7 @@ def mutations(resource: dict[str, Any], role: dict[str, Any]) -> Iterator[str]:
                 parent.update({k: node if k == at[-1] else parent.pop(k) for k in keys if k in parent or k == at[-1]})
 
 
+@pytest.mark.slow
 def test_every_mutation_of_prod_s_plan_outside_the_allowlist_is_refused(prod_plan: Plan):
     plan = copy.deepcopy(prod_plan)
     by_urn = {r["urn"]: r for r in plan.resources}

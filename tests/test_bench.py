@@ -111,6 +111,7 @@ def test_baseline_declares_the_same_custom_resources_flat(plans, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_runner_measures_both_programs_both_ways(tmp_path):
     results = measure((1,), 1, tmp_path, log=lambda _: None, with_placement=False)
     (row,) = results["rows"]

@@ -48,6 +48,7 @@ def two_gloo() -> subprocess.CompletedProcess[str]:
     return run("--expect-gpus", "0", "--cpu-processes", "2", *FAST)
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_pass(two_gloo: subprocess.CompletedProcess[str]) -> None:
     assert two_gloo.returncode == 0, two_gloo.stdout + two_gloo.stderr
     report = only_json(two_gloo)
@@ -64,6 +65,7 @@ def test_two_gloo_processes_pass(two_gloo: subprocess.CompletedProcess[str]) -> 
     assert report["allreduce"]["busbw_at_largest_gbps"] == sizes[-1]["busbw_gbps"]
 
 
+@pytest.mark.slow
 def test_json_schema_is_stable(two_gloo: subprocess.CompletedProcess[str]) -> None:
     """Consumers (the Docker/Kubernetes check containers, make verify) read these keys: renaming one is a new
     schema version, not a silent change."""
@@ -127,6 +129,7 @@ def test_wrong_gpu_count_exits_1_naming_what_was_seen(capsys: pytest.CaptureFixt
     assert report["matmul"] == [] and report["allreduce"] is None  # nothing else runs on the wrong devices
 
 
+@pytest.mark.slow
 def test_busbw_floor_fails_with_exit_1() -> None:
     result = run("--expect-gpus", "0", "--cpu-processes", "2", "--min-busbw", "100000", *FAST)
     assert result.returncode == 1
@@ -139,6 +142,7 @@ def test_busbw_floor_fails_with_exit_1() -> None:
     )
 
 
+@pytest.mark.slow
 def test_one_process_skips_all_reduce_and_applies_tflops_floor() -> None:
     result = run("--expect-gpus", "0", "--cpu-processes", "1", "--min-busbw", "1", "--min-tflops", "100000", *FAST)
     assert result.returncode == 1

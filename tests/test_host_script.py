@@ -441,6 +441,7 @@ def _with_deadline(plan: Plan, kind: str, name: str, seconds: int) -> Plan:
     return changed
 
 
+@pytest.mark.slow
 def test_a_hung_check_is_cut_at_its_deadline_and_its_partition_not_created(dev_plan: Plan, tmp_path):
     """The provider's create of an attached check waits for it to exit with no bound but the create timeout
     (resource_docker_container_funcs.go L628-671: ContainerWait under the create's context): the script gives the
@@ -457,6 +458,7 @@ def test_a_hung_check_is_cut_at_its_deadline_and_its_partition_not_created(dev_p
     assert "train" not in _created(calls) and "serve" in _created(calls)
 
 
+@pytest.mark.slow
 def test_a_hung_pull_is_cut_at_the_images_deadline(dev_plan: Plan, tmp_path):
     """A RemoteImage's create pulls (resource_docker_image_funcs.go L34-56) under its create timeout."""
     (image,) = [r for r in dev_plan.of_type(REMOTE_IMAGE) if r["name"] == "workstation-amd-device-metrics-exporter"]

@@ -185,6 +185,7 @@ def test_hand_edited_lock_with_overlapping_or_missing_gpus_is_refused():
         placed(config, lock)
 
 
+@pytest.mark.slow
 def test_lock_command_writes_keeps_prunes_and_relocks(tmp_path):
     project = tmp_path / "project"
     (project / "stacks").mkdir(parents=True)
