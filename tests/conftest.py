@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e.harness import Docker, Unavailable, docker_engine, import_standin_image
 from suite_split import COLLECTED, DurationGuard, is_slow, mark_e2e
@@ -39,14 +42,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.stash[COLLECTED] = {item.nodeid: is_slow(item) for item in items}
 
 
+# The plans many tests read, synthesized once per test process (each xdist worker, or the one process without xdist)
+# for each distinct config and shared: the committed stacks, the all-features stack in each environment, the base
+# stacks of day-2 scenarios. Tests only read them; a test that changes a plan changes its own copy (copy.deepcopy),
+# and one that patches the program calls synthesize itself.
+_SYNTHESIZED: dict[str, Plan] = {}
+
+
+def synthesized(stack: str, config: dict[str, Any] | None = None) -> Plan:
+    """The shared plan of `stack` with `config` (default: its committed stack file)."""
+    config = stack_config(stack) if config is None else config
+    key = json.dumps([stack, config], sort_keys=True)
+    if key not in _SYNTHESIZED:
+        _SYNTHESIZED[key] = synthesize(stack, copy.deepcopy(config))
+    return _SYNTHESIZED[key]
+
+
+def committed_plan(stack: str) -> Plan:
+    """The committed stack `stack` (stacks/Pulumi.<stack>.yaml) as synthesized."""
+    return synthesized(stack)
+
+
+ALL_FEATURES = Path(__file__).parent / "data" / "seams" / "all-features.yaml"
+
+
+def all_features(environment: str) -> dict[str, Any]:
+    """The all-features stack's config (`rocm-stack:` keys) for `environment`."""
+    config: dict[str, Any] = yaml.safe_load(ALL_FEATURES.read_text())["config"]
+    return {**config, "rocm-stack:environment": environment}
+
+
+def all_features_plan(environment: str) -> Plan:
+    """The all-features stack synthesized as `environment`."""
+    return synthesized(environment, all_features(environment))
+
+
 @pytest.fixture(scope="session")
 def dev_plan() -> Plan:
-    return synthesize("dev")
+    return committed_plan("dev")
 
 
 @pytest.fixture(scope="session")
 def prod_plan() -> Plan:
-    return synthesize("prod")
+    return committed_plan("prod")
 
 
 def stack_file(stack: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from components.workloads.autoscaling import queue_query
 from components.workloads.inference import PATCH_FORCE_ANNOTATION, REPLICAS_PATH
 from schema.autoscaling import KEDA_API_VERSION, KEDA_CHART_VERSION
 from tools.synth import Plan, manifest_of, synthesize
-from conftest import refusal, stack_file
+from conftest import committed_plan, refusal, stack_file
 from k8s_validation import CrdSchemas, stack_crds, validate_all
 from upstream_go import Upstream
 
@@ -35,7 +35,7 @@ HELM_CHARTS = Upstream("prometheus-community/helm-charts", "cf408a290aec489277a9
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return synthesize("prod", stack_file("prod"))
+    return committed_plan("prod")
 
 
 def one(plan: Plan, type_token: str, name: str) -> dict[str, Any]:

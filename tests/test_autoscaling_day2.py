@@ -14,7 +14,7 @@ from tools.impact import Impact, ImpactReport, predict
 from tools.impact_rules import Action
 from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
-from conftest import stack_file
+from conftest import committed_plan, stack_file, synthesized
 
 P = "rocm-stack:"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -41,8 +41,8 @@ def fixed(replicas: int | None = None) -> dict[str, Any]:
 
 def report(base: dict[str, Any], head: dict[str, Any]) -> ImpactReport:
     return predict(
-        SynthPlan.model_validate(synthesize("prod", base).to_json()),
-        SynthPlan.model_validate(synthesize("prod", head).to_json()),
+        SynthPlan.model_validate(synthesized("prod", base).to_json()),
+        SynthPlan.model_validate(synthesized("prod", head).to_json()),
     )
 
 
@@ -52,7 +52,7 @@ def kubernetes_impacts(result: ImpactReport) -> dict[tuple[str, str], Impact]:
 
 @pytest.fixture(scope="module")
 def autoscaled() -> Plan:
-    return synthesize("prod", stack_file("prod"))
+    return committed_plan("prod")
 
 
 def roomy(config: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def test_turning_it_on_without_the_ignore_would_have_set_the_count():
     for resource in head["resources"]:
         if resource["type"] == DEPLOYMENT:
             resource["ignore_changes"] = []
-    base = SynthPlan.model_validate(synthesize("prod", roomy(fixed())).to_json())
+    base = SynthPlan.model_validate(synthesized("prod", roomy(fixed())).to_json())
     impacts = kubernetes_impacts(predict(base, SynthPlan.model_validate(head)))
     assert impacts[(DEPLOYMENT, "llama")].updated == [(REPLICAS_PATH, "k8s.update")]
 

@@ -15,7 +15,7 @@ from tools.impact import predict
 from tools.impact_rules import Action
 from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
-from conftest import refusal, stack_file
+from conftest import committed_plan, refusal, stack_file
 from k8s_validation import stack_crds, validate_all
 
 P = "rocm-stack:"
@@ -29,7 +29,7 @@ def finetune(config: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return synthesize("prod", stack_file("prod"))
+    return committed_plan("prod")
 
 
 def jobset(plan: Plan) -> dict[str, Any]:

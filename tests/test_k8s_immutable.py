@@ -25,9 +25,9 @@ from tools.impact import Impact, predict
 from tools.impact_rules import Action
 from tools.synth import Plan, synthesize
 from tools.synth_diff import SynthPlan
-from conftest import stack_file
+from conftest import all_features_plan, committed_plan, stack_file
 from k8s_validation import yaml_documents
-from test_k8s_seams import all_features, immutable_field_problems
+from test_k8s_seams import immutable_field_problems
 from upstream_go import Upstream
 
 P = "rocm-stack:"
@@ -53,9 +53,9 @@ def plans() -> dict[str, Plan]:
     """Every object kind the stack renders: dev, prod, the all-features stack as prod (tests/test_k8s_seams.py) and
     dev in device-plugin mode."""
     return {
-        "dev": synthesize("dev"),
-        "prod": synthesize("prod"),
-        "every-feature": synthesize("prod", all_features("prod")),
+        "dev": committed_plan("dev"),
+        "prod": committed_plan("prod"),
+        "every-feature": all_features_plan("prod"),
         "device-plugin": synthesize("dev", device_plugin_stack()),
     }
 

@@ -14,34 +14,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.k8s.replacement import provider_replaces, rows
 from schema.mirror import MirrorConfig
-from tools.synth import Plan, autoname, autonamed, manifest_of, synthesize
+from tools.synth import Plan, autoname, autonamed, manifest_of
+from conftest import all_features, all_features_plan
 from k8s_mirror import outside_mirror
 from kueue_seams import kueue_configuration, seam_problems
 from k8s_namespaces import namespace_problems
 
-ALL_FEATURES = Path(__file__).parent / "data" / "seams" / "all-features.yaml"
 P = "rocm-stack:"
 ENVIRONMENTS = ("dev", "prod")
-
-
-def all_features(environment: str) -> dict[str, Any]:
-    """The all-features stack's config (`rocm-stack:` keys) for `environment`."""
-    config: dict[str, Any] = yaml.safe_load(ALL_FEATURES.read_text())["config"]
-    return {**config, P + "environment": environment}
 
 
 @pytest.fixture(scope="module", params=ENVIRONMENTS)
 def plan(request: pytest.FixtureRequest) -> Plan:
     """The all-features stack synthesized as dev, then as prod (each test taking it runs for both)."""
-    return synthesize(request.param, all_features(request.param))
+    return all_features_plan(request.param)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from tools.impact import predict
 from tools.impact_rules import Action
 from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
-from conftest import refusal, stack_file
+from conftest import committed_plan, refusal, stack_file
 from kueue_seams import kueue_configuration, requested, seam_problems
 from test_multinode import BIG, DEPLOYMENT, LWS_TYPE as LWS, RELEASE
 from test_queues import CLUSTER_QUEUE, JOBSET, KUEUE, LOCAL_QUEUE
@@ -69,7 +69,7 @@ def every_feature() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return synthesize("prod", stack_file("prod"))
+    return committed_plan("prod")
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from components.monitoring import (
     vllm_metrics_token_file,
 )
 from tools.synth import Plan, docker_scripts, manifest_of, synthesize
-from conftest import CONTAINER, REMOTE_IMAGE, refused, stack_file, stack_without_kubernetes
+from conftest import CONTAINER, REMOTE_IMAGE, committed_plan, refused, stack_file, stack_without_kubernetes
 from k8s_validation import SERVICE_MONITOR_SUBSET, CrdSchemas, strict_structural_schema, validate_object
 from monitoring_reference import PROMETHEUS_LABELS, PROMETHEUS_METRICS, exporter_labels, promql_names, support_matrix
 from schema.project import ROOT
@@ -144,7 +144,7 @@ def test_prod_scrapes_each_docker_vllm_through_its_proxy_with_its_hosts_scrape_t
     sets credentials per job), each with its partition's target on its published API port (the proxy's),
     authenticated with that host's token file, never the API key, and relabelled to the job `vllm` the rules
     select."""
-    plan = synthesize("prod")
+    plan = committed_plan("prod")
     jobs = {job["job_name"]: job for job in yaml.safe_load(plan.outputs["prometheusScrapeConfig"])["scrape_configs"]}
     assert alerts.VLLM_JOB not in jobs
     for n in (3, 4):

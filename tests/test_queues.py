@@ -15,7 +15,7 @@ from tools.impact import ImpactReport, predict
 from tools.impact_rules import Action
 from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
-from conftest import refusal, stack_file
+from conftest import committed_plan, refusal, stack_file
 from k8s_validation import stack_crds, validate_all
 from upstream_go import Upstream
 
@@ -31,7 +31,7 @@ PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return synthesize("prod", stack_file("prod"))
+    return committed_plan("prod")
 
 
 def objects(plan: Plan, type_token: str) -> dict[str, dict[str, Any]]:

@@ -28,7 +28,7 @@ from tools.impact import ImpactReport, predict
 from tools.impact_rules import Action
 from tools.synth import Plan, manifest_of, synthesize
 from tools.synth_diff import SynthPlan
-from conftest import refusal, stack_file
+from conftest import committed_plan, refusal, stack_file
 from k8s_validation import stack_crds, validate_all
 from upstream_go import show
 
@@ -61,7 +61,7 @@ def lines(path: str, first: int, last: int) -> str:
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return synthesize("prod", stack_file("prod"))
+    return committed_plan("prod")
 
 
 def prod_with(**router_keys: Any) -> dict[str, Any]:

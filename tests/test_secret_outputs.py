@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import stack_file
+from conftest import committed_plan, stack_file
 from tools.impact import predict, to_markdown
 from tools.synth import Plan, rendered_files, synthesize
 from tools.synth_diff import SynthPlan
@@ -78,14 +78,14 @@ def test_no_written_file_holds_a_secret(secret_plan: Plan):
 
 def test_the_pull_request_comment_holds_no_secret(secret_plan: Plan):
     """The comment of a change from the committed prod stack (receivers in plain text) to the secret one."""
-    base = synthesize("prod")
+    base = committed_plan("prod")
     markdown = to_markdown(predict(*(SynthPlan.model_validate(p.to_json()) for p in (base, secret_plan))), 500)
     assert "alertmanager" in markdown and _leaks(markdown) == []
 
 
 def test_plain_receivers_stay_readable_in_the_preview():
     """Only a secret `monitoring` hides alertmanager.yml: plain receivers keep their changes visible."""
-    plan = synthesize("prod")
+    plan = committed_plan("prod")
     assert "alerts.example.internal" in plan.outputs["alertDestinations"]
     uploads = plan.get("docker:index/container:Container", "gpu-node-1-alertmanager")["inputs"]["uploads"]
     assert uploads != "[secret]"

@@ -23,6 +23,8 @@ Upstream facts:
 
 from __future__ import annotations
 
+import copy
+
 import inspect
 
 import pulumi_docker as docker
@@ -31,6 +33,7 @@ import pytest
 from conftest import (
     CONTAINER,
     check_containers,
+    committed_plan,
     gpu_containers,
     partition_of,
     refusal,
@@ -101,7 +104,7 @@ def test_prod_refuses_host_ipc_beside_other_partitions_and_the_pack_too():
         "partition(s): they would share the host's /dev/shm; prod gives each partition its own (ipc: private, "
         "sized by shmSize)"
     ) in message
-    resources = synthesize("prod").resources
+    resources = copy.deepcopy(committed_plan("prod").resources)  # changed below
     for r in resources:
         if r["type"] == CONTAINER and (partition_of(r) or "").startswith("gpu-node-2/"):
             r["inputs"]["ipcMode"] = "host"

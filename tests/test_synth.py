@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from components.monitoring import CADVISOR_PORT, NODE_EXPORTER_PORT
 from domain.alerts import CADVISOR_JOB, EXPORTER_JOB, NODE_EXPORTER_JOB
 
-from conftest import cdi_stack
+from conftest import cdi_stack, committed_plan
 from tools import synth
 from tools.synth import ROOT
 
@@ -29,8 +30,31 @@ def run_synth(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
-    result = run_synth("--stack", "prod", "--out", str(tmp_path))
+COMMANDS = (("tools.synth",), ("tools.cli", "synth"))
+
+
+@pytest.fixture(scope="module")
+def prod_runs(tmp_path_factory) -> dict[tuple[str, ...], tuple[subprocess.CompletedProcess, Path]]:
+    """`--stack prod` run as a process by each command that synthesizes, each into a folder of its own: the tests
+    below read these two runs rather than start more (a whole-process synth of prod takes seconds)."""
+    runs = {}
+    for command in COMMANDS:
+        out = tmp_path_factory.mktemp("out")
+        runs[command] = (
+            subprocess.run(
+                [sys.executable, "-m", *command, "--stack", "prod", "--out", str(out)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ),
+            out,
+        )
+    return runs
+
+
+def test_prod_synth_writes_plan_and_docker_scripts(prod_runs):
+    result, tmp_path = prod_runs[COMMANDS[0]]
     assert result.returncode == 0, result.stderr
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert (plan["project"], plan["stack"]) == ("rocm-stack", "prod")
@@ -95,26 +119,19 @@ def test_prod_synth_writes_plan_and_docker_scripts(tmp_path):
     ]
 
 
-def test_synth_is_deterministic(tmp_path):
-    for out in ("a", "b"):
-        assert run_synth("--stack", "prod", "--out", str(tmp_path / out)).returncode == 0
-    assert (tmp_path / "a" / "plan.json").read_text() == (tmp_path / "b" / "plan.json").read_text()
+def test_synth_is_deterministic(prod_runs):
+    """Two processes (each with its own hash seed) write the same plan."""
+    (first, a), (second, b) = prod_runs.values()
+    assert first.returncode == second.returncode == 0
+    assert (a / "plan.json").read_text() == (b / "plan.json").read_text()
 
 
-def test_a_synth_process_writes_what_synthesize_renders_and_flushes_its_output(tmp_path):
+def test_a_synth_process_writes_what_synthesize_renders_and_flushes_its_output(prod_runs):
     # The CLI process runs without the cyclic GC and ends with os._exit after writing (tools.synth.exit_process):
     # its files must be the in-process ones byte for byte, and its piped (block-buffered) stdout complete.
-    plan = synth.synthesize("prod")
+    plan = committed_plan("prod")
     files = synth.rendered_files(plan)
-    for command in (["tools.synth"], ["tools.cli", "synth"]):
-        out = tmp_path / command[-1]
-        result = subprocess.run(
-            [sys.executable, "-m", *command, "--stack", "prod", "--out", str(out)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    for result, out in prod_runs.values():
         assert result.returncode == 0, result.stderr
         assert (
             result.stdout == f"{len(plan.resources)} resources of stack 'prod': {len(files)} files written to {out}\n"
