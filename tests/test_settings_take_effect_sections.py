@@ -429,6 +429,7 @@ def test_every_documented_key_is_flipped_or_covered():
 _BASELINES: dict[tuple[str, str | None], tuple[str, list[str]] | None] = {}
 
 
+@pytest.mark.slow  # a sweep: a synth per documented key and stack, hundreds in all (tests/suite_split.py)
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 @pytest.mark.parametrize("leaf", [leaf for leaf in LEAVES if leaf.path not in COVERED], ids=lambda leaf: leaf.path)
 def test_a_key_changes_the_plan_or_a_message_says_why_not(stack, leaf):
