@@ -713,6 +713,13 @@ class InferenceKubernetes(ConfigModel):
         return environment_default(InferenceKubernetes, "model_cache", environment)  # type: ignore[no-any-return]
 
 
+# The most steps a Docker inference rolls in (partitions / maxUnavailable): each server depends on one before it, and
+# the Pulumi SDK walks that chain recursively at every registration that names a dependency (pulumi 3.272.0
+# runtime/resource_cycle_breaker.py _with_transitive_deps): synth took 27 s at 298 steps and 144 s at 598, and failed
+# with a RecursionError at about 1,000 (measured with the benchmark's fleet).
+MAX_ROLL_STEPS = 256
+
+
 class InferenceDocker(ConfigModel):
     # For dense models several single-GPU partitions usually serve more than one partition of as many GPUs (README).
     partitions: list[PartitionRef] = Field(min_length=1, max_length=MAX_ITEMS)
@@ -734,7 +741,20 @@ class InferenceDocker(ConfigModel):
     """At most this many of the servers are replaced at once by a `pulumi up` that replaces them all (an image bump,
     a key or token rotation): the servers roll in the order of `partitions`, each starting to stop only once the one
     this many places before it is healthy again, so the others keep serving. A first deploy creates them in the same
-    order. At least the number of partitions: all at once."""
+    order. At least the number of partitions: all at once. At most 256 steps (partitions / maxUnavailable)."""
+
+    @model_validator(mode="after")
+    def _roll_steps(self) -> InferenceDocker:
+        steps = -(-len(self.partitions) // self.max_unavailable)
+        if steps > MAX_ROLL_STEPS:
+            raise ValueError(
+                f"{len(self.partitions)} servers, {self.max_unavailable} at a time, roll in {steps} steps, each waiting "
+                f"for the one before: more than {MAX_ROLL_STEPS}, a chain of dependencies the Pulumi SDK checks for "
+                "cycles by walking it again at every registration (time grows with its square; a RecursionError at "
+                "about 1,000), and at minutes per vLLM start a roll of days; set maxUnavailable to at least "
+                f"{-(-len(self.partitions) // MAX_ROLL_STEPS)}"
+            )
+        return self
 
     def roll_after(self, index: int) -> int | None:
         """The position in `partitions` of the server the one at `index` waits for, or None: it goes first."""

@@ -10,13 +10,15 @@ import typing
 from typing import Annotated, Any, Literal, Union
 
 import pytest
-from pydantic import BaseModel, ByteSize, PlainValidator
+from pydantic import BaseModel, ByteSize, PlainValidator, ValidationError
+from pulumi.runtime.resource_cycle_breaker import declare_dependency
 
 from conftest import refusal
 from schema import ConfigError, StackConfig, load
 from schema.base import ConfigModel
 from schema.bounds import MAX_BYTES, MAX_CPUS, MAX_HOSTS, MAX_ITEMS, MAX_TEXT
 from schema.docker import PlacementLock, read_lock
+from schema.workloads import MAX_ROLL_STEPS, InferenceDocker
 
 P = "rocm-stack:"
 
@@ -198,3 +200,36 @@ def test_a_placement_lock_past_its_bounds_is_refused_with_the_fix(tmp_path, text
     [(key, message)] = problems
     assert key == "hosts" and problem in message and "less than or equal to" in message
     assert "restore it from version control or delete it and run `make lock STACK=prod`" in message
+
+
+def test_a_docker_roll_of_more_steps_than_the_sdk_walks_in_time_is_refused_with_the_fix() -> None:
+    """Each server of a Docker inference waits for one `maxUnavailable` places before it, so the servers form a chain
+    of partitions / maxUnavailable steps; schema.workloads.MAX_ROLL_STEPS says what the SDK made of longer ones."""
+    partitions = [f"gpu-{index}/serve" for index in range(MAX_ROLL_STEPS + 1)]
+    assert InferenceDocker.model_validate({"partitions": partitions[:-1]}).max_unavailable == 1
+    assert InferenceDocker.model_validate({"partitions": partitions, "maxUnavailable": 2})
+    with pytest.raises(ValidationError) as refused:
+        InferenceDocker.model_validate({"partitions": partitions})
+    assert f"roll in {MAX_ROLL_STEPS + 1} steps" in str(refused.value)
+    assert str(refused.value).count("set maxUnavailable to at least 2") == 1
+    assert f"At most {MAX_ROLL_STEPS} steps" in str(InferenceDocker.model_fields["max_unavailable"].description)
+
+
+def test_the_sdks_cycle_check_walks_a_chain_of_dependencies_by_recursion() -> None:
+    """Why MAX_ROLL_STEPS: pulumi 3.272.0 runtime/resource_cycle_breaker.py declare_dependency walks everything the
+    new dependency reaches (_with_transitive_deps, one nested generator per link), at each registration that names
+    one (runtime/rpc.py L309). A chain as long as the interpreter's recursion limit ends in a RecursionError; one of
+    MAX_ROLL_STEPS links passes."""
+
+    class Resource:  # the walk reads one attribute it sets itself, so any object with a __dict__ is a resource to it
+        pass
+
+    def chain(length: int) -> list[Resource]:
+        links = [Resource() for _ in range(length)]
+        for before, after in zip(links, links[1:], strict=False):
+            assert declare_dependency(after, before)
+        return links
+
+    assert declare_dependency(Resource(), chain(MAX_ROLL_STEPS)[-1])
+    with pytest.raises(RecursionError):
+        chain(1_000)
