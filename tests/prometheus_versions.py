@@ -46,3 +46,13 @@ def inlined(config: Mapping[str, Any], files: Mapping[str, str]) -> dict[str, An
     names = [job["job_name"] for job in jobs]
     assert len(names) == len(set(names)), names  # GetScrapeConfigs refuses a name twice
     return {**result, "scrape_configs": jobs}
+
+
+def readable_by(binary: str, uploads: list[dict[str, Any]], config_file: str) -> None:
+    """Rewrite the upload of prometheus.yml (`config_file`) as `binary` can read it: as uploaded from 2.43, else
+    `inlined` with no per-host job file yet (before the files container's first write the glob matches nothing, so
+    the configuration 2.43 starts on is prometheus.yml without the key)."""
+    if reads_scrape_config_files(binary):
+        return
+    upload = next(u for u in uploads if u["file"] == config_file)
+    upload["content"] = yaml.safe_dump(inlined(yaml.safe_load(upload["content"]), {}))

@@ -213,11 +213,7 @@ def test_prometheus_takes_rules_and_targets_from_the_files_container_and_reloads
     # prod is keyed: prometheus.yml names the per-host vLLM jobs' file (scrape_config_files), which a Prometheus
     # before 2.43 refuses (tests/prometheus_versions.py). Before the files container's first write that glob matches
     # nothing, so the configuration 2.43 starts on is prometheus.yml without it; the per-host jobs: the test below.
-    config_upload = next(u for u in inputs["uploads"] if u["file"] == docker_host.PROMETHEUS_CONFIG)
-    if not prometheus_versions.reads_scrape_config_files(PROMETHEUS):
-        config_upload["content"] = yaml.safe_dump(
-            prometheus_versions.inlined(yaml.safe_load(config_upload["content"]), {})
-        )
+    prometheus_versions.readable_by(PROMETHEUS, inputs["uploads"], docker_host.PROMETHEUS_CONFIG)
 
     try:
         for v in volumes:
@@ -251,8 +247,13 @@ def test_prometheus_takes_rules_and_targets_from_the_files_container_and_reloads
             changed.append({"file": upload["file"], "content": text, "permissions": upload["permissions"]})
         write_files(changed)
         assert "e2e-reload" in rule_groups(docker, name)
+        # "up" after discovery's throttle (5 s) and the first scrape, due anywhere within the scrape interval (prod's
+        # 30 s): 30 s alone was short by a second under load.
         up = await_targets(
-            docker, name, lambda t: any(x["labels"].get("host") == "e2e" and x["health"] == "up" for x in t)
+            docker,
+            name,
+            lambda t: any(x["labels"].get("host") == "e2e" and x["health"] == "up" for x in t),
+            timeout=5 + 30 + 15,
         )
         assert not [t for t in up if t["labels"]["job"] == "node-exporter" and t["labels"].get("host") != "e2e"]
         state = docker.inspect(name)["State"]

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import prometheus_versions
 import pytest
 
 from components.monitoring import docker_host
@@ -221,6 +222,8 @@ def test_the_monitoring_servers_answer_the_hosts_loopback_alone(hood: Neighbourh
             inputs = json.loads(json.dumps(prod.get(CONTAINER, resource)["inputs"]))
             assert inputs["networkMode"] == "host"
             inputs["image"] = image
+            if image == PROMETHEUS_IMAGE:  # prod's prometheus.yml names scrape_config_files (Prometheus 2.43+)
+                prometheus_versions.readable_by(PROMETHEUS, inputs["uploads"], docker_host.PROMETHEUS_CONFIG)
             names.append(inputs["name"])
             docker.run(*docker_create_args(inputs, {})[1:])
             docker.run("cp", "-", f"{inputs['name']}:/", input=uploads_tar(inputs["uploads"]))
