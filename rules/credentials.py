@@ -21,6 +21,15 @@ def with_container(**fields: object) -> dict[str, object]:
     return hosts(host({"name": "a", "gpus": [0], **fields}))
 
 
+def command_example(description: str, command: list[str]) -> Example:
+    """The same container command as the config says it (partition `a` of host `h1`) and as the plan declares it."""
+    return Example(
+        description,
+        with_container(command=command),
+        (Declared(CONTAINER, "a", partition("a", (0,), command=command)),),
+    )
+
+
 NO_PLAINTEXT_SECRETS_IN_CONFIG = Rule(
     id="no-plaintext-secrets-in-config",
     statement="Stack config values that are credentials (by the key's name: password, token, api key, PGPASSWORD...; "
@@ -81,20 +90,8 @@ NO_CREDENTIALS_ON_COMMAND_LINES = Rule(
     plan_fields=("Container entrypoints, command, envs", "pod templates' containers[].command, args, env"),
     check=command_line_problems,
     scope="resource",
-    passing=(
-        Example(
-            "the key in the environment",
-            with_container(command=["python", "serve.py", "--port", "8000"]),
-            (Declared(CONTAINER, "a", partition("a", (0,), command=["python", "serve.py", "--port", "8000"])),),
-        ),
-    ),
-    failing=(
-        Example(
-            "a key on the command line",
-            with_container(command=["python", "serve.py", "--api-key", "abc"]),
-            (Declared(CONTAINER, "a", partition("a", (0,), command=["python", "serve.py", "--api-key", "abc"])),),
-        ),
-    ),
+    passing=(command_example("the key in the environment", ["python", "serve.py", "--port", "8000"]),),
+    failing=(command_example("a key on the command line", ["python", "serve.py", "--api-key", "abc"]),),
 )
 
 REMOTE_CODE_OPT_IN = Rule(
@@ -110,20 +107,8 @@ REMOTE_CODE_OPT_IN = Rule(
     plan_fields=("Container command (partition label)", "pod templates' command, args (app.kubernetes.io labels)"),
     check=remote_code_problems,
     scope="stack",
-    passing=(
-        Example(
-            "no remote code",
-            with_container(command=["vllm", "serve", "m"]),
-            (Declared(CONTAINER, "a", partition("a", (0,), command=["vllm", "serve", "m"])),),
-        ),
-    ),
-    failing=(
-        Example(
-            "the flag written by hand",
-            with_container(command=["vllm", "serve", "m", "--trust-remote-code"]),
-            (Declared(CONTAINER, "a", partition("a", (0,), command=["vllm", "serve", "m", "--trust-remote-code"])),),
-        ),
-    ),
+    passing=(command_example("no remote code", ["vllm", "serve", "m"]),),
+    failing=(command_example("the flag written by hand", ["vllm", "serve", "m", "--trust-remote-code"]),),
 )
 
 PROD_VLLM_BEHIND_PROXY = Rule(
