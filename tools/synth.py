@@ -175,7 +175,9 @@ def _mock_engine(
             elif args.typ == "docker:index/container:Container" and args.inputs.get("attach"):
                 # A container the provider waits for (attach): the exit code and output a run leaves in its state.
                 code, logs = run_results.get(args.name, (0, ""))
-                computed = {"exitCode": code, "containerLogs": logs, **read_back.get(args.name, {})}
+                computed = {"exitCode": code, "containerLogs": logs}
+            if args.typ == "docker:index/container:Container":
+                computed.update(read_back.get(args.name, {}))
             this_call.inputs, this_call.computed = args.inputs, computed
             return mock_id(args.name), {**args.inputs, **computed}
 
@@ -284,8 +286,9 @@ def synthesize(
     `config` defaults to `stacks/Pulumi.<stack>.yaml`; its `{secure: ...}` values become secrets.
     `secrets` adds plaintext values that the program sees as Pulumi secrets (for tests).
     `run_results`: (exit code, output) of attached one-shot containers by resource name; others exit 0.
-    `read_back`: outputs (camelCase) the provider read back for an attached one-shot container by resource name,
-    where the daemon changed what it was given (components/docker/daemon.py); others read back their inputs.
+    `read_back`: outputs (camelCase) the provider read back for a container by resource name, where the daemon
+    changed what it was given (components/docker/daemon.py) or a refresh found it stopped (`exitCode`); others read
+    back their inputs.
     Raises ProgramRefused when the program stops with pulumi.RunError (a refused configuration).
     """
     # Here: pulumi's runtime (0.7 s to import, measured) only for a synth; the tools that import this module for
