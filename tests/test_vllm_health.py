@@ -12,12 +12,13 @@ below; tests/e2e/test_e2e_failing_host.py runs the check on a real daemon agains
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from components.workloads.inference import HEALTH_LABEL, HEALTH_WAIT, health_probe
 from conftest import CONTAINER, stack_file
 from test_impact import by_name, report_of
 from tools.impact_rules import Action
-from tools.synth import Plan, ProgramRefused, mock_id, synthesize
+from tools.synth import ROOT, Plan, ProgramRefused, mock_id, synthesize
 from upstream_go import Upstream
 
 PULUMI = Upstream("pulumi/pulumi", "1b5949891b3cefcb9974752b24a5ecef0acc86c8")  # v3.259.0 + 14
@@ -93,11 +94,93 @@ def test_the_provider_records_a_failed_wait_and_its_update_never_waits_again():
 
 
 def test_the_engine_retries_an_initialization_error_with_an_empty_update_and_hands_back_stored_outputs():
+    step = PULUMI.read("pkg/resource/deploy/step.go").decode().splitlines()
+    # L390-391, CreateStep.Apply: a create that failed after making the resource (the provider's partial state, an
+    # InitError) is recorded with the reasons as initialization errors.
+    assert [line.strip() for line in step[389:391]] == [
+        "if initErr, isInitErr := err.(*plugin.InitError); isInitErr {",
+        "s.new.InitErrors = initErr.Reasons",
+    ]
     generator = PULUMI.read("pkg/resource/deploy/step_generator.go").decode().splitlines()
     assert generator[2179].strip().startswith("// If resource was unchanged, but there were initialization errors")
-    step = PULUMI.read("pkg/resource/deploy/step.go").decode().splitlines()
     assert [line.strip() for line in step[176:179]] == [  # L177-179, SameStep.Apply
         "// Retain the ID and outputs",
         "s.new.ID = s.old.ID",
         "s.new.Outputs = s.old.Outputs",
     ]
+
+
+# A vLLM server or proxy that stopped after it was healthy: by hand, or a crash whose restart Docker could not start
+# (the container stays exited: tests/e2e/test_e2e_failing_host.py). Declared `must_run: false` (a container stopped by
+# hand stays stopped, docs/operations.md), so `pulumi up` neither starts nor replaces it; the refresh that every
+# `pulumi up` and `pulumi preview` does first (Pulumi.yaml) reads its exit code, and the program fails on it.
+SERVER, PROXY = "gpu-node-3-serve-b", "gpu-node-3-serve-b-proxy"
+
+
+@pytest.mark.parametrize("name", [SERVER, PROXY])
+def test_a_vllm_server_or_proxy_found_stopped_fails_every_up_until_it_is_replaced(prod_plan: Plan, name: str):
+    """up after the crash: the refresh stored the exit code; the stack fails naming the server, the container, the
+    exit code and the command that recreates it. up again (or after a `docker start`, which Read does not record):
+    the same stored exit code, the same failure. Replaced: the new container has no exit code, and the stack passes
+    (as every committed stack does: a running container has none)."""
+    declared = prod_plan.get(CONTAINER, name)
+    urn, docker_name = declared["urn"], declared["inputs"]["name"]
+    for _ in ("up", "rerun"):
+        with pytest.raises(ProgramRefused) as refused:
+            synthesize("prod", read_back={name: {"exitCode": 137}})
+        message = str(refused.value)
+        assert f"vLLM server gpu-node-3/serve-b: its container {docker_name} is not running (exit code 137" in message
+        assert f"docker logs {docker_name}" in message and f"`pulumi up --replace '{urn}'`" in message
+
+
+def test_a_stopped_training_or_shell_is_no_failure(dev_plan: Plan):
+    """Only serving is judged: a training that finished and a shell stopped by hand stay exited quietly."""
+    stopped = {r["name"]: {"exitCode": 0} for r in dev_plan.of_type(CONTAINER) if not r["inputs"].get("attach")}
+    serving = {"workstation-serve"}
+    assert serving < set(stopped)
+    synthesize("dev", read_back={name: out for name, out in stopped.items() if name not in serving})
+
+
+def test_the_refresh_records_a_stopped_container_and_up_neither_starts_nor_forgets_it():
+    """TFD v4.5.0 Read: `exit_code` is set in one place, for a container that is not running (L815-816), so a
+    running one has none and one running again keeps the last one read; a stopped container declared must_run false
+    keeps must_run (L819-823), and the update starts a container only when must_run turns true (L998-1013)."""
+    funcs = TFD.read("internal/provider/resource_docker_container_funcs.go").decode().splitlines()
+    assert [n + 1 for n, line in enumerate(funcs) if 'd.Set("exit_code"' in line] == [816]
+    assert funcs[814].strip() == "if !container.State.Running {"  # L815
+    assert funcs[819].strip() == 'if d.Get("must_run").(bool) {'  # L820
+    assert funcs[997].strip() == 'if d.HasChange("must_run") {'  # L998
+    assert funcs[999].strip() == "if !old.(bool) && new.(bool) {"  # L1000
+
+
+def test_every_up_and_preview_refreshes_first():
+    """Pulumi.yaml `options.refresh: always`: the CLI's up and preview refresh unless --refresh says otherwise
+    (pulumi/pulumi pkg/cmd/pulumi/operations/io.go L119-139, used by up.go L232 and preview.go L556); the deployment
+    refreshes the base state before running the program (deploy/deployment_executor.go L167-175), so the program
+    gets the refreshed outputs (SameStep, above). pulumi/actions v7.0.0 passes --refresh only when its `refresh`
+    input is true (the Automation API: sdk/nodejs/automation/stack.ts L216-217), so deploy.yml's `up` refreshes too."""
+    assert yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["options"] == {"refresh": "always"}
+    io = PULUMI.read("pkg/cmd/pulumi/operations/io.go").decode().splitlines()
+    assert io[118].startswith("func getRefreshOption(") and io[133].strip() == (
+        'if proj.Options != nil && proj.Options.Refresh == "always" {'
+    )
+    for command, line in (("up.go", 231), ("preview.go", 555)):
+        source = PULUMI.read(f"pkg/cmd/pulumi/operations/{command}").decode().splitlines()
+        assert "getRefreshOption(proj, refresh)" in source[line]
+    executor = PULUMI.read("pkg/resource/deploy/deployment_executor.go").decode().splitlines()
+    assert executor[168].strip() == "if ex.deployment.opts.Refresh && !ex.deployment.opts.RefreshProgram {"
+    assert executor[169].strip().startswith("if err := ex.refresh(callerCtx, false")
+    automation = PULUMI.read("sdk/nodejs/automation/stack.ts").decode().splitlines()
+    assert [line.strip() for line in automation[215:217]] == ["if (opts.refresh) {", 'args.push("--refresh");']
+
+
+def test_docker_gives_up_a_restart_whose_start_fails():
+    """moby daemon/monitor.go: after a crash the restart manager starts the container again; where that start fails
+    (a GPU's device node gone, the namespace it joins stopped) the container is set stopped and stays so."""
+    for commit, first in (
+        ("5d6db842238e3c4f5f9fb9ad70ea46b35227d084", 83),
+        ("89c5e8fd66634b6128fc4c0e6f1236e2540e46e0", 140),
+    ):
+        monitor = Upstream("moby/moby", commit).read("daemon/monitor.go").decode().splitlines()
+        window = "\n".join(monitor[first : first + 12])
+        assert "daemon.containerStart(" in window and "SetStopped(" in window, commit

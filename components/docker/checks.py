@@ -183,6 +183,32 @@ def verdict(
     ).apply(judge)
 
 
+def found_running(container: docker.Container, what: str) -> pulumi.Output[bool]:
+    """True unless the provider found `container`, a long-running one declared `must_run: false`, stopped; then
+    `pulumi up` and `pulumi preview` fail naming `what`, the exit code and the fix. terraform-provider-docker v4.5.0
+    Read sets `exit_code` only for a container that is not running (resource_docker_container_funcs.go L815-816, its
+    one `d.Set("exit_code", ...)`) and leaves a `must_run: false` one alone (L819-823: neither started nor replaced,
+    L998-1013), so a server stopped by hand or whose restart failed (Docker then gives up: moby daemon/monitor.go
+    v20.10.24 L84-90, v28.5.2 L141-152: `SetStopped` once the restart's start fails) would stay down behind a `pulumi up` that
+    succeeds. Read runs at the refresh that every `pulumi up` and `pulumi preview` of this project does first
+    (Pulumi.yaml `refresh: always`); it never clears `exit_code` (a container running again is not `d.Set`), so
+    the record stays until the container is replaced."""
+
+    def judge(result: list[Any]) -> bool:
+        code, name, urn = result
+        if code is None:
+            return True
+        raise pulumi.RunError(
+            f"{what}: its container {name} is not running (exit code {code}, read by the refresh): stopped by hand, "
+            f"or Docker's restart failed (`docker inspect -f '{{{{.State.Error}}}}' {name}`; `docker logs {name}` "
+            "shows why it stopped), and `pulumi up` does not start it (must_run false). To serve again: "
+            f"`pulumi up --replace '{urn}'` (recreates it and re-runs its health check; until then every `pulumi up` "
+            "fails here, also after a `docker start`: the state keeps the exit code the refresh read)"
+        )
+
+    return pulumi.Output.all(container.exit_code, container.name, container.urn).apply(judge)
+
+
 @dataclass(frozen=True)
 class HostChecksArgs:
     """What GpuHost needs to declare the checks of a host."""

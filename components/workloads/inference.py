@@ -28,7 +28,7 @@ from schema.derived import pod_capabilities
 from schema.workloads import InferenceConfig, Toleration, model_cache_dir
 from components.docker.gpu_host import published, pulled_image
 from components.docker.partitions import Partition, WorkloadContainerArgs, pull_on_hosts, workload_container
-from components.docker.checks import verdict
+from components.docker.checks import found_running, verdict
 from components.docker.deadlines import create_timeouts
 from components.docker.logs import log_args
 from components.docker.readback import seconds
@@ -775,6 +775,12 @@ class DockerVllm(pulumi.ComponentResource):
                 "healthy": {
                     ref: verdict(check, f"vLLM server {ref}: its health check", strict=True).apply(lambda _: True)
                     for ref, check in self.health.items()
+                },
+                # A server or proxy a refresh found stopped fails every `pulumi up` until it is replaced.
+                "running": {
+                    f"{ref}{role}": found_running(container, f"vLLM server {ref}")
+                    for role, containers in (("", self.containers), (" proxy", self.proxies))
+                    for ref, container in containers.items()
                 },
             }
         )

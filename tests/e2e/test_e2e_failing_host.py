@@ -21,10 +21,17 @@ names renderD130 for GPU 1, a node the host does not have (a stale map: the GPU 
   network namespace, finds no /health within its limit (4 s here too) and exits 1: the stack fails, and keeps
   failing on that stored exit code (tests/test_vllm_health.py), until a healthy server replaces the container and
   its new check passes.
+- A server that stops later (issue 35, with `must_run: false`): the healthy server crashes after its GPU's render
+  node is gone; Docker's restart cannot start it ("error gathering device information") and leaves it exited with
+  the crash's exit code, for good (moby daemon/monitor.go). The provider's refresh reads that exit code
+  (terraform-provider-docker v4.5.0 funcs.go L815-816), and the stack fails every `pulumi up` on it, naming the
+  server and `pulumi up --replace` (tests/test_vllm_health.py).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +173,43 @@ def test_the_rerun_runs_the_health_check_which_fails_until_a_healthy_server_repl
     docker.run("start", "good")
     code, logs = _run_check(docker, deployed)
     assert code == 0 and logs.strip().endswith("healthy"), logs
+
+
+def test_a_server_whose_restart_fails_stays_exited_and_fails_every_up(
+    docker: Docker, deployed: Deployment, tmp_path: Path
+):
+    server = deployed.containers["good"]
+    assert server["restart"] == "unless-stopped" and not server["mustRun"]
+    crashing = {**server, "command": ["python3", "-c", "import time; time.sleep(3); raise SystemExit(3)"]}
+    docker.run("rm", "--force", "good")
+    docker.run(*docker_create_args(crashing, deployed.images)[1:])
+    node = deployed.dev_root / "dri" / "renderD128"
+    assert f"{node}:/dev/dri/renderD128" in [f"{d['hostPath']}:{d['containerPath']}" for d in server["devices"]]
+    device = node.stat()
+    docker.run("start", "good")
+    node.unlink()  # the GPU is gone: the crash's restart cannot start the container
+    try:
+        deadline = time.monotonic() + 30
+        while (state := docker.inspect("good")["State"])["Running"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)  # Docker gave up: nothing restarts it later
+        state = docker.inspect("good")["State"]
+        assert (state["Status"], state["Running"], state["Restarting"], state["ExitCode"]) == (
+            "exited",
+            False,
+            False,
+            3,
+        )
+        assert "error gathering device information while adding custom device" in state["Error"]
+        assert docker.inspect("good")["RestartCount"] == 1
+    finally:
+        os.mknod(node, device.st_mode, device.st_rdev)
+        os.chown(node, device.st_uid, device.st_gid)
+        os.chmod(node, device.st_mode & 0o777)
+    # What the refresh then stores (funcs.go L815-816: a container that is not running), judged by the program.
+    nodes = make_gpu_nodes(tmp_path / "dev", gpus=2)
+    for _ in ("up", "again"):
+        with pytest.raises(ProgramRefused) as refused:
+            synthesize("dev", _config(tmp_path, nodes.root), read_back={"node-b-good": {"exitCode": state["ExitCode"]}})
+        assert "vLLM server node-b/good: its container good is not running (exit code 3" in str(refused.value)
+        assert "`pulumi up --replace 'urn:pulumi:dev::rocm-stack::" in str(refused.value)
