@@ -176,7 +176,8 @@ def test_every_up_and_preview_refreshes_first():
 
 def test_docker_gives_up_a_restart_whose_start_fails():
     """moby daemon/monitor.go: after a crash the restart manager starts the container again; where that start fails
-    (a GPU's device node gone, the namespace it joins stopped) the container is set stopped and stays so."""
+    (a GPU's device node gone, the namespace it joins stopped) the container is set stopped and stays so (v20.10.24
+    L84-90, v28.5.2 L141-152)."""
     for commit, first in (
         ("5d6db842238e3c4f5f9fb9ad70ea46b35227d084", 83),
         ("89c5e8fd66634b6128fc4c0e6f1236e2540e46e0", 140),
@@ -184,3 +185,7 @@ def test_docker_gives_up_a_restart_whose_start_fails():
         monitor = Upstream("moby/moby", commit).read("daemon/monitor.go").decode().splitlines()
         window = "\n".join(monitor[first : first + 12])
         assert "daemon.containerStart(" in window and "SetStopped(" in window, commit
+    # A container between restarts (a crash loop) is Running to inspect, and so to the provider's Read: not recorded.
+    state = Upstream("moby/moby", "5d6db842238e3c4f5f9fb9ad70ea46b35227d084").read("container/state.go").decode()
+    restarting = state.splitlines()[300:305]  # L301-305
+    assert restarting[0].startswith("func (s *State) SetRestarting(") and restarting[3].strip() == "s.Running = true"
