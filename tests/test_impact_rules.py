@@ -27,6 +27,7 @@ from components.docker.provider_schema import (
     VALUE,
     NETWORK,
     ORDER_IGNORED,
+    EMPTY_IS_UNCHANGED,
     VOLUME,
     Attribute,
 )
@@ -39,6 +40,7 @@ PULUMI_DOCKER = Upstream("pulumi/pulumi-docker", "237b7899bb513613a7645e74d6981c
 PULUMI_K8S = Upstream("pulumi/pulumi-kubernetes", "94977969d64112b04e19945818a7d5d5f38f631d")  # after v4.32.0
 PULUMI = Upstream("pulumi/pulumi", "0ac56e876614aedf12771d73ef7e80959b8a6fd4")  # tag v3.259.0
 K8S_DIFF = "provider/pkg/provider/diff.go"
+TFD_CONSTANTS = "internal/provider/resource_docker_container_funcs.go"  # containerReadRefreshTimeoutMillisecondsDefault
 # A data subset of pulumi-docker's bridge-metadata.json (tests/data/docker/SOURCE.txt), not code: kept in the repo.
 RENAMES = json.loads((Path(__file__).parent / "data" / "docker" / "bridge-metadata.renames.json").read_text())[
     "renamedProperties"
@@ -48,6 +50,19 @@ RENAMES = json.loads((Path(__file__).parent / "data" / "docker" / "bridge-metada
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+def _go_value(expression: str) -> Any:
+    """A schema Default as Go writes it: a literal, or a constant of TFD's provider package."""
+    if expression in ("true", "false"):
+        return expression == "true"
+    if expression.startswith('"'):
+        return json.loads(expression)
+    if re.fullmatch(r"-?\d+", expression):
+        return int(expression)
+    constant = re.search(rf"\b{expression}\s*=\s*(\S+)", TFD.read(TFD_CONSTANTS).decode())
+    assert constant, f"no constant {expression} in {TFD_CONSTANTS}"
+    return _go_value(constant.group(1))
 
 
 def upstream_table(resource_file: str, top_type: str, nested_prefix: str) -> dict[str, Attribute]:
@@ -69,7 +84,15 @@ def upstream_table(resource_file: str, top_type: str, nested_prefix: str) -> dic
             kind = {SET: SET_OF_BLOCKS, LIST: LIST_OF_BLOCKS}[kind]
         # labelSchema's attributes are declared in helpers.go (newLabelSchema), the rest in the resource's file
         in_helpers = a.path.endswith(("labels.label", "labels.value"))
-        table[path] = Attribute(a.path, a.line, a.force_new, kind, "internal/provider/helpers.go" if in_helpers else "")
+        table[path] = Attribute(
+            a.path,
+            a.line,
+            a.force_new,
+            kind,
+            "internal/provider/helpers.go" if in_helpers else "",
+            a.computed,
+            None if a.default is None else _go_value(a.default),
+        )
     return table
 
 
@@ -109,6 +132,20 @@ def test_the_order_of_ports_is_ignored_by_their_diff_suppress_func():
     assert (start, end) == (1192, 1247) and ORDER_IGNORED == {CONTAINER: frozenset({"ports"})}
     assert "if len(portsOld) != len(portsNew) {" in suppress
     assert "for _, portNew := range portsNew {" in suppress and "if newInternalPort == oldInternalPort {" in suppress
+
+
+def test_every_diff_suppress_func_of_the_container_is_modelled():
+    """Each container attribute TFD gives a DiffSuppressFunc: `ports` (ORDER_IGNORED, above), and `user` and
+    `working_dir`, whose inline function reads a new "" as the old value (EMPTY_IS_UNCHANGED)."""
+    attributes = resource_schema(
+        TFD.read("internal/provider/resource_docker_container.go"), TFD.read("internal/provider/helpers.go")
+    )
+    suppressed = {a.path: a.diff_suppress for a in attributes if a.diff_suppress}
+    assert sorted(suppressed) == ["ports", "user", "working_dir"]
+    assert {DOCKER_CONTAINER[p].tf for p in EMPTY_IS_UNCHANGED[CONTAINER]} == {"user", "working_dir"}
+    for path in ("user", "working_dir"):
+        body = " ".join(str(suppressed[path]).split())
+        assert 'if newV == "" { newV = oldV } return oldV == newV' in body, body
 
 
 def test_facts_the_scenarios_rest_on():

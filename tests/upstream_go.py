@@ -147,6 +147,9 @@ class SchemaAttribute:
     force_new: bool
     input: bool  # Optional or Required (not Computed only)
     resource_elem: bool  # a block of nested attributes (Elem: &schema.Resource or a resource variable)
+    computed: bool = False  # Computed: true
+    default: str | None = None  # the Go expression of its Default, as written
+    diff_suppress: str | None = None  # the Go expression of its DiffSuppressFunc, as written
 
 
 def _bool(node: Node | None, bindings: dict[str, bool]) -> bool:
@@ -202,6 +205,9 @@ def _schema_map(
                 force_new=_bool(fields.get("ForceNew"), bindings),
                 input="Optional" in fields or "Required" in fields,
                 resource_elem=nested is not None,
+                computed=_bool(fields.get("Computed"), bindings),
+                default=text(fields["Default"]) if "Default" in fields else None,
+                diff_suppress=text(fields["DiffSuppressFunc"]) if "DiffSuppressFunc" in fields else None,
             )
         )
         if nested is not None:
