@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from components.docker.provider_schema import canonical
+from components.docker.provider_schema import as_diffed, canonical
 
 # A job summary is capped (1 MiB per step); long lists are cut with a note, the artifact has everything.
 DEFAULT_MAX_ROWS = 200
@@ -132,8 +132,10 @@ def diff(base: SynthPlan, head: SynthPlan) -> PlanDiff:
     changed = []
     for key in sorted(before.keys() & after.keys()):
         old, new = before[key], after[key]
-        # Each input as its provider compares it (a Docker set without order), so a reordering is no change.
-        paths = list(changed_paths(canonical(old.type, old.inputs), canonical(new.type, new.inputs)))
+        # Each input as its provider compares it (a Docker set without order, a default left out, a Computed input
+        # left out), so what its diff does not see is no change.
+        inputs = as_diffed(new.type, old.inputs, new.inputs)
+        paths = list(changed_paths(canonical(old.type, inputs[0]), canonical(new.type, inputs[1])))
         if old.parent != new.parent:  # a new parent is a new URN: Pulumi replaces it unless aliased (tools/impact.py)
             paths.append("parent")
         if old.protect != new.protect:

@@ -329,10 +329,11 @@ DOCKER_LIVE_UPDATES = (
 # "unchanged" (moby container/container_unix.go UpdateContainer L270-303 @ v28.5.2); the restart policy is sent whole.
 DOCKER_UNREMOVABLE = tuple(p for p in DOCKER_LIVE_UPDATES if p not in ("restart", "maxRetryCount"))
 
-# A TypeList whose order the provider's diff ignores: `ports` has a DiffSuppressFunc that suppresses every key of a
-# list of the same length whose each old port is found in the new one by internal port, with the same protocol,
-# external port and address (resource_docker_container.go L534, suppressIfPortsDidNotChangeForMigrationV0ToV1
-# L1192-1247): a reordering is no diff.
+# A TypeList whose order the provider's diff mostly ignores: `ports` has a DiffSuppressFunc that suppresses the change
+# of a list of the same length where each old port's first match in the new list (the same internal port and
+# protocol) has the same external port and address (resource_docker_container.go L534,
+# suppressIfPortsDidNotChangeForMigrationV0ToV1 L1192-1247; `ports_unchanged`): a reordering is no diff, unless one
+# internal port is published twice.
 ORDER_IGNORED = {CONTAINER: frozenset({"ports"})}
 
 # The attributes whose DiffSuppressFunc reads a new "" (also one left out: the SDK diffs it as "") as the old value,
@@ -352,13 +353,13 @@ def _key(value: Any) -> str:
 
 def canonical(type_token: str, value: Any, path: str = "") -> Any:
     """`value` (a resource's inputs, or the input at `path`) as the provider's diff compares it, by the kind of each
-    attribute in DOCKER_SCHEMAS: a set (or a list whose order is ignored) as a SetValue, a list in order, a map and a
-    block by key. A type without a table, or a path the table lacks, is compared as it is."""
+    attribute in DOCKER_SCHEMAS: a set as a SetValue, a list in order, a map and a block by key. A type without a
+    table, or a path the table lacks, is compared as it is. Compare two values after `as_diffed`."""
     attribute = DOCKER_SCHEMAS.get(type_token, {}).get(path)
     kind = attribute.kind if attribute is not None else None
     if kind == MAP:
         return value
-    if kind in (SET, SET_OF_BLOCKS) or path in ORDER_IGNORED.get(type_token, ()):
+    if kind in (SET, SET_OF_BLOCKS):
         elements = value if isinstance(value, list) else [value]  # a MaxItems-1 block is one object in Pulumi
         items = [_fields(type_token, e, path) if isinstance(e, dict) else e for e in elements]
         return SetValue(sorted({_key(i): i for i in items}.values(), key=_key))
@@ -371,3 +372,64 @@ def canonical(type_token: str, value: Any, path: str = "") -> Any:
 
 def _fields(type_token: str, block: dict[str, Any], path: str) -> dict[str, Any]:
     return {k: canonical(type_token, v, f"{path}.{k}" if path else k) for k, v in block.items()}
+
+
+def defaults(type_token: str, block: str = "") -> dict[str, Any]:
+    """The schema Defaults of the attributes of a block (`ports`; "": the resource's own), by their input name."""
+    depth = block.count(".") + 1 if block else 0
+    return {
+        path.rsplit(".", 1)[-1]: attribute.default
+        for path, attribute in DOCKER_SCHEMAS.get(type_token, {}).items()
+        if attribute.default is not None and path.count(".") == depth and path.startswith(f"{block}." if block else "")
+    }
+
+
+def _with_defaults(type_token: str, value: Any, path: str = "") -> Any:
+    """`value` with every attribute it leaves out that has a Default, in blocks too: terraform-plugin-sdk v2.40.1
+    reads a left-out attribute as its Default (helper/schema/field_reader_config.go L230 readPrimitive)."""
+    attribute = DOCKER_SCHEMAS[type_token].get(path)
+    block = not path or (attribute is not None and attribute.kind in (SET_OF_BLOCKS, LIST_OF_BLOCKS))
+    if block and isinstance(value, list):
+        return [_with_defaults(type_token, element, path) for element in value]
+    if block and isinstance(value, dict):
+        given = {k: _with_defaults(type_token, v, f"{path}.{k}" if path else k) for k, v in value.items()}
+        return {**defaults(type_token, path), **given}
+    return value
+
+
+def ports_unchanged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> bool:
+    """TFD's `ports` DiffSuppressFunc (resource_docker_container.go L1192-1247) on two lists with their defaults:
+    the same length, and each old port's first new port of the same internal port (another of its protocol, where
+    the first has another) with the same protocol, external port and address."""
+    if len(old) != len(new):
+        return False
+    for port in old:
+        same = [p for p in new if p.get("internal") == port.get("internal")]
+        of_protocol = [p for p in same if p.get("protocol") == port.get("protocol")]
+        match = of_protocol[0] if of_protocol else None
+        if match is None or (match.get("external"), match.get("ip")) != (port.get("external"), port.get("ip")):
+            return False
+    return True
+
+
+def as_diffed(type_token: str, old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two inputs of one resource (the state's, the program's) as the provider's diff compares them (terraform-plugin-
+    sdk v2.40.1 helper/schema/schema.go): an attribute left out is its Default on both sides; an Optional and Computed
+    one left out keeps the old value (diffString L1750 `removed && schema.Computed`, diffList L1351, diffSet L1592);
+    a DiffSuppressFunc's unchanged values keep the old value (schema.go L1313: EMPTY_IS_UNCHANGED, ORDER_IGNORED's
+    `ports_unchanged`). Another type is compared as it is. Then compare them by `canonical`."""
+    schema = DOCKER_SCHEMAS.get(type_token)
+    if schema is None:
+        return old, new
+    old, new = _with_defaults(type_token, old), _with_defaults(type_token, new)
+    for key, value in old.items():
+        attribute = schema.get(key)
+        if attribute is None:
+            continue
+        if (
+            (key not in new and attribute.computed)
+            or (key in EMPTY_IS_UNCHANGED.get(type_token, ()) and new.get(key, "") == "")
+            or (key in ORDER_IGNORED.get(type_token, ()) and ports_unchanged(value, new.get(key) or []))
+        ):
+            new = {**new, key: value}
+    return old, new

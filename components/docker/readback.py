@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .provider_schema import CONTAINER, canonical
+from .provider_schema import CONTAINER, as_diffed, canonical, defaults
 
 _NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
 _PART = re.compile(r"(\d*)(?:\.(\d*))?(ns|us|µs|μs|ms|s|m|h)")
@@ -101,14 +101,9 @@ def _security_opts(declared: list[str], inputs: Inputs) -> list[str]:
     return declared if labelled or not shared else [*declared, "label=disable"]
 
 
-# The provider's schema defaults (schema.go): what its diff compares for an input the program leaves out.
-_PORT_DEFAULTS = {"ip": "0.0.0.0", "protocol": "tcp"}  # L487-530
-_HEALTH_DEFAULTS = {"interval": "0s", "timeout": "0s", "startPeriod": "0s", "startInterval": "0s", "retries": 0}
-_DEVICE_REQUEST_DEFAULTS = {"driver": "cdi", "count": 0}  # L774-824
-
-
+# The provider's schema defaults (provider_schema.defaults): what its diff compares for an input the program leaves out.
 def _port_config(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**_PORT_DEFAULTS, **p} for p in declared]
+    return [{**defaults(CONTAINER, "ports"), **p} for p in declared]
 
 
 def _ports(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
@@ -118,7 +113,7 @@ def _ports(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any
 
 
 def _device_config(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"permissions": "rwm", **d} for d in declared]  # L663-690
+    return [{**defaults(CONTAINER, "devices"), **d} for d in declared]
 
 
 def _devices(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
@@ -131,13 +126,13 @@ def _devices(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, A
 
 
 def _health_config(declared: dict[str, Any]) -> dict[str, Any]:
-    return {**_HEALTH_DEFAULTS, **declared}  # L1045-1099
+    return {**defaults(CONTAINER, "healthcheck"), **declared}
 
 
 def _healthcheck(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
     # funcs.go L960-970: test and retries as stored, every duration as Duration.String().
     config = _health_config(declared)
-    return {**config, **{k: _stored_duration(config[k]) for k in _HEALTH_DEFAULTS if k != "retries"}}
+    return {**config, **{k: _stored_duration(config[k]) for k in defaults(CONTAINER, "healthcheck") if k != "retries"}}
 
 
 def _capabilities(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
@@ -147,7 +142,7 @@ def _capabilities(declared: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
 
 
 def _device_request_config(declared: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**_DEVICE_REQUEST_DEFAULTS, **r} for r in declared]
+    return [{**defaults(CONTAINER, "deviceRequests"), **r} for r in declared]
 
 
 def _device_requests(declared: list[dict[str, Any]], inputs: Inputs) -> list[dict[str, Any]]:
@@ -173,8 +168,9 @@ class ReadBack:
 
     def differs(self, declared: Any, stored: Any) -> bool:
         """Whether the provider's diff sees a change between a declared value and a stored one: compared by the
-        attribute's kind in TFD's schema (a set without order, provider_schema.canonical)."""
-        return bool(canonical(CONTAINER, declared, self.key) != canonical(CONTAINER, stored, self.key))
+        attribute's kind in TFD's schema (a set without order; provider_schema.as_diffed and canonical)."""
+        state, config = as_diffed(CONTAINER, {self.key: stored}, {self.key: declared})
+        return bool(canonical(CONTAINER, config[self.key], self.key) != canonical(CONTAINER, state[self.key], self.key))
 
     def drifts(self, declared: Any, inputs: Inputs) -> bool:
         """Whether the next preview would diff this declared value against what Read stored for it."""
