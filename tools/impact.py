@@ -31,7 +31,7 @@ from components.docker.provider_schema import (
 )
 from components.k8s.replacement import Immutable, group_of, rows
 from components.workloads.inference import HEALTH_LABEL
-from components.monitoring.docker_host import PROMETHEUS_FILES
+from components.monitoring.docker_host import ONE_SHOT, PROMETHEUS_FILES
 from rules import MONITORING_LABEL, PARTITION_LABEL
 from schema.types import quantity_value
 from tools.impact_rules import HELM_IDENTITY, K8S_FORCE_NEW, K8S_IDENTITY, RULES, Action
@@ -253,6 +253,12 @@ def _labels(resource: PlannedResource) -> dict[str, str]:
     return {label["label"]: label["value"] for label in labels if isinstance(label, dict) and "label" in label}
 
 
+def _stops(old: PlannedResource) -> bool:
+    """Whether deleting this container stops a running one: not a one-shot container, which has exited (an attached
+    check, waited for; the monitoring host's writers, restart "no": Docker leaves an exited one so)."""
+    return old.type == CONTAINER and not old.inputs.get("attach") and _labels(old).get(MONITORING_LABEL) not in ONE_SHOT
+
+
 def _host(resource: PlannedResource) -> str:
     return (resource.provider or "").rsplit("::", 1)[-1]
 
@@ -310,12 +316,16 @@ def _container_meaning(action: Action, old: PlannedResource | None, new: Planned
         )
     if action is Action.CREATE:
         return f"starts {role}"
+    if labels.get(MONITORING_LABEL) in ONE_SHOT and action is Action.DELETE:
+        return f"removes {role} (an exited one-shot container)"
     if labels.get(MONITORING_LABEL) == PROMETHEUS_FILES and action is not Action.DELETE:
         # A one-shot container (components/monitoring/docker_host.py): its replacement is Prometheus's reload.
         return (
             f"replaces {role}: it writes the new alert rules and scrape targets into their volume, and the running "
             "Prometheus reloads them (SIGHUP): Prometheus is not restarted"
         )
+    if labels.get(MONITORING_LABEL) in ONE_SHOT:
+        return f"replaces {role}, an exited one-shot container: it runs once more"
     assert old is not None
     stop = _stop(old)
     if action is Action.DELETE:
@@ -563,7 +573,7 @@ def _changed(
             updated=updated,
             rules=sorted({*rules, *how}),
             meaning=meaning,
-            stops_container=new.type == CONTAINER and not old.inputs.get("attach"),
+            stops_container=_stops(old),
             runs_check=_runs_check(action, new),
         )
     meaning, how = _update_meaning(old, new, updated)
@@ -632,7 +642,7 @@ def _propagate_replacements(
                     {*(current.rules if current else []), "pulumi.unknown-output", "tfbridge.force-new", *how}
                 ),
                 meaning=_meaning(action, old, container),
-                stops_container=not old.inputs.get("attach"),
+                stops_container=_stops(old),
                 runs_check=_runs_check(action, container),
             )
             joined.add(f"container:{mock_id(container.name)}")
@@ -815,7 +825,7 @@ def predict(base: SynthPlan, head: SynthPlan, plan_diff: PlanDiff | None = None)
                 ],
                 meaning=_meaning(Action.DELETE, old, None)
                 + ("; it is protected: `pulumi up` stops with an error instead" if old.protect else ""),
-                stops_container=old.type == CONTAINER and not old.inputs.get("attach"),
+                stops_container=_stops(old),
             )
     # The provider as it will be when the object is diffed: the head plan's (a provider update comes first).
     mutable_config_maps = _mutable_config_maps(head)

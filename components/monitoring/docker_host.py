@@ -120,6 +120,8 @@ PROMETHEUS, ALERTMANAGER, GRAFANA = "prometheus", "alertmanager", "grafana"
 PROMETHEUS_TOKEN = "prometheus-token"
 # The one-shot container and the volume that hold the alert rules and scrape targets for Prometheus.
 PROMETHEUS_FILES = "prometheus-files"
+# They exit once written (`_one_shot`: restart "no", must_run false): a replacement or delete stops nothing running.
+ONE_SHOT = (PROMETHEUS_TOKEN, PROMETHEUS_FILES)
 # Where each image keeps its configuration and data (the images' own defaults: prom/prometheus Dockerfile
 # `--config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path=/prometheus`, prom/alertmanager
 # `--storage.path=/alertmanager`, grafana/grafana GF_PATHS_DATA=/var/lib/grafana, GF_PATHS_PROVISIONING).
