@@ -307,8 +307,10 @@ def gpucheck_container(
     # digest over a secret would let anyone test guesses of it. A changed value still replaces the check (ForceNew)
     # under the same name, so the old one is deleted first (deleteBeforeReplace).
     partition = container.model_dump(mode="json", exclude={"env"})
-    # Its volumes are a set to the provider (TypeSet): their order must not rename (re-run) the check either.
-    partition["volumes"] = sorted(partition["volumes"], key=lambda v: json.dumps(v, sort_keys=True))
+    # Its volumes are a set to the provider (TypeSet) and its ports' order is suppressed by their DiffSuppressFunc
+    # (resource_docker_container.go L1192-1247): their order must not rename (re-run) the check either.
+    for key in ("volumes", "ports"):
+        partition[key] = sorted(partition[key], key=lambda v: json.dumps(v, sort_keys=True))
     spec = [command, args.partition_images[container.name], partition, sorted(env)]
     return docker.Container(
         f"{host.name}-{container.name}-gpucheck",
