@@ -97,12 +97,13 @@ RULES: dict[str, Rule] = {
     ),
     "tfbridge.set-element": Rule(
         "a set (TypeSet: envs, labels, devices, volumes, uploads, ...) has no order, so reordering it is no change "
-        "(nor is reordering `ports`, a list whose order TFD's DiffSuppressFunc ignores); a changed element of a set "
+        "(nor is reordering `ports`, a list whose order TFD's DiffSuppressFunc ignores unless one internal port is "
+        "published twice); a changed element of a set "
         "of blocks is one element removed and one added: a replacement when any attribute of the block is ForceNew",
         "hashicorp/terraform-plugin-sdk v2.40.1 helper/schema/set.go (elements keyed by their hash code), "
         "schema.go schemaMap.diffSet (old and new codes diffed attribute by attribute) and finalizeDiff "
         "(RequiresNew set before the NewRemoved return); TFD resource_docker_container.go L534 and L1192-1247 "
-        "(suppressIfPortsDidNotChangeForMigrationV0ToV1); components/docker/provider_schema.py canonical",
+        "(suppressIfPortsDidNotChangeForMigrationV0ToV1); components/docker/provider_schema.py as_diffed, canonical",
     ),
     "pulumi-docker.container-delete-before-replace": Rule(
         "pulumi-docker replaces a Container by deleting the old one first (names are unique per daemon)",
