@@ -294,6 +294,22 @@ CHANGES = [
         f"{URN_DELETES}; the last partition takes the host's IPC namespace: {C} L1111 (`ipc_mode` ForceNew)",
     ),
     Change(
+        "gpu-model",
+        lambda c: _host(c, 2).update(gpuModel="MI325X"),
+        {"c:gpu-node-3-preflight": R},
+        frozenset(),
+        f"{C} L163 (the preflight's `command` names the model: ForceNew); it and the files writer are one-shot",
+        untouched=(f"c:{SHELL}", "c:gpu-node-3-serve-b"),
+    ),
+    Change(
+        "security-hardened",
+        lambda c: c.update({P + "security": {"profile": "hardened"}}),
+        {"c:workstation-train": R, "c:workstation-serve": R},
+        frozenset({"workstation-train", "workstation-serve"}),
+        f"{C} L262 (`capabilities` ForceNew block), L291 (`security_opts` ForceNew set); {DELETE_FIRST}",
+        stack="dev",
+    ),
+    Change(
         "ports-reordered",
         _ports(PORT_B, PORT_A),
         {},
