@@ -310,6 +310,14 @@ CHANGES = [
         stack="dev",
     ),
     Change(
+        "startup-timeout",
+        lambda c: c[P + "inference"][0].update(startupTimeoutSeconds=1500),
+        {"c:gpu-node-3-serve-b": U, "c:gpu-node-3-serve-b-health": R},
+        frozenset(),
+        f"{C} L86 `wait_timeout`, L1045-1091 healthcheck: not ForceNew, and the update applies neither ({FUNCS} "
+        "L1016-1019); the health check's `command` (L163) carries the wait: it runs again",
+    ),
+    Change(
         "ports-reordered",
         _ports(PORT_B, PORT_A),
         {},

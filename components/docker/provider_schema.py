@@ -417,7 +417,10 @@ def as_diffed(type_token: str, old: dict[str, Any], new: dict[str, Any]) -> tupl
     sdk v2.40.1 helper/schema/schema.go): an attribute left out is its Default on both sides; an Optional and Computed
     one left out keeps the old value (diffString L1750 `removed && schema.Computed`, diffList L1351, diffSet L1592);
     a DiffSuppressFunc's unchanged values keep the old value (schema.go L1313: EMPTY_IS_UNCHANGED, ORDER_IGNORED's
-    `ports_unchanged`). Another type is compared as it is. Then compare them by `canonical`."""
+    `ports_unchanged`). pulumi-docker's bridge plans through the SDK the same way: the prior state and the config
+    merged by objchange.ProposedNew (a null Optional+Computed attribute takes the prior value), then the SDK's
+    PlanResourceChange (pulumi-terraform-bridge pkg/tfshim/sdk-v2/provider2.go L302-309 @ v3.136.0). Another type
+    is compared as it is. Then compare them by `canonical`."""
     schema = DOCKER_SCHEMAS.get(type_token)
     if schema is None:
         return old, new
