@@ -14,9 +14,12 @@ inside classes are at most what the classes' sizes allow it (`_most_pairs`). The
 (Dantzig-Wolfe) is solved by column generation, each class's best pattern by a knapsack over the sets; its
 Lagrangian bound (the restricted master's value plus each class's most negative reduced cost) is a lower bound at
 every round. The generated patterns as an integer program (a node limit, not a clock), then steps by the true links
-while they lighten it (`_exchanged`), give a placement: deterministic on every machine.
+while they lighten it (`_exchanged`), give a placement: counts, so the same on every machine, unless the placement's
+deadline (`place`: TIME_LIMIT_SECONDS of wall clock) cuts a step short, which a machine too loaded to finish them in
+time meets (they take well under half of it on the benchmark's hosts).
 
-`solve`: the exact model as a MILP, for whatever gap the relaxation leaves, within its time limit: unary counts
+`solve`: the exact model as a MILP, for whatever gap the relaxation leaves, within its time limit (its construction
+counted; not built beyond _MILP_PAIRS, where it could not pay off within a second): unary counts
 z[C, k, j] = 1 when set k has more than j GPUs in C; P[C, D, k] = n_C n_D by P >= sum_j q_j with
 q_j >= n_D - |D| (1 - z[C, k, j]) and, for each class, sum_D P[C, D, k] = n_C (s_k - n_C) = s_k n_C - sum_j (2j + 1)
 z[C, k, j] (which, with the lower bounds, makes every P exact); the same pair caps per set and per group of classes
@@ -37,9 +40,16 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-# The clock of a placement beyond the search's budget: search, relaxation and the MILP within it (`place` gives
-# the MILP what is left); HiGHS stops shortly after its limit, so 0.9 s keeps a placement within a second.
-TIME_LIMIT_SECONDS = 0.9
+# The wall clock of a whole placement beyond EXACT_GPUS, from the start of `place`: search, relaxation, the MILP's
+# construction and its solve each stop at this deadline (each keeps the bound it proved so far), so that a placement
+# returns within a second also on a loaded machine; HiGHS is given what is left less _STOPPING, the time it takes to
+# stop after its limit and hand back (up to 0.2 s measured on the largest models it gets, under load).
+TIME_LIMIT_SECONDS = 0.75
+_STOPPING = 0.1
+# The MILP is not built when it would have more pair variables (classes^2 x sets / 2) than this: a random 64-GPU
+# table (64 classes of one) with 8 sets makes 33,000 variables, 0.16 s to build and 0.2 s past its limit for HiGHS
+# to stop, and proves nothing the relaxation did not within a second.
+_MILP_PAIRS = 4000
 # Branch-and-bound nodes for the integer program over generated patterns: a count, so every machine finds the same.
 _PATTERN_NODES = 2000
 # Column generation's rounds at most (its Lagrangian bound holds after any round; real hosts need a few dozen).
@@ -103,7 +113,9 @@ def _members(groups: list[list[int]], counts: Sequence[Sequence[int]], k_count: 
     return [tuple(sorted(s)) for s in found]
 
 
-def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) -> Relaxation:
+def relaxation(
+    cost: list[list[int]], numa: list[int | None], sizes: list[int], deadline: float = math.inf
+) -> Relaxation:
     # Here: SciPy (1.2 s to import, measured) only when a placement needs the solver.
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, linprog, milp
@@ -141,6 +153,8 @@ def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) 
 
     best = -math.inf
     for _ in range(_PRICING_ROUNDS):
+        if best > -math.inf and time.perf_counter() > deadline:
+            break  # the Lagrangian bound of the rounds done holds
         objective, equal, pairs = master()
         lp = linprog(
             objective,
@@ -190,6 +204,9 @@ def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) 
     # A small tolerance keeps the solver's floating-point value from rounding up past a whole number.
     bound = max(0, math.ceil(floor + best - 1e-6))
 
+    remaining = deadline - time.perf_counter()
+    if remaining <= 0:
+        return Relaxation(bound, None)
     objective, equal, _ = master()
     rhs = np.array([1] * len(groups) + sets, dtype=float)
     chosen = milp(
@@ -197,19 +214,21 @@ def relaxation(cost: list[list[int]], numa: list[int | None], sizes: list[int]) 
         constraints=LinearConstraint(equal, rhs, rhs),
         integrality=np.ones(len(columns)),
         bounds=Bounds(0, 1),
-        options={"node_limit": _PATTERN_NODES},
+        options={"node_limit": _PATTERN_NODES, **({"time_limit": remaining} if remaining < math.inf else {})},
     )
     if chosen.x is None:
         return Relaxation(bound, None)
     held_by = {c: counts for (c, counts), x in zip(columns, chosen.x) if x > 0.5}
     held = np.array([held_by[c] for c in range(len(groups))])
-    return Relaxation(bound, _members(groups, _exchanged(held, cost, groups, inside), k_count))
+    return Relaxation(bound, _members(groups, _exchanged(held, cost, groups, inside, deadline), k_count))
 
 
-def _exchanged(held: Any, cost: list[list[int]], groups: list[list[int]], inside: list[int]) -> list[list[int]]:
+def _exchanged(
+    held: Any, cost: list[list[int]], groups: list[list[int]], inside: list[int], deadline: float = math.inf
+) -> list[list[int]]:
     """`held` (GPUs per class and set) improved while one step makes it lighter by the true links: two classes of
     one size swapping what they hold, one GPU of a set moved to a class with room, or two sets trading one GPU each
-    between two classes; the steepest step first, at most _EXCHANGE_STEPS (no clock)."""
+    between two classes; the steepest step first, at most _EXCHANGE_STEPS, until the deadline."""
     import numpy as np  # here: with SciPy, only when a placement needs the solver
 
     n = len(groups)
@@ -219,6 +238,8 @@ def _exchanged(held: Any, cost: list[list[int]], groups: list[list[int]], inside
     same_room = (room[:, None] == room[None, :]) & ~np.eye(n, dtype=bool)
     trades = held.size**2 <= _TRADE_CELLS
     for _ in range(_EXCHANGE_STEPS):
+        if time.perf_counter() > deadline:
+            break
         near = link @ held  # near[c, k]: what a GPU of set k in class c pays to the set's GPUs in other classes
         # swap[c, d]: the weight change when classes c and d swap what they hold
         apart = held[None, :, :] - held[:, None, :]
@@ -326,12 +347,17 @@ def solve(
     sizes: list[int],
     time_limit: float | None = None,
 ) -> MilpResult:
-    began = time.perf_counter()
+    """The exact class model, built and solved within `time_limit` seconds (TIME_LIMIT_SECONDS by default), its
+    construction counted. Not built where it would exceed _MILP_PAIRS, or left where the time runs out while it is
+    built: then no sets and no bound."""
+    deadline = time.perf_counter() + (TIME_LIMIT_SECONDS if time_limit is None else time_limit)
     sets = [s for s in sizes if s > 1]
     k_count = len(sets)
     if not k_count:
         return MilpResult([], 0, True)
     groups = classes(cost, numa)
+    if _pairs(len(groups)) * k_count > _MILP_PAIRS:
+        return MilpResult(None, 0, False)
     room = [len(members) for members in groups]
     inside = [cost[m[0]][m[1]] if len(m) > 1 else 0 for m in groups]
     link = [[cost[a[0]][b[0]] for b in groups] for a in groups]
@@ -342,6 +368,8 @@ def solve(
     z: dict[tuple[int, int], list[int]] = {}
     pair: list[dict[tuple[int, int], int]] = []
     for k, size in enumerate(sets):
+        if time.perf_counter() > deadline:
+            return MilpResult(None, 0, False)
         for c in range(len(groups)):
             z[c, k] = [model.variable(scale * inside[c] * j, integral=True, upper=1) for j in range(min(room[c], size))]
             for more, fewer in zip(z[c, k], z[c, k][1:]):
@@ -390,9 +418,10 @@ def solve(
                 0,
                 math.inf,
             )
-    # The limit counts the model's construction too.
-    limit = TIME_LIMIT_SECONDS if time_limit is None else time_limit
-    result = model.solve(max(limit - (time.perf_counter() - began), 1e-3))
+    left = deadline - time.perf_counter() - _STOPPING
+    if left <= 0:
+        return MilpResult(None, 0, False)
+    result = model.solve(left)
     # The key's bound B holds for weight * scale + spans with spans < scale, so weight >= floor(B / scale).
     dual = getattr(result, "mip_dual_bound", None)
     weight_bound = max(0, math.floor((dual - 1e-6) / scale)) if dual is not None and math.isfinite(dual) else 0

@@ -450,11 +450,12 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     optimal (`_SubsetSearch`, dynamic programming over GPU subsets). On more GPUs (a flat host; partitioned hosts
     place physical GPUs first, see `place_partitioned`) a branch and bound runs within `_NODE_BUDGET` search nodes
     (a count, not a clock): exact when it finishes, which structured topologies do. Otherwise
-    domain/placement_milp.py counts GPUs per class of interchangeable GPUs: its relaxation (no clock) proves a lower
-    bound on the weight, the placement's `gap`, and offers a placement taken where it is cheaper; then its MILP,
-    within what is left of its time limit, may raise the bound and replaces the sets where it proves a cheaper
-    optimum.
+    domain/placement_milp.py counts GPUs per class of interchangeable GPUs: its relaxation proves a lower bound on
+    the weight, the placement's `gap`, and offers a placement taken where it is cheaper; then its MILP may raise the
+    bound and replaces the sets where it proves a cheaper optimum. All of it within placement_milp.TIME_LIMIT_SECONDS
+    of wall clock from the call: each step stops at that deadline with what it has proven.
     """
+    started = time.perf_counter()
     sizes = list(sizes)
     n = len(topology.gpus)
     for index, size in enumerate(sizes):
@@ -469,18 +470,18 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     if n <= EXACT_GPUS:
         chosen, optimal = _SubsetSearch(cost, numa, sizes).solve(), True
     else:
-        started = time.perf_counter()
-        search = _BranchAndBound(cost, numa, sizes)
+        deadline = started + placement_milp.TIME_LIMIT_SECONDS
+        search = _BranchAndBound(cost, numa, sizes, deadline)
         chosen = search.solve()
-        optimal, bound = search.nodes <= _NODE_BUDGET, search.root_bound
+        optimal, bound = not search.stopped, search.root_bound
         if not optimal:
-            relaxed = placement_milp.relaxation(cost, numa, sizes)
+            relaxed = placement_milp.relaxation(cost, numa, sizes, deadline)
             bound = max(bound, relaxed.weight_bound)
             if relaxed.sets is not None:
                 candidate = _with_single_gpus(search, relaxed.sets, sizes)
                 chosen = candidate if search.key(candidate) < search.key(chosen) else chosen
             # The MILP, which also weighs the NUMA spread, gets what is left of the placement's time limit.
-            left = placement_milp.TIME_LIMIT_SECONDS - (time.perf_counter() - started)
+            left = deadline - time.perf_counter()
             if left > 0:
                 solved = placement_milp.solve(cost, numa, sizes, time_limit=left)
                 bound = max(bound, solved.weight_bound)
@@ -816,10 +817,13 @@ _MAX_LISTED_SETS = 5000
 # Nodes (calls of `_grow`) the search may visit, both passes together: a count, not a clock, so the answer is the
 # same on every machine. Real hosts' searches need far fewer; random 16-GPU matrices would otherwise take seconds.
 _NODE_BUDGET = 1200
+# How often (in nodes) the search reads the clock of its deadline, which only a machine too loaded to visit its
+# budget in time meets (1,200 nodes on 64 GPUs: 0.1 s of CPU).
+_CLOCK_NODES = 64
 
 
 class _OutOfBudget(Exception):
-    """The search visited its node budget."""
+    """The search visited its node budget or met its deadline."""
 
 
 class _BranchAndBound:
@@ -830,16 +834,21 @@ class _BranchAndBound:
     2. The lowest-index solution of that cost: the same search in index order, cutting every branch whose
        bound exceeds the optimum and stopping at the first solution, which is the lexicographically first.
 
-    Both passes together visit at most `_NODE_BUDGET` nodes. If pass 1 runs out, the best solution so far (the
-    incumbent: the greedy one or a later improvement) is the answer; if pass 2 does, pass 1's optimum is.
+    Both passes together visit at most `_NODE_BUDGET` nodes and stop at the deadline. If pass 1 runs out, the best
+    solution so far (the incumbent: the greedy one or a later improvement) is the answer; if pass 2 does, pass 1's
+    optimum is.
 
     Bounds rest on shares: a set's cost is at least the sum of its members' shares, where a GPU's share in a set
     of size s is either half its s - 1 cheapest links ("star") or 1/s of the cheapest s-set containing it.
     Shares are counted in 1/unit of a pair cost so that they stay whole numbers.
     """
 
-    def __init__(self, cost: list[list[int]], numa: list[int | None], sizes: list[int]) -> None:
+    def __init__(
+        self, cost: list[list[int]], numa: list[int | None], sizes: list[int], deadline: float = math.inf
+    ) -> None:
         self.cost, self.numa, self.sizes, self.n = cost, numa, sizes, len(cost)
+        self.deadline = deadline
+        self.stopped = False  # out of budget or time: the answer is the best found, not proven
         self.by_cost = [sorted((h for h in range(self.n) if h != g), key=cost[g].__getitem__) for g in range(self.n)]
         # Interchangeable GPUs (same NUMA node, same cost to every other GPU): swapping one for a lower-index
         # twin never changes the cost and lowers the indices, so only the lowest free twin is ever tried.
@@ -869,6 +878,7 @@ class _BranchAndBound:
             self.sizes, self.lowest_index = self.requested, True
             self._next_set(0, full, 0, 0)
         except _OutOfBudget:
+            self.stopped = True
             return self.incumbent
         assert self.found is not None  # pass 1 proved a solution of cost `limit` exists
         return self.found
@@ -1015,7 +1025,7 @@ class _BranchAndBound:
 
     def _grow(self, k: int, members: list[int], free: int, start: int, weight: int, spread: int, plan: _Plan) -> None:
         self.nodes += 1
-        if self.nodes > _NODE_BUDGET:
+        if self.nodes > _NODE_BUDGET or (self.nodes % _CLOCK_NODES == 0 and time.perf_counter() > self.deadline):
             raise _OutOfBudget
         need = self.sizes[k] - len(members)
         if need == 0:

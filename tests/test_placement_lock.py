@@ -251,7 +251,7 @@ def test_relock_of_a_name_the_lock_does_not_hold_is_refused_naming_the_names(tar
 def test_prod_lock_refuses_a_placement_the_search_could_not_prove_optimal(tmp_path, monkeypatch):
     """Issues 26 and 38: beyond 16 flat GPUs the search has a node budget and the solver a time limit; in prod,
     `make lock` does not write a placement proven only to more than PROD_PLACEMENT_GAP (a random 24-GPU weight
-    table, the solver given 50 ms so the gap does not depend on the machine), and says how to pin GPUs instead.
+    table, the placement given 50 ms so the gap does not depend on the machine), and says how to pin GPUs instead.
     Pinned, it is accepted."""
     from bench.placement import random_topology
     from domain import placement_milp

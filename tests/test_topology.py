@@ -683,8 +683,10 @@ def test_placement_reports_weight_bound_and_gap() -> None:
 
 def test_more_than_sixteen_flat_gpus_say_when_the_search_stopped_early(monkeypatch) -> None:
     """Beyond EXACT_GPUS the branch and bound has a node budget: a structured host finishes within it (optimal),
-    a random 24-GPU matrix does not, nor does the solver in 50 ms, and the placement says so with its proven gap."""
-    monkeypatch.setattr(placement_milp, "TIME_LIMIT_SECONDS", 0.05)
+    a random 24-GPU matrix does not, nor does the relaxation (the MILP left out, the clock lifted so that only
+    counts stop them), and the placement says so with its proven gap."""
+    monkeypatch.setattr(placement_milp, "TIME_LIMIT_SECONDS", 30)
+    monkeypatch.setattr(placement_milp, "_MILP_PAIRS", 0)
     assert EXACT_GPUS == 16
     structured = topology(
         [[0 if i == j else 15 if i // 8 == j // 8 else 72 for j in range(24)] for i in range(24)],
@@ -700,6 +702,50 @@ def test_more_than_sixteen_flat_gpus_say_when_the_search_stopped_early(monkeypat
     )
     assert len({g for s in rough for g in s}) == 24
     assert place(bench_placement.random_topology(24, 0), [4, 4, 4, 4, 4, 4]) == rough  # a node count: deterministic
+
+
+@pytest.mark.parametrize("seed, sizes", [(0, [4] * 16), (1, [8] * 8), (2, [2] * 32), (3, [7, 1, 5, 4, 3, 8, 2])])
+def test_a_random_64_gpu_table_is_placed_within_a_second(seed: int, sizes: list[int]) -> None:
+    """Issue 38: 64 classes of one GPU (no interchangeable GPUs) with up to 32 sets, where building the MILP alone
+    took longer than the time limit (1-3 s a placement, 5 s and more with 16 sets): the whole call, wall clock,
+    stays within the placement's deadline and a second, and reports the bound the relaxation proved."""
+    topo = bench_placement.random_topology(64, seed)
+    started = time.perf_counter()
+    placed = place(topo, sizes)
+    elapsed = time.perf_counter() - started
+    assert elapsed <= 1.0, f"{sizes}: {elapsed:.2f} s"
+    assert [len(s) for s in placed] == sizes and len({g for s in placed for g in s}) == sum(sizes)
+    assert not placed.optimal and 0 < placed.bound < placed.weight
+
+
+def test_the_milp_is_not_built_beyond_its_size(monkeypatch) -> None:
+    """A random 64-GPU table with 8 sets would make a MILP of 33,000 variables (0.16 s to build, 0.2 s past its
+    limit to stop): the solver returns at once without building it, proving nothing (bound 0, no sets)."""
+
+    def built(*_: object) -> None:
+        raise AssertionError("the MILP was built")
+
+    monkeypatch.setattr(placement_milp._Model, "solve", built)
+    topo = bench_placement.random_topology(64, 0)
+    started = time.process_time()
+    solved = placement_milp.solve(_pair_costs(topo), list(topo.numa), [8] * 8, time_limit=30)
+    assert solved == placement_milp.MilpResult(None, 0, False)
+    assert time.process_time() - started < 0.05
+
+
+def test_the_search_beyond_sixteen_gpus_stops_at_the_placements_deadline(monkeypatch) -> None:
+    """The branch and bound's node budget is a count, but the wall clock of the whole placement bounds it too: with
+    the budget lifted (10^5 nodes, several seconds on 48 random GPUs), the search stops at the deadline (0.2 s here)
+    and the placement, not proven, still reports the bound of what ran."""
+    monkeypatch.setattr(topology_module, "_NODE_BUDGET", 10**5)
+    monkeypatch.setattr(placement_milp, "TIME_LIMIT_SECONDS", 0.2)
+    topo = bench_placement.random_topology(48, 1)
+    started = time.perf_counter()
+    placed = place(topo, [6] * 8)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.6, f"{elapsed:.2f} s"
+    assert not placed.optimal and 0 < placed.bound < placed.weight
+    assert len({g for s in placed for g in s}) == 48
 
 
 # ----------------------------------------------------------------------------------------------- CLI
