@@ -483,12 +483,16 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
             # The MILP, which also weighs the NUMA spread, gets what is left of the placement's time limit.
             left = deadline - time.perf_counter()
             if left > 0:
-                solved = placement_milp.solve(cost, numa, sizes, time_limit=left)
+                # The bound proven so far guides the MILP's search where a lighter placement may exist.
+                proven = bound if bound < search.key(chosen)[0] else 0
+                solved = placement_milp.solve(cost, numa, sizes, time_limit=left, weight_bound=proven)
                 bound = max(bound, solved.weight_bound)
                 if solved.sets is not None:
-                    # Proven optimal; the sets found before where they cost as much (the same on every machine).
+                    # The sets found before where they cost as much, so a proven optimum is the same on every
+                    # machine; what the MILP found by its clock (not proven) only where strictly cheaper.
                     better = search.key(solved.sets) < search.key(chosen)
-                    chosen, optimal = _with_single_gpus(search, solved.sets, sizes) if better else chosen, True
+                    chosen = _with_single_gpus(search, solved.sets, sizes) if better else chosen
+                    optimal = solved.optimal
     weight = _weight(cost, chosen)
     return Placement((tuple(topology.gpus[p] for p in positions) for positions in chosen), optimal, weight, bound)
 

@@ -678,6 +678,49 @@ def test_links_by_level_give_a_milp_without_pair_variables(monkeypatch) -> None:
     assert placement_milp._hierarchy([[0], [1], [2]], hives) == ([[[0, 1], [2]]], [0, 30, 104])
 
 
+def test_the_proven_bound_guides_the_milp_to_a_placement(monkeypatch) -> None:
+    """Given the relaxation's bound as a cut, the MILP of corpus case 43 (64 GPUs, 11 sets; the relaxation's own
+    placement weighs 1,110, 12.6 % above its bound 970) ends its root node with a placement of 990 and keeps the
+    bound: a placement found by its clock comes back, not called optimal. (Its optimum is 980: 30 s of HiGHS.) The
+    root is bounded by nodes here, not by the clock, so that every machine finds the same."""
+    from scipy import optimize
+
+    milp = optimize.milp
+
+    def root_only(*args: object, options: dict, **kwargs: object) -> object:
+        return milp(*args, options={**options, "time_limit": 60, "node_limit": 1}, **kwargs)
+
+    monkeypatch.setattr(optimize, "milp", root_only)
+    topo, sizes = bench_placement.large_corpus()[43]
+    solved = placement_milp.solve(_pair_costs(topo), list(topo.numa), sizes, time_limit=60, weight_bound=970)
+    assert not solved.optimal and solved.sets is not None and 969 <= solved.weight_bound <= 980
+    assert [len(s) for s in solved.sets] == [s for s in sizes if s > 1]
+    assert len({g for s in solved.sets for g in s}) == sum(s for s in sizes if s > 1)
+    assert 980 <= bench_placement.cost(topo, solved.sets)[0] <= 990
+
+
+def test_a_placement_the_milp_found_by_its_clock_is_taken_only_where_lighter(monkeypatch) -> None:
+    """The MILP stopped by its clock hands back the best placement it found (not proven): `place` takes it where it
+    is lighter than what the search and the relaxation found, and does not call it optimal; a heavier one it
+    leaves."""
+    monkeypatch.setattr(topology_module, "_NODE_BUDGET", 1)  # the search's greedy placement, and no relaxation's
+    monkeypatch.setattr(placement_milp, "relaxation", lambda *_, **__: placement_milp.Relaxation(5, None))
+    topo, sizes = bench_placement.random_topology(18, 0), [5, 1, 5]
+    cost = _pair_costs(topo)
+
+    def stopped_with(sets: list[tuple[int, ...]] | None) -> topology_module.Placement:
+        monkeypatch.setattr(placement_milp, "solve", lambda *_, **__: placement_milp.MilpResult(sets, 5, False))
+        return place(topo, sizes)
+
+    before = stopped_with(None)
+    lightest = [s for s in _SubsetSearch(cost, list(topo.numa), sizes).solve() if len(s) > 1]
+    heaviest = [tuple(range(5)), tuple(range(5, 10))]
+    assert bench_placement.cost(topo, lightest)[0] < before.weight < bench_placement.cost(topo, heaviest)[0]
+    taken = stopped_with(lightest)
+    assert taken.weight == bench_placement.cost(topo, lightest)[0] and not taken.optimal and taken.bound == before.bound
+    assert stopped_with(heaviest) == before and not before.optimal
+
+
 def test_a_time_limited_solver_bound_is_a_lower_bound() -> None:
     """Stopped by its clock after 20 ms on 16 random GPUs, the solver still proves a bound, and it is below the
     optimum the exact search finds (the bound is what the gap of a placement beyond 16 GPUs rests on)."""
