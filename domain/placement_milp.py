@@ -361,11 +361,14 @@ def solve(
     construction counted, given a bound already proven (`weight_bound`, a cut). Not built where it would exceed
     _MILP_PAIRS, or left where the time runs out while it is built: then no sets and no bound. Stopped by its clock,
     the best placement it found, if any, with the bound it proved (not optimal)."""
-    deadline = time.perf_counter() + (TIME_LIMIT_SECONDS if time_limit is None else time_limit)
+    # HiGHS must start by this, to stop and hand back within the limit.
+    deadline = time.perf_counter() + (TIME_LIMIT_SECONDS if time_limit is None else time_limit) - _STOPPING
     sets = [s for s in sizes if s > 1]
     k_count = len(sets)
     if not k_count:
         return MilpResult([], 0, True)
+    if time.perf_counter() >= deadline:
+        return MilpResult(None, 0, False)
     groups = classes(cost, numa)
     hierarchy = _hierarchy(groups, cost)
     if hierarchy is None and _pairs(len(groups)) * k_count > _MILP_PAIRS:
@@ -465,7 +468,7 @@ def solve(
         model.constrain(
             [(v, c) for v, c in enumerate(model.objective) if c], scale * (weight_bound - constant), math.inf
         )
-    left = deadline - time.perf_counter() - _STOPPING
+    left = deadline - time.perf_counter()
     if left <= 0:
         return MilpResult(None, 0, False)
     result = model.solve(left)

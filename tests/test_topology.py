@@ -805,6 +805,19 @@ def test_the_milp_is_not_built_beyond_its_size(monkeypatch) -> None:
     assert time.process_time() - started < 0.05
 
 
+def test_a_milp_left_less_than_its_stopping_time_is_not_built(monkeypatch) -> None:
+    """HiGHS takes up to 0.1 s past its limit to stop and hand back (_STOPPING): a MILP given less than that is not
+    built, where before it was built and solved for a millisecond, past the placement's deadline."""
+
+    def built(*_: object) -> None:
+        raise AssertionError("the MILP was built")
+
+    monkeypatch.setattr(placement_milp._Model, "solve", built)
+    topo, sizes = bench_placement.large_corpus()[52]
+    solved = placement_milp.solve(_pair_costs(topo), list(topo.numa), sizes, time_limit=placement_milp._STOPPING / 2)
+    assert solved == placement_milp.MilpResult(None, 0, False)
+
+
 def test_the_search_beyond_sixteen_gpus_stops_at_the_placements_deadline(monkeypatch) -> None:
     """The branch and bound's node budget is a count, but the wall clock of the whole placement bounds it too: with
     the budget lifted (10^5 nodes, several seconds on 48 random GPUs), the search stops at the deadline (0.2 s here)
