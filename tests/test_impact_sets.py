@@ -12,6 +12,7 @@ import pytest
 
 from components.docker.provider_schema import (
     CONTAINER,
+    VOLUME,
     DOCKER_CONTAINER,
     DOCKER_NETWORK,
     LIST,
@@ -22,9 +23,10 @@ from components.docker.provider_schema import (
 )
 from conftest import stack_file
 from test_impact import by_name, report_of
+from tools.impact import Impact
 from tools.impact_rules import Action
 from tools.synth import Plan, synthesize
-from tools.synth_diff import SynthPlan, diff
+from tools.synth_diff import Key, SynthPlan, diff
 
 P = "rocm-stack:"
 
@@ -117,29 +119,56 @@ def test_a_duplicate_in_a_set_is_no_element_of_its_own():
 # --- docker_network ------------------------------------------------------------------------------------------
 
 
-def test_every_network_input_replaces_the_network_create_first_and_its_containers(prod_plan):
-    """Every input of docker_network is ForceNew (resource_docker_network.go L25-135) and pulumi-docker gives it no
-    DeleteBeforeReplace (resources.go L133): the network is created before the old one is deleted; the name of the
-    new one is unknown in the preview, and `networksAdvanced` is ForceNew (L909): each container attached to it is
-    replaced. Before the network rules, this was "not predicted"."""
-    assert all(a.force_new for a in DOCKER_NETWORK.values())
+def _network_change(prod_plan: Plan, **inputs: Any) -> tuple[dict[str, Any], dict[Key, Impact]]:
     head = copy.deepcopy(prod_plan.to_json())
     (network,) = [r for r in head["resources"] if r["type"] == NETWORK and r["name"] == "gpu-node-3-serve-b-vllm"]
-    network["inputs"]["internal"] = True
-    impacts = by_name(report_of(prod_plan, head))
+    network["inputs"].update(inputs)
+    return network, by_name(report_of(prod_plan, head))
+
+
+def test_a_network_replaced_under_its_name_fails_and_touches_nothing_attached(prod_plan):
+    """Every input of docker_network is ForceNew (resource_docker_network.go L25-135) and pulumi-docker gives it no
+    DeleteBeforeReplace (resources.go L133): the new network is created before the old one is deleted, and Docker
+    refuses a second network of the same name (measured: tests/e2e/test_e2e_corpus.py), so `pulumi up` fails there
+    and nothing that waits for it changes. Before, the preview said it was replaced with its containers."""
+    assert all(a.force_new for a in DOCKER_NETWORK.values())
+    network, impacts = _network_change(prod_plan, internal=True)
     replaced = impacts[(NETWORK, "gpu-node-3-serve-b-vllm")]
     assert replaced.action is Action.REPLACE and replaced.replaced_by == [("internal", "tfbridge.force-new")]
-    assert replaced.meaning.startswith("creates network `rocm-stack-serve-b` on `gpu-node-3` before deleting")
-    attached = {
-        r["name"] for r in head["resources"] if r["type"] == CONTAINER and network["urn"] in r.get("depends_on", [])
-    }
-    assert attached == {"gpu-node-3-serve-b-proxy"}
+    assert replaced.fails and "docker.name-unique" in replaced.rules
+    assert replaced.meaning.startswith("**`pulumi up` fails here**")
+    assert [key for key in impacts if key[0] == CONTAINER] == []
+
+
+def test_a_renamed_network_is_created_first_and_replaces_its_containers(prod_plan):
+    """Under a new name the create succeeds; its name is new, and `networksAdvanced` is ForceNew (L909): each container
+    attached to it is replaced, then the vLLM server that joins the proxy's network namespace by the proxy's ID
+    (`networkMode`, ForceNew), then its health check, which joins the server's."""
+    network, impacts = _network_change(prod_plan, name="rocm-stack-serve-b-2")
+    replaced = impacts[(NETWORK, "gpu-node-3-serve-b-vllm")]
+    assert replaced.action is Action.REPLACE and not replaced.fails
+    assert replaced.meaning.startswith("creates network `rocm-stack-serve-b-2` on `gpu-node-3` before deleting")
     assert ("networksAdvanced", "pulumi.unknown-output") in impacts[(CONTAINER, "gpu-node-3-serve-b-proxy")].replaced_by
-    # The new proxy's ID is unknown too, and vLLM joins its network namespace by that ID (`networkMode`, ForceNew);
-    # then the vLLM server's health check, which joins the server's the same way.
     joined = {"gpu-node-3-serve-b", "gpu-node-3-serve-b-health"}
-    assert {name for (t, name), i in impacts.items() if t == CONTAINER} == attached | joined
+    assert {name for (t, name) in impacts if t == CONTAINER} == {"gpu-node-3-serve-b-proxy"} | joined
     assert all(impacts[(CONTAINER, name)].replaced_by == [("networkMode", "pulumi.unknown-output")] for name in joined)
+
+
+def test_a_volume_replaced_under_its_name_is_adopted_and_said_so(prod_plan):
+    """docker_volume has no DeleteBeforeReplace either (resources.go L136): the create answers with the existing
+    volume, and the old resource's delete removes it, or fails while mounted (tests/e2e/test_e2e_corpus.py); a
+    retained volume (the monitoring data) is only forgotten, so its data stay."""
+    head = copy.deepcopy(prod_plan.to_json())
+    for resource in head["resources"]:
+        if resource["type"] == VOLUME and resource["name"] in (
+            "gpu-node-1-prometheus-files",
+            "gpu-node-1-grafana-data",
+        ):
+            resource["inputs"]["driverOpts"] = {"type": "tmpfs"}
+    impacts = by_name(report_of(prod_plan, head))
+    files, grafana = impacts[(VOLUME, "gpu-node-1-prometheus-files")], impacts[(VOLUME, "gpu-node-1-grafana-data")]
+    assert files.action is grafana.action is Action.REPLACE and "docker.name-unique" in files.rules
+    assert "its delete removes that very volume" in files.meaning and "retainOnDelete keeps it" in grafana.meaning
 
 
 def test_a_network_reordered_label_set_is_no_change():

@@ -60,6 +60,7 @@ class Impact(BaseModel):
     rules: list[str]  # every rule the action follows, RULES keys
     meaning: str  # on the running platform, in plain words
     stops_container: bool = False  # a running (not one-shot) container is stopped
+    fails: bool = False  # `pulumi up` fails at this step (rule docker.name-unique)
     runs_check: bool = False  # a GPU check or preflight container is created or replaced: it runs
 
 
@@ -418,12 +419,29 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
             if resource.retain_on_delete:
                 return f"forgets volume `{resource.inputs.get('name')}` on `{_host(resource)}`: retainOnDelete keeps it, and its data, on the host"
             return f"deletes volume `{resource.inputs.get('name')}` on `{_host(resource)}`"
+        if old and new and _keeps_name(action, old, new):
+            kept = (
+                "retainOnDelete keeps it"
+                if old.retain_on_delete
+                else "its delete removes that very volume once no container mounts it, and fails `pulumi up` after "
+                "30 s while one does"
+            )
+            return (
+                f"creates volume `{new.inputs.get('name')}` on `{_host(resource)}` create-first under the same name: "
+                f"Docker answers with the existing volume (its data, its old labels), then deletes the old one: {kept}"
+            )
         replaced = f", then deletes `{old.inputs.get('name')}` once no container uses it" if old and new else ""
         return f"creates volume `{resource.inputs.get('name')}` on `{_host(resource)}`{replaced}"
     if resource.type == NETWORK:
         name, host = resource.inputs.get("name"), _host(resource)
         if action is Action.DELETE:
             return f"deletes network `{name}` on `{host}` once no container is attached to it"
+        if old is not None and new is not None and _keeps_name(action, old, new):
+            return (
+                f"**`pulumi up` fails here**: the network is replaced create-first, and Docker refuses a second "
+                f"network named `{name}` on `{host}`; nothing attached to it changes. Declare it deleteBeforeReplace, "
+                "or rename it"
+            )
         if old is not None and new is not None:
             # pulumi-docker declares no DeleteBeforeReplace for docker_network (resources.go L133): create first.
             return (
@@ -470,6 +488,16 @@ def _meaning(action: Action, old: PlannedResource | None, new: PlannedResource |
         )
     name = resource.inputs.get("name") if resource.type == HELM_RELEASE else _k8s_name(resource)
     return f"{verb} {what} `{name or resource.name}`{suffix}"
+
+
+def _keeps_name(action: Action, old: PlannedResource, new: PlannedResource) -> bool:
+    """A Docker network or volume replaced create-first under the name it had (rule docker.name-unique)."""
+    return (
+        new.type in (NETWORK, VOLUME)
+        and action is Action.REPLACE
+        and bool(new.inputs.get("name"))
+        and new.inputs.get("name") == old.inputs.get("name")
+    )
 
 
 def _runs_check(action: Action, resource: PlannedResource) -> bool:
@@ -562,6 +590,8 @@ def _changed(
                 f"; replaced, not updated, to remove its {', '.join(f'`{p}`' for p in removed)}: `docker update` "
                 "cannot remove a limit"
             )
+        if _keeps_name(action, old, new):
+            how.append("docker.name-unique")
         if new.protect or old.protect:
             how.append("pulumi.protect")
             meaning += "; it is protected: `pulumi up` stops with an error instead"
@@ -575,6 +605,7 @@ def _changed(
             meaning=meaning,
             stops_container=_stops(old),
             runs_check=_runs_check(action, new),
+            fails=new.type == NETWORK and _keeps_name(action, old, new),
         )
     meaning, how = _update_meaning(old, new, updated)
     if new.ignore_changes and new.type.startswith("kubernetes:") and new.type != HELM_RELEASE:
@@ -610,11 +641,12 @@ def _propagate_replacements(
 ) -> None:
     """A replaced image's id, a replaced network's name or a replaced container's ID is unknown in the preview, and
     a container's `image`, `networksAdvanced`, `networkMode` and `pidMode` are ForceNew: every container created from
-    it, attached to it or joining its namespaces is replaced, whatever else changed (rule pulumi.unknown-output)."""
+    it, attached to it or joining its namespaces is replaced, whatever else changed (rule pulumi.unknown-output). A
+    network whose create fails (rule docker.name-unique) stops the run before anything attached to it."""
     replacing = [
         key
         for key, impact in impacts.items()
-        if impact.action in (Action.REPLACE, Action.DELETE_REPLACE) and key in after
+        if impact.action in (Action.REPLACE, Action.DELETE_REPLACE) and key in after and not impact.fails
     ]
     replaced = {after[key].urn: _READ_BY_CONTAINERS[key[0]] for key in replacing if key[0] in _READ_BY_CONTAINERS}
     joined = {f"container:{mock_id(after[key].name)}" for key in replacing if key[0] == CONTAINER}
@@ -892,6 +924,13 @@ def to_markdown(report: ImpactReport, max_rows: int) -> str:
         lines.append("Nothing: no resource the engine manages changes. No running container changes.")
     else:
         checks = [i for i in report.impacts if i.runs_check]
+        failing = [i for i in report.impacts if i.fails]
+        if failing:
+            lines += [
+                "**`pulumi up` fails at " + ", ".join(f"`{i.name}`" for i in failing) + "**: Docker refuses a second "
+                "network of the same name, and the provider replaces a network create-first (see the rows below).",
+                "",
+            ]
         refused = [i for i in report.impacts if i.action is Action.REFUSED]
         if refused:
             lines += [

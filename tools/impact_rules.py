@@ -110,6 +110,17 @@ RULES: dict[str, Rule] = {
         "pulumi/pulumi-docker provider/resources.go L112-115 (`DeleteBeforeReplace: true`); "
         "pulumi-terraform-bridge pkg/tfbridge/provider.go (*Provider).Diff (`res.Schema.DeleteBeforeReplace`)",
     ),
+    "docker.name-unique": Rule(
+        "Docker keeps one network and one volume per name: a second network of a name is refused, and a volume "
+        "created under an existing name is that volume (its data and labels); so a create-first replacement that "
+        "keeps the name fails at the network's create, and the new volume resource adopts the old volume, whose "
+        "delete at the end of the run then removes it, or fails after 30 s while a container mounts it",
+        "moby/moby v28.5.2 client/network_create.go L26-29 (CheckDuplicate below API 1.44; from 1.44 the daemon "
+        "always checks); TFD internal/provider/resource_docker_network_funcs.go L75, resource_docker_volume.go "
+        "L175, L362-386, L429-445 (remove by name, force, `volume is in use` retried 30 s); pulumi-docker "
+        "provider/resources.go L133, L136 (no DeleteBeforeReplace for docker_network, docker_volume); measured: "
+        "tests/e2e/test_e2e_corpus.py",
+    ),
     "tfbridge.provider-config": Rule(
         "a change of a Docker provider's own inputs (host, sshOpts) updates the provider in place: nothing under "
         "it is replaced, and its resources are then addressed on the new endpoint by their old ids",

@@ -54,3 +54,51 @@ def test_a_one_shot_container_with_restart_no_stays_exited(docker: Docker, stand
         assert docker.inspect(created)["RestartCount"] == 0
     finally:
         docker.remove_all_containers()
+
+
+def test_a_second_network_of_the_same_name_is_refused(docker: Docker):
+    """terraform-provider-docker v4.5.0 creates a network by name (resource_docker_network_funcs.go L75) with the
+    docker client v28.5.2, which asks the daemon to check for a duplicate below API 1.44 (client/network_create.go
+    L26-29; from 1.44 the daemon always checks): pulumi-docker replaces a network create-first (no DeleteBeforeReplace
+    for docker_network, provider/resources.go L133), so a replacement that keeps the name fails at the create."""
+    api = APIClient(base_url=docker.host, version="auto")
+    body = {"Name": "rocm-stack-corpus", "CheckDuplicate": True, "Driver": "bridge"}
+    try:
+        first = api._result(api._post_json(api._url("/networks/create"), data=body), True)["Id"]
+        second = api._post_json(api._url("/networks/create"), data={**body, "Internal": True})
+        assert second.status_code == 409, second.text
+        assert "already exists" in second.text
+        assert [n["Id"] for n in api.networks(names=["rocm-stack-corpus"])] == [first]
+    finally:
+        for network in api.networks(names=["rocm-stack-corpus"]):
+            api.remove_network(network["Id"])
+
+
+def test_a_volume_created_again_under_its_name_is_the_same_volume_and_its_delete_waits_for_its_users(
+    docker: Docker, standin_image: str
+):
+    """TFD creates a volume by name (resource_docker_volume.go L175) and deletes it by that name, force, retrying
+    "volume is in use" for 30 s (L362-386, L429-445). Docker answers a create of an existing name with the existing
+    volume, labels unchanged; so a create-first replacement (pulumi-docker sets no DeleteBeforeReplace for
+    docker_volume, resources.go L136) adopts the old volume, and the old one's delete removes that very volume, or
+    fails while a container mounts it."""
+    api = APIClient(base_url=docker.host, version="auto")
+    try:
+        api.create_volume("rocm-stack-corpus", labels={"generation": "1"})
+        again = api.create_volume("rocm-stack-corpus", labels={"generation": "2"})
+        assert again["Name"] == "rocm-stack-corpus" and again["Labels"] == {"generation": "1"}
+        user = api.create_container(
+            standin_image,
+            ["python3", "-c", "import time; time.sleep(60)"],
+            host_config=api.create_host_config(binds=["rocm-stack-corpus:/data"], network_mode="none"),
+        )
+        api.start(user)
+        refused = api._delete(api._url("/volumes/{0}", "rocm-stack-corpus"), params={"force": True})
+        assert refused.status_code == 409 and "in use" in refused.text, refused.text
+        api.remove_container(user, force=True)
+        api.remove_volume("rocm-stack-corpus", force=True)
+        assert "rocm-stack-corpus" not in [v["Name"] for v in api.volumes()["Volumes"] or []]
+    finally:
+        docker.remove_all_containers()
+        if "rocm-stack-corpus" in [v["Name"] for v in api.volumes()["Volumes"] or []]:
+            api.remove_volume("rocm-stack-corpus", force=True)
