@@ -664,16 +664,25 @@ def _propagate_replacements(
                 continue
             old = before[key]
             action, how = _replacement(old, container)
+            replaced_by = list(dict.fromkeys([*(current.replaced_by if current else []), *reasons]))
+            meaning = _meaning(action, old, container)
+            if {path for path, _ in replaced_by} == {"image"}:
+                # `pulumi up` diffs the container once the image is pulled, with its real id (the step generator
+                # runs again during the update, the new outputs known).
+                meaning += (
+                    "; if the pulled image has the id the container runs (a new tag of the same digest), `pulumi up` "
+                    "leaves it running: only the preview cannot know"
+                )
             impacts[key] = Impact(
                 type=container.type,
                 name=container.name,
                 action=action,
-                replaced_by=list(dict.fromkeys([*(current.replaced_by if current else []), *reasons])),
+                replaced_by=replaced_by,
                 updated=current.updated if current else [],
                 rules=sorted(
                     {*(current.rules if current else []), "pulumi.unknown-output", "tfbridge.force-new", *how}
                 ),
-                meaning=_meaning(action, old, container),
+                meaning=meaning,
                 stops_container=_stops(old),
                 runs_check=_runs_check(action, container),
             )
