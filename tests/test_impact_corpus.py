@@ -102,6 +102,15 @@ CHANGES = [
         "restart `no`), replaced without stopping anything",
         untouched=("c:gpu-node-3-serve-b",),
     ),
+    Change(
+        "host-added",
+        lambda c: c[P + "hosts"].append({"name": "ws-2", "docker": {"host": "ssh://me@ws-2"}, "gpus": 1}),
+        {"p:ws-2": N, "c:ws-2-rocm-dev": N, "i:ws-2-pytorch": N},
+        frozenset(),
+        "pulumi/pulumi urn.go NewURN: new URNs are creates; no input of another resource changes",
+        stack="dev",
+        untouched=("c:workstation-train", "c:workstation-serve"),
+    ),
     Change("hosts-reordered", lambda c: c[P + "hosts"].reverse(), {}, frozenset(), "pulumi/pulumi urn.go NewURN"),
     Change(
         "partitions-reordered",
