@@ -31,7 +31,7 @@ FUNCS = "TFD internal/provider/resource_docker_container_funcs.go"
 SDK = "terraform-plugin-sdk v2.40.1 helper/schema/schema.go"
 DELETE_FIRST = "pulumi-docker provider/resources.go L114 (docker_container `DeleteBeforeReplace: true`)"
 URN_DELETES = "pulumi/pulumi pkg/resource/deploy/step_generator.go GenerateDeletes L2326 (an unregistered URN)"
-REPLACE_ON_CHANGES = "pulumi/pulumi step_generator.go applyReplaceOnChanges L3122-3160 (on the provider's diff)"
+REPLACE_ON_CHANGES = "pulumi/pulumi step_generator.go applyReplaceOnChanges L3122-3213 (on the provider's diff)"
 TYPES = {"c": CONTAINER, "i": REMOTE_IMAGE, "n": NETWORK, "v": VOLUME, "p": DOCKER_PROVIDER}
 D, R, U, X, N = Action.DELETE, Action.DELETE_REPLACE, Action.UPDATE, Action.REPLACE, Action.CREATE
 
@@ -268,14 +268,14 @@ CHANGES = [
         frozenset(f"gpu-node-{n}-train-a" for n in (1, 2, 3, 4)),
         "TFD resource_docker_image.go L36 (`name` ForceNew; no DeleteBeforeReplace for docker_image: create "
         f"first); the new image id is unknown in the preview and {C} L141 `image` is ForceNew ({SDK} finalizeDiff "
-        "L567: RequiresNew on NewComputed)",
+        "L575: RequiresNew on NewComputed)",
     ),
     Change(
         "vllm-bump",
         _images(vllm="rocm/vllm:rocm7.0.0_vllm_0.11.3_20260101"),
         {"c:gpu-node-3-serve-b": R, "c:gpu-node-1-serve-b": R},
         frozenset(f"gpu-node-{n}-serve-b" for n in (1, 2, 3, 4)),
-        f"{C} L141 via the replaced image's unknown id (finalizeDiff L567); the roll: dependsOn order",
+        f"{C} L141 via the replaced image's unknown id (finalizeDiff L575); the roll: dependsOn order",
         steps=[[VLLM[0]], [VLLM[1]]],
         untouched=("c:gpu-node-3-serve-b-proxy",),
     ),
@@ -436,7 +436,7 @@ DEFAULTED = sorted(p for p, a in DOCKER_CONTAINER.items() if "." not in p and a.
 @pytest.mark.parametrize("path", DEFAULTED)
 def test_declaring_an_inputs_default_is_no_change(path):
     """An input left out is read as its schema Default (sdk field_reader_config.go L230 readPrimitive), so declaring
-    that value, or leaving it out again, is no diff (schema.go diffString L1737 `os == ns`)."""
+    that value, or leaving it out again, is no diff (schema.go diffString L1733 `os == ns`)."""
     default = DOCKER_CONTAINER[path].default
     assert report_of(_plan({}), _plan({path: default})).impacts == []
     assert report_of(_plan({path: default}), _plan({})).impacts == []
