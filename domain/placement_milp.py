@@ -356,13 +356,15 @@ def solve(
     sizes: list[int],
     time_limit: float | None = None,
     weight_bound: int = 0,
+    stopping: float = _STOPPING,
 ) -> MilpResult:
     """The exact class model, built and solved within `time_limit` seconds (TIME_LIMIT_SECONDS by default), its
     construction counted, given a bound already proven (`weight_bound`, a cut). Not built where it would exceed
     _MILP_PAIRS, or left where the time runs out while it is built: then no sets and no bound. Stopped by its clock,
-    the best placement it found, if any, with the bound it proved (not optimal)."""
+    the best placement it found, if any, with the bound it proved (not optimal). `stopping`: what HiGHS is given
+    less than the limit, the time it takes to stop and hand back (less for a neighbourhood's small model)."""
     # HiGHS must start by this, to stop and hand back within the limit.
-    deadline = time.perf_counter() + (TIME_LIMIT_SECONDS if time_limit is None else time_limit) - _STOPPING
+    deadline = time.perf_counter() + (TIME_LIMIT_SECONDS if time_limit is None else time_limit) - stopping
     sets = [s for s in sizes if s > 1]
     k_count = len(sets)
     if not k_count:

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from domain import placement_milp
+from domain import placement_milp, placement_neighbourhoods
 from domain.gpus import MAX_GPUS_PER_HOST as MAX_GPUS
 
 EXPECTED = (
@@ -452,8 +452,10 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     (a count, not a clock): exact when it finishes, which structured topologies do. Otherwise
     domain/placement_milp.py counts GPUs per class of interchangeable GPUs: its relaxation proves a lower bound on
     the weight, the placement's `gap`, and offers a placement taken where it is cheaper; then its MILP may raise the
-    bound and replaces the sets where it proves a cheaper optimum. All of it within placement_milp.TIME_LIMIT_SECONDS
-    of wall clock from the call: each step stops at that deadline with what it has proven.
+    bound and replaces the sets where it finds cheaper ones, and a neighbourhood search
+    (domain/placement_neighbourhoods.py) lightens the sets further while it can. All of it within
+    placement_milp.TIME_LIMIT_SECONDS of wall clock from the call: each step stops at that deadline with what it
+    has proven.
     """
     started = time.perf_counter()
     sizes = list(sizes)
@@ -485,7 +487,11 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
             if left > 0:
                 # The bound proven so far guides the MILP's search where a lighter placement may exist.
                 proven = bound if bound < search.key(chosen)[0] else 0
-                solved = placement_milp.solve(cost, numa, sizes, time_limit=left, weight_bound=proven)
+                # Where there is time for both, the MILP leaves SEARCH_SECONDS to the neighbourhood search below.
+                search_share = (
+                    placement_neighbourhoods.SEARCH_SECONDS if left >= placement_neighbourhoods.BOTH_SECONDS else 0.0
+                )
+                solved = placement_milp.solve(cost, numa, sizes, time_limit=left - search_share, weight_bound=proven)
                 bound = max(bound, solved.weight_bound)
                 if solved.sets is not None:
                     # The sets found before where they cost as much, so a proven optimum is the same on every
@@ -493,6 +499,11 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
                     better = search.key(solved.sets) < search.key(chosen)
                     chosen = _with_single_gpus(search, solved.sets, sizes) if better else chosen
                     optimal = solved.optimal
+            if not optimal and search.key(chosen)[0] > bound:
+                # What is left (at least SEARCH_SECONDS): the large-neighbourhood search from the lightest so far.
+                found = placement_neighbourhoods.improved(cost, numa, [s for s in chosen if len(s) > 1], deadline)
+                if search.key(found) < search.key(chosen):
+                    chosen = _with_single_gpus(search, found, sizes)
     weight = _weight(cost, chosen)
     return Placement((tuple(topology.gpus[p] for p in positions) for positions in chosen), optimal, weight, bound)
 

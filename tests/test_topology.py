@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 import domain.topology as topology_module
 from bench import placement as bench_placement
-from domain import placement_milp
+from domain import placement_milp, placement_neighbourhoods
 from schema.docker import PROD_PLACEMENT_GAP
 from domain.topology import (
     EXACT_GPUS,
@@ -705,6 +705,9 @@ def test_a_placement_the_milp_found_by_its_clock_is_taken_only_where_lighter(mon
     leaves."""
     monkeypatch.setattr(topology_module, "_NODE_BUDGET", 1)  # the search's greedy placement, and no relaxation's
     monkeypatch.setattr(placement_milp, "relaxation", lambda *_, **__: placement_milp.Relaxation(5, None))
+    monkeypatch.setattr(
+        placement_neighbourhoods, "improved", lambda _cost, _numa, sets, _deadline: sets
+    )  # the MILP's step alone
     topo, sizes = bench_placement.random_topology(18, 0), [5, 1, 5]
     cost = _pair_costs(topo)
 
