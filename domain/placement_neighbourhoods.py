@@ -17,11 +17,11 @@ from collections.abc import Sequence
 
 from domain import placement_milp
 
-# What the MILP leaves of the deadline for `improved` (the large-neighbourhood search), where at least BOTH_SECONDS
-# are left for the two: 0.15 s takes corpus case 43 from the MILP's 990 to 980. With less left (a loaded machine)
-# the MILP keeps it all: its bound is then worth more (measured: case 34's gap needs the MILP's bound).
+# What the MILP leaves of the deadline to `improved` (`left_to_search`): 0.15 s takes corpus case 43 from the
+# MILP's 990 to 980.
 SEARCH_SECONDS = 0.15
 BOTH_SECONDS = 0.45
+CPU_SHARE = 0.9
 # `improved`'s neighbourhoods: at most this many GPUs (its MILPs prove their optimum in milliseconds), and what
 # HiGHS is given less than the time left, to stop and hand back on models of that size.
 _NEIGHBOURHOOD_GPUS = 24
@@ -29,6 +29,14 @@ _NEIGHBOURHOOD_STOPPING = 0.02
 # Classes beyond which no neighbourhood is tried: a random 64-GPU table (64 classes of one, 2,016 pairs of classes)
 # was lightened by none of them in the deadline, which they took whole (median 96 -> 731 ms, 20 tables measured).
 _CLASSES = 32
+
+
+def left_to_search(left: float, cpu: float) -> float:
+    """What the MILP leaves of the `left` seconds to `improved`: SEARCH_SECONDS where at least BOTH_SECONDS are left
+    and the call has had a core so far (`cpu`: its CPU time over its wall clock, at least CPU_SHARE); else nothing.
+    On a loaded machine the MILP needs all of it: beside a full `make test` (two thirds of a core) it then found
+    case 43's 990, where with 0.15 s less it did not and the search got the relaxation's 1,110 only to 1,050."""
+    return SEARCH_SECONDS if left >= BOTH_SECONDS and cpu >= CPU_SHARE else 0.0
 
 
 def improved(

@@ -457,7 +457,7 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
     placement_milp.TIME_LIMIT_SECONDS of wall clock from the call: each step stops at that deadline with what it
     has proven.
     """
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     sizes = list(sizes)
     n = len(topology.gpus)
     for index, size in enumerate(sizes):
@@ -487,11 +487,10 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
             if left > 0:
                 # The bound proven so far guides the MILP's search where a lighter placement may exist.
                 proven = bound if bound < search.key(chosen)[0] else 0
-                # Where there is time for both, the MILP leaves SEARCH_SECONDS to the neighbourhood search below.
-                search_share = (
-                    placement_neighbourhoods.SEARCH_SECONDS if left >= placement_neighbourhoods.BOTH_SECONDS else 0.0
-                )
-                solved = placement_milp.solve(cost, numa, sizes, time_limit=left - search_share, weight_bound=proven)
+                # Where there is time and CPU for both, the MILP leaves some to the neighbourhood search below.
+                cpu = (time.process_time() - cpu_started) / (time.perf_counter() - started)
+                to_search = placement_neighbourhoods.left_to_search(left, cpu)
+                solved = placement_milp.solve(cost, numa, sizes, time_limit=left - to_search, weight_bound=proven)
                 bound = max(bound, solved.weight_bound)
                 if solved.sets is not None:
                     # The sets found before where they cost as much, so a proven optimum is the same on every
@@ -500,7 +499,7 @@ def place(topology: Topology, sizes: Sequence[int]) -> Placement:
                     chosen = _with_single_gpus(search, solved.sets, sizes) if better else chosen
                     optimal = solved.optimal
             if not optimal and search.key(chosen)[0] > bound:
-                # What is left (at least SEARCH_SECONDS): the large-neighbourhood search from the lightest so far.
+                # What is left: the large-neighbourhood search from the lightest placement so far.
                 found = placement_neighbourhoods.improved(cost, numa, [s for s in chosen if len(s) > 1], deadline)
                 if search.key(found) < search.key(chosen):
                     chosen = _with_single_gpus(search, found, sizes)
