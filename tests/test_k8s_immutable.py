@@ -112,18 +112,34 @@ def test_rows_the_provider_already_replaces_are_not_declared_again():
 # --- each row, changed on an object of the plans: what `rocm-stack diff` predicts -------------------------------
 
 
-def _set(inputs: dict[str, Any], path: str, value: Any) -> None:
-    parts = re.sub(r'\["([^"]*)"\]', r".\1", path).split(".")
-    node = inputs
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
+def _parts(path: str) -> list[str]:
+    """A Pulumi property path's parts: `a.b["c.d"].e[*].f` is a, b, c.d, e, *, f."""
+    return [next(filter(None, groups)) for groups in re.findall(r'\["([^"]*)"\]|\[(\*)\]|([^.\[]+)', path)]
 
 
-def _get(inputs: dict[str, Any], path: str) -> Any:
+def _set(inputs: Any, path: str | list[str], value: Any) -> None:
+    """Sets `path` to `value`; under `[*]`, in every element of the list (one made where there is none)."""
+    first, *rest = _parts(path) if isinstance(path, str) else path
+    if first == "*":
+        if not inputs:
+            inputs.append({})
+        for element in inputs:
+            _set(element, rest, value)
+        return
+    if rest:
+        _set(inputs.setdefault(first, [] if rest[0] == "*" else {}), rest, value)
+    else:
+        inputs[first] = value
+
+
+def _get(inputs: Any, path: str) -> Any:
+    """The value at `path`; under `[*]`, the first element's."""
     node: Any = inputs
-    for part in re.sub(r'\["([^"]*)"\]', r".\1", path).split("."):
-        node = node.get(part) if isinstance(node, dict) else None
+    for part in _parts(path):
+        if part == "*":
+            node = node[0] if isinstance(node, list) and node else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
     return node
 
 

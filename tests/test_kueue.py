@@ -14,6 +14,7 @@ read them there (skipped where it is absent).
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 import tarfile
@@ -25,7 +26,6 @@ from typing import Any
 import pytest
 import yaml
 
-from components.workloads import multinode
 from schema.queues import KUEUE_QUEUE_LABEL, PODS_READY_MARGIN_S
 from tools.impact import predict
 from tools.impact_rules import Action
@@ -287,12 +287,23 @@ def test_a_queued_multi_node_server_is_replaced_when_kueue_fixes_its_shape(every
     (for a queued one) any change of the pods' shape or group size (leaderworkerset_webhook.go L185-191, L213-232 @
     v0.19.2; pkg/util/pod/pod.go L147-178). Those paths are replacements of the LeaderWorkerSet, the old one deleted
     first; an image change still rolls in place."""
-    assert "func SpecShape(podSpec *corev1.PodSpec)" in lines("pkg/util/pod/pod.go", 147, 147)
+    shape = lines("pkg/util/pod/pod.go", 147, 180)
+    assert "func SpecShape(podSpec *corev1.PodSpec)" in shape
+    # Its fields; `priority` is set on pods by admission, never in a template, and pod-level `resources` count only
+    # where a template sets them (the stack sets neither).
+    fields = set(re.findall(r'^\s+"(\w+)":\s+(?:ContainersShape\()?podSpec\.', shape, re.M)) - {"priority"}
+    assert '"resources": map[string]any{\n\t\t\t\t"requests": c.Resources.Requests' in shape
+    assert '"ports": c.Ports' in shape
     big = everything.get(LWS, "big")
     assert manifest_of(big)["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "serving"
     assert big["delete_before_replace"] is True
-    assert set(big["replace_on_changes"]) >= {f'metadata.labels["{KUEUE_QUEUE_LABEL}"]', *multinode.QUEUED_SHAPE_PATHS}
-    assert "spec.leaderWorkerTemplate.size" in big["replace_on_changes"]
+    expected = {f'metadata.labels["{KUEUE_QUEUE_LABEL}"]', "spec.leaderWorkerTemplate.size"} | {
+        f"spec.leaderWorkerTemplate.{template}.spec.{path}"
+        for template in ("leaderTemplate", "workerTemplate")
+        for field in fields
+        for path in ([f"{field}[*].resources", f"{field}[*].ports"] if field.endswith("ontainers") else [field])
+    }
+    assert len(fields) == 9 and set(big["replace_on_changes"]) >= expected
     assert not any("image" in path for path in big["replace_on_changes"])
 
 

@@ -17,6 +17,7 @@ in one of the two, every `oldSelf` rule of a vendored CRD is under a row, and ev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -92,6 +93,8 @@ KUEUE = "kubernetes-sigs/kueue @ v0.19.2"
 JOBSET = "kubernetes-sigs/jobset @ v0.12.0"
 LWS = "kubernetes-sigs/lws @ v0.10.0"
 CORE_VALIDATION = "kubernetes/kubernetes pkg/apis/core/validation/validation.go"
+LWS_WEBHOOK = "pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go"
+QUEUE_NAME = f'metadata.labels["{KUEUE_QUEUE_LABEL}"]'
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,9 @@ class Immutable:
     kind: str
     path: str  # a Pulumi property path (what replaceOnChanges takes), from the object's top
     source: str  # who refuses the change, where: repository @ tag, file, lines
-    when: str = ""  # immutable only where the live object sets this path (a CEL rule's `has(oldSelf.x)`)
+    # Immutable only where the object sets this path: the live one for a CRD's `has(oldSelf.x)`, the declared one
+    # for what Kueue manages (its webhooks judge the object a queue-name makes theirs).
+    when: str = ""
     refused: Literal["any change", "a decrease"] = "any change"
     replaced: bool = True  # False: the program leaves the change refused, for the reason in `note`
     note: str = ""
@@ -142,10 +147,50 @@ IMMUTABLE: tuple[Immutable, ...] = (
         _I(
             group,
             kind,
-            f'metadata.labels["{KUEUE_QUEUE_LABEL}"]',
+            QUEUE_NAME,
             f"{KUEUE} pkg/controller/jobframework/validation.go L179-183 (a job that is not suspended)",
         )
         for group, kind in (("batch", "Job"), ("jobset.x-k8s.io", "JobSet"))
+    ),
+    # A queued Deployment's or LeaderWorkerSet's queue-name may not change once a replica is ready (nor ever be
+    # removed); a queued LeaderWorkerSet's pods' shape (SpecShape: each container's requests and ports, placement,
+    # runtime class, overhead, claims) and its group size are fixed while Kueue manages it.
+    *(
+        _I(group, kind, QUEUE_NAME, f"{KUEUE} {webhook} (ready replicas, or the queue-name removed)", when=QUEUE_NAME)
+        for group, kind, webhook in (
+            ("apps", "Deployment", "pkg/controller/jobs/deployment/deployment_webhook.go L151-154"),
+            ("leaderworkerset.x-k8s.io", "LeaderWorkerSet", f"{LWS_WEBHOOK} L185-191"),
+        )
+    ),
+    _I(
+        "leaderworkerset.x-k8s.io",
+        "LeaderWorkerSet",
+        "spec.leaderWorkerTemplate.size",
+        f"{KUEUE} {LWS_WEBHOOK} L225-232 (LWSImmutableGroupSize: beta, on since v0.19)",
+        when=QUEUE_NAME,
+    ),
+    *(
+        _I(
+            "leaderworkerset.x-k8s.io",
+            "LeaderWorkerSet",
+            f"spec.leaderWorkerTemplate.{template}.spec.{field}",
+            f"{KUEUE} {LWS_WEBHOOK} L213-224 (validateImmutablePodTemplateSpec; pkg/util/pod/pod.go L147-178 SpecShape)",
+            when=QUEUE_NAME,
+        )
+        for template in ("leaderTemplate", "workerTemplate")
+        for field in (
+            "containers[*].resources",
+            "containers[*].ports",
+            "initContainers[*].resources",
+            "initContainers[*].ports",
+            "nodeSelector",
+            "affinity",
+            "tolerations",
+            "topologySpreadConstraints",
+            "runtimeClassName",
+            "overhead",
+            "resourceClaims",
+        )
     ),
     *(
         _I("batch", "Job", f"spec.{field}", f"{K8S} pkg/apis/batch/validation/validation.go ValidateJobSpecUpdate")
@@ -260,8 +305,8 @@ def group_of(api_version: str) -> str:
 
 def _get(inputs: Mapping[str, Any], path: str) -> Any:
     value: Any = inputs
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
+    for key, part in re.findall(r'\["([^"]*)"\]|([^.\[]+)', path):  # `a.b["c.d"]`: a, b, c.d
+        value = value.get(key or part) if isinstance(value, Mapping) else None
     return value
 
 

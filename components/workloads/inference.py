@@ -317,23 +317,9 @@ class VllmServer(pulumi.ComponentResource):
             ),
         )
         # Queued (`queueName`): Kueue admits each Deployment pod, or each LeaderWorkerSet group, against the queue's
-        # quota. Its webhooks refuse a new queue-name once a replica is ready (pkg/controller/jobs/deployment/
-        # deployment_webhook.go L151-154, leaderworkerset/leaderworkerset_webhook.go L185-191 @ v0.19.2), and for a
-        # LeaderWorkerSet also any change of its pods' shape (L213-224; pkg/util/pod/pod.go L147-178 SpecShape) and
-        # of its group size (L225-232, LWSImmutableGroupSize: beta, on since v0.19): those are replacements, the old
-        # object deleted first (fixed name).
+        # quota, and its webhooks then refuse some changes: replacement() replaces the object for them (IMMUTABLE).
         queue_labels = {KUEUE_QUEUE_LABEL: k8s.queue_name} if k8s.queue_name is not None else {}
-        if queue_labels:
-            workload_opts = pulumi.ResourceOptions.merge(
-                workload_opts,
-                pulumi.ResourceOptions(
-                    delete_before_replace=True,
-                    replace_on_changes=[
-                        f'metadata.labels["{KUEUE_QUEUE_LABEL}"]',
-                        *(multinode.QUEUED_SHAPE_PATHS if k8s.multi_node else []),
-                    ],
-                ),
-            )
+        declared = {"metadata": {"labels": queue_labels}}
         min_available = k8s.effective_min_available(args.environment)
         volumes = [shm_volume(inference.shm_size), cache_volume, *program_volumes]
 
@@ -393,7 +379,7 @@ class VllmServer(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(
                     workload_opts,
                     pulumi.ResourceOptions.merge(
-                        replacement(multinode.LWS_API_VERSION, multinode.LWS_KIND),
+                        replacement(multinode.LWS_API_VERSION, multinode.LWS_KIND, declared),
                         pulumi.ResourceOptions(
                             depends_on=[*args.gpu_ready, *filter(None, [args.leader_worker_set_controller])],
                             # Replaced also by a new name or namespace (multinode.py): the old groups go first, as
@@ -428,7 +414,11 @@ class VllmServer(pulumi.ComponentResource):
                     template=template(containers, [*volumes, *proxy_volumes], [spread]),
                 ),
                 opts=pulumi.ResourceOptions.merge(
-                    workload_opts, pulumi.ResourceOptions(depends_on=list(args.gpu_ready))
+                    workload_opts,
+                    pulumi.ResourceOptions.merge(
+                        replacement("apps/v1", "Deployment", declared),
+                        pulumi.ResourceOptions(depends_on=list(args.gpu_ready)),
+                    ),
                 ),
             )
         # The API is the leaders' (a multi-node group's workers serve no client): what the Service, and anything

@@ -107,31 +107,6 @@ def worker_drain_hook(port: int) -> core_v1.LifecycleArgs:
     )
 
 
-# What Kueue v0.19.2 keeps fixed in a queued LeaderWorkerSet (its pods' shape, pkg/util/pod/pod.go L147-178: each
-# container's requests and ports, placement, runtime class, overhead, claims; and the group size): paths the stack
-# declares a replacement.
-QUEUED_SHAPE_PATHS = [
-    "spec.leaderWorkerTemplate.size",
-    *(
-        f"spec.leaderWorkerTemplate.{template}.spec.{field}"
-        for template in ("leaderTemplate", "workerTemplate")
-        for field in (
-            "containers[*].resources",
-            "containers[*].ports",
-            "initContainers[*].resources",
-            "initContainers[*].ports",
-            "nodeSelector",
-            "affinity",
-            "tolerations",
-            "topologySpreadConstraints",
-            "runtimeClassName",
-            "overhead",
-            "resourceClaims",
-        )
-    ),
-]
-
-
 def leader_selector(labels: dict[str, str]) -> dict[str, str]:
     """The leader pods of the workload's groups: where the API is served (the Service's selector)."""
     return {**labels, WORKER_INDEX_LABEL: LEADER_WORKER_INDEX}
