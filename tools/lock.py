@@ -70,11 +70,6 @@ def _placed(stack: str, project_dir: Path, relock: Sequence[str] = ()) -> tuple[
         raise ConfigError([ConfigProblem(path, message) for path, message in problems])
     if unknown := unknown_targets(current, relock, stack):
         raise ConfigError(unknown)
-    # A flat host of more than 16 GPUs is placed with HiGHS through SciPy, whose import (0.2-1.2 s measured) the first
-    # such placement of a process paid inside its deadline and proved less (large corpus case 34: gap 2.3 %, above
-    # prod's 2 %, where every later call proves 1.7 %): imported here, before any placement starts its clock.
-    import scipy.optimize  # noqa: F401
-
     cwd = Path.cwd()
     os.chdir(project_dir)  # topology files are relative to the project directory, as for the program
     try:
