@@ -15,7 +15,8 @@ from __future__ import annotations
 import fnmatch
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -29,6 +30,20 @@ def version(binary: str) -> tuple[int, int]:
     match = re.search(r"version (\d+)\.(\d+)\.", result.stdout + result.stderr)
     assert match, result.stdout + result.stderr
     return int(match.group(1)), int(match.group(2))
+
+
+def takes_flags(binary: str, flags: Sequence[str], tmp_path: Path) -> tuple[bool, str]:
+    """Whether `binary` takes `flags`, and its output: it parses its flags before it reads its configuration, so
+    started on a missing configuration it stops at the one or the other."""
+    result = subprocess.run(
+        [binary, f"--config.file={tmp_path}/absent.yml", f"--storage.tsdb.path={tmp_path}", *flags],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    output = result.stdout + result.stderr
+    assert "Error loading config" in output or "Error parsing commandline arguments" in output, output
+    return "Error parsing commandline arguments" not in output, output
 
 
 def reads_scrape_config_files(binary: str) -> bool:

@@ -5,7 +5,6 @@ upstream project's own test table or source, cited; nothing here restates the st
 from __future__ import annotations
 
 import shutil
-import subprocess
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from schema.types import docker_bytes, duration_seconds, prometheus_bytes, quant
 from tools import verify_k8s
 from tools.synth import synthesize
 from conftest import refusal, stack_file
+from prometheus_versions import takes_flags
 
 P = "rocm-stack:"
 KI, MI, GI, TI, PI = (1024**n for n in range(1, 6))
@@ -263,20 +263,7 @@ def test_a_retention_size_is_taken_exactly_when_prometheus_takes_it(text, tmp_pa
     prometheus = shutil.which("prometheus")
     if prometheus is None:
         pytest.skip("prometheus is not installed (Debian: prometheus)")
-    result = subprocess.run(
-        [
-            prometheus,
-            f"--config.file={tmp_path}/absent.yml",
-            f"--storage.tsdb.path={tmp_path}",
-            f"--storage.tsdb.retention.size={text}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    output = result.stdout + result.stderr
-    assert "Error loading config" in output or "Error parsing commandline arguments" in output, output
-    taken = "Error parsing commandline arguments" not in output
+    taken, output = takes_flags(prometheus, [f"--storage.tsdb.retention.size={text}"], tmp_path)
     try:
         prometheus_bytes(text)
         read = True
