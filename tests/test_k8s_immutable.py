@@ -17,9 +17,11 @@ from components.k8s.replacement import (
     MUTABLE_KINDS,
     Immutable,
     group_of,
+    path_parts,
     provider_replaces,
     replace_on_changes,
     rows,
+    value_at,
 )
 from tools.impact import Impact, predict
 from tools.impact_rules import Action
@@ -112,14 +114,9 @@ def test_rows_the_provider_already_replaces_are_not_declared_again():
 # --- each row, changed on an object of the plans: what `rocm-stack diff` predicts -------------------------------
 
 
-def _parts(path: str) -> list[str]:
-    """A Pulumi property path's parts: `a.b["c.d"].e[*].f` is a, b, c.d, e, *, f."""
-    return [next(filter(None, groups)) for groups in re.findall(r'\["([^"]*)"\]|\[(\*)\]|([^.\[]+)', path)]
-
-
 def _set(inputs: Any, path: str | list[str], value: Any) -> None:
     """Sets `path` to `value`; under `[*]`, in every element of the list (one made where there is none)."""
-    first, *rest = _parts(path) if isinstance(path, str) else path
+    first, *rest = path_parts(path) if isinstance(path, str) else path
     if first == "*":
         if not inputs:
             inputs.append({})
@@ -130,17 +127,6 @@ def _set(inputs: Any, path: str | list[str], value: Any) -> None:
         _set(inputs.setdefault(first, [] if rest[0] == "*" else {}), rest, value)
     else:
         inputs[first] = value
-
-
-def _get(inputs: Any, path: str) -> Any:
-    """The value at `path`; under `[*]`, the first element's."""
-    node: Any = inputs
-    for part in _parts(path):
-        if part == "*":
-            node = node[0] if isinstance(node, list) and node else None
-        else:
-            node = node.get(part) if isinstance(node, dict) else None
-    return node
 
 
 def _another(value: Any, row: Immutable) -> Any:
@@ -184,7 +170,7 @@ def test_changing_the_field_is_a_replacement_or_a_predicted_refusal(row: Immutab
     base = plans()[name].to_json()
     head = copy.deepcopy(base)
     [changed] = [r for r in head["resources"] if r["urn"] == resource["urn"]]
-    _set(changed["inputs"], row.path, _another(_get(changed["inputs"], row.path), row))
+    _set(changed["inputs"], row.path, _another(value_at(changed["inputs"], row.path), row))
     [impact] = [i for i in report(base, head) if i.name == resource["name"] and i.type == resource["type"]]
     if provider_replaces(row.group, row.kind, row.path):
         assert impact.action in REPLACED and not {"k8s.force-new", "k8s.secret", "k8s.configmap"}.isdisjoint(

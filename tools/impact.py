@@ -29,7 +29,7 @@ from components.docker.provider_schema import (
     SET_OF_BLOCKS,
     VOLUME,
 )
-from components.k8s.replacement import Immutable, group_of, rows
+from components.k8s.replacement import Immutable, group_of, rows, value_at
 from components.workloads.inference import HEALTH_LABEL
 from components.monitoring.docker_host import ONE_SHOT, PROMETHEUS_FILES
 from rules import MONITORING_LABEL, PARTITION_LABEL
@@ -145,13 +145,6 @@ def _matches(path: str, patterns: Iterable[str]) -> bool:
     return False
 
 
-def _value(inputs: dict[str, Any], row: Immutable) -> Any:
-    value: Any = inputs
-    for part in re.sub(r'\["([^"]*)"\]', r".\1", row.path).split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
 def _quantity(value: Any) -> Any:
     """A Kubernetes quantity ("2Ti") as a number (schema.types.quantity_value, the stack's one reader)."""
     return quantity_value(str(value))
@@ -167,7 +160,7 @@ def _refusing(old: PlannedResource, new: PlannedResource, path: str) -> list[Imm
         if not _matches(path, [row.path]):
             continue
         if row.refused == "a decrease":
-            before, after = _value(old.inputs, row), _value(new.inputs, row)
+            before, after = value_at(old.inputs, row.path), value_at(new.inputs, row.path)
             if before is None or after is None or _quantity(after) >= _quantity(before):
                 continue
         found.append(row)

@@ -303,17 +303,26 @@ def group_of(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
 
-def _get(inputs: Mapping[str, Any], path: str) -> Any:
+def path_parts(path: str) -> list[str]:
+    """A Pulumi property path's parts: `a.b["c.d"].e[*].f` is a, b, c.d, e, *, f."""
+    return [next(filter(None, groups)) for groups in re.findall(r'\["([^"]*)"\]|\[(\*)\]|([^.\[]+)', path)]
+
+
+def value_at(inputs: Mapping[str, Any], path: str) -> Any:
+    """The value at a property path of `inputs` (under `[*]`, the first element's); None where there is none."""
     value: Any = inputs
-    for key, part in re.findall(r'\["([^"]*)"\]|([^.\[]+)', path):  # `a.b["c.d"]`: a, b, c.d
-        value = value.get(key or part) if isinstance(value, Mapping) else None
+    for part in path_parts(path):
+        if part == "*":
+            value = value[0] if isinstance(value, list) and value else None
+        else:
+            value = value.get(part) if isinstance(value, Mapping) else None
     return value
 
 
 def rows(api_version: str, kind: str, live: Mapping[str, Any]) -> list[Immutable]:
     """The rows of a kind that hold for an object whose (live, old) inputs are `live`."""
     group = group_of(api_version)
-    return [r for r in IMMUTABLE if (r.group, r.kind) == (group, kind) and (not r.when or _get(live, r.when))]
+    return [r for r in IMMUTABLE if (r.group, r.kind) == (group, kind) and (not r.when or value_at(live, r.when))]
 
 
 def provider_replaces(group: str, kind: str, path: str) -> bool:
